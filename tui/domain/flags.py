@@ -279,7 +279,9 @@ class ServeFlags(BaseModel):
 
     def explicit(self) -> dict[str, Any]:
         """The flags that are set, by snake_case name (model and extra args excluded)."""
-        return {s.name: getattr(self, s.name) for s in flag_specs() if getattr(self, s.name) is not None}
+        return {
+            s.name: getattr(self, s.name) for s in flag_specs() if getattr(self, s.name) is not None
+        }
 
     def to_toml_dict(self) -> dict[str, Any]:
         """The ``[flags]`` table of a preset: set flags only, extra args as a list."""
@@ -346,7 +348,9 @@ class FlagSpec:
                 return int(raw)
             except ValueError as exc:
                 type_name = "human_readable_int" if self.human else "int"
-                detail = str(exc) if "Decimals" in str(exc) else f"invalid {type_name} value: {text!r}"
+                detail = (
+                    str(exc) if "Decimals" in str(exc) else f"invalid {type_name} value: {text!r}"
+                )
                 raise ValueError(f"argument {self.cli}: {detail}") from exc
         if self.kind is FlagKind.FLOAT:
             try:
@@ -357,7 +361,9 @@ class FlagSpec:
             assert self.choices is not None
             if raw not in self.choices:
                 options = ", ".join(repr(c) for c in self.choices)
-                raise ValueError(f"argument {self.cli}: invalid choice: {raw!r} (choose from {options})")
+                raise ValueError(
+                    f"argument {self.cli}: invalid choice: {raw!r} (choose from {options})"
+                )
             return raw
         if self.kind is FlagKind.BOOL:
             lowered = raw.lower()
@@ -421,7 +427,7 @@ def flag_specs() -> tuple[FlagSpec, ...]:
                     cli=str(extra["cli"]),
                     aliases=tuple(extra["aliases"]),  # type: ignore[arg-type]
                     kind=kind,
-                    group=FlagGroup(extra["group"]),
+                    group=FlagGroup(str(extra["group"])),
                     help=field.description or "",
                     vllm_default=extra["vllm_default"],
                     config=str(extra["config"]),
@@ -569,7 +575,9 @@ def problems_from_error(exc: ValidationError) -> list[FlagProblem]:
     return out
 
 
-def validate_form(model: str, raw: Mapping[str, str], extra: str = "") -> tuple[ServeFlags | None, list[FlagProblem]]:
+def validate_form(
+    model: str, raw: Mapping[str, str], extra: str = ""
+) -> tuple[ServeFlags | None, list[FlagProblem]]:
     """Validate the console form's text fields into ``ServeFlags``.
 
     Empty text means "not set". Returns the flags, or ``None`` with every problem found (type

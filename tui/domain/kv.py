@@ -95,7 +95,7 @@ def bytes_per_token(shape: ModelShape, kv_bytes: float, tp: int = 1) -> float:
 
 def bytes_per_block(shape: ModelShape, block_size: int, kv_bytes: float, tp: int = 1) -> int:
     """Page bytes of one block summed over layers (``v1/kv_cache_interface.py:528-560``)."""
-    return int(math.ceil(bytes_per_token(shape, kv_bytes, tp) * block_size))
+    return math.ceil(bytes_per_token(shape, kv_bytes, tp) * block_size)
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,10 @@ class KvCapacity:
 
 
 def capacity(
-    available_bytes: int, block_size: int, per_block: int, max_model_len: int,
+    available_bytes: int,
+    block_size: int,
+    per_block: int,
+    max_model_len: int,
     num_gpu_blocks_override: int | None = None,
 ) -> KvCapacity:
     """``num_blocks = available // bytes_per_block``, or the override (``:1627-1628``)."""

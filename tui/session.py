@@ -1,0 +1,419 @@
+"""The tuning loop as services: restart a server with flags, watch it, load it, keep every run.
+
+``Session`` wires the rooms together for the console and for headless commands alike: the
+``Supervisor`` (server/), the ``LoadRunner`` (load/), the telemetry pollers (telemetry/) and
+the ``RunStore`` (store/). It imports no textual: the UI subscribes to its events.
+
+Every run becomes a ``RunRecord`` in the store the moment it launches, then is updated in
+place as it becomes ready, fails (with its diagnosis), or gets a load result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from tui.domain.events import (
+    Exited,
+    Failed,
+    KvCacheReported,
+    Launched,
+    Ready,
+    ServerEvent,
+    ServerState,
+    StageReached,
+)
+from tui.domain.flags import ServeFlags
+from tui.domain.presets import Preset
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StageTiming
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.workload import LoadProgress, LoadSpec
+from tui.store.history import RunStore
+
+
+@dataclass(frozen=True)
+class RunUpdated:
+    """A run record was created or changed (status, startup profile, diagnosis, bench)."""
+
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class LoadFinished:
+    """A load run ended: its result, or why there is none."""
+
+    result: BenchResult | None
+    error: str | None = None
+
+
+SessionEvent = (
+    ServerEvent | RunUpdated | LoadProgress | LoadFinished | GpuSample | ServerMetrics | HostSample
+)
+
+
+class SupervisorLike(Protocol):
+    """What the session needs of ``tui.server.supervisor.Supervisor`` (a fake in tests)."""
+
+    @property
+    def state(self) -> ServerState: ...
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def base_url(self) -> str | None: ...
+    @property
+    def log_lines(self) -> Sequence[str]: ...
+    async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None: ...
+    async def stop(self) -> None: ...
+
+
+class LoadRunnerLike(Protocol):
+    """What the session needs of ``tui.load.runner.LoadRunner``."""
+
+    async def run(
+        self,
+        spec: LoadSpec,
+        *,
+        base_url: str,
+        model: str,
+        on_progress: Callable[[LoadProgress], None] | None = None,
+    ) -> BenchResult: ...
+    async def cancel(self) -> None: ...
+
+
+class PollerLike(Protocol):
+    """A started/stopped periodic sampler (``tui.telemetry.poller.Poller``)."""
+
+    def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
+
+@dataclass
+class LaunchConfig:
+    """How this session launches servers.
+
+    ``command`` is the executable prefix (``["vllm"]``, a venv's vllm, or the simulator);
+    the argv is ``[*command, "serve", *flags.to_argv(), *launch_args]``. ``env`` carries
+    secrets such as ``VLLM_API_KEY``/``HF_TOKEN``: never argv.
+    """
+
+    command: list[str]
+    launch_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    log_dir: Path = Path(".")
+    mode_label: str = ""
+    startup_timeout_s: float = 900.0
+    grace_s: float = 10.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def simulator_command() -> list[str]:
+    """The simulator, run by this same Python (no reliance on PATH)."""
+    return [sys.executable, "-m", "tui.sim"]
+
+
+SupervisorFactory = Callable[[Callable[[ServerEvent], None]], SupervisorLike]
+MetricsPollerFactory = Callable[[str, Callable[[ServerMetrics], None]], PollerLike]
+HostPollerFactory = Callable[[Callable[[], int | None], Callable[[HostSample], None]], PollerLike]
+GpuPollerFactory = Callable[[Callable[[GpuSample], None]], PollerLike]
+
+
+class Session:
+    """One operator's tuning loop: a server at a time, a board of runs, live telemetry."""
+
+    def __init__(
+        self,
+        *,
+        launch: LaunchConfig,
+        store: RunStore,
+        presets: Sequence[Preset],
+        initial_flags: ServeFlags,
+        initial_load: LoadSpec,
+        supervisor_factory: SupervisorFactory,
+        load_runner_factory: Callable[[], LoadRunnerLike],
+        metrics_poller_factory: MetricsPollerFactory | None = None,
+        gpu_poller_factory: GpuPollerFactory | None = None,
+        host_poller_factory: HostPollerFactory | None = None,
+        gpu_from_server_metrics: bool = False,
+        autostart: bool = False,
+        can_restart: bool = True,
+    ) -> None:
+        self.launch = launch
+        self.store = store
+        self.presets = list(presets)
+        self.initial_flags = initial_flags
+        self.initial_load = initial_load
+        self.mode_label = launch.mode_label
+        self.can_restart = can_restart
+        self.runs: list[RunRecord] = store.list()
+        self.current: RunRecord | None = None
+        self.port = free_port() if initial_flags.port is None else initial_flags.port
+        self._listeners: list[Callable[[SessionEvent], None]] = []
+        self._supervisor = supervisor_factory(self._on_server_event)
+        self._runner_factory = load_runner_factory
+        self._runner: LoadRunnerLike | None = None
+        self._metrics_poller_factory = metrics_poller_factory
+        self._metrics_poller: PollerLike | None = None
+        self._gpu_poller_factory = gpu_poller_factory
+        self._gpu_poller: PollerLike | None = None
+        self._host_poller_factory = host_poller_factory
+        self._host_poller: PollerLike | None = None
+        self._gpu_from_server = gpu_from_server_metrics
+        self._autostart = autostart
+        self._peaks: dict[str, float] = {}
+        self._loading = False
+        self._closed = False
+
+    # -- observation --------------------------------------------------------------------------
+    @property
+    def state(self) -> ServerState:
+        """The current server's lifecycle state."""
+        return self._supervisor.state
+
+    @property
+    def log_lines(self) -> Sequence[str]:
+        """The current server's log tail."""
+        return self._supervisor.log_lines
+
+    @property
+    def base_url(self) -> str | None:
+        """``http://host:port`` of the current server, once launched."""
+        return self._supervisor.base_url
+
+    @property
+    def load_running(self) -> bool:
+        """Whether a load run is in progress."""
+        return self._loading
+
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Deliver every session event to ``callback`` (on the session's event loop)."""
+        self._listeners.append(callback)
+
+    def _emit(self, event: SessionEvent) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def preflight(self, flags: ServeFlags) -> list[str]:
+        """Warnings about ``flags`` before launch (the KV estimate arrives with issue 3)."""
+        warnings = []
+        if flags.enable_chunked_prefill is False and flags.max_num_batched_tokens is None:
+            warnings.append(
+                "chunked prefill off: vLLM raises max_num_batched_tokens to max_model_len"
+            )
+        return warnings
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start telemetry pollers, and the first server when the mode autostarts."""
+        if self._gpu_poller_factory is not None and not self._gpu_from_server:
+            self._gpu_poller = self._gpu_poller_factory(self._on_gpu)
+            self._gpu_poller.start()
+        if self._host_poller_factory is not None:
+            self._host_poller = self._host_poller_factory(
+                lambda: self._supervisor.pid, self._on_host
+            )
+            self._host_poller.start()
+        if self._autostart and self.can_restart:
+            await self.restart(self.initial_flags)
+
+    async def restart(self, flags: ServeFlags) -> RunRecord:
+        """Stop what runs (load first, then the server) and launch ``flags`` as a new run.
+
+        Returns as soon as the process is launched; readiness or failure arrive as events
+        and as updates of the returned run.
+        """
+        if not self.can_restart:
+            raise RuntimeError("attached to a server this console did not start: restart disabled")
+        await self.cancel_load()
+        await self.stop_server()
+        record = self.store.add(
+            RunRecord(
+                flags=flags,
+                label=f"#{len(self.runs) + 1}",
+                executable=" ".join(self.launch.command),
+            )
+        )
+        self.runs.append(record)
+        self.current = record
+        self._peaks = {}
+        self._emit(RunUpdated(record))
+        launch_flags = flags if flags.port is not None else flags.replace(port=self.port)
+        await self._supervisor.start(launch_flags, self.launch.launch_args)
+        return self.current
+
+    async def stop_server(self) -> None:
+        """Stop the current server (cancelling load first) and its telemetry."""
+        await self.cancel_load()
+        await self._stop_metrics()
+        if self._supervisor.state in (ServerState.STARTING, ServerState.READY):
+            await self._supervisor.stop()
+
+    async def close(self) -> None:
+        """Stop load, the server this session started, and every poller."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.stop_server()
+        for poller in (self._gpu_poller, self._host_poller):
+            if poller is not None:
+                await poller.stop()
+        self.store.close()
+
+    # -- load -----------------------------------------------------------------------------------
+    async def run_load(self, spec: LoadSpec) -> BenchResult | None:
+        """Run ``spec`` against the ready server; the result lands on the current run."""
+        if self.state is not ServerState.READY or self.current is None or self.base_url is None:
+            raise RuntimeError(f"the server is {self.state.value}, not ready: start it with r")
+        if self._loading:
+            raise RuntimeError("a load run is already in progress")
+        record = self.current
+        model = record.flags.served_model_name or record.flags.model
+        self._runner = self._runner_factory()
+        self._loading = True
+        self._peaks = {}
+        try:
+            result = await self._runner.run(
+                spec, base_url=self.base_url, model=model, on_progress=self._emit
+            )
+        except Exception as exc:  # the load generator reports, the console keeps going
+            self._emit(LoadFinished(None, error=f"{type(exc).__name__}: {exc}"))
+            return None
+        finally:
+            self._loading = False
+            self._runner = None
+        self._update(
+            bench=result,
+            workload=spec.model_dump(mode="json"),
+            telemetry=dict(self._peaks),
+        )
+        self._emit(LoadFinished(result))
+        return result
+
+    async def cancel_load(self) -> None:
+        """Cancel every in-flight stream of the running load, keeping partial results."""
+        runner = self._runner
+        if runner is not None:
+            await runner.cancel()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _update(self, **changes: Any) -> None:
+        if self.current is None:
+            return
+        record = self.current.model_copy(update=changes)
+        self.current = record
+        self.runs = [record if r.id == record.id else r for r in self.runs]
+        self.store.update(record)
+        self._emit(RunUpdated(record))
+
+    def _on_server_event(self, event: ServerEvent) -> None:
+        record = self.current
+        if record is not None:
+            startup = record.startup
+            if isinstance(event, Launched):
+                self._update(log_path=event.log_path)
+            elif isinstance(event, StageReached):
+                stages = list(startup.stages)
+                if stages and stages[-1].seconds is None:
+                    last = stages[-1]
+                    stages[-1] = last.model_copy(
+                        update={"seconds": event.elapsed - last.started_at}
+                    )
+                stages.append(
+                    StageTiming(
+                        name=event.stage.value, started_at=event.elapsed, detail=event.detail
+                    )
+                )
+                self._update(startup=startup.model_copy(update={"stages": stages}))
+            elif isinstance(event, KvCacheReported):
+                self._update(
+                    startup=startup.model_copy(
+                        update={
+                            "kv_cache_tokens": event.tokens,
+                            "max_concurrency": event.max_concurrency,
+                        }
+                    )
+                )
+            elif isinstance(event, Ready):
+                changes: dict[str, Any] = {"seconds_to_ready": event.elapsed}
+                if event.kv_cache_tokens is not None:
+                    changes["kv_cache_tokens"] = event.kv_cache_tokens
+                if event.max_concurrency is not None:
+                    changes["max_concurrency"] = event.max_concurrency
+                self._update(status=RunStatus.READY, startup=startup.model_copy(update=changes))
+                self._start_metrics()
+            elif isinstance(event, Failed):
+                self._update(
+                    status=RunStatus.FAILED, diagnosis=event.diagnosis, exit_code=event.exit_code
+                )
+            elif isinstance(event, Exited):
+                self._update(exit_code=event.exit_code)
+                if record.status is RunStatus.STARTING:
+                    self._update(status=RunStatus.STOPPED)
+        self._emit(event)
+
+    def _start_metrics(self) -> None:
+        if self._metrics_poller_factory is None or self.base_url is None:
+            return
+        self._metrics_poller = self._metrics_poller_factory(self.base_url, self._on_metrics)
+        self._metrics_poller.start()
+
+    async def _stop_metrics(self) -> None:
+        poller, self._metrics_poller = self._metrics_poller, None
+        if poller is not None:
+            await poller.stop()
+
+    def _peak(self, key: str, value: float | None) -> None:
+        if value is not None and self._loading:
+            self._peaks[key] = max(self._peaks.get(key, value), value)
+
+    def _on_metrics(self, sample: ServerMetrics) -> None:
+        self._peak("peak_kv_cache_usage", sample.kv_cache_usage)
+        self._peak("peak_num_waiting", sample.num_waiting)
+        self._peak("peak_generation_tokens_per_s", sample.generation_tokens_per_s)
+        self._emit(sample)
+        if self._gpu_from_server:
+            if sample.gpu is not None:
+                self._on_gpu(sample.gpu)
+            elif sample.status is not SourceStatus.OK:
+                self._on_gpu(
+                    GpuSample(
+                        t=sample.t,
+                        source="simulated",
+                        status=SourceStatus.DOWN,
+                        message="simulated GPU: no server running",
+                    )
+                )
+
+    def _on_gpu(self, sample: GpuSample) -> None:
+        for dev in sample.devices:
+            self._peak("peak_gpu_util", dev.utilization)
+            if dev.memory_used is not None:
+                self._peak("peak_gpu_mem_used_bytes", float(dev.memory_used))
+        self._emit(sample)
+
+    def _on_host(self, sample: HostSample) -> None:
+        self._peak(
+            "peak_server_rss_bytes", None if sample.server_rss is None else float(sample.server_rss)
+        )
+        self._emit(sample)
+
+
+async def wait_for_state(session: Session, states: set[ServerState], timeout: float) -> ServerState:
+    """Wait until the session's server reaches one of ``states`` (headless commands, tests)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while session.state not in states:
+        if loop.time() > deadline:
+            raise TimeoutError(f"server still {session.state.value} after {timeout:.0f} s")
+        await asyncio.sleep(0.05)
+    return session.state
