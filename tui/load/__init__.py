@@ -1,0 +1,1 @@
+"""The load generator: random workload, arrivals, streaming client, runner, statistics."""

@@ -1,0 +1,181 @@
+"""The streaming client against a fake vLLM (ref section 4.1), with both transports."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from load_fake_vllm import FakeVllm
+
+from tui.load.client import (
+    NO_VALID_CHUNK,
+    OpenAIStreamClient,
+    SseParser,
+    TransportKind,
+    api_url,
+    make_transport,
+)
+from tui.load.prompts import PromptRequest
+
+PROMPT = PromptRequest(index=3, prompt="the of and to in", prompt_len=5, expected_output_len=4)
+TRANSPORTS: list[TransportKind] = ["httpx", "aiohttp"]
+
+
+async def send(
+    fake_url: str,
+    kind: TransportKind,
+    prompt: PromptRequest = PROMPT,
+    **client_kwargs: object,
+):
+    transport = make_transport(kind, 4, float(client_kwargs.pop("timeout_s", 10.0)))  # type: ignore[arg-type]
+    try:
+        client = OpenAIStreamClient(
+            transport,
+            base_url=fake_url,
+            model=str(client_kwargs.pop("model", "fake")),
+            **client_kwargs,  # type: ignore[arg-type]
+        )
+        return await client.send(prompt)
+    finally:
+        await transport.aclose()
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_completions_stream_is_measured(fake_vllm: FakeVllm, kind: TransportKind) -> None:
+    fake_vllm.first_delay_s = 0.05
+    fake_vllm.chunk_delay_s = 0.02
+    rec = await send(fake_vllm.base_url, kind)
+    assert rec.success, rec.error
+    assert rec.error == ""
+    assert rec.output_tokens == 4  # usage.completion_tokens
+    assert rec.prompt_len == 6  # overwritten by usage.prompt_tokens (5 words + BOS)
+    assert len(rec.itl) == 3  # 4 choices chunks -> 3 gaps
+    assert rec.generated_text == " tok" * 4
+    # The server waits 50 ms before the first chunk and 20 ms between chunks: sleeps
+    # never end early, so these are lower bounds whatever the machine's load.
+    assert rec.ttft >= 0.045
+    assert all(gap >= 0.015 for gap in rec.itl)
+    # latency ends at the last choices chunk: ttft + Σ itl (usage and [DONE] excluded)
+    assert rec.latency == pytest.approx(rec.ttft + sum(rec.itl), abs=1e-9)
+    assert rec.start_time > 0
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_chat_stream_is_measured(fake_vllm: FakeVllm, kind: TransportKind) -> None:
+    rec = await send(fake_vllm.base_url, kind, endpoint="chat")
+    assert rec.success, rec.error
+    assert (rec.output_tokens, rec.prompt_len, len(rec.itl)) == (4, 6, 3)
+    assert rec.generated_text == " tok" * 4
+    body = fake_vllm.bodies[-1]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": PROMPT.prompt}]}
+    ]
+    assert body["max_completion_tokens"] == 4
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_http_500_fails_with_status_and_body(
+    fake_vllm: FakeVllm, kind: TransportKind
+) -> None:
+    rec = await send(fake_vllm.base_url, kind, model="fail-500")
+    assert not rec.success
+    assert rec.error.startswith("HTTP 500 Internal Server Error")
+    assert "boom from the fake" in rec.error
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_stream_without_choices_fails(fake_vllm: FakeVllm, kind: TransportKind) -> None:
+    rec = await send(fake_vllm.base_url, kind, model="no-choices")
+    assert not rec.success
+    assert rec.error == NO_VALID_CHUNK
+    assert rec.error == (
+        "Never received a valid chunk to calculate TTFT.This response will be marked as failed!"
+    )
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_per_request_timeout(fake_vllm: FakeVllm, kind: TransportKind) -> None:
+    fake_vllm.first_delay_s = 3.0
+    rec = await send(fake_vllm.base_url, kind, request_timeout_s=0.2)
+    assert not rec.success
+    assert "timed out after 0.2 s" in rec.error
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+async def test_connection_refused_is_a_failed_request(kind: TransportKind) -> None:
+    with socket.socket() as sock:  # a free port with nothing listening once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    rec = await send(f"http://127.0.0.1:{port}", kind)
+    assert not rec.success
+    assert rec.error
+
+
+async def test_payload_and_headers(fake_vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    await send(fake_vllm.base_url, "httpx")
+    body, headers = fake_vllm.bodies[-1], fake_vllm.headers[-1]
+    assert body["model"] == "fake" and body["prompt"] == PROMPT.prompt
+    assert body["max_tokens"] == 4
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert "ignore_eos" not in body and "temperature" not in body
+    assert "authorization" not in headers
+    assert headers["x-request-id"] == "3"
+
+    await send(fake_vllm.base_url, "httpx", ignore_eos=True, temperature=0.0, api_key="sekrit")
+    body, headers = fake_vllm.bodies[-1], fake_vllm.headers[-1]
+    assert body["ignore_eos"] is True and body["temperature"] == 0.0
+    assert headers["authorization"] == "Bearer sekrit"
+
+    monkeypatch.setenv("OPENAI_API_KEY", "from-env")
+    await send(fake_vllm.base_url, "aiohttp")
+    assert fake_vllm.headers[-1]["authorization"] == "Bearer from-env"
+
+
+def test_api_key_stays_out_of_repr(monkeypatch: pytest.MonkeyPatch) -> None:
+    class NoTransport:
+        def stream_post(self, *args: object) -> None:
+            raise AssertionError("not used")
+
+        async def aclose(self) -> None:
+            return None
+
+    client = OpenAIStreamClient(
+        NoTransport(),  # type: ignore[arg-type]
+        base_url="http://h:1",
+        model="m",
+        api_key="sekrit",
+    )
+    assert "sekrit" not in repr(client)
+    assert client.headers()["Authorization"] == "Bearer sekrit"
+
+
+def test_api_url() -> None:
+    assert api_url("http://h:8000", "completions") == "http://h:8000/v1/completions"
+    assert api_url("http://h:8000/v1/", "chat") == "http://h:8000/v1/chat/completions"
+    with pytest.raises(ValueError, match="http"):
+        api_url("h:8000", "completions")
+
+
+def test_sse_parser_handles_split_events_comments_and_utf8() -> None:
+    parser = SseParser()
+    assert parser.feed(b'data: {"a"') == []
+    assert parser.feed(b": 1}\n\n: ping\n\ndata: [DO") == ['{"a": 1}']
+    assert parser.feed(b"NE]\r\n\r\n") == ["[DONE]"]
+    snowman = "data: ☃\n\n".encode()
+    assert parser.feed(snowman[:7]) == []  # cut inside the 3-byte character
+    assert parser.feed(snowman[7:]) == ["☃"]
+    assert parser.feed(b"data: tail") == []
+    assert parser.flush() == ["tail"]
+
+
+def test_sse_parser_crlf_split_across_reads_and_big_reads() -> None:
+    parser = SseParser()
+    assert parser.feed(b"data: a\r\n\r") == []
+    assert parser.feed(b"\ndata: b\r") == ["a"]
+    assert parser.feed(b"\n\r\n") == ["b"]
+    many = b"".join(b'data: {"i": %d}\n\n' % i for i in range(20_000))
+    payloads = parser.feed(many + b"data: [DO")
+    assert len(payloads) == 20_000 and payloads[-1] == '{"i": 19999}'
+    assert parser.feed(b"NE]\n\n") == ["[DONE]"]

@@ -1,0 +1,192 @@
+"""The load runner end to end against the fake vLLM: counts, progress, cancel, no leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+
+import pytest
+from load_fake_vllm import FakeVllm
+
+from tui.domain.workload import LoadProgress, LoadSpec
+from tui.load.client import TransportKind
+from tui.load.runner import CANCELLED_ERROR, LoadRunner
+
+
+def spec(**changes: object) -> LoadSpec:
+    base: dict[str, object] = {
+        "input_len": 16,
+        "output_len": 5,
+        "num_prompts": 8,
+        "max_concurrency": 4,
+    }
+    base.update(changes)
+    return LoadSpec(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["httpx", "aiohttp"])
+async def test_run_completes_every_request(fake_vllm: FakeVllm, kind: TransportKind) -> None:
+    fake_vllm.chunk_delay_s = 0.005
+    before = asyncio.all_tasks()
+    result = await LoadRunner(transport=kind).run(spec(), base_url=fake_vllm.base_url, model="fake")
+    assert asyncio.all_tasks() == before
+    assert (result.completed, result.failed) == (8, 0)
+    # 16 requested input tokens − 1 BOS = 15 words; the fake reports words + 1 = 16.
+    assert result.total_input_tokens == 8 * 16
+    assert result.total_output_tokens == 8 * 5
+    assert result.duration > 0
+    assert result.request_throughput == pytest.approx(8 / result.duration)
+    assert result.output_throughput == pytest.approx(40 / result.duration)
+    assert result.total_token_throughput == pytest.approx((128 + 40) / result.duration)
+    assert result.max_concurrency == 4 and result.request_rate == "inf"
+    assert "p99_ttft_ms" in result.stats and result.stats["mean_itl_ms"] > 0
+    assert result.errors == []
+    extras = result.to_bench_json()
+    assert extras["cancelled"] is False and extras["not_sent"] == 0
+    assert fake_vllm.max_open_streams <= 4  # the semaphore caps in-flight requests
+    assert all(body["ignore_eos"] is True for body in fake_vllm.bodies)
+
+
+async def test_failures_are_counted_and_excluded(fake_vllm: FakeVllm) -> None:
+    fake_vllm.fail_every = 3  # request indices 0, 3, 6 get HTTP 500
+    result = await LoadRunner().run(spec(), base_url=fake_vllm.base_url, model="fake")
+    assert (result.completed, result.failed) == (5, 3)
+    assert result.total_output_tokens == 5 * 5
+    assert result.total_input_tokens == 5 * 16
+    assert len(result.errors) == 3 and all("HTTP 500" in e for e in result.errors)
+
+
+async def test_rate_limited_run_and_goodput(fake_vllm: FakeVllm) -> None:
+    runner = LoadRunner(goodput={"e2el": 60_000}, percentiles=[99.9])
+    result = await runner.run(
+        spec(num_prompts=4, request_rate=40.0, burstiness=math.inf, max_concurrency=None),
+        base_url=fake_vllm.base_url,
+        model="fake",
+    )
+    # The last request is sent at 4/40 = 0.1 s, so the run cannot be shorter.
+    assert result.duration >= 0.1
+    assert result.completed == 4
+    assert result.request_goodput == pytest.approx(4 / result.duration)  # all within 60 s
+    assert "p99.9_e2el_ms" in result.stats
+    assert result.request_rate == 40.0
+
+
+async def test_progress_is_reported(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.01
+    seen: list[LoadProgress] = []
+    runner = LoadRunner(progress_interval_s=0.05, lag_tick_s=0.01)
+    await runner.run(
+        spec(output_len=20, max_concurrency=2),
+        base_url=fake_vllm.base_url,
+        model="fake",
+        on_progress=seen.append,
+    )
+    assert len(seen) >= 2
+    assert all(p.total == 8 and 0 <= p.in_flight <= 2 for p in seen)
+    assert all(p.done >= q.done for q, p in itertools.pairwise(seen))
+    final = seen[-1]
+    assert (final.done, final.failed, final.in_flight) == (8, 0, 0)
+    assert final.ttft_p50_ms is not None and final.itl_p99_ms is not None
+    ticks = [p for p in seen[:-1] if p.loop_lag_ms is not None]
+    assert ticks and all(p.loop_lag_ms >= 0 for p in ticks)  # type: ignore[operator]
+    assert any(p.output_tokens_per_s > 0 for p in seen)
+
+
+async def test_progress_callback_errors_do_not_stop_the_run(fake_vllm: FakeVllm) -> None:
+    def broken(_: LoadProgress) -> None:
+        raise RuntimeError("ui went away")
+
+    result = await LoadRunner(progress_interval_s=0.01).run(
+        spec(num_prompts=2), base_url=fake_vllm.base_url, model="fake", on_progress=broken
+    )
+    assert result.completed == 2
+
+
+@pytest.mark.parametrize("kind", ["httpx", "aiohttp"])
+async def test_cancel_returns_partial_results_and_closes_streams(
+    fake_vllm: FakeVllm, kind: TransportKind
+) -> None:
+    fake_vllm.chunk_delay_s = 0.05  # 200 chunks: each request would take ~10 s
+    before = asyncio.all_tasks()
+    runner = LoadRunner(transport=kind)
+    run = asyncio.create_task(
+        runner.run(spec(num_prompts=10, output_len=200), base_url=fake_vllm.base_url, model="fake")
+    )
+    for _ in range(500):  # bounded: until all 4 slots are streaming (≤ 5 s)
+        if fake_vllm.open_streams == 4 and runner.running:
+            break
+        await asyncio.sleep(0.01)
+    assert fake_vllm.open_streams == 4
+
+    partial = await runner.cancel()
+    assert partial is not None
+    assert (partial.completed, partial.failed) == (0, 4)
+    assert partial.errors == [CANCELLED_ERROR] * 4
+    extras = partial.to_bench_json()
+    assert extras["cancelled"] is True and extras["not_sent"] == 6
+    assert await run == partial
+    assert asyncio.all_tasks() == before
+    assert not runner.running
+    # The server sees every stream go away (its next write fails).
+    assert await asyncio.to_thread(fake_vllm.wait_for, lambda: fake_vllm.open_streams == 0)
+    assert fake_vllm.disconnects == 4
+    assert fake_vllm.finished_streams == 0
+
+
+async def test_cancelling_the_run_task_leaves_nothing_behind(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.05
+    before = asyncio.all_tasks()
+    runner = LoadRunner()
+    run = asyncio.create_task(
+        runner.run(spec(output_len=200), base_url=fake_vllm.base_url, model="fake")
+    )
+    for _ in range(500):
+        if fake_vllm.open_streams == 4:
+            break
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert asyncio.all_tasks() == before
+    assert await asyncio.to_thread(fake_vllm.wait_for, lambda: fake_vllm.open_streams == 0)
+
+
+async def test_request_timeout_fails_requests(fake_vllm: FakeVllm) -> None:
+    fake_vllm.first_delay_s = 2.0
+    result = await LoadRunner().run(
+        spec(num_prompts=2, request_timeout_s=0.2), base_url=fake_vllm.base_url, model="fake"
+    )
+    assert (result.completed, result.failed) == (0, 2)
+    assert all("timed out" in e for e in result.errors)
+
+
+async def test_cancel_without_a_run_and_double_run(fake_vllm: FakeVllm) -> None:
+    runner = LoadRunner()
+    assert await runner.cancel() is None
+    fake_vllm.chunk_delay_s = 0.02
+    first = asyncio.create_task(
+        runner.run(spec(num_prompts=2, output_len=50), base_url=fake_vllm.base_url, model="f")
+    )
+    await asyncio.sleep(0)
+    with pytest.raises(RuntimeError, match="already in progress"):
+        await runner.run(spec(), base_url=fake_vllm.base_url, model="f")
+    await runner.cancel()
+    await first
+
+
+async def test_bad_base_url_is_refused_before_connecting() -> None:
+    before = asyncio.all_tasks()
+    runner = LoadRunner(transport="aiohttp")
+    with pytest.raises(ValueError, match="http"):
+        await runner.run(spec(), base_url="localhost:8000", model="m")
+    assert asyncio.all_tasks() == before and not runner.running
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError):
+        LoadRunner(goodput={"itl": 1})
+    with pytest.raises(ValueError):
+        LoadRunner(percentiles=[120])
+    with pytest.raises(ValueError):
+        LoadRunner(progress_interval_s=0)

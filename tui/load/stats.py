@@ -1,0 +1,367 @@
+"""``vllm bench serve``'s statistics, as pure functions over per-request records.
+
+Everything here mirrors ``vllm/benchmarks/serve.py:573-783`` (``calculate_metrics``) and
+``:1280-1391`` (the result keys), as summarised in section 4.2 of
+``/work/shared/reference/vllm-0.32-reference.md``. Numbers produced here are meant to
+compare key for key with a ``bench serve`` JSON file, so the quirks are kept on purpose:
+
+- failed requests are left out of every statistic (they only count in ``failed``);
+- TPOT is ``(latency - ttft) / (output_len - 1)`` and only sampled when ``output_len > 1``,
+  yet a TPOT of 0 stands in for the goodput check when ``output_len <= 1``;
+- ITLs of all requests are concatenated, so long requests dominate the ITL statistics;
+- mean/median/std/percentile use numpy (population std, linear-interpolation percentiles)
+  and an empty list gives 0, as ``np.mean(values or 0)`` does;
+- the "peak output tokens/s" counts *chunk* arrivals per 1-second bucket, not tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tui.domain.results import BenchResult
+
+MS_PER_S = 1000.0
+
+#: Percentiles reported by default (bench serve's own default is just "99", ref 4.2).
+DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
+#: Metrics that get mean/median/std/percentiles (bench serve: ttft,tpot,itl; we add e2el).
+DEFAULT_PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+#: Metrics that may carry statistics.
+PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+#: Metrics a goodput SLO may name (``serve.py:1473-1508``).
+GOODPUT_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2el")
+
+
+@dataclass
+class RequestRecord:
+    """One request's measurement, the fields of bench serve's ``RequestFuncOutput``.
+
+    Times are seconds from ``time.perf_counter()``; ``start_time`` is the ``st`` taken
+    right before the POST (ref 4.1). ``prompt_len`` starts as the client's own count and
+    is overwritten by ``usage.prompt_tokens``; ``output_tokens`` is
+    ``usage.completion_tokens`` (0 when the server sent no usage).
+    """
+
+    success: bool = False
+    prompt_len: int = 0
+    output_tokens: int = 0
+    ttft: float = 0.0
+    itl: list[float] = field(default_factory=list)
+    latency: float = 0.0
+    error: str = ""
+    start_time: float = 0.0
+    queue_time: float = 0.0  # time spent waiting on the concurrency semaphore
+    generated_text: str = ""
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The aggregated numbers of ``calculate_metrics`` (``serve.py:573-783``).
+
+    The raw sample lists (seconds) are kept so statistics can be taken for any set of
+    percentiles afterwards.
+    """
+
+    completed: int
+    failed: int
+    total_input: int
+    total_output: int
+    request_throughput: float
+    request_goodput: float
+    output_throughput: float
+    total_token_throughput: float
+    max_output_tokens_per_s: float
+    max_concurrent_requests: int
+    ttfts: list[float]
+    tpots: list[float]
+    itls: list[float]
+    e2els: list[float]
+    actual_output_lens: list[int]
+
+    def samples(self, metric: str) -> list[float]:
+        """The raw samples (seconds) for one of ``ttft``, ``tpot``, ``itl``, ``e2el``."""
+        by_name = {"ttft": self.ttfts, "tpot": self.tpots, "itl": self.itls, "e2el": self.e2els}
+        if metric not in by_name:
+            raise ValueError(
+                f"unknown metric {metric!r}: expected one of {', '.join(PERCENTILE_METRICS)}"
+            )
+        return by_name[metric]
+
+
+def percentile_word(p: float) -> str:
+    """How bench serve spells a percentile in a key: ``99`` for 99.0, ``99.9`` for 99.9.
+
+    Mirrors ``p_word = str(int(p)) if int(p) == p else str(p)`` (``serve.py:1385-1391``).
+    """
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def percentile_key(p: float, metric: str) -> str:
+    """The JSON key of one percentile, e.g. ``p99_ttft_ms`` or ``p99.9_itl_ms``."""
+    return f"p{percentile_word(p)}_{metric}_ms"
+
+
+def validate_percentiles(percentiles: Iterable[float]) -> list[float]:
+    """Percentiles as floats, each in [0, 100]; a clear ``ValueError`` otherwise."""
+    out: list[float] = []
+    for p in percentiles:
+        value = float(p)
+        if math.isnan(value) or not 0.0 <= value <= 100.0:
+            raise ValueError(f"percentile {p!r} must be between 0 and 100")
+        out.append(value)
+    return out
+
+
+def validate_percentile_metrics(metrics: Iterable[str]) -> list[str]:
+    """Metric names for the statistics blocks; each must be ttft, tpot, itl or e2el."""
+    out: list[str] = []
+    for name in metrics:
+        if name not in PERCENTILE_METRICS:
+            raise ValueError(
+                f"unknown percentile metric {name!r}: expected one of "
+                f"{', '.join(PERCENTILE_METRICS)}"
+            )
+        out.append(name)
+    return out
+
+
+def validate_goodput(slos: Mapping[str, float]) -> dict[str, float]:
+    """A goodput SLO dict (milliseconds), checked as ``serve.py:1473-1492`` does.
+
+    Keys must be ``ttft``, ``tpot`` or ``e2el`` and values must be >= 0.
+    """
+    out: dict[str, float] = {}
+    for name, value in slos.items():
+        if name not in GOODPUT_METRICS:
+            raise ValueError(
+                f"Invalid metric name found, {name}: {value}. The service level objective "
+                f"name should be one of {list(GOODPUT_METRICS)}. "
+            )
+        number = float(value)
+        if math.isnan(number) or number < 0:
+            raise ValueError(
+                f"Invalid value found, {name}: {value}. The service level objective value "
+                "should be non-negative."
+            )
+        out[name] = number
+    return out
+
+
+def parse_goodput(items: Iterable[str]) -> dict[str, float]:
+    """Parse ``["ttft:200", "tpot:50"]`` (bench serve's ``--goodput KEY:MS`` form)."""
+    slos: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition(":")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not sep or not name.strip() or math.isnan(number):
+            # bench serve's wording (serve.py:1496-1508), plus the offending pair.
+            raise ValueError(
+                "Invalid format found for service level objectives. "
+                'Specify service level objectives for goodput as "KEY:VALUE" '
+                "pairs, where the key is a metric name, and the value is a "
+                f"number in milliseconds. Got {item!r}."
+            )
+        slos[name.strip()] = number
+    return validate_goodput(slos)
+
+
+def summarize(values: Sequence[float], percentiles: Sequence[float]) -> dict[str, float]:
+    """mean/median/std and percentiles of ``values`` (seconds), in milliseconds.
+
+    numpy semantics (``serve.py:753-777``): population std (``ddof=0``),
+    ``np.percentile`` with linear interpolation, and ``values or 0`` so that an empty
+    list yields 0 everywhere. Keys: ``mean``, ``median``, ``std`` and one
+    ``percentile_word(p)`` per percentile.
+    """
+    data: list[float] | float = list(values) or 0.0
+    out = {
+        "mean": float(np.mean(data)) * MS_PER_S,
+        "median": float(np.median(data)) * MS_PER_S,
+        "std": float(np.std(data)) * MS_PER_S,
+    }
+    for p in percentiles:
+        out[percentile_word(p)] = float(np.percentile(data, p)) * MS_PER_S
+    return out
+
+
+def peak_rates(successes: Sequence[RequestRecord]) -> tuple[float, int]:
+    """``(max_output_tokens_per_s, max_concurrent_requests)`` per ``serve.py:685-724``.
+
+    Buckets are whole seconds from the earliest successful start. Every chunk arrival
+    (``start + ttft + cumsum(itl)``) adds 1 to its bucket; every request adds 1 to each
+    bucket from its start second to its end second inclusive, so a request that spans a
+    bucket boundary counts in both (hence "peak concurrent" can exceed the semaphore).
+    """
+    if not successes:
+        return 0.0, 0
+    min_start = min(r.start_time for r in successes)
+    max_end = max(r.start_time + r.latency for r in successes)
+    buckets = int(np.ceil(max_end - min_start)) + 1
+    tokens = np.zeros(buckets)
+    concurrent = np.zeros(buckets)
+    for record in successes:
+        arrival = record.start_time + record.ttft
+        arrivals = [arrival]
+        for gap in record.itl:
+            arrival += gap
+            arrivals.append(arrival)
+        for t in arrivals:
+            bucket = int(t - min_start)
+            if 0 <= bucket < buckets:
+                tokens[bucket] += 1
+        first = int(record.start_time - min_start)
+        last = int(record.start_time + record.latency - min_start)
+        # last <= int(max_end - min_start) < buckets, so this never runs past the end.
+        for second in range(first, last + 1):
+            concurrent[second] += 1
+    return float(np.max(tokens)), int(np.max(concurrent))
+
+
+def calculate_metrics(
+    records: Sequence[RequestRecord],
+    dur_s: float,
+    *,
+    goodput: Mapping[str, float] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+) -> Metrics:
+    """Aggregate request records the way ``calculate_metrics`` does (``serve.py:573-783``).
+
+    ``dur_s`` is the benchmark duration (from just before the first dispatch to the
+    gather, ref 4.2); a duration of 0 gives throughputs of 0 rather than a division
+    error. ``goodput`` maps ``ttft``/``tpot``/``e2el`` to SLOs in milliseconds; a request
+    is good iff every given metric is <= its SLO. ``count_tokens`` counts generated text
+    when the server sent no ``completion_tokens`` (bench serve uses its tokenizer there,
+    or 1 when it has none, ``serve.py:607-622``).
+    """
+    if dur_s < 0 or math.isnan(dur_s):
+        raise ValueError(f"duration must be >= 0 seconds, got {dur_s}")
+    slos = validate_goodput(goodput or {})
+
+    actual_output_lens: list[int] = []
+    total_input = 0
+    completed = 0
+    ttfts: list[float] = []
+    tpots: list[float] = []
+    all_tpots: list[float] = []  # with 0 for output_len <= 1, for the goodput check only
+    itls: list[float] = []
+    e2els: list[float] = []
+    for record in records:
+        if not record.success:
+            actual_output_lens.append(0)
+            continue
+        output_len = record.output_tokens
+        if not output_len:
+            output_len = count_tokens(record.generated_text) if count_tokens else 1
+        actual_output_lens.append(output_len)
+        total_input += record.prompt_len
+        tpot = 0.0
+        if output_len > 1:
+            tpot = (record.latency - record.ttft) / (output_len - 1)
+            tpots.append(tpot)
+        all_tpots.append(tpot)
+        itls.extend(record.itl)
+        ttfts.append(record.ttft)
+        e2els.append(record.latency)
+        completed += 1
+
+    good = 0
+    if slos:
+        per_metric = {"ttft": ttfts, "tpot": all_tpots, "e2el": e2els}
+        chosen = [(per_metric[name], slo / MS_PER_S) for name, slo in slos.items()]
+        for i in range(completed):
+            if all(samples[i] <= limit for samples, limit in chosen):
+                good += 1
+
+    successes = [r for r in records if r.success]
+    max_tokens_per_s, max_concurrent = peak_rates(successes)
+    total_output = sum(actual_output_lens)
+
+    def per_second(count: float) -> float:
+        return count / dur_s if dur_s > 0 else 0.0
+
+    return Metrics(
+        completed=completed,
+        failed=len(records) - completed,
+        total_input=total_input,
+        total_output=total_output,
+        request_throughput=per_second(completed),
+        request_goodput=per_second(good),
+        output_throughput=per_second(total_output),
+        total_token_throughput=per_second(total_input + total_output),
+        max_output_tokens_per_s=max_tokens_per_s,
+        max_concurrent_requests=max_concurrent,
+        ttfts=ttfts,
+        tpots=tpots,
+        itls=itls,
+        e2els=e2els,
+        actual_output_lens=actual_output_lens,
+    )
+
+
+def latency_stats(
+    metrics: Metrics,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
+) -> dict[str, float]:
+    """The ``mean_/median_/std_{m}_ms`` and ``p{P}_{m}_ms`` keys (``serve.py:1355-1391``)."""
+    chosen_percentiles = validate_percentiles(percentiles)
+    out: dict[str, float] = {}
+    for metric in validate_percentile_metrics(percentile_metrics):
+        summary = summarize(metrics.samples(metric), chosen_percentiles)
+        out[f"mean_{metric}_ms"] = summary["mean"]
+        out[f"median_{metric}_ms"] = summary["median"]
+        out[f"std_{metric}_ms"] = summary["std"]
+        for p in chosen_percentiles:
+            out[percentile_key(p, metric)] = summary[percentile_word(p)]
+    return out
+
+
+def build_result(
+    records: Sequence[RequestRecord],
+    dur_s: float,
+    *,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
+    goodput: Mapping[str, float] | None = None,
+    count_tokens: Callable[[str], int] | None = None,
+    max_concurrency: int | None = None,
+    request_rate: float = math.inf,
+    max_errors: int = 20,
+) -> BenchResult:
+    """A :class:`BenchResult` in bench serve's keys from request records.
+
+    ``request_goodput`` stays ``None`` unless SLOs were given, as bench serve writes it
+    (``serve.py:1280-1302``). ``errors`` holds the error texts of the first
+    ``max_errors`` failed requests (bench serve prints the first 10); the per-request
+    lists of ``--save-detailed`` are left out. Extra keys: ``max_output_tokens_per_s``
+    and ``max_concurrent_requests``.
+    """
+    metrics = calculate_metrics(records, dur_s, goodput=goodput, count_tokens=count_tokens)
+    errors = [r.error for r in records if not r.success][:max_errors]
+    return BenchResult.model_validate(
+        {
+            "completed": metrics.completed,
+            "failed": metrics.failed,
+            "duration": dur_s,
+            "total_input_tokens": metrics.total_input,
+            "total_output_tokens": metrics.total_output,
+            "request_throughput": metrics.request_throughput,
+            "output_throughput": metrics.output_throughput,
+            "total_token_throughput": metrics.total_token_throughput,
+            "request_goodput": metrics.request_goodput if goodput else None,
+            "max_concurrency": max_concurrency,
+            "request_rate": "inf" if math.isinf(request_rate) else float(request_rate),
+            "errors": errors,
+            "stats": latency_stats(metrics, percentiles, percentile_metrics),
+            # Not fields of BenchResult; kept as extras under bench serve's names.
+            "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
+            "max_concurrent_requests": metrics.max_concurrent_requests,
+        }
+    )
