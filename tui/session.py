@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +83,7 @@ class LoadRunnerLike(Protocol):
         model: str,
         on_progress: Callable[[LoadProgress], None] | None = None,
     ) -> BenchResult: ...
-    async def cancel(self) -> None: ...
+    async def cancel(self) -> object: ...
 
 
 class PollerLike(Protocol):
@@ -223,6 +224,8 @@ class Session:
                 lambda: self._supervisor.pid, self._on_host
             )
             self._host_poller.start()
+        if self._gpu_from_server:
+            self._on_gpu(self._simulated_gpu_down())
         if self._autostart and self.can_restart:
             await self.restart(self.initial_flags)
 
@@ -385,14 +388,16 @@ class Session:
             if sample.gpu is not None:
                 self._on_gpu(sample.gpu)
             elif sample.status is not SourceStatus.OK:
-                self._on_gpu(
-                    GpuSample(
-                        t=sample.t,
-                        source="simulated",
-                        status=SourceStatus.DOWN,
-                        message="simulated GPU: no server running",
-                    )
-                )
+                self._on_gpu(self._simulated_gpu_down())
+
+    @staticmethod
+    def _simulated_gpu_down() -> GpuSample:
+        return GpuSample(
+            t=time.monotonic(),
+            source="simulated",
+            status=SourceStatus.DOWN,
+            message="simulated GPU: shown while the simulator runs",
+        )
 
     def _on_gpu(self, sample: GpuSample) -> None:
         for dev in sample.devices:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import ValidationError
@@ -31,6 +32,8 @@ from tui.telemetry.host import HostSource
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.poller import Poller
 from tui.telemetry.vllm_metrics import VllmMetricsSource
+
+T = TypeVar("T")
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
 DEFAULT_SIM_GPU = "rtx3080-10gb"
@@ -75,9 +78,9 @@ class ConsoleOptions:
 
 
 class _ClosingPoller:
-    """A poller that also closes its source's HTTP client when stopped."""
+    """A poller that also closes its source (an HTTP client, NVML) when stopped."""
 
-    def __init__(self, poller: Poller[object], close: Callable[[], object]) -> None:
+    def __init__(self, poller: Poller[Any], close: Callable[[], object]) -> None:
         self._poller = poller
         self._close = close
 
@@ -88,7 +91,18 @@ class _ClosingPoller:
         await self._poller.stop()
         result = self._close()
         if hasattr(result, "__await__"):
-            await result  # type: ignore[misc]
+            await result
+
+
+def _polling(
+    sample: Callable[[], T] | Callable[[], Awaitable[T]],
+    on_sample: Callable[[T], None],
+    *,
+    interval: float,
+    name: str,
+    close: Callable[[], object] = lambda: None,
+) -> PollerLike:
+    return _ClosingPoller(Poller(sample, on_sample, interval=interval, name=name), close)
 
 
 def _local_client() -> httpx.AsyncClient:
@@ -159,7 +173,7 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     launch = LaunchConfig(
         command=command,
         launch_args=launch_args,
-        env={},
+        env={},  # secrets reach the server through the inherited environment
         log_dir=log_dir,
         mode_label=mode_label,
         startup_timeout_s=options.startup_timeout,
@@ -179,8 +193,9 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
 
     def metrics_poller(base_url: str, on_sample: Callable[[ServerMetrics], None]) -> PollerLike:
         source = VllmMetricsSource(base_url.rstrip("/") + "/metrics", _local_client())
-        poller: Poller[object] = Poller(source.sample, on_sample, interval=interval, name="metrics")  # type: ignore[arg-type]
-        return _ClosingPoller(poller, source.aclose)
+        return _polling(
+            source.sample, on_sample, interval=interval, name="metrics", close=source.aclose
+        )
 
     gpu_poller_factory: Callable[[Callable[[GpuSample], None]], PollerLike] | None = None
     if not options.demo:
@@ -188,25 +203,22 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
             dcgm = DcgmGpuSource(options.gpu_metrics_url, _local_client())
 
             def gpu_poller_factory(on_sample: Callable[[GpuSample], None]) -> PollerLike:
-                poller: Poller[object] = Poller(
-                    dcgm.sample, on_sample, interval=interval, name="gpu"
-                )  # type: ignore[arg-type]
-                return _ClosingPoller(poller, dcgm.aclose)
+                return _polling(
+                    dcgm.sample, on_sample, interval=interval, name="gpu", close=dcgm.aclose
+                )
         else:
             nvml = NvmlGpuSource()
 
             def gpu_poller_factory(on_sample: Callable[[GpuSample], None]) -> PollerLike:
-                poller: Poller[object] = Poller(
-                    nvml.sample, on_sample, interval=interval, name="gpu"
-                )  # type: ignore[arg-type]
-                return _ClosingPoller(poller, nvml.close)
+                return _polling(
+                    nvml.sample, on_sample, interval=interval, name="gpu", close=nvml.close
+                )
 
     def host_poller(
         pid: Callable[[], int | None], on_sample: Callable[[HostSample], None]
     ) -> PollerLike:
         host = HostSource(pid)
-        poller: Poller[object] = Poller(host.sample, on_sample, interval=interval, name="host")  # type: ignore[arg-type]
-        return _ClosingPoller(poller, lambda: None)
+        return _polling(host.sample, on_sample, interval=interval, name="host")
 
     api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("VLLM_API_KEY")
     return Session(

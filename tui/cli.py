@@ -1,0 +1,182 @@
+"""The ``vtc`` command: the console and its headless subcommands.
+
+``vtc`` (and ``vtc --demo``) open the console; ``vtc diagnose LOGFILE`` explains a failed
+start; ``vtc setup-cpu-vllm`` provisions the real CPU build of vLLM; ``vtc presets`` and
+``vtc runs`` list what the console knows. Each is a thin layer over the same services.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vtc",
+        description="vtc, the vLLM tuning console. Without a subcommand: open the console.",
+        epilog="Flags after `--` are a `vllm serve` command line loaded into the form, e.g. "
+        "`vtc --vllm ~/venv/bin/vllm -- serve meta-llama/Llama-3.1-8B-Instruct "
+        "--max-model-len 4096`.",
+    )
+    parser.add_argument("--version", action="version", version=f"vtc {__version__}")
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="run against the built-in simulator (no GPU needed) and start it at once",
+    )
+    parser.add_argument("--preset", help="load this preset into the form (see `vtc presets`)")
+    parser.add_argument(
+        "--vllm",
+        default="vllm",
+        metavar="PATH",
+        help="the vllm executable to launch (default: `vllm` on PATH)",
+    )
+    parser.add_argument("--model", help="model to serve (overrides the preset's)")
+    parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
+    parser.add_argument(
+        "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
+    )
+    parser.add_argument(
+        "--gpu-metrics-url",
+        metavar="URL",
+        help="read the GPU from DCGM-exporter gauges at URL instead of local NVML",
+    )
+    parser.add_argument(
+        "--startup-timeout", type=float, default=900.0, help="seconds before a start is failed"
+    )
+    parser.add_argument(
+        "--no-autostart", action="store_true", help="demo: do not start the server at launch"
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    diag = sub.add_parser("diagnose", help="explain a failed `vllm serve` start from its log")
+    diag.add_argument("logfile", type=Path, help="the server's log (stdout+stderr)")
+    diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
+
+    setup = sub.add_parser(
+        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models"
+    )
+    setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
+    setup.add_argument("--force", action="store_true", help="rebuild even if cached")
+
+    sub.add_parser("presets", help="list the shipped and user presets")
+    runs = sub.add_parser("runs", help="list the run history")
+    runs.add_argument("--json", action="store_true", help="print the runs as JSON")
+    runs.add_argument("--demo", action="store_true", help="the demo's history")
+    return parser
+
+
+def _split_serve_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    args = list(argv)
+    if "--" in args:
+        i = args.index("--")
+        return args[:i], args[i + 1 :]
+    return args, []
+
+
+def cmd_diagnose(logfile: Path, as_json: bool) -> int:
+    """``vtc diagnose``: the same ``diagnose()`` the console uses, on a saved log."""
+    from tui.server.diagnose import diagnose
+
+    try:
+        text = logfile.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        print(f"vtc diagnose: cannot read {logfile}: {exc.strerror}", file=sys.stderr)
+        return 2
+    result = diagnose(text)
+    if as_json:
+        print(json.dumps(result.to_json_dict(), indent=2))
+    else:
+        print(f"{result.kind}: {result.summary}")
+        for key, value in result.facts.items():
+            print(f"  {key} = {value}")
+        for fix in result.fixes:
+            sets = ", ".join(f"{k}={v}" for k, v in fix.set.items())
+            print(f"  fix: {fix.title}" + (f"  [{sets}]" if sets else ""))
+        if result.evidence:
+            print(f"  evidence: {result.evidence}")
+    return 0 if result.kind != "unknown" else 1
+
+
+def cmd_setup_cpu_vllm(cache_dir: Path | None, force: bool) -> int:
+    """``vtc setup-cpu-vllm``: provision (cached) and print the paths as JSON."""
+    from tui.server.provision import provision
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        result = provision(cache_dir, force=force, log=log)
+    except Exception as exc:  # report any failed step plainly, keep the traceback out
+        print(f"vtc setup-cpu-vllm: failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.to_json(), indent=2))
+    return 0
+
+
+def cmd_presets() -> int:
+    """``vtc presets``: name, where it comes from, what it is."""
+    from tui.store.presets import load_presets
+
+    catalog = load_presets()
+    for preset in catalog.presets:
+        origin = "shipped" if preset.builtin else "user"
+        print(f"{preset.name:32} {origin:8} {preset.flags.model}")
+        print(f"    {preset.description}")
+        print(f"    source: {preset.source}")
+    for error in catalog.errors:
+        print(f"error: {error}", file=sys.stderr)
+    return 0 if not catalog.errors else 1
+
+
+def cmd_runs(as_json: bool, demo: bool) -> int:
+    """``vtc runs``: the history the board shows."""
+    from tui.store.history import RunStore
+
+    store = RunStore.in_data_dir("demo-runs.sqlite" if demo else "runs.sqlite")
+    records = store.list()
+    store.close()
+    if as_json:
+        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
+        return 0
+    for r in records:
+        tput = f"{r.bench.output_throughput:.1f} tok/s" if r.bench else ""
+        kind = r.diagnosis.kind if r.diagnosis else ""
+        print(f"{r.label or r.id:>5} {r.status.value:8} {r.flags.command_line()} {tput} {kind}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``vtc`` console script."""
+    own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(own)
+    if args.command == "diagnose":
+        return cmd_diagnose(args.logfile, args.json)
+    if args.command == "setup-cpu-vllm":
+        return cmd_setup_cpu_vllm(args.cache_dir, args.force)
+    if args.command == "presets":
+        return cmd_presets()
+    if args.command == "runs":
+        return cmd_runs(args.json, args.demo)
+    from tui.wiring import ConsoleOptions, ConsoleSetupError, build_session
+
+    try:
+        options = ConsoleOptions.from_args(args, serve_args)
+        session = build_session(options)
+    except ConsoleSetupError as exc:
+        print(f"vtc: {exc}", file=sys.stderr)
+        return 2
+    from tui.ui.app import create_app
+
+    create_app(session).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
