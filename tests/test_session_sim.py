@@ -1,0 +1,83 @@
+"""The tuning loop end to end through the real services, with the simulator as the server.
+
+Built with the same ``build_session`` as ``vtc --demo``. This plays the seed-000 story
+headless: a start that fails on KV capacity, its diagnosed fix applied, a ready server, a
+load run recorded on the board and in the store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+
+from tui.domain.events import Failed, Ready, ServerState
+from tui.domain.flags import diff_flags
+from tui.domain.results import RunStatus
+from tui.domain.workload import LoadSpec
+from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
+from tui.store.history import RunStore
+from tui.wiring import DEMO_PRESET, ConsoleOptions, build_session
+
+
+async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
+    options = ConsoleOptions(demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2)
+    session = build_session(options)
+    events: list[SessionEvent] = []
+    session.subscribe(events.append)
+    assert session.initial_flags.model == "meta-llama/Llama-3.1-8B-Instruct"
+    await session.start()  # the demo autostarts its preset
+    try:
+        assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
+            ServerState.READY
+        )
+        first = session.current
+        assert first is not None and first.status is RunStatus.READY
+        assert first.startup.kv_cache_tokens and first.startup.kv_cache_tokens > 512
+
+        # 1. max_model_len far above capacity: a failure card with vLLM's numbers and a fix.
+        await session.restart(first.flags.replace(max_model_len=30576))
+        assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
+            ServerState.FAILED
+        )
+        failed = session.current
+        assert failed is not None and failed.diagnosis is not None
+        assert failed.status is RunStatus.FAILED
+        assert failed.diagnosis.kind == "kv_cache_too_small"
+        assert failed.diagnosis.facts["max_model_len"] == 30576
+        estimated = failed.diagnosis.facts["estimated_max_model_len"]
+        fix = failed.diagnosis.fixes[0]
+        assert 0 < fix.set["max_model_len"] <= estimated
+        assert any(isinstance(e, Failed) for e in events)
+
+        # 2. Apply the fix and restart: ready.
+        fixed_flags = failed.flags.replace(**fix.set)
+        await session.restart(fixed_flags)
+        assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
+            ServerState.READY
+        )
+        assert any(isinstance(e, Ready) for e in events)
+
+        # 3. Load: a result lands on the current run.
+        result = await session.run_load(
+            LoadSpec(input_len=32, output_len=16, num_prompts=8, max_concurrency=4)
+        )
+        assert result is not None and result.completed == 8 and result.failed == 0
+        assert result.total_output_tokens == 8 * 16
+        assert any(isinstance(e, LoadFinished) and e.result is result for e in events)
+        ready = session.current
+        assert ready is not None and ready.bench == result
+        assert [c.name for c in diff_flags(session.runs[0].flags, ready.flags)] == ["max_model_len"]
+        server_pid = session._supervisor.pid
+        assert server_pid is not None
+    finally:
+        await session.close()
+    assert not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == "zombie"
+
+    # Every run, the failed start included, is in the store with its final state.
+    stored = RunStore(tmp_path / "demo-runs.sqlite").list()
+    assert [r.status for r in stored] == [RunStatus.READY, RunStatus.FAILED, RunStatus.READY]
+    assert stored[1].diagnosis is not None and stored[1].diagnosis.kind == "kv_cache_too_small"
+    assert stored[2].bench is not None and stored[2].bench.completed == 8
+    assert any(isinstance(e, RunUpdated) for e in events)
+    assert DEMO_PRESET in {p.name for p in session.presets}
