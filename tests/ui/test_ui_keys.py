@@ -1,0 +1,249 @@
+"""Pilot tests: what each key asks of the session, and what it refuses to ask."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Select
+from ui_fakes import MODEL, FakeSession, board_runs, presets
+
+from tui.domain.events import ServerState
+from tui.domain.flags import ServeFlags
+from tui.domain.workload import LoadSpec
+from tui.ui.app import VtcApp, create_app
+from tui.ui.widgets.flag_form import FlagForm
+
+
+class Notes:
+    """Collects the app's notifications (title and message)."""
+
+    def __init__(self, app: VtcApp) -> None:
+        self.items: list[tuple[str, str, str]] = []
+        original = app.notify
+
+        def record(message: str, *, title: str = "", severity: Any = "information", **kw: Any):
+            self.items.append((title, message, str(severity)))
+            return original(message, title=title, severity=severity, **kw)
+
+        app.notify = record  # type: ignore[method-assign]
+
+    def text(self) -> str:
+        return "\n".join(f"{t}: {m}" for t, m, _ in self.items)
+
+
+def make(session: FakeSession) -> tuple[VtcApp, Notes]:
+    app = create_app(session, clock=None)
+    return app, Notes(app)
+
+
+def form(app: VtcApp) -> FlagForm:
+    return app.main_screen.form
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+async def test_r_with_an_invalid_field_restarts_nothing_and_focuses_the_field() -> None:
+    session = FakeSession()
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        form(app).field("gpu_memory_utilization").set_value("1.5")
+        form(app).field("max_num_seqs").set_value("many")
+        await pilot.pause()
+        await pilot.press("r")
+        await settle(pilot)
+        assert session.restarted_with == []
+        assert app.focused is not None
+        # the first problem is the type error (validate_form reports those first)
+        assert app.focused.id == "in-max_num_seqs"
+        row = form(app).field("max_num_seqs")
+        assert row.has_class("-invalid")
+        assert "invalid int value: 'many'" in str(row.query_one(".field-error").render())
+        assert "Not restarted" in notes.text()
+
+
+async def test_range_errors_and_preflight_warnings_show_live_in_the_form() -> None:
+    session = FakeSession(warnings=["KV estimate: 1136 tokens fit, max_model_len is 30576"])
+    app, _ = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        box = app.query_one("#preflight")
+        assert box.display and "1136 tokens fit" in str(box.render())
+        assert session.preflighted  # asked about the form's flags
+        await pilot.click("#in-gpu_memory_utilization")
+        await pilot.press("1", ".", "5")
+        await pilot.pause()
+        row = form(app).field("gpu_memory_utilization")
+        assert row.has_class("-invalid")
+        assert "less than or equal to 1" in str(row.query_one(".field-error").render())
+        assert not box.display  # no pre-flight for flags that cannot launch
+        await pilot.press("backspace", "backspace")
+        await pilot.pause()
+        assert not row.has_class("-invalid")
+        assert box.display
+
+
+async def test_r_with_a_valid_form_restarts_with_exactly_the_forms_flags() -> None:
+    session = FakeSession(initial_flags=ServeFlags(model=MODEL, max_model_len=400))
+    app, _ = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        f = form(app)
+        f.field("max_model_len").set_value("512")
+        f.field("quantization").set_value("fp8")
+        f.field("enable_prefix_caching").set_value("off")
+        f.field("max_num_batched_tokens").set_value("8k")
+        f.field("extra_args").set_value("--seed 7")
+        await pilot.pause()
+        await pilot.press("r")
+        await settle(pilot)
+    assert session.restarted_with == [
+        ServeFlags(
+            model=MODEL,
+            max_model_len=512,
+            quantization="fp8",
+            enable_prefix_caching=False,
+            max_num_batched_tokens=8000,
+            extra_args=("--seed", "7"),
+        )
+    ]
+
+
+async def test_letters_type_into_a_field_and_f5_restarts_from_inside_it() -> None:
+    session = FakeSession()
+    app, _ = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        form(app).focus_field("served_model_name")
+        await pilot.pause()
+        await pilot.press("r", "b", "q")
+        await settle(pilot)
+        assert app.query_one("#in-served_model_name", Input).value == "rbq"
+        assert session.calls == ["start"]  # nothing but the session start
+        await pilot.press("f5")
+        await settle(pilot)
+        assert [f.served_model_name for f in session.restarted_with] == ["rbq"]
+        await pilot.press("escape")
+        assert app.focused is app.main_screen.board
+
+
+async def test_b_runs_the_load_only_when_the_server_is_ready_and_the_workload_valid() -> None:
+    session = FakeSession(state=ServerState.STARTING, initial_load=LoadSpec(num_prompts=64))
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("b")
+        await settle(pilot)
+        assert session.loads == []
+        assert "server is starting" in notes.text()
+
+        session.state = ServerState.READY
+        form(app).field("load-num_prompts").set_value("0")
+        await pilot.pause()
+        await pilot.press("b")
+        await settle(pilot)
+        assert session.loads == []
+        assert app.focused is not None and app.focused.id == "in-load-num_prompts"
+
+        form(app).field("load-num_prompts").set_value("10")
+        form(app).field("load-max_concurrency").set_value("")
+        await pilot.pause()
+        await pilot.press("f6")  # b's F-key: focus is still in the field
+        await settle(pilot)
+    assert session.loads == [LoadSpec(num_prompts=10, max_concurrency=None)]
+
+
+async def test_f_puts_the_first_fix_of_the_latest_failed_run_into_the_form() -> None:
+    runs = board_runs()[:2]  # a ready baseline, then a failed start
+    session = FakeSession(runs=runs, initial_flags=runs[1].flags)
+    app, notes = make(session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        assert form(app).field("max_model_len").value == "30576"
+        await pilot.press("f")
+        await settle(pilot)
+        assert form(app).field("max_model_len").value == "1136"
+        assert session.restarted_with == []  # f only edits the form: r restarts
+        assert "Lower max_model_len to 1136" in notes.text()
+        await pilot.press("r")
+        await settle(pilot)
+    assert session.restarted_with[0].max_model_len == 1136
+
+
+async def test_keys_with_nothing_to_act_on_say_why_and_s_stops_the_server() -> None:
+    session = FakeSession(runs=board_runs()[:1], state=ServerState.READY)
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f", "c")
+        await settle(pilot)
+        assert "No failed run" in notes.text()
+        assert "No load is running" in notes.text()
+        assert "cancel_load" not in session.calls
+        await pilot.press("s")
+        await settle(pilot)
+    assert "stop_server" in session.calls
+
+
+async def test_attached_sessions_refuse_restart_and_stop() -> None:
+    session = FakeSession(can_restart=False, mode_label="attached: http://gpu-box:8000")
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("r", "s")
+        await settle(pilot)
+    assert session.restarted_with == []
+    assert "stop_server" not in session.calls
+    assert "did not start" in notes.text()
+
+
+@pytest.mark.parametrize("how", ["q", "SIGHUP"])
+async def test_q_or_a_hangup_closes_the_session_and_exits(how: str) -> None:
+    """q, or the terminal going away (SSH dropped, tmux pane killed), stops what it started."""
+    session = FakeSession()
+    app, _ = make(session)
+
+    async def leave(pilot: Pilot[None]) -> None:
+        await pilot.pause()
+        if how == "q":
+            # simulate_key, not pilot.press: press then waits on a screen that leaves with the app
+            app.simulate_key("q")
+        else:
+            app.on_signal(signal.SIGHUP)
+
+    # run_async returns only once the app has exited: the key or the signal must get it there.
+    await asyncio.wait_for(
+        app.run_async(headless=True, size=(80, 24), auto_pilot=leave), timeout=30
+    )
+    assert session.calls[-1] == "close"
+    assert app.return_code == 0
+
+
+async def test_help_lists_every_key_and_closes_with_escape() -> None:
+    session = FakeSession()
+    app, _ = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = " ".join(str(w.render()) for w in app.screen.query(".help-key"))
+        for key in ("r / F5", "b / F6", "f / F7", "c / F8", "s / F9", "? / F1", "Esc"):
+            assert key in text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main_screen
+
+
+async def test_a_preset_loads_its_flags_and_workload() -> None:
+    session = FakeSession(presets=presets())
+    app, _ = make(session)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.query_one("#preset", Select).value = 0  # the first preset
+        await settle(pilot)
+        f = form(app)
+        assert f.field("max_model_len").value == "512"
+        assert f.field("kv_cache_dtype").value == ""
+        assert f.field("dtype").value == "float16"
+        assert f.field("load-input_len").value == "200"
+        flags, problems = f.validate_flags()
+        assert problems == []
+        assert flags == presets()[0].flags

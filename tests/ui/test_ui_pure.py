@@ -1,0 +1,81 @@
+"""The UI's small pure helpers: the Server panel reducer, workload parsing, field text."""
+
+from __future__ import annotations
+
+import math
+
+from ui_fakes import kv_failure
+
+from tui.domain.events import (
+    Exited,
+    Failed,
+    KvCacheReported,
+    Launched,
+    Ready,
+    ServerState,
+    Stage,
+    StageReached,
+)
+from tui.domain.flags import flag_spec
+from tui.domain.workload import LoadSpec
+from tui.ui.form_values import flag_text, parse_workload
+from tui.ui.server_view import ServerView, reduce
+from tui.ui.widgets.log_tail import is_polling_noise
+
+
+def test_the_server_view_follows_a_start_to_ready_then_exit() -> None:
+    view = ServerView(run_label="#2")
+    view = reduce(view, Launched(pid=7, argv=("vllm",), log_path=None), ServerState.STARTING)
+    assert (view.pid, view.stage, view.run_label) == (7, "launching", "#2")
+    view = reduce(view, StageReached(Stage.PROFILING, 12.5), ServerState.STARTING)
+    assert (view.stage, view.stage_at) == ("profiling memory", 12.5)
+    view = reduce(view, KvCacheReported("GPU", 1136, 400, 2.84), ServerState.STARTING)
+    view = reduce(view, Ready(elapsed=30.0), ServerState.READY)
+    assert (view.state, view.ready_after, view.kv_tokens, view.max_concurrency) == (
+        ServerState.READY, 30.0, 1136, 2.84,
+    )  # fmt: skip
+    view = reduce(view, Exited(exit_code=0, requested=True), ServerState.STOPPED)
+    assert (view.state, view.exit_code) == (ServerState.STOPPED, 0)
+
+
+def test_a_failure_replaces_the_stage_with_the_diagnosis() -> None:
+    view = reduce(ServerView(), Failed(20.0, 1, kv_failure()), ServerState.FAILED)
+    assert view.failure == kv_failure().summary and view.exit_code == 1
+
+
+def test_workload_fields_parse_into_a_load_spec_or_per_field_problems() -> None:
+    base = LoadSpec(num_prompts=64, max_concurrency=16)
+    spec, problems = parse_workload(
+        base, {"input_len": "256", "max_concurrency": "", "request_rate": "", "endpoint": "chat"}
+    )
+    assert problems == []
+    assert spec == LoadSpec(
+        num_prompts=64, input_len=256, max_concurrency=None, request_rate=math.inf,
+        endpoint="chat",
+    )  # fmt: skip
+    spec, problems = parse_workload(base, {"input_len": "lots", "num_prompts": "0"})
+    assert spec is None
+    assert [p.field for p in problems] == ["input_len"]  # type errors first, like the flags
+    spec, problems = parse_workload(base, {"num_prompts": "0"})
+    assert spec is None and problems[0].field == "num_prompts"
+    assert "greater than or equal to 1" in problems[0].message
+
+
+def test_field_text_round_trips_through_the_domain_parser() -> None:
+    for name, value in (
+        ("enable_prefix_caching", True),
+        ("enable_prefix_caching", False),
+        ("gpu_memory_utilization", 0.95),
+        ("max_model_len", 512),
+        ("kv_cache_dtype", "fp8"),
+    ):
+        spec = flag_spec(name)
+        assert spec.parse(flag_text(spec, value)) == value
+    assert flag_text(flag_spec("max_model_len"), None) == ""
+
+
+def test_the_log_tail_leaves_out_the_consoles_own_polling() -> None:
+    assert is_polling_noise('INFO:     127.0.0.1:44900 - "GET /metrics HTTP/1.1" 200 OK')
+    assert is_polling_noise('INFO:     127.0.0.1:44900 - "GET /health HTTP/1.1" 200 OK')
+    assert not is_polling_noise('INFO:     127.0.0.1:44900 - "POST /v1/completions HTTP/1.1" 200')
+    assert not is_polling_noise("INFO 01-01 [gpu_worker.py:298] Available KV cache memory: 1.3 GiB")

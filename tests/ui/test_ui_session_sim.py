@@ -1,0 +1,75 @@
+"""The console over the real services: ``build_session`` (as ``vtc --demo``) and the simulator.
+
+Seed 000's first hour, by keys only: a start that fails on KV capacity, ``f`` to take the
+diagnosed fix, ``r`` to restart, ``b`` to load the ready server; every step on the board.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from tui.domain.events import ServerState
+from tui.domain.results import RunStatus
+from tui.ui.app import create_app
+from tui.ui.widgets.run_card import RunCard
+from tui.wiring import ConsoleOptions, build_session
+
+
+async def until(pilot: Pilot[None], done: Callable[[], bool], what: str) -> None:
+    """Let the app run until ``done()`` holds; bounded (about 60 s), never a timing assertion."""
+    for _ in range(600):
+        if done():
+            return
+        await pilot.pause(0.1)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def card_text(card: RunCard) -> str:
+    return str(card.query_one(".card-body").render())
+
+
+async def test_seed_000_story_through_the_console(tmp_path: Path) -> None:
+    options = ConsoleOptions(
+        demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2, autostart=False
+    )
+    session = build_session(options)
+    app = create_app(session, clock=None)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            form = app.main_screen.form
+            form.field("max_model_len").set_value("30576")
+            form.field("load-num_prompts").set_value("8")
+            await pilot.pause()
+            await pilot.press("r")
+            await until(pilot, lambda: session.state is ServerState.FAILED, "the failed start")
+            await pilot.pause()
+            failed = session.runs[-1]
+            assert failed.status is RunStatus.FAILED and failed.diagnosis is not None
+            assert "FAILED" in card_text(list(app.query(RunCard))[-1])
+
+            await pilot.press("f")
+            await pilot.pause()
+            fixed_len = failed.diagnosis.fixes[0].set["max_model_len"]
+            assert form.field("max_model_len").value == str(fixed_len)
+
+            await pilot.press("r")
+            await until(pilot, lambda: session.state is ServerState.READY, "the fixed start")
+            await pilot.press("b")
+            await until(
+                pilot,
+                lambda: session.current is not None and session.current.bench is not None,
+                "the load result",
+            )
+            await pilot.pause()
+            cards = list(app.query(RunCard))
+            assert len(cards) == 2
+            text = card_text(cards[-1])
+            assert "READY" in text and "out tok/s" in text
+            assert f"max_model_len 30576 -> {fixed_len}" in text  # diff against card #1
+            assert session.current is not None and session.current.bench is not None
+            assert session.current.bench.completed == 8
+    finally:
+        await session.close()  # the simulator this test started goes with it

@@ -1,0 +1,285 @@
+"""A scripted stand-in for ``tui.session.Session`` and the fixed data the UI tests show.
+
+``FakeSession`` implements the surface the console uses (``tui.ui.session_port.SessionPort``)
+and records every command, so Pilot tests can assert what the console asked for. Tests push
+events with :meth:`FakeSession.emit`, exactly as the real session's callbacks would.
+Everything here is fixed data: no clocks, no randomness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from tui.domain.diagnosis import Diagnosis, Fix
+from tui.domain.events import ServerState
+from tui.domain.flags import ServeFlags
+from tui.domain.presets import Preset
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
+from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.workload import LoadProgress, LoadSpec
+from tui.session import RunUpdated, SessionEvent
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+GIB = 1024**3
+FIXED_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class FakeSession:
+    """Records the console's commands; state and events are set by the test."""
+
+    def __init__(
+        self,
+        *,
+        runs: Sequence[RunRecord] = (),
+        state: ServerState = ServerState.IDLE,
+        initial_flags: ServeFlags | None = None,
+        initial_load: LoadSpec | None = None,
+        presets: Sequence[Preset] = (),
+        mode_label: str = "demo · simulated NVIDIA GeForce RTX 3080 (10 GiB)",
+        can_restart: bool = True,
+        log_lines: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.mode_label = mode_label
+        self.can_restart = can_restart
+        self.presets = list(presets)
+        self.runs: list[RunRecord] = list(runs)
+        self.current: RunRecord | None = self.runs[-1] if self.runs else None
+        self.state = state
+        self.initial_flags = initial_flags or ServeFlags(model=MODEL)
+        self.initial_load = initial_load or LoadSpec()
+        self.log_lines: list[str] = list(log_lines)
+        self.warnings = list(warnings)
+        self.listeners: list[Callable[[SessionEvent], None]] = []
+        self.calls: list[str] = []
+        self.restarted_with: list[ServeFlags] = []
+        self.loads: list[LoadSpec] = []
+        self.preflighted: list[ServeFlags] = []
+        self.closed = False
+
+    # -- the session surface ----------------------------------------------------------------
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Remember the console's callback."""
+        self.listeners.append(callback)
+
+    async def start(self) -> None:
+        """Nothing to start."""
+        self.calls.append("start")
+
+    async def restart(self, flags: ServeFlags) -> RunRecord:
+        """Add a STARTING run and announce it, like the real session."""
+        self.calls.append("restart")
+        self.restarted_with.append(flags)
+        record = RunRecord(
+            id=len(self.runs) + 1,
+            created_at=FIXED_TIME,
+            label=f"#{len(self.runs) + 1}",
+            flags=flags,
+        )
+        self.runs.append(record)
+        self.current = record
+        self.state = ServerState.STARTING
+        self.emit(RunUpdated(record))
+        return record
+
+    async def run_load(self, spec: LoadSpec) -> BenchResult | None:
+        """Record the request (no load is generated)."""
+        self.calls.append("run_load")
+        self.loads.append(spec)
+        return None
+
+    async def cancel_load(self) -> None:
+        """Record the request."""
+        self.calls.append("cancel_load")
+
+    async def stop_server(self) -> None:
+        """Record the request."""
+        self.calls.append("stop_server")
+        self.state = ServerState.STOPPED
+
+    async def close(self) -> None:
+        """Record that the console closed the session."""
+        self.calls.append("close")
+        self.closed = True
+
+    def preflight(self, flags: ServeFlags) -> list[str]:
+        """The scripted warnings."""
+        self.preflighted.append(flags)
+        return list(self.warnings)
+
+    # -- test controls ----------------------------------------------------------------------
+    def emit(self, event: SessionEvent) -> None:
+        """Deliver ``event`` to the console, as the session's pollers and supervisor do."""
+        for listener in list(self.listeners):
+            listener(event)
+
+    def update_run(self, record: RunRecord) -> None:
+        """Replace a run by id and announce it."""
+        self.runs = [record if r.id == record.id else r for r in self.runs]
+        if self.current is not None and self.current.id == record.id:
+            self.current = record
+        self.emit(RunUpdated(record))
+
+
+# -- fixed data -------------------------------------------------------------------------------
+def baseline_flags() -> ServeFlags:
+    """Seed 000's working run: 0.9 utilization, 400 tokens, 256 sequences, fp16."""
+    return ServeFlags(
+        model=MODEL,
+        gpu_memory_utilization=0.9,
+        max_model_len=400,
+        dtype="float16",
+    )
+
+
+def kv_failure() -> Diagnosis:
+    """Seed 000 run 1: the KV cache cannot hold one max-length sequence."""
+    return Diagnosis(
+        kind="kv_cache_too_small",
+        summary=(
+            "max_model_len 30576 needs more KV cache than fits: at most 1136 tokens "
+            "fit in 0.9 x 10 GiB"
+        ),
+        facts={"max_model_len": 30576, "estimated_max_model_len": 1136},
+        fixes=[
+            Fix(title="Lower max_model_len to 1136", set={"max_model_len": 1136}),
+            Fix(title="Use an fp8 KV cache", set={"kv_cache_dtype": "fp8"}),
+        ],
+    )
+
+
+def bench(
+    output_tps: float, req_s: float, ttft: float, p99_ttft: float, tpot: float, itl99: float
+) -> BenchResult:
+    """A bench result with the six numbers a card shows."""
+    return BenchResult(
+        completed=64,
+        failed=0,
+        duration=12.5,
+        output_throughput=output_tps,
+        request_throughput=req_s,
+        stats={
+            "mean_ttft_ms": ttft,
+            "median_ttft_ms": ttft * 0.9,
+            "p99_ttft_ms": p99_ttft,
+            "mean_tpot_ms": tpot,
+            "median_itl_ms": tpot * 0.95,
+            "p99_itl_ms": itl99,
+        },
+    )
+
+
+def board_runs() -> list[RunRecord]:
+    """Three runs: a baseline with numbers, a failed start, a faster fp8 run."""
+    base = baseline_flags()
+    return [
+        RunRecord(
+            id=1, created_at=FIXED_TIME, label="#1", flags=base, status=RunStatus.READY,
+            startup=StartupProfile(seconds_to_ready=41.2, kv_cache_tokens=10944,
+                                   max_concurrency=27.36),
+            bench=bench(640.0, 5.0, 120.0, 340.0, 24.0, 45.0),
+        ),
+        RunRecord(
+            id=2, created_at=FIXED_TIME, label="#2", flags=base.replace(max_model_len=30576),
+            status=RunStatus.FAILED, exit_code=1, diagnosis=kv_failure(),
+        ),
+        RunRecord(
+            id=3, created_at=FIXED_TIME, label="#3",
+            flags=base.replace(max_model_len=512, quantization="fp8", max_num_seqs=256),
+            status=RunStatus.READY,
+            startup=StartupProfile(seconds_to_ready=38.0, kv_cache_tokens=21888,
+                                   max_concurrency=42.75),
+            bench=bench(720.0, 5.6, 135.0, 300.0, 21.0, 50.0),
+        ),
+    ]  # fmt: skip
+
+
+def gpu_sample() -> GpuSample:
+    """One RTX 3080 under load."""
+    return GpuSample(
+        t=100.0,
+        source="nvml",
+        status=SourceStatus.OK,
+        devices=(
+            GpuDevice(
+                index=0,
+                name="NVIDIA GeForce RTX 3080",
+                memory_used=int(9.1 * GIB),
+                memory_total=10 * GIB,
+                utilization=97.0,
+                temperature_c=71.0,
+                power_w=318.0,
+            ),
+        ),
+    )
+
+
+def host_sample() -> HostSample:
+    """The host the server runs on."""
+    return HostSample(
+        t=100.0, cpu_percent=12.0, memory_used=8 * GIB, memory_total=32 * GIB,
+        server_rss=int(3.2 * GIB), server_processes=3,
+    )  # fmt: skip
+
+
+def server_metrics() -> ServerMetrics:
+    """A busy server's /metrics."""
+    return ServerMetrics(
+        t=100.0, status=SourceStatus.OK, kv_cache_usage=0.431, num_running=12, num_waiting=0,
+        prompt_tokens_per_s=1180.0, generation_tokens_per_s=702.0, prefix_cache_hit_rate=0.0,
+        preemptions_total=0,
+    )  # fmt: skip
+
+
+def load_progress(done: int, tps: float) -> LoadProgress:
+    """One progress tick of a 64-prompt run."""
+    return LoadProgress(
+        elapsed=done / 5, done=done, failed=0, in_flight=16, total=64, output_tokens_per_s=tps,
+        ttft_p50_ms=118.0, ttft_p99_ms=330.0, itl_p50_ms=22.0, itl_p99_ms=48.0, loop_lag_ms=3.0,
+    )  # fmt: skip
+
+
+LOG_TAIL = (
+    "INFO 01-01 00:00:30 [gpu_worker.py:298] Available KV cache memory: 1.34 GiB",
+    "INFO 01-01 00:00:30 [kv_cache_utils.py:1087] GPU KV cache size: 21,888 tokens",
+    "INFO 01-01 00:00:31 [kv_cache_utils.py:1091] Maximum concurrency for 512 tokens per "
+    "request: 42.75x",
+    "INFO 01-01 00:00:38 [api_server.py:1880] Starting vLLM API server 0 on http://127.0.0.1:8000",
+    "INFO:     Started server process [4242]",
+    "INFO:     Application startup complete.",
+)
+
+
+def presets() -> list[Preset]:
+    """Two presets: seed 000's best run and a throughput-first one."""
+    return [
+        Preset(
+            name="rtx3080-8b-fp8-best",
+            description="Seed 000's best run on a 10 GB RTX 3080.",
+            source="seed 000, run 17",
+            flags=ServeFlags(model=MODEL, max_model_len=512, quantization="fp8",
+                             block_size=32, dtype="float16"),
+            workload=LoadSpec(input_len=200, output_len=200, num_prompts=32, max_concurrency=8),
+        ),
+        Preset(
+            name="max-throughput",
+            description="Throughput first.",
+            source="seeds/002",
+            flags=ServeFlags(model=MODEL, gpu_memory_utilization=0.95, max_num_seqs=512,
+                             enable_prefix_caching=True),
+        ),
+    ]  # fmt: skip
+
+
+def populated_session() -> FakeSession:
+    """The snapshot scene: a ready server, a GPU sample, a board with a failed run."""
+    runs = board_runs()
+    return FakeSession(
+        runs=runs,
+        state=ServerState.READY,
+        initial_flags=runs[-1].flags,
+        initial_load=LoadSpec(num_prompts=64, max_concurrency=16),
+        presets=presets(),
+        log_lines=LOG_TAIL,
+    )

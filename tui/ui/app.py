@@ -1,0 +1,127 @@
+"""The console app and its factory: the one way the CLI, the demo and the tests build it."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, CSSPathType
+from textual.binding import Binding, BindingType
+
+from tui.session import SessionEvent
+from tui.ui.keys import QUIT_HELP
+from tui.ui.messages import SessionEventArrived
+from tui.ui.screens.main import Clock, MainScreen
+from tui.ui.session_port import SessionPort
+
+STYLES = Path(__file__).parent / "styles"
+
+
+class VtcApp(App[None]):
+    """vtc, the vLLM tuning console: one screen over a :class:`SessionPort`.
+
+    Session events are delivered on the app's loop by the session's ``subscribe`` callback,
+    posted to the app as :class:`SessionEventArrived` messages (telemetry coalesces when the
+    queue backs up) and routed by :meth:`MainScreen.apply` to the widgets.
+    """
+
+    TITLE = "vtc"
+    SUB_TITLE = "vLLM tuning console"
+    CSS_PATH: ClassVar[CSSPathType | None] = [STYLES / "app.tcss", STYLES / "help.tcss"]
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", tooltip=QUIT_HELP)]
+
+    def __init__(
+        self, session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True
+    ) -> None:
+        super().__init__()
+        self.session = session
+        self._clock = clock
+        self._autostart = autostart
+        self._quitting = False
+        self._signals: list[int] = []
+        self._signal_task: asyncio.Future[None] | None = None
+        self.main_screen = MainScreen(session, clock=clock)
+
+    def get_default_screen(self) -> MainScreen:
+        """The main screen is the app's base screen (the help modal goes on top)."""
+        return self.main_screen
+
+    def on_mount(self) -> None:
+        """Subscribe to the session, then start it."""
+        self.session.subscribe(self._on_session_event)
+        if not self.is_headless:
+            self._install_signal_handlers()
+        if self._autostart:
+            self.run_worker(self._start(), group="session", exit_on_error=False)
+
+    def on_unmount(self) -> None:
+        """Give the signals back."""
+        loop = asyncio.get_running_loop()
+        for sig in self._signals:
+            loop.remove_signal_handler(sig)
+        self._signals = []
+
+    def _install_signal_handlers(self) -> None:
+        # A dropped SSH session or a killed tmux pane sends SIGHUP: without this the console
+        # would die at once and leave the server it started (its own process group) running,
+        # holding the GPU. SIGTERM gets the same orderly close.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):  # not Unix, not main thread
+                continue
+            self._signals.append(sig)
+
+    def on_signal(self, sig: int) -> None:
+        """SIGHUP/SIGTERM: close the session (the server this console started), then exit."""
+        self.log.warning(f"signal {sig}: closing the session")
+        self._signal_task = asyncio.ensure_future(self.action_quit())
+
+    async def _start(self) -> None:
+        try:
+            await self.session.start()
+        except Exception as exc:  # show it; the operator may still fix the form and press r
+            self.notify(str(exc), title="Session start failed", severity="error", timeout=15)
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        # Called on the app's loop; the message queue keeps widget updates in order.
+        self.post_message(SessionEventArrived(event))
+
+    def on_session_event_arrived(self, message: SessionEventArrived) -> None:
+        """Hand the event to the main screen (unless the app is shutting down)."""
+        # The session outlives the app (it is closed after, or while, the app goes away) and
+        # keeps reporting; once shutdown has begun the panels may already be gone.
+        if self.is_running:
+            self.main_screen.apply(message.event)
+
+    async def action_quit(self) -> None:
+        """Close the session (load, the server it started, pollers), then exit."""
+        if self._quitting:
+            return
+        self._quitting = True
+        self.notify("Stopping the load and the server this console started...")
+        try:
+            await self.session.close()
+        except Exception as exc:  # still exit: the operator asked to quit
+            self.log.error(f"session close failed: {exc!r}")
+        self.exit()
+
+
+def create_app(
+    session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True
+) -> VtcApp:
+    """Build the console over ``session``.
+
+    Args:
+        session: the services (a ``tui.session.Session``, or a fake in tests).
+        clock: monotonic seconds for the "since launch" counter; ``None`` freezes it (tests
+            and snapshots stay deterministic).
+        autostart: call ``session.start()`` once mounted (pollers, and the first server if
+            the session's mode says so).
+    """
+    return VtcApp(session, clock=clock, autostart=autostart)

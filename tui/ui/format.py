@@ -1,0 +1,62 @@
+"""Short renderings for the panels: numbers, N/A, bars. Display only, no decisions."""
+
+from __future__ import annotations
+
+NA = "N/A"
+GIB = 1024**3
+
+
+def na(value: float | None, spec: str = ".1f", suffix: str = "") -> str:
+    """``value`` formatted with ``spec``, or ``N/A`` when the source could not tell."""
+    if value is None:
+        return NA
+    return f"{value:{spec}}{suffix}"
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    """A 0-1 fraction as a percentage (``0.431`` -> ``43.1%``)."""
+    if fraction is None:
+        return NA
+    return f"{fraction * 100:.{digits}f}%"
+
+
+def gib(n_bytes: int | float | None) -> str:
+    """Bytes in GiB with one decimal, no unit (``9.6``)."""
+    if n_bytes is None:
+        return NA
+    return f"{n_bytes / GIB:.1f}"
+
+
+def gib0(n_bytes: int | float | None) -> str:
+    """Bytes in whole GiB (``32``), for tight lines."""
+    if n_bytes is None:
+        return NA
+    return f"{n_bytes / GIB:.0f}"
+
+
+def tokens(n: int | float | None) -> str:
+    """A token count with thousands separators (``10,944``)."""
+    if n is None:
+        return NA
+    return f"{int(n):,}"
+
+
+def bar(fraction: float | None, width: int) -> str:
+    """A text gauge ``width`` cells wide; blank-ish when the fraction is unknown."""
+    width = max(width, 1)
+    if fraction is None:
+        return "?" * width
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+def seconds(value: float | None) -> str:
+    """Seconds with one decimal (``41.2s``)."""
+    if value is None:
+        return NA
+    return f"{value:.1f}s"
+
+
+def signed_percent(value: float) -> str:
+    """A relative change with its sign (``+12.3%``, ``-4.0%``)."""
+    return f"{value:+.1f}%"

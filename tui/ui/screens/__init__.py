@@ -1,0 +1,1 @@
+"""The console's screens: the main screen and the help modal."""

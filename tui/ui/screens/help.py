@@ -1,0 +1,77 @@
+"""The help modal: every key and what each panel shows."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.ui.keys import COMMANDS, ESCAPE_HELP, QUIT_HELP
+
+PANELS: tuple[tuple[str, str], ...] = (
+    ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
+     "cache size and max concurrency the server logged, how the console runs servers, and "
+     "the last lines of the server's log."),
+    ("GPU", "Per device: memory used/total, utilization, temperature, power; N/A where the "
+     "driver cannot tell, and the reason when there is no GPU reading at all. Then the host: "
+     "CPU, RAM, the server's memory (srv)."),
+    ("Metrics", "From the server's /metrics: KV cache usage, requests running/waiting, "
+     "prompt (in) and generated (out) tokens per second, prefix-cache hit rate, preemptions."),
+    ("Load", "The running load: requests done/total, failed, in flight, output tokens per "
+     "second (and its sparkline), TTFT and ITL p50/p99 in ms. 'lag' warns that the client's "
+     "own event loop is slow, so the numbers measure the client, not the server."),
+    ("Flags", "The preset picker, the serve flags (placeholder: vLLM's default; empty = not "
+     "passed; hint: the allowed range), extra args, and the workload b runs. Problems show "
+     "under their field as you type; '!' lines are pre-flight warnings."),
+    ("Runs", "One card per run, oldest left, newest shown. Yellow flags differ from card #1. "
+     "Bench numbers carry their change vs the reference card (green better, red worse: "
+     "throughput up, latency down). A failed start shows its diagnosis and fixes."),
+)  # fmt: skip
+
+
+def help_rows() -> list[tuple[str, str]]:
+    """(section title, "") and (key or panel, text) rows, in display order."""
+    rows: list[tuple[str, str]] = [("Keys", "")]
+    rows += [(f"{cmd.key_display} / {cmd.fkey.upper()}", cmd.help) for cmd in COMMANDS]
+    rows += [
+        ("q", QUIT_HELP),
+        ("Esc", ESCAPE_HELP),
+        ("", "Letters type into text fields; the F-keys work everywhere. Tab moves between "
+         "fields; once focused, the board scrolls with the arrow keys."),
+        ("Panels", ""),
+    ]  # fmt: skip
+    rows += list(PANELS)
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and panels; any of Esc, ?, q or F1 closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q,f1", "dismiss", "Close", key_display="Esc"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        """One scrolling text."""
+        with VerticalScroll(id="help-box"):
+            for name, text in help_rows():
+                if not text:
+                    yield Static(name, classes="help-section")
+                    continue
+                with Horizontal(classes="help-row"):
+                    yield Static(name, classes="help-key")
+                    yield Static(text, classes="help-text")
+
+    def on_mount(self) -> None:
+        """Title the box."""
+        box = self.query_one("#help-box")
+        box.border_title = "vtc help"
+        box.border_subtitle = "Esc closes"
+
+    async def action_dismiss(self, result: None = None) -> None:
+        """Close the modal."""
+        self.dismiss(result)

@@ -1,0 +1,300 @@
+"""The main screen: every panel at once, the keys, and the routing of session events."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Select
+
+from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.flags import FlagProblem, format_value
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
+from tui.domain.workload import LoadProgress
+from tui.session import LoadFinished, RunUpdated, SessionEvent
+from tui.ui.compare import latest_failed
+from tui.ui.keys import screen_bindings
+from tui.ui.screens.help import HelpScreen
+from tui.ui.server_view import ServerView, reduce, view_from_record
+from tui.ui.session_port import SessionPort
+from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.gpu_panel import GpuPanel
+from tui.ui.widgets.load_panel import LoadPanel
+from tui.ui.widgets.metrics_panel import MetricsPanel
+from tui.ui.widgets.results_board import ResultsBoard
+from tui.ui.widgets.run_card import card_title
+from tui.ui.widgets.server_panel import ServerPanel
+
+Clock = Callable[[], float]
+
+
+def _problem_summary(problems: list[FlagProblem]) -> str:
+    first = problems[0].message
+    more = len(problems) - 1
+    return first + (f" (and {more} more)" if more else "")
+
+
+class MainScreen(Screen[None]):
+    """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
+
+    BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
+    # The board takes focus first, so the letter keys act at once; Tab reaches the form.
+    AUTO_FOCUS = "#board"
+    # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
+
+    def __init__(self, session: SessionPort, *, clock: Clock | None = None) -> None:
+        super().__init__()
+        self.session = session
+        self._clock = clock
+        self._launched_at: float | None = None
+        self._view = view_from_record(session.current, session.state)
+        self._restarting = False
+        self._loading = False
+        # Events that arrive before the panels exist (the session may start talking first).
+        self._backlog: list[SessionEvent] | None = []
+
+    # -- layout -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        """All panels on one screen (no tabs): narrow terminals get compact panels."""
+        yield ServerPanel(id="server", classes="panel")
+        with Horizontal(id="strip"):
+            yield GpuPanel(id="gpu", classes="panel")
+            yield MetricsPanel(id="metrics", classes="panel")
+            yield LoadPanel(self.session.initial_load, id="load", classes="panel")
+        with Horizontal(id="work"):
+            yield FlagForm(
+                self.session.initial_flags,
+                self.session.initial_load,
+                list(self.session.presets),
+                id="form",
+                classes="panel",
+            )
+            yield ResultsBoard(id="board", classes="panel")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Titles, then what the session already knows (a late start shows the board)."""
+        self.query_one("#server").border_title = f"Server · {self.session.mode_label}"
+        for selector, title in (
+            ("#gpu", "GPU"),
+            ("#metrics", "Metrics"),
+            ("#load", "Load"),
+            ("#form", "Flags"),
+            ("#board", "Runs"),
+        ):
+            self.query_one(selector).border_title = title
+        self.server_panel.view = self._view
+        self.server_panel.tail.set_lines(self.session.log_lines)
+        self.board.show(list(self.session.runs))
+        if self._clock is not None:
+            self.set_interval(1.0, self._tick)
+        backlog, self._backlog = self._backlog or [], None
+        for event in backlog:
+            self.apply(event)
+
+    @property
+    def server_panel(self) -> ServerPanel:
+        """The Server panel."""
+        return self.query_one(ServerPanel)
+
+    @property
+    def form(self) -> FlagForm:
+        """The flags form."""
+        return self.query_one(FlagForm)
+
+    @property
+    def board(self) -> ResultsBoard:
+        """The results board."""
+        return self.query_one(ResultsBoard)
+
+    # -- session events ---------------------------------------------------------------------
+    def apply(self, event: SessionEvent) -> None:
+        """Route one session event to the widget that shows it."""
+        if self._backlog is not None:
+            self._backlog.append(event)
+            return
+        if isinstance(event, GpuSample):
+            self.query_one(GpuPanel).sample = event
+        elif isinstance(event, HostSample):
+            self.query_one(GpuPanel).host = event
+        elif isinstance(event, ServerMetrics):
+            self.query_one(MetricsPanel).metrics = event
+        elif isinstance(event, LoadProgress):
+            self.query_one(LoadPanel).show_progress(event)
+        elif isinstance(event, LoadFinished):
+            self.query_one(LoadPanel).show_finished(event.result, event.error)
+            if event.error:
+                self.notify(event.error, title="Load failed", severity="error")
+        elif isinstance(event, RunUpdated):
+            self.board.show(list(self.session.runs))
+            current = self.session.current
+            if current is not None and current.id == event.record.id:
+                self._set_view(replace(self._view, run_label=event.record.label))
+        else:
+            self._server_event(event)
+
+    def _server_event(self, event: ServerEvent) -> None:
+        if isinstance(event, Launched):
+            self.server_panel.tail.set_lines([])
+            self.query_one(LoadPanel).clear()
+            self._launched_at = self._clock() if self._clock else None
+        elif isinstance(event, Ready):
+            self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
+        elif isinstance(event, LogLine):
+            self.server_panel.tail.write(event.text)
+        elif isinstance(event, Failed):
+            fixes = event.diagnosis.fixes
+            hint = f"\nf puts in the form: {fixes[0].title}" if fixes else ""
+            self.notify(
+                event.diagnosis.summary + hint, title="Start failed", severity="error", timeout=10
+            )
+        self._set_view(reduce(self._view, event, self.session.state))
+
+    def _set_view(self, view: ServerView) -> None:
+        self._view = view
+        self.server_panel.view = view
+
+    def _tick(self) -> None:
+        """Once a second while a server starts: how long it has been starting."""
+        if self._clock is None or self._launched_at is None:
+            return
+        if self._view.state is ServerState.STARTING:
+            self._set_view(replace(self._view, since_launch=self._clock() - self._launched_at))
+
+    @on(FlagForm.Validated)
+    def _preflight(self, message: FlagForm.Validated) -> None:
+        warnings: list[str] = []
+        if message.flags is not None:
+            try:
+                warnings = self.session.preflight(message.flags)
+            except Exception as exc:  # a pre-flight check must never break the form
+                warnings = [f"pre-flight check failed: {exc}"]
+        self.form.show_warnings(warnings)
+
+    # -- commands ---------------------------------------------------------------------------
+    def _run(self, what: str, job: Callable[[], Awaitable[object]], group: str) -> None:
+        """Run a session command in a worker; a failure becomes a notification."""
+
+        async def guarded() -> None:
+            try:
+                await job()
+            except Exception as exc:  # the console reports and stays up
+                self.notify(f"{exc}", title=f"{what} failed", severity="error", timeout=10)
+
+        self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
+
+    def action_restart(self) -> None:
+        """Validate the form; if it holds, restart the server with it."""
+        if not self.session.can_restart:
+            self.notify(
+                "Attached to a server this console did not start: it cannot restart it.",
+                severity="warning",
+            )
+            return
+        flags, problems = self.form.validate_flags()
+        if flags is None:
+            name = self.form.first_problem_field(problems)
+            if name is not None:
+                self.form.focus_field(name)
+            self.notify(
+                _problem_summary(problems), title="Not restarted: invalid flags", severity="error"
+            )
+            return
+        if self._restarting:
+            self.notify("A restart is already under way.", severity="warning")
+            return
+
+        async def restart() -> None:
+            self._restarting = True
+            try:
+                await self.session.restart(flags)
+            finally:
+                self._restarting = False
+
+        self._run("Restart", restart, "restart")
+
+    def action_bench(self) -> None:
+        """Run the form's workload, if the server is ready."""
+        state = self.session.state
+        if state is not ServerState.READY:
+            self.notify(
+                f"The server is {state.value}; b needs it ready (r starts it).",
+                title="No load run",
+                severity="warning",
+            )
+            return
+        if self._loading:
+            self.notify("A load is already running (c cancels it).", severity="warning")
+            return
+        spec, problems = self.form.validate_workload()
+        if spec is None:
+            name = self.form.first_problem_field(problems, prefix="load-")
+            if name is not None:
+                self.form.focus_field(name)
+            self.notify(
+                _problem_summary(problems), title="No load run: invalid workload", severity="error"
+            )
+            return
+        self.query_one(LoadPanel).start(spec)
+
+        async def run_load() -> None:
+            self._loading = True
+            try:
+                await self.session.run_load(spec)
+            finally:
+                self._loading = False
+
+        self._run("Load", run_load, "load")
+
+    def action_fix(self) -> None:
+        """Put the first fix of the latest failed run into the form."""
+        runs = list(self.session.runs)
+        found = latest_failed(runs)
+        if found is None:
+            self.notify("No failed run on the board.", severity="warning")
+            return
+        index, record = found
+        title = card_title(record, index + 1)
+        diagnosis = record.diagnosis
+        if diagnosis is None or not diagnosis.fixes:
+            reason = diagnosis.summary if diagnosis else "no diagnosis"
+            self.notify(f"Run {title} has no suggested fix: {reason}", severity="warning")
+            return
+        fix = diagnosis.fixes[0]
+        self.form.apply_settings(fix.set)
+        settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+        self.notify(f"{fix.title}\n{settings}\nr restarts with it.", title=f"Fix from run {title}")
+
+    def action_cancel_load(self) -> None:
+        """Cancel the running load."""
+        if not self._loading:
+            self.notify("No load is running.", severity="warning")
+            return
+        self._run("Cancel", self.session.cancel_load, "cancel")
+
+    def action_stop_server(self) -> None:
+        """Stop the server this console started."""
+        if not self.session.can_restart:
+            self.notify(
+                "Attached to a server this console did not start: it will not stop it.",
+                severity="warning",
+            )
+            return
+        self._run("Stop", self.session.stop_server, "stop")
+
+    def action_help(self) -> None:
+        """Show the keys and what each panel shows."""
+        self.app.push_screen(HelpScreen())
+
+    def action_leave_field(self) -> None:
+        """Esc in a form field: focus the board, so letter keys act again."""
+        if isinstance(self.focused, Input | Select):
+            self.board.focus()

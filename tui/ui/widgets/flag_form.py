@@ -1,0 +1,253 @@
+"""The flags form: a preset picker, the flags by group, extra args and the workload.
+
+Every edit re-validates the whole form with the domain's ``validate_form`` (and the workload
+with ``parse_workload``) and shows each problem under its field, so the operator sees what
+vLLM would reject before anything launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual import events, on
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import Input, Select, Static
+
+from tui.domain.flags import (
+    FlagGroup,
+    FlagProblem,
+    ServeFlags,
+    flag_spec,
+    flag_specs,
+    validate_form,
+)
+from tui.domain.presets import Preset
+from tui.domain.workload import LoadSpec
+from tui.ui.form_values import (
+    WORKLOAD_FIELDS,
+    extra_text,
+    flag_text,
+    parse_workload,
+    workload_text,
+)
+from tui.ui.widgets.flag_field import FlagField
+
+FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
+MODEL = "model"
+EXTRA = "extra_args"
+
+
+class FlagForm(Vertical):
+    """Edits a :class:`ServeFlags` and a :class:`LoadSpec` as text, validated live."""
+
+    class Validated(Message):
+        """Posted after each re-validation: ``flags`` is ``None`` while the form is invalid."""
+
+        def __init__(self, flags: ServeFlags | None) -> None:
+            super().__init__()
+            self.flags = flags
+
+    def __init__(
+        self,
+        flags: ServeFlags,
+        load: LoadSpec,
+        presets: list[Preset],
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self._flags = flags
+        self._load = load
+        self._presets = list(presets)
+        self._general_flags: list[str] = []
+        self._general_load: list[str] = []
+        self._revalidate_pending = False
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        """Preset picker and messages on top, the scrolling fields, the focused field's help."""
+        if self._presets:
+            yield Select(
+                [(p.name, i) for i, p in enumerate(self._presets)],
+                prompt="preset: (none loaded)",
+                compact=True,
+                id="preset",
+            )
+        yield Static("", id="form-problems")
+        yield Static("", id="preflight")
+        with VerticalScroll(id="form-fields"):
+            yield FlagField(
+                MODEL,
+                "model",
+                value=self._flags.model,
+                placeholder="model name or path",
+                help="The MODEL argument: a Hugging Face id or a local path.",
+            )
+            for group in FlagGroup:
+                specs = [s for s in flag_specs() if s.group is group]
+                if not specs:
+                    continue
+                yield Static(group.value, classes="group-title")
+                for spec in specs:
+                    yield FlagField.for_flag(spec, flag_text(spec, getattr(self._flags, spec.name)))
+            yield FlagField(
+                EXTRA,
+                "extra args",
+                value=extra_text(self._flags.extra_args),
+                placeholder="--flag value ...",
+                help="Any other vllm serve arguments, passed through verbatim (shell quoting).",
+            )
+            yield Static("Workload (b)", classes="group-title")
+            for field in WORKLOAD_FIELDS:
+                yield FlagField.for_workload(field, workload_text(self._load, field))
+        yield Static(FORM_HELP, id="field-help")
+
+    def on_mount(self) -> None:
+        """Validate the initial values once."""
+        self.revalidate()
+
+    # -- reading ----------------------------------------------------------------------------
+    def field(self, name: str) -> FlagField:
+        """The row for a flag name, ``model``, ``extra_args`` or ``load-<workload field>``."""
+        return self.query_one(f"#field-{name}", FlagField)
+
+    def raw_flags(self) -> dict[str, str]:
+        """The flag fields' text by snake_case name."""
+        return {spec.name: self.field(spec.name).value for spec in flag_specs()}
+
+    def raw_workload(self) -> dict[str, str]:
+        """The workload fields' text by ``LoadSpec`` field name."""
+        return {f.name: self.field(f"load-{f.name}").value for f in WORKLOAD_FIELDS}
+
+    def validate_flags(self) -> tuple[ServeFlags | None, list[FlagProblem]]:
+        """The form's flags, or every problem (also shown next to the fields)."""
+        flags, problems = validate_form(
+            self.field(MODEL).value.strip(), self.raw_flags(), self.field(EXTRA).value
+        )
+        names = [s.name for s in flag_specs()] + [MODEL, EXTRA]
+        self._general_flags = self._show_problems(problems, names, "")
+        self._show_general()
+        return flags, problems
+
+    def validate_workload(self) -> tuple[LoadSpec | None, list[FlagProblem]]:
+        """The form's workload, or its problems (also shown next to the fields)."""
+        spec, problems = parse_workload(self._load, self.raw_workload())
+        names = [f.name for f in WORKLOAD_FIELDS]
+        self._general_load = self._show_problems(problems, names, "load-")
+        self._show_general()
+        return spec, problems
+
+    def revalidate(self) -> None:
+        """Validate everything, show the problems, announce the outcome."""
+        flags, _ = self.validate_flags()
+        self.validate_workload()
+        self.post_message(self.Validated(flags))
+
+    def _show_problems(
+        self, problems: list[FlagProblem], names: list[str], prefix: str
+    ) -> list[str]:
+        """Put each problem under its field; returns those that name no field."""
+        by_field: dict[str, list[str]] = {}
+        general: list[str] = []
+        for problem in problems:
+            if problem.field in names:
+                by_field.setdefault(problem.field, []).append(problem.message)
+            else:
+                general.append(problem.message)
+        for name in names:
+            messages = by_field.get(name)
+            self.field(prefix + name).set_error(" ".join(messages) if messages else None)
+        return general
+
+    def _show_general(self) -> None:
+        general = [*self._general_flags, *self._general_load]
+        box = self.query_one("#form-problems", Static)
+        box.update(Content("\n".join(general)))
+        box.display = bool(general)
+
+    def first_problem_field(self, problems: list[FlagProblem], prefix: str = "") -> str | None:
+        """The field name (with ``prefix``) of the first problem that names a field on screen."""
+        for problem in problems:
+            if problem.field and self.query(f"#field-{prefix}{problem.field}"):
+                return prefix + problem.field
+        return None
+
+    def focus_field(self, name: str) -> None:
+        """Move focus to a field's editor and scroll it into view."""
+        row = self.field(name)
+        row.editor.focus()
+        row.scroll_visible(animate=False)
+
+    def show_warnings(self, warnings: list[str]) -> None:
+        """Pre-flight warnings for the current flags (empty hides the box)."""
+        box = self.query_one("#preflight", Static)
+        box.update(Content("\n".join(f"! {w}" for w in warnings)))
+        box.display = bool(warnings)
+
+    # -- writing ----------------------------------------------------------------------------
+    def load_flags(self, flags: ServeFlags) -> None:
+        """Put ``flags`` in the form, every field (unset flags become empty)."""
+        self.field(MODEL).set_value(flags.model)
+        for spec in flag_specs():
+            self.field(spec.name).set_value(flag_text(spec, getattr(flags, spec.name)))
+        self.field(EXTRA).set_value(extra_text(flags.extra_args))
+
+    def load_workload(self, spec: LoadSpec) -> None:
+        """Put ``spec`` in the Workload fields; fields the form lacks keep ``spec``'s values."""
+        self._load = spec
+        for field in WORKLOAD_FIELDS:
+            self.field(f"load-{field.name}").set_value(workload_text(spec, field))
+
+    def apply_settings(self, settings: Mapping[str, Any]) -> list[str]:
+        """Set some flags (a diagnosis fix: ``None`` unsets); returns the names changed."""
+        changed = []
+        for name, value in settings.items():
+            if name == MODEL:
+                self.field(MODEL).set_value(str(value))
+            elif name == EXTRA:
+                self.field(EXTRA).set_value(extra_text(tuple(value or ())))
+            else:
+                try:
+                    spec = flag_spec(name)
+                except KeyError:
+                    continue
+                self.field(name).set_value(flag_text(spec, value))
+            changed.append(name)
+        return changed
+
+    # -- events -----------------------------------------------------------------------------
+    @on(Input.Changed, ".field-editor")
+    @on(Select.Changed, ".field-editor")
+    def _edited(self, event: Input.Changed | Select.Changed) -> None:
+        event.stop()
+        # Loading a preset changes every field at once: validate once for the lot.
+        if not self._revalidate_pending:
+            self._revalidate_pending = True
+            self.call_later(self._revalidate_now)
+
+    def _revalidate_now(self) -> None:
+        self._revalidate_pending = False
+        self.revalidate()
+
+    @on(Select.Changed, "#preset")
+    def _preset_chosen(self, event: Select.Changed) -> None:
+        event.stop()
+        if not isinstance(event.value, int):
+            return
+        preset = self._presets[event.value]
+        self.load_flags(preset.flags)
+        if preset.workload is not None:
+            self.load_workload(preset.workload)
+        self.notify(f"{preset.description}\n({preset.source})", title=f"preset {preset.name}")
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        """Show the focused field's help at the bottom of the form."""
+        for node in event.widget.ancestors_with_self:
+            if isinstance(node, FlagField):
+                self.query_one("#field-help", Static).update(Content(node.help))
+                return

@@ -1,0 +1,76 @@
+"""The Server panel: lifecycle state, the current startup stage, KV figures, the log tail."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widgets import Static
+
+from tui.domain.events import ServerState
+from tui.ui.format import seconds, tokens
+from tui.ui.server_view import ServerView
+from tui.ui.widgets.log_tail import LogTail
+
+_STATE_STYLE = {
+    ServerState.IDLE: "$text-muted",
+    ServerState.STARTING: "$warning",
+    ServerState.READY: "$success",
+    ServerState.STOPPING: "$warning",
+    ServerState.STOPPED: "$text-muted",
+    ServerState.FAILED: "$error",
+}
+
+
+def status_lines(view: ServerView) -> Content:
+    """The two status lines above the log tail."""
+    head: list[str | tuple[str, str]] = [
+        (f"● {view.state.value.upper()}", f"bold {_STATE_STYLE[view.state]}"),
+    ]
+    if view.run_label:
+        head.append(f"  run {view.run_label}")
+    if view.pid is not None:
+        head.append(f" · pid {view.pid}")
+    if view.ready_after is not None and view.state is ServerState.READY:
+        head.append(f" · up in {seconds(view.ready_after)}")
+    if view.since_launch is not None:
+        head.append(f" · {view.since_launch:.0f}s since launch")
+    if view.exit_code is not None and view.state is not ServerState.READY:
+        head.append(f" · exit {view.exit_code}")
+    if view.failure and view.state is ServerState.FAILED:
+        detail = Content.styled(view.failure, "$error")
+    else:
+        parts = []
+        if view.stage and view.state is not ServerState.READY:  # READY: "up in" says it
+            at = f" @{seconds(view.stage_at)}" if view.stage_at is not None else ""
+            parts.append(f"stage {view.stage}{at}")
+        if view.kv_tokens is not None:
+            parts.append(f"KV cache {tokens(view.kv_tokens)} tok")
+        if view.max_concurrency is not None:
+            parts.append(f"max concurrency {view.max_concurrency:.2f}x")
+        if not parts:
+            parts.append("no server yet: r starts one with the form's flags")
+        detail = Content(" · ".join(parts))
+    return Content("\n").join([Content.assemble(*head), detail])
+
+
+class ServerPanel(Vertical):
+    """Renders a :class:`ServerView` and holds the log tail."""
+
+    view: reactive[ServerView] = reactive(ServerView)
+
+    def compose(self) -> ComposeResult:
+        """Status lines, then the tail."""
+        yield Static(status_lines(self.view), id="server-status")
+        yield LogTail(id="log-tail")
+
+    def watch_view(self, view: ServerView) -> None:
+        """Redraw the status lines."""
+        if self.is_mounted:
+            self.query_one("#server-status", Static).update(status_lines(view))
+
+    @property
+    def tail(self) -> LogTail:
+        """The log tail widget."""
+        return self.query_one(LogTail)
