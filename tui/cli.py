@@ -174,7 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from tui.ui.app import create_app
 
-    create_app(session).run()
+    try:
+        create_app(session).run()
+    finally:
+        session.abandon()  # no-op after a clean quit; kills the server if the app crashed
     return 0
 
 

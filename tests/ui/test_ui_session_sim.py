@@ -50,12 +50,10 @@ async def test_seed_000_story_through_the_console(tmp_path: Path) -> None:
             assert failed.status is RunStatus.FAILED and failed.diagnosis is not None
             assert "FAILED" in card_text(list(app.query(RunCard))[-1])
 
-            await pilot.press("f")
+            await pilot.press("f")  # one key: the fix goes into the form and restarts
             await pilot.pause()
             fixed_len = failed.diagnosis.fixes[0].set["max_model_len"]
             assert form.field("max_model_len").value == str(fixed_len)
-
-            await pilot.press("r")
             await until(pilot, lambda: session.state is ServerState.READY, "the fixed start")
             await pilot.press("b")
             await until(

@@ -30,7 +30,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("b", "b", "f6", "bench", "Bench",
             "Run the load (the form's Workload section) against the ready server."),
     Command("f", "f", "f7", "fix", "Fix",
-            "Put the first fix of the latest failed run into the form; then press r."),
+            "Apply the first fix of the latest failed run to the form and restart with it."),
     Command("c", "c", "f8", "cancel_load", "Cancel",
             "Cancel the running load (partial results are kept)."),
     Command("s", "s", "f9", "stop_server", "Stop",

@@ -152,7 +152,7 @@ class MainScreen(Screen[None]):
             self.server_panel.tail.write(event.text)
         elif isinstance(event, Failed):
             fixes = event.diagnosis.fixes
-            hint = f"\nf puts in the form: {fixes[0].title}" if fixes else ""
+            hint = f"\nf applies and restarts: {fixes[0].title}" if fixes else ""
             self.notify(
                 event.diagnosis.summary + hint, title="Start failed", severity="error", timeout=10
             )
@@ -255,7 +255,7 @@ class MainScreen(Screen[None]):
         self._run("Load", run_load, "load")
 
     def action_fix(self) -> None:
-        """Put the first fix of the latest failed run into the form."""
+        """One-key fix: put the latest failed run's first fix into the form and restart."""
         runs = list(self.session.runs)
         found = latest_failed(runs)
         if found is None:
@@ -271,7 +271,8 @@ class MainScreen(Screen[None]):
         fix = diagnosis.fixes[0]
         self.form.apply_settings(fix.set)
         settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
-        self.notify(f"{fix.title}\n{settings}\nr restarts with it.", title=f"Fix from run {title}")
+        self.notify(f"{fix.title}\n{settings}", title=f"Fix from run {title}: restarting")
+        self.action_restart()
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""

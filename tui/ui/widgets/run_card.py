@@ -129,7 +129,7 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
             for i, fix in enumerate(diagnosis.fixes, 1):
                 lines.append(Content.assemble((f"fix {i}: ", "bold"), fix.title))
             if context.fix_hint and diagnosis.fixes:
-                lines.append(Content.styled("f puts fix 1 in the form", "$accent"))
+                lines.append(Content.styled("f applies fix 1 and restarts", "$accent"))
     elif record.bench is not None:
         lines += [_metric_line(m, record.bench, context) for m in CARD_METRICS]
     elif record.status is RunStatus.READY:
