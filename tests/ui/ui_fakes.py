@@ -49,6 +49,7 @@ class FakeSession:
         self.state = state
         self.initial_flags = initial_flags or ServeFlags(model=MODEL)
         self.initial_load = initial_load or LoadSpec()
+        self.initial_preset: str | None = None
         self.log_lines: list[str] = list(log_lines)
         self.warnings = list(warnings)
         self.listeners: list[Callable[[SessionEvent], None]] = []

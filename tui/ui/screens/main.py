@@ -74,6 +74,7 @@ class MainScreen(Screen[None]):
                 self.session.initial_flags,
                 self.session.initial_load,
                 list(self.session.presets),
+                initial_preset=self.session.initial_preset,
                 id="form",
                 classes="panel",
             )

@@ -57,6 +57,7 @@ class FlagForm(Vertical):
         load: LoadSpec,
         presets: list[Preset],
         *,
+        initial_preset: str | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
@@ -64,6 +65,9 @@ class FlagForm(Vertical):
         self._flags = flags
         self._load = load
         self._presets = list(presets)
+        names = [p.name for p in self._presets]
+        # The preset the session started from is shown as chosen, without reloading it.
+        self._initial_preset = names.index(initial_preset) if initial_preset in names else None
         self._general_flags: list[str] = []
         self._general_load: list[str] = []
         self._revalidate_pending = False
@@ -77,6 +81,7 @@ class FlagForm(Vertical):
                 prompt="preset: (none loaded)",
                 compact=True,
                 id="preset",
+                value=Select.BLANK if self._initial_preset is None else self._initial_preset,
             )
         yield Static("", id="form-problems")
         yield Static("", id="preflight")
@@ -238,6 +243,9 @@ class FlagForm(Vertical):
     def _preset_chosen(self, event: Select.Changed) -> None:
         event.stop()
         if not isinstance(event.value, int):
+            return
+        if event.value == self._initial_preset:
+            self._initial_preset = None  # the form already holds it: only a re-pick reloads
             return
         preset = self._presets[event.value]
         self.load_flags(preset.flags)
