@@ -11,6 +11,9 @@ place as it becomes ready, fails (with its diagnosis), or gets a load result.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import socket
 import sys
 import time
@@ -30,8 +33,9 @@ from tui.domain.events import (
     StageReached,
 )
 from tui.domain.flags import ServeFlags
+from tui.domain.preflight import KvEstimate
 from tui.domain.presets import Preset
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StageTiming
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StageTiming, StartupProfile
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.store.history import RunStore
@@ -148,12 +152,15 @@ class Session:
         gpu_from_server_metrics: bool = False,
         autostart: bool = False,
         can_restart: bool = True,
+        initial_preset: str | None = None,
+        estimator: Callable[[ServeFlags], KvEstimate | None] | None = None,
     ) -> None:
         self.launch = launch
         self.store = store
         self.presets = list(presets)
         self.initial_flags = initial_flags
         self.initial_load = initial_load
+        self.initial_preset = initial_preset  # the preset the form starts from, if any
         self.mode_label = launch.mode_label
         self.can_restart = can_restart
         self.runs: list[RunRecord] = store.list()
@@ -174,6 +181,7 @@ class Session:
         self._peaks: dict[str, float] = {}
         self._loading = False
         self._closed = False
+        self._estimator = estimator
 
     # -- observation --------------------------------------------------------------------------
     @property
@@ -205,12 +213,15 @@ class Session:
             listener(event)
 
     def preflight(self, flags: ServeFlags) -> list[str]:
-        """Warnings about ``flags`` before launch (the KV estimate arrives with issue 3)."""
+        """Warnings about ``flags`` before launch, the KV estimate's included (when injected)."""
         warnings = []
         if flags.enable_chunked_prefill is False and flags.max_num_batched_tokens is None:
             warnings.append(
                 "chunked prefill off: vLLM raises max_num_batched_tokens to max_model_len"
             )
+        estimate = self._estimator(flags) if self._estimator is not None else None
+        if estimate is not None:
+            warnings.extend(estimate.warnings)
         return warnings
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -239,11 +250,20 @@ class Session:
             raise RuntimeError("attached to a server this console did not start: restart disabled")
         await self.cancel_load()
         await self.stop_server()
+        estimate: KvEstimate | None = None
+        if self._estimator is not None:  # after the stop: the old server's memory is free
+            try:
+                estimate = self._estimator(flags)
+            except Exception:  # an estimate is advice: it must never block a launch
+                estimate = None
         record = self.store.add(
             RunRecord(
                 flags=flags,
                 label=f"#{len(self.runs) + 1}",
                 executable=" ".join(self.launch.command),
+                startup=StartupProfile(
+                    kv_estimate_tokens=estimate.kv_tokens if estimate is not None else None
+                ),
             )
         )
         self.runs.append(record)
@@ -271,6 +291,22 @@ class Session:
             if poller is not None:
                 await poller.stop()
         self.store.close()
+
+    def abandon(self) -> None:
+        """Last resort once the event loop is gone (a crash): SIGKILL the server's group.
+
+        The server runs in its own session, so its group id is its pid; orphaned
+        EngineCore/Worker processes stay in that group and go with it.
+        """
+        pid = self._supervisor.pid
+        if pid is None or self._supervisor.state not in (
+            ServerState.STARTING,
+            ServerState.READY,
+            ServerState.STOPPING,
+        ):
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
     # -- load -----------------------------------------------------------------------------------
     async def run_load(self, spec: LoadSpec) -> BenchResult | None:

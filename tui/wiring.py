@@ -19,10 +19,19 @@ from pydantic import ValidationError
 
 from tui.domain.events import ServerEvent
 from tui.domain.flags import ArgvError, ServeFlags, parse_serve_argv, problems_from_error
+from tui.domain.preflight import DeviceMemory
 from tui.domain.presets import Preset
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
+from tui.server.kv_estimator import (
+    KvEstimator,
+    console_children,
+    cpu_node_memory,
+    gpu_device_from_sample,
+    is_cpu_build,
+    sim_gpu_device,
+)
 from tui.server.supervisor import Supervisor
 from tui.session import LaunchConfig, PollerLike, Session, simulator_command
 from tui.store.history import RunStore, default_data_dir
@@ -158,6 +167,9 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         mode_label = f"demo · simulated {gpu}"
         store = store or RunStore(data_dir / "demo-runs.sqlite")
         log_dir = data_dir / "demo-logs"
+
+        def device() -> DeviceMemory | None:  # the pre-flight estimate's device
+            return sim_gpu_device(gpu)
     else:
         resolved = shutil.which(options.vllm)
         if resolved is None:
@@ -169,6 +181,13 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         mode_label = f"vllm: {resolved}"
         store = store or RunStore(data_dir / "runs.sqlite")
         log_dir = data_dir / "logs"
+        cpu_build = is_cpu_build(resolved)
+        device_nvml = None if cpu_build else NvmlGpuSource()
+
+        def device() -> DeviceMemory | None:  # the CPU build's NUMA node, else NVML's GPU 0
+            if device_nvml is None:
+                return cpu_node_memory()
+            return gpu_device_from_sample(device_nvml.sample(), 0, console_children())
 
     launch = LaunchConfig(
         command=command,
@@ -234,4 +253,6 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         host_poller_factory=host_poller,
         gpu_from_server_metrics=options.demo,
         autostart=options.demo and options.autostart,
+        initial_preset=preset.name if preset is not None and not options.serve_args else None,
+        estimator=KvEstimator(device, env={**os.environ, **launch.env}),
     )

@@ -14,80 +14,60 @@ Follows ``vllm-0.32-reference.md`` section 2.1 (``v1/worker/gpu_worker.py:533-76
    the KV checks of ``v1/core/kv_cache_utils.py:1009-1040,2369-2483`` using
    :mod:`tui.domain.kv` for every formula.
 
-Activation, non-torch and CUDA-graph sizes are calibrated approximations (documented on each
-function); everything else is vLLM's arithmetic. The module is pure: no I/O, no clock.
+The arithmetic itself (defaults, weights, requested memory, activation/non-torch/CUDA-graph
+approximations, available KV) lives in :mod:`tui.domain.budget`, which the console's
+pre-flight estimate uses too; this module adds the simulated machine and the order in which
+vLLM fails. The module is pure: no I/O, no clock.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Literal
 
-from tui.domain import kv
+from tui.domain import budget, kv
+from tui.domain.budget import (
+    CHECKPOINT_QUANT_BYTES,
+    CUDA_CONTEXT_BYTES,
+    FLASH_ATTN_BLOCK_MULTIPLE,
+    FP8_QUANT,
+    GPU_DEFAULT_BLOCK_SIZE,
+    NCCL_BYTES,
+    NON_TORCH_BYTES,
+    ONLINE_QUANT_BYTES,
+    BatchDefaults,
+    EngineConfig,
+)
+from tui.domain.budget import COMPATIBLE_QUANT as _COMPATIBLE
 from tui.domain.flags import ServeFlags
 from tui.sim.catalog import GIB, MIB, GpuSpec, ModelEntry
 
-# Quantization methods vLLM can apply to an unquantized checkpoint at load time ("online"),
-# and the weight bytes per parameter each gives. Everything else needs a quantized checkpoint.
-ONLINE_QUANT_BYTES: dict[str, float] = {
-    "fp8": 1.0,
-    "fp8_per_tensor": 1.0,
-    "fp8_per_block": 1.0,
-    "fp8_per_channel": 1.0,
-    "mxfp8": 1.03,
-    "int8_per_channel_weight_only": 1.0,
-    "experts_int8": 1.0,
-    "nvfp4_per_token": 0.56,
-    "online": 1.0,
-}
-# Pre-quantized checkpoint formats: 4-bit with group-128 scales/zeros, fp8, fp4.
-CHECKPOINT_QUANT_BYTES: dict[str, float] = {
-    "awq": 0.52,
-    "auto_awq": 0.52,
-    "awq_marlin": 0.52,
-    "gptq": 0.52,
-    "auto_gptq": 0.52,
-    "gptq_marlin": 0.52,
-    "moe_wna16": 0.52,
-    "humming": 0.52,
-    "compressed-tensors": 1.0,
-    "modelopt": 1.0,
-    "modelopt_mxfp8": 1.03,
-    "modelopt_fp4": 0.56,
-    "modelopt_mixed": 0.75,
-    "fbgemm_fp8": 1.0,
-    "fp_quant": 0.56,
-    "quark": 1.0,
-    "torchao": 1.0,
-    "inc": 0.52,
-    "mxfp4": 0.53,
-    "gpt_oss_mxfp4": 0.53,
-    "deepseek_v4_fp8": 1.0,
-}
-FP8_QUANT = {
-    "fp8",
-    "fp8_per_tensor",
-    "fp8_per_block",
-    "fp8_per_channel",
-    "fbgemm_fp8",
-    "modelopt",
-    "compressed-tensors",
-    "deepseek_v4_fp8",
-    "mxfp8",
-    "modelopt_mxfp8",
-}
-# A checkpoint's method and the kernels vLLM upgrades it to at run time.
-_COMPATIBLE = {
-    "awq": {"awq", "awq_marlin", "auto_awq"},
-    "gptq": {"gptq", "gptq_marlin", "auto_gptq"},
-}
-
-CUDA_CONTEXT_BYTES = 300 * MIB  # CUDA context + cuBLAS handles, held before vLLM's snapshot
-NON_TORCH_BYTES = 80 * MIB  # non-torch growth during the profile run (one GPU)
-NCCL_BYTES = 200 * MIB  # extra non-torch memory with tensor/pipeline parallel groups
-FLASH_ATTN_BLOCK_MULTIPLE = 16  # FLASH_ATTN kernel block sizes: MultipleOf(16)
-GPU_DEFAULT_BLOCK_SIZE = 16  # config/cache.py:344-347
+# Re-exported for the simulator's other modules and tests (the numbers are the domain's).
+__all__ = [
+    "CHECKPOINT_QUANT_BYTES",
+    "CUDA_CONTEXT_BYTES",
+    "FLASH_ATTN_BLOCK_MULTIPLE",
+    "FP8_QUANT",
+    "GPU_DEFAULT_BLOCK_SIZE",
+    "NCCL_BYTES",
+    "NON_TORCH_BYTES",
+    "ONLINE_QUANT_BYTES",
+    "_COMPATIBLE",
+    "BatchDefaults",
+    "MemoryPlan",
+    "ResolvedConfig",
+    "SimHardware",
+    "StartupFailure",
+    "activation_peak_bytes",
+    "batch_defaults",
+    "cudagraph_bytes",
+    "kv_cache_memory_hint",
+    "non_torch_bytes",
+    "plan_memory",
+    "resolve",
+    "resolved_dtype",
+    "weight_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -99,203 +79,62 @@ class SimHardware:
     used_by_others: int = 0  # bytes per GPU held by other processes (a desktop, WSL)
 
 
-@dataclass(frozen=True)
-class BatchDefaults:
-    """``get_batch_defaults`` for the OpenAI server (``engine/arg_utils.py:2894-2985``)."""
-
-    max_num_batched_tokens: int
-    max_num_seqs: int
-
-
 def batch_defaults(gpu: GpuSpec) -> BatchDefaults:
-    """Reference 1.4: >=160 GiB 16384/1024; >=70 GiB and not A100 8192/1024; else 2048/256."""
-    gib = gpu.total_bytes / GIB
-    if gib >= 160:
-        return BatchDefaults(16384, 1024)
-    if gib >= 70 and "a100" not in gpu.name.lower():
-        return BatchDefaults(8192, 1024)
-    return BatchDefaults(2048, 256)
+    """Reference 1.4 for a catalog GPU (:func:`tui.domain.budget.batch_defaults`)."""
+    return budget.batch_defaults(gpu.total_bytes, gpu.name, "gpu")
 
 
 def resolved_dtype(entry: ModelEntry, dtype_flag: str | None) -> str:
-    """The torch dtype vLLM runs with: ``auto`` keeps bf16/fp16 checkpoints, fp32 -> bf16."""
-    if dtype_flag in (None, "auto"):
-        return "bfloat16" if entry.shape.dtype in ("float32", "float") else entry.shape.dtype
-    return {"half": "float16", "float": "float32"}.get(dtype_flag, dtype_flag)
+    """The torch dtype vLLM runs with (:func:`tui.domain.budget.resolved_dtype`)."""
+    return budget.resolved_dtype(entry.shape, dtype_flag)
 
 
 @dataclass(frozen=True)
-class ResolvedConfig:
-    """The configuration vLLM would run with once every default is resolved."""
+class ResolvedConfig(EngineConfig):
+    """The domain's resolved engine configuration plus the simulated model and machine."""
 
     flags: ServeFlags
     entry: ModelEntry
     hardware: SimHardware
-    dtype: str
-    quantization: str | None
-    kv_cache_dtype: str
-    block_size: int
-    derived_max_model_len: int
-    max_model_len: int  # the model's length when auto-fit is asked for (fixed up later)
-    auto_fit: bool
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    enable_chunked_prefill: bool
-    enable_prefix_caching: bool
-    enforce_eager: bool
-    tensor_parallel_size: int
-    pipeline_parallel_size: int
-    gpu_memory_utilization: float
-    cpu_offload_bytes: int
-    kv_cache_memory_bytes: int | None
-    num_gpu_blocks_override: int | None
-    max_logprobs: int
-
-    @property
-    def world_size(self) -> int:
-        """GPUs one engine uses: TP x PP."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size
-
-    @property
-    def rank_shape(self) -> kv.ModelShape:
-        """The model as one pipeline stage sees it (its share of the layers)."""
-        shape = self.entry.shape
-        layers = math.ceil(shape.num_layers / self.pipeline_parallel_size)
-        return replace(shape, num_layers=layers)
-
-    @property
-    def dtype_bytes(self) -> float:
-        """Bytes per activation/unquantized weight element."""
-        return kv.DTYPE_BYTES.get(self.dtype, 2)
-
-    @property
-    def kv_bytes(self) -> float:
-        """Bytes per KV element (fp8 caches are 1)."""
-        return kv.kv_dtype_bytes(self.entry.shape, self.kv_cache_dtype, self.dtype)
-
-    @property
-    def bytes_per_block(self) -> int:
-        """One block's page bytes over this rank's layers (``kv.bytes_per_block``)."""
-        return kv.bytes_per_block(
-            self.rank_shape, self.block_size, self.kv_bytes, self.tensor_parallel_size
-        )
-
-    @property
-    def kv_bytes_per_token(self) -> float:
-        """KV bytes per token on one rank (all of its layers)."""
-        return kv.bytes_per_token(self.rank_shape, self.kv_bytes, self.tensor_parallel_size)
-
-    @property
-    def cudagraph_capture_sizes(self) -> list[int]:
-        """``[1,2,4]+range(8,256,8)+range(256,max+1,16)`` up to the max capture size.
-
-        ``max = min(max_num_seqs * 2, 512)`` (``config/vllm.py:2354-2364``,
-        ``config/compilation.py:703-704``); empty with ``--enforce-eager``.
-        """
-        if self.enforce_eager:
-            return []
-        top = min(self.max_num_seqs * 2, 512)
-        sizes = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
-        return [s for s in sizes if s <= top]
 
 
 def resolve(
     flags: ServeFlags, entry: ModelEntry, hardware: SimHardware, performance_mode: str = "balanced"
 ) -> ResolvedConfig:
-    """Apply vLLM's defaults to ``flags`` (reference 1.3 and 1.4)."""
-    derived = entry.shape.max_position_embeddings
-    mml_flag = flags.max_model_len
-    auto_fit = mml_flag == -1
-    max_model_len = derived if mml_flag in (None, -1) else int(mml_flag)
-    chunked = flags.enable_chunked_prefill is not False
-    defaults = batch_defaults(hardware.gpu)
-    mult = 2 if performance_mode == "throughput" else 1
-    mns = flags.max_num_seqs
-    mnbt = flags.max_num_batched_tokens
-    # engine/arg_utils.py:3129-3186, applied to the values the user left unset only.
-    if mnbt is None:
-        mnbt = defaults.max_num_batched_tokens * mult
-        if not chunked:
-            mnbt = max(max_model_len, mnbt)
-        mnbt = min((mns or defaults.max_num_seqs * mult) * max_model_len, mnbt)
-    if mns is None:
-        mns = min(defaults.max_num_seqs * mult, mnbt)
-    quant = flags.quantization or entry.checkpoint_quantization
-    if entry.checkpoint_quantization in _COMPATIBLE and quant in (
-        None,
-        entry.checkpoint_quantization,
-    ):
-        quant = entry.checkpoint_quantization + "_marlin"  # vLLM upgrades AWQ/GPTQ to Marlin
-    return ResolvedConfig(
-        flags=flags,
-        entry=entry,
-        hardware=hardware,
-        dtype=resolved_dtype(entry, flags.dtype),
-        quantization=quant,
-        kv_cache_dtype=flags.kv_cache_dtype or "auto",
-        block_size=flags.block_size or GPU_DEFAULT_BLOCK_SIZE,
-        derived_max_model_len=derived,
-        max_model_len=max_model_len,
-        auto_fit=auto_fit,
-        max_num_seqs=int(mns),
-        max_num_batched_tokens=int(mnbt),
-        enable_chunked_prefill=chunked,
-        enable_prefix_caching=flags.enable_prefix_caching is not False,
-        enforce_eager=bool(flags.enforce_eager),
-        tensor_parallel_size=flags.tensor_parallel_size or 1,
-        pipeline_parallel_size=flags.pipeline_parallel_size or 1,
-        gpu_memory_utilization=float(flags.effective("gpu_memory_utilization")),
-        cpu_offload_bytes=int((flags.cpu_offload_gb or 0.0) * GIB),
-        kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
-        num_gpu_blocks_override=flags.num_gpu_blocks_override,
-        max_logprobs=int(flags.effective("max_logprobs")),
+    """Apply vLLM's defaults to ``flags`` (reference 1.3 and 1.4, via the domain)."""
+    engine = budget.resolve_engine(
+        flags,
+        entry.shape,
+        total_bytes=hardware.gpu.total_bytes,
+        device_name=hardware.gpu.name,
+        kind="gpu",
+        checkpoint_quantization=entry.checkpoint_quantization,
+        embedding_params=entry.embedding_params,
+        performance_mode=performance_mode,
     )
+    values = {f.name: getattr(engine, f.name) for f in fields(EngineConfig)}
+    return ResolvedConfig(**values, flags=flags, entry=entry, hardware=hardware)
 
 
-# -- sizes ----------------------------------------------------------------------------------
+# -- sizes (the domain's, with the simulator's argument types) ---------------------------------
 def weight_bytes(entry: ModelEntry, dtype_bytes: float, quantization: str | None) -> float:
-    """All weights in bytes: quantized linear layers, embeddings/LM head in the model dtype."""
-    params = entry.shape.param_count
-    if quantization is None:
-        return params * dtype_bytes
-    per_param = ONLINE_QUANT_BYTES.get(quantization) or CHECKPOINT_QUANT_BYTES.get(
-        quantization, 1.0
-    )
-    emb = min(entry.embedding_params, params)
-    return (params - emb) * per_param + emb * dtype_bytes
+    """All weights in bytes (:func:`tui.domain.budget.weight_bytes`)."""
+    return budget.weight_bytes(entry.shape, dtype_bytes, quantization, entry.embedding_params)
 
 
 def activation_peak_bytes(cfg: ResolvedConfig) -> int:
-    """Transient torch peak of the profile run (calibrated approximation).
-
-    Forward: ``max_num_batched_tokens`` tokens through the widest layer (the gated MLP:
-    hidden + 3 x intermediate, plus the QKV projection), per tensor-parallel rank. Sampler
-    warm-up: fp32 logits for ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests.
-    vLLM counts the larger of the two, above the weights (``utils/mem_utils.py:312-321``).
-    """
-    s = cfg.entry.shape
-    tp = cfg.tensor_parallel_size
-    width = (
-        s.hidden_size
-        + (3 * s.intermediate_size + (s.num_attention_heads + 2 * s.num_kv_heads) * s.head_dim) / tp
-    )
-    forward = cfg.max_num_batched_tokens * width * cfg.dtype_bytes
-    sampler = min(cfg.max_num_seqs, cfg.max_num_batched_tokens) * s.vocab_size * 4 / tp
-    return int(max(forward, sampler))
+    """Transient torch peak of the profile run (:func:`tui.domain.budget.activation_peak_bytes`)."""
+    return budget.activation_peak_bytes(cfg)
 
 
 def non_torch_bytes(cfg: ResolvedConfig) -> int:
-    """Non-torch growth during profiling (cuBLAS workspaces; NCCL buffers when parallel)."""
-    return NON_TORCH_BYTES + (NCCL_BYTES if cfg.world_size > 1 else 0)
+    """Non-torch growth during profiling (:func:`tui.domain.budget.non_torch_bytes`)."""
+    return budget.non_torch_bytes(cfg.world_size)
 
 
 def cudagraph_bytes(cfg: ResolvedConfig) -> int:
-    """CUDA-graph pool estimate: the largest captured batch's activations on every layer."""
-    sizes = cfg.cudagraph_capture_sizes
-    if not sizes:
-        return 0
-    s = cfg.rank_shape
-    return int(8 * MIB + max(sizes) * s.hidden_size * cfg.dtype_bytes * s.num_layers)
+    """CUDA-graph pool estimate (:func:`tui.domain.budget.cudagraph_bytes`)."""
+    return budget.cudagraph_bytes(cfg)
 
 
 # -- the plan ---------------------------------------------------------------------------------
@@ -433,23 +272,23 @@ def plan_memory(cfg: ResolvedConfig) -> MemoryPlan:
     hw = cfg.hardware
     total = hw.gpu.total_bytes
     util = cfg.gpu_memory_utilization
-    requested = math.ceil(total * util)
     free = total - hw.used_by_others - CUDA_CONTEXT_BYTES
-    per_rank = int(weight_bytes(cfg.entry, cfg.dtype_bytes, cfg.quantization) / cfg.world_size)
-    offloaded = min(cfg.cpu_offload_bytes, per_rank)
-    weights = per_rank - offloaded
+    # Every number is the domain's (the pre-flight estimate computes the same budget); the
+    # walk below only decides which of vLLM's checks fails first.
+    b = budget.gpu_budget(cfg, total, free)
+    requested, weights = b.requested, b.weights
     plan = MemoryPlan(
         cfg=cfg,
         total=total,
         requested=requested,
         free_at_start=free,
         weights=weights,
-        offloaded=offloaded,
+        offloaded=b.offloaded,
         non_torch=0,
         activation_peak=0,
         cudagraph=0,
         available_kv=0,
-        kv_from_flag=cfg.kv_cache_memory_bytes is not None,
+        kv_from_flag=b.kv_from_flag,
         max_model_len=cfg.max_model_len,
     )
 
@@ -468,19 +307,14 @@ def plan_memory(cfg: ResolvedConfig) -> MemoryPlan:
         oom = torch_oom_message(alloc, total, free - loaded, loaded + CUDA_CONTEXT_BYTES)
         logged = f"{WEIGHTS_OOM_PREFIX} (original error: {oom})"
         return fail("weights_oom", "torch.OutOfMemoryError", oom, logged)
-    non_torch = non_torch_bytes(cfg)
-    activation = activation_peak_bytes(cfg)
+    non_torch, activation = b.non_torch, b.activation_peak
     plan = replace(plan, non_torch=non_torch, activation_peak=activation)
     # 3. profile run: the peak must fit physically.
     if weights + non_torch + activation > free:
         num_reqs = min(cfg.max_num_seqs, cfg.max_num_batched_tokens)
         return fail("sampler_oom", "RuntimeError", sampler_oom_message(num_reqs))
-    cudagraph = cudagraph_bytes(cfg)
     # 4. available KV memory (gpu_worker.py:740-744) or the explicit size.
-    if cfg.kv_cache_memory_bytes is not None:
-        available = int(cfg.kv_cache_memory_bytes)
-    else:
-        available = requested - (weights + non_torch + activation) - cudagraph
+    cudagraph, available = b.cudagraph, b.available_kv
     plan = replace(plan, cudagraph=cudagraph, available_kv=available)
     per_block = cfg.bytes_per_block
     bs = cfg.block_size

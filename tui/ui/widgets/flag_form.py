@@ -81,7 +81,7 @@ class FlagForm(Vertical):
                 prompt="preset: (none loaded)",
                 compact=True,
                 id="preset",
-                value=Select.BLANK if self._initial_preset is None else self._initial_preset,
+                value=Select.NULL if self._initial_preset is None else self._initial_preset,
             )
         yield Static("", id="form-problems")
         yield Static("", id="preflight")

@@ -1,0 +1,162 @@
+"""Find and read a model's ``config.json`` for the pre-flight KV estimate (file I/O only).
+
+Where vLLM would find the model, in order:
+
+1. a local directory: ``MODEL/config.json``;
+2. the Hugging Face cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
+   ``~/.cache/huggingface/hub``, as ``models--ORG--NAME/snapshots/<rev>/config.json`` (the
+   revision ``refs/main`` names, else the newest snapshot);
+3. as a last resort, the simulator's catalog (:mod:`tui.sim.catalog`) for names it knows: the
+   published shapes of those models, marked ``source="sim-catalog"`` so nobody mistakes them
+   for the checkpoint on disk.
+
+Nothing is downloaded. A model found nowhere gives ``shape=None`` and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from tui.domain.budget import default_embedding_params
+from tui.domain.kv import ModelShape
+
+ConfigSource = Literal["local", "hf-cache", "sim-catalog"]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What the estimate needs from a model's config, or why it could not be read.
+
+    ``shape`` is ``None`` when no config was found or it could not be parsed (``reason``
+    says which). ``embedding_params`` counts one matrix when embeddings are tied.
+    """
+
+    model: str
+    shape: ModelShape | None
+    source: ConfigSource | None = None
+    path: Path | None = None
+    reason: str = ""
+    checkpoint_quantization: str | None = None
+    tied_embeddings: bool = False
+
+    @property
+    def embedding_params(self) -> float | None:
+        """Embedding + LM-head parameters (``None`` without a shape)."""
+        if self.shape is None:
+            return None
+        return default_embedding_params(self.shape, self.tied_embeddings)
+
+
+def hf_hub_cache(env: Mapping[str, str] | None = None) -> Path:
+    """The hub cache directory huggingface_hub uses (``HF_HUB_CACHE`` > ``HF_HOME/hub``)."""
+    environ = os.environ if env is None else env
+    if environ.get("HF_HUB_CACHE"):
+        return Path(environ["HF_HUB_CACHE"]).expanduser()
+    if environ.get("HF_HOME"):
+        return Path(environ["HF_HOME"]).expanduser() / "hub"
+    xdg = environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "huggingface" / "hub"
+
+
+def _cache_config(model: str, hub: Path) -> Path | None:
+    """``models--ORG--NAME/snapshots/<rev>/config.json`` for a repo id, if cached."""
+    repo = model.strip().strip("/")
+    if not repo or repo.count("/") > 1 or ".." in repo.split("/"):
+        return None
+    folder = hub / ("models--" + repo.replace("/", "--"))
+    snapshots = folder / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    ref = folder / "refs" / "main"
+    if ref.is_file():
+        try:
+            revision = ref.read_text(encoding="utf-8").strip()
+        except OSError:
+            revision = ""
+        preferred = snapshots / revision / "config.json"
+        if revision and preferred.is_file():
+            return preferred
+    candidates = [p for p in snapshots.glob("*/config.json") if p.is_file()]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: p.stat().st_mtime)
+
+
+def parse_config(model: str, config: dict[str, Any]) -> tuple[ModelShape, bool, str | None]:
+    """``(shape, tied_embeddings, checkpoint quant method)`` from a ``config.json`` dict."""
+    shape = ModelShape.from_hf_config(model, config)
+    inner = config.get("text_config", config)
+    tied = bool(inner.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
+    if tied:  # from_hf_config counts both embedding matrices
+        shape = replace(shape, param_count=shape.param_count - shape.vocab_size * shape.hidden_size)
+    quant_cfg = config.get("quantization_config") or inner.get("quantization_config") or {}
+    quant = quant_cfg.get("quant_method") if isinstance(quant_cfg, dict) else None
+    return shape, tied, str(quant) if quant else None
+
+
+def _read(model: str, path: Path, source: ConfigSource) -> ModelConfig:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+        shape, tied, quant = parse_config(model, config)
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+        detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+        return ModelConfig(model, None, source, path, f"cannot read {path}: {detail}")
+    return ModelConfig(model, shape, source, path, "", quant, tied)
+
+
+def _from_sim_catalog(model: str) -> ModelConfig | None:
+    # Imported here: the catalog is a fallback, not something every caller should load.
+    from tui.sim.catalog import catalog_models, resolve_model
+
+    if model.strip().rstrip("/").lower() not in {m.lower() for m in catalog_models()}:
+        return None
+    entry = resolve_model(model)
+    return ModelConfig(
+        model,
+        entry.shape,
+        "sim-catalog",
+        None,
+        "not on disk: the simulator catalog's published shape of this model",
+        entry.checkpoint_quantization,
+        entry.tied_embeddings,
+    )
+
+
+def find_model_config(
+    model: str, *, env: Mapping[str, str] | None = None, use_sim_catalog: bool = True
+) -> ModelConfig:
+    """Find ``model``'s config (local dir, HF cache, then the simulator's catalog) and read it.
+
+    Never raises for a missing or bad config: the result's ``shape`` is ``None`` and
+    ``reason`` says why.
+    """
+    if not model or not model.strip():
+        return ModelConfig(model, None, reason="no model named")
+    local = Path(model).expanduser()
+    if local.is_dir():
+        config = local / "config.json"
+        if config.is_file():
+            return _read(model, config, "local")
+        return ModelConfig(model, None, "local", local, f"{local} has no config.json")
+    hub = hf_hub_cache(env)
+    cached = _cache_config(model, hub)
+    if cached is not None:
+        return _read(model, cached, "hf-cache")
+    if use_sim_catalog:
+        found = _from_sim_catalog(model)
+        if found is not None:
+            return found
+    return ModelConfig(
+        model,
+        None,
+        reason=f"no config.json for {model!r}: not a local directory and not in the Hugging "
+        f"Face cache ({hub})",
+    )
