@@ -37,6 +37,7 @@ from tui.domain.preflight import KvEstimate
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StageTiming, StartupProfile
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.store.history import RunStore
 
@@ -154,6 +155,7 @@ class Session:
         can_restart: bool = True,
         initial_preset: str | None = None,
         estimator: Callable[[ServeFlags], KvEstimate | None] | None = None,
+        vllm_cli_loader: Callable[[], VllmCli] | None = None,
     ) -> None:
         self.launch = launch
         self.store = store
@@ -182,6 +184,12 @@ class Session:
         self._loading = False
         self._closed = False
         self._estimator = estimator
+        # The installed vLLM's flags (tui.server.introspect): slow the first time (~10-30 s,
+        # it imports vLLM), cached per version after that, so it loads in the background.
+        self._vllm_cli_loader = vllm_cli_loader
+        self._vllm_cli_task: asyncio.Task[VllmCli | None] | None = None
+        self.vllm_cli: VllmCli | None = None
+        self.vllm_cli_error: str | None = None
 
     # -- observation --------------------------------------------------------------------------
     @property
@@ -222,7 +230,20 @@ class Session:
         estimate = self._estimator(flags) if self._estimator is not None else None
         if estimate is not None:
             warnings.extend(estimate.warnings)
+        if self.vllm_cli is not None:
+            # one warning per option the installed vLLM would reject (exit 2 before startup)
+            warnings.extend(p.message for p in self.vllm_cli.problems(flags.to_argv()))
         return warnings
+
+    async def load_vllm_cli(self) -> VllmCli | None:
+        """Ask the installed vLLM for its flags (in a worker thread); ``None`` if unavailable."""
+        if self._vllm_cli_loader is None:
+            return None
+        try:
+            self.vllm_cli = await asyncio.to_thread(self._vllm_cli_loader)
+        except Exception as exc:  # IntrospectError: the console works without the flag list
+            self.vllm_cli_error = str(exc).splitlines()[0]
+        return self.vllm_cli
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -237,6 +258,8 @@ class Session:
             self._host_poller.start()
         if self._gpu_from_server:
             self._on_gpu(self._simulated_gpu_down())
+        if self._vllm_cli_loader is not None:
+            self._vllm_cli_task = asyncio.create_task(self.load_vllm_cli())
         if self._autostart and self.can_restart:
             await self.restart(self.initial_flags)
 
@@ -286,6 +309,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        if self._vllm_cli_task is not None:
+            self._vllm_cli_task.cancel()  # the worker thread finishes on its own (<= timeout)
         await self.stop_server()
         for poller in (self._gpu_poller, self._host_poller):
             if poller is not None:

@@ -7,6 +7,7 @@ what the operator runs. Only adapters are chosen here; no logic lives in this mo
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
 from collections.abc import Awaitable, Callable, Sequence
@@ -22,8 +23,10 @@ from tui.domain.flags import ArgvError, ServeFlags, parse_serve_argv, problems_f
 from tui.domain.preflight import DeviceMemory
 from tui.domain.presets import Preset
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
+from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
+from tui.server.introspect import introspect_vllm, python_for_vllm
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
@@ -160,6 +163,7 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     load = preset.workload if preset and preset.workload else LoadSpec()
     data_dir = options.data_dir or default_data_dir()
 
+    vllm_cli_loader: Callable[[], VllmCli] | None = None  # demo: the simulator has its own CLI
     if options.demo:
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
         command = simulator_command()
@@ -178,6 +182,9 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
                 "run `vtc setup-cpu-vllm` for the CPU build, or try `vtc --demo`."
             )
         command, launch_args = [resolved], []
+        vllm_python = python_for_vllm(resolved)  # the #! line of the vllm console script
+        if vllm_python is not None:
+            vllm_cli_loader = functools.partial(introspect_vllm, vllm_python)
         mode_label = f"vllm: {resolved}"
         store = store or RunStore(data_dir / "runs.sqlite")
         log_dir = data_dir / "logs"
@@ -255,4 +262,5 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         autostart=options.demo and options.autostart,
         initial_preset=preset.name if preset is not None and not options.serve_args else None,
         estimator=KvEstimator(device, env={**os.environ, **launch.env}),
+        vllm_cli_loader=vllm_cli_loader,
     )
