@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import pytest_asyncio
+from realvllm_support import EventRecorder, SupervisorFactory, make_supervisor
 
 from tui.server.provision import ProvisionedVllm, find_provisioned
+from tui.server.supervisor import Supervisor
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +24,25 @@ def real_vllm() -> ProvisionedVllm:
             pytest.fail(message)
         pytest.skip(message)
     return found
+
+
+@pytest_asyncio.fixture
+async def supervisors(
+    real_vllm: ProvisionedVllm, tmp_path: Path
+) -> AsyncIterator[SupervisorFactory]:
+    """Makes supervisors of the real ``vllm`` (``make(env=..., grace_s=...)``) and closes
+    every one at teardown, so a failing test never leaves a server behind."""
+    made: list[Supervisor] = []
+
+    def make(
+        *, env: dict[str, str] | None = None, grace_s: float = 10.0
+    ) -> tuple[Supervisor, EventRecorder]:
+        recorder = EventRecorder()
+        log_dir = tmp_path / f"logs-{len(made)}"
+        sup = make_supervisor(real_vllm, log_dir, recorder, env=env, grace_s=grace_s)
+        made.append(sup)
+        return sup, recorder
+
+    yield make
+    for sup in made:
+        await sup.aclose()

@@ -121,6 +121,25 @@ def test_b3_max_num_seqs_zero_fixes_only_the_flag_that_was_set() -> None:
     assert d.fixes[0].set == {"max_num_seqs": 1}
 
 
+@pytest.mark.parametrize(
+    ("extra", "kept"),
+    [
+        (("--max-num-seqs", "0"), ()),
+        (("--max_num_seqs=0", "--seed", "3"), ("--seed", "3")),
+    ],
+)
+def test_b3_fix_also_removes_the_bad_pass_through_value(
+    extra: tuple[str, ...], kept: tuple[str, ...]
+) -> None:
+    # A value passed verbatim in extra_args follows the fixed flag on the command line and
+    # vLLM reads the last one: the fix must take it out, or the "fixed" start fails again.
+    flags = ServeFlags(model="m", extra_args=extra)
+    d = diagnose(_log("fail_b3_max_num_seqs_0.log"), flags=flags, exit_code=1)
+    fixed = flags.replace(**d.fixes[0].set)
+    assert fixed.max_num_seqs == 1
+    assert fixed.extra_args == kept
+
+
 def test_b4_unknown_flag() -> None:
     d = diagnose(_log("fail_b4_unknown_flag.log"), exit_code=2)
     assert d.kind == "unknown_flag"

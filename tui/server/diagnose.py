@@ -524,6 +524,25 @@ def _pydantic_blocks(log: _Log) -> Iterator[tuple[str, list[_PydanticError], str
         yield m.group("config"), errors, raw
 
 
+def _without_flag(extra: tuple[str, ...], spec: FlagSpec) -> tuple[str, ...]:
+    """``extra`` without ``spec``'s occurrences (``--flag V``, ``--flag=V``, ``--no-flag``)."""
+    names = set(spec.spellings)
+    if spec.kind is FlagKind.BOOL:
+        names |= {"--no-" + n[2:] for n in spec.spellings if n.startswith("--")}
+    out: list[str] = []
+    i = 0
+    while i < len(extra):
+        token = extra[i]
+        name, eq, _ = token.partition("=")
+        norm = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+        if norm in names:
+            i += 2 if spec.kind is not FlagKind.BOOL and not eq else 1
+            continue
+        out.append(token)
+        i += 1
+    return tuple(out)
+
+
 def _invalid_flag_value(log: _Log) -> Diagnosis | None:
     for config, errors, evidence in _pydantic_blocks(log):
         if not errors:
@@ -536,11 +555,15 @@ def _invalid_flag_value(log: _Log) -> Diagnosis | None:
         fixes: list[Fix] = []
         fix_set: dict[str, Any] = {}
         titles: list[str] = []
+        extra = log.flags.extra_args if log.flags is not None else ()
         for err in chosen:
             assert err.field is not None
             spec = _spec_by_name(err.field)
             if spec is None:
                 continue
+            # A bad value passed through verbatim would still follow (and beat) the fixed
+            # flag on the command line: the fix removes it from the pass-through args.
+            extra = _without_flag(extra, spec)
             if err.op in ("<=", ">=") and err.limit is not None:
                 fix_set[spec.name] = _cast(spec, err.limit)
                 titles.append(f"{spec.name} {fix_set[spec.name]}")
@@ -550,6 +573,8 @@ def _invalid_flag_value(log: _Log) -> Diagnosis | None:
                 default = spec.vllm_default if spec.vllm_default is not None else "default"
                 titles.append(f"{spec.name} unset ({default})")
         if fix_set:
+            if log.flags is not None and extra != log.flags.extra_args:
+                fix_set["extra_args"] = extra
             fixes.append(Fix(title="Set " + ", ".join(titles), set=fix_set))
         root = chosen[0] if chosen else errors[0]
         facts: dict[str, Any] = {

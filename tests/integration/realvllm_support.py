@@ -1,0 +1,304 @@
+"""Helpers for the real-vLLM integration suite: events, ports, process trees, flags.
+
+Kept free of fixtures so the test modules can share them; the fixtures are in conftest.py.
+Every wait here is bounded and fails with the server's log tail, so a hung or dying server
+shows why in the test report instead of stalling CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import psutil
+
+from tui.domain.events import LogLine, ServerEvent
+from tui.domain.flags import ServeFlags
+from tui.domain.workload import LoadProgress
+from tui.server.provision import ProvisionedVllm
+from tui.server.supervisor import Supervisor
+
+MIB = 2**20
+KV_64M = 64 * MIB
+# vllm-cpu-findings.md: always pass a KV size on CPU, never reach the hub.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
+# A good start takes ~21 s on an idle 2-core machine, the slowest failure ~45 s; both
+# more than double when the machine is shared. Only a hang ever waits this long.
+STARTUP_TIMEOUT_S = 240.0
+SETTLE_WAIT_S = STARTUP_TIMEOUT_S + 30.0  # the supervisor's own timeout must fire first
+CPU_BLOCK_SIZE = 128  # vLLM's default block size on CPU (platforms/cpu.py:292-293)
+
+E = TypeVar("E")
+
+
+class EventRecorder:
+    """An ``on_event`` callback that keeps every event with the monotonic time it arrived."""
+
+    def __init__(self) -> None:
+        self.timed: list[tuple[float, ServerEvent]] = []
+
+    def __call__(self, event: ServerEvent) -> None:
+        self.timed.append((time.monotonic(), event))
+
+    def clear(self) -> None:
+        """Forget what was recorded (before the same supervisor starts again)."""
+        self.timed.clear()
+
+    @property
+    def events(self) -> list[ServerEvent]:
+        """Every event, in order."""
+        return [event for _, event in self.timed]
+
+    def lifecycle(self) -> list[ServerEvent]:
+        """Every event except ``LogLine`` (the lifecycle), in order."""
+        return [event for event in self.events if not isinstance(event, LogLine)]
+
+    def of(self, kind: type[E]) -> list[E]:
+        """The events of type ``kind``, in order."""
+        return [event for event in self.events if isinstance(event, kind)]
+
+    def time_of(self, kind: type[object]) -> float | None:
+        """When the first event of type ``kind`` arrived (monotonic), if one did."""
+        return next((t for t, event in self.timed if isinstance(event, kind)), None)
+
+    async def wait_for(self, kind: type[E], timeout_s: float, sup: Supervisor | None = None) -> E:
+        """The first event of type ``kind``, waiting at most ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = self.of(kind)
+            if found:
+                return found[0]
+            if time.monotonic() >= deadline:
+                raise AssertionError(
+                    f"no {kind.__name__} within {timeout_s:g} s; events: "
+                    f"{[type(e).__name__ for e in self.lifecycle()]}{log_tail(sup)}"
+                )
+            await asyncio.sleep(0.05)
+
+
+def log_tail(sup: Supervisor | None, n: int = 40) -> str:
+    """The last ``n`` lines of the supervisor's log, for assertion messages."""
+    if sup is None:
+        return ""
+    return "\n--- server log tail ---\n" + "\n".join(sup.log_lines.tail(n))
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A TCP port that nothing holds right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_pair() -> int:
+    """A port P such that P and P + 1 are both free (the port_in_use fix proposes P + 1)."""
+    for _ in range(50):
+        port = free_port()
+        if port < 65535 and _port_free(port + 1):
+            return port
+    raise AssertionError("could not find two adjacent free ports")
+
+
+def good_flags(real_vllm: ProvisionedVllm, **changes: object) -> ServeFlags:
+    """The known-good CPU configuration (vllm-cpu-findings.md), on a free port."""
+    flags = ServeFlags(
+        model=str(real_vllm.model),
+        enforce_eager=True,
+        kv_cache_memory_bytes=KV_64M,
+        max_model_len=2048,
+        port=free_port(),
+    )
+    return flags.replace(**changes) if changes else flags
+
+
+def kv_bytes_per_token(model_dir: Path) -> int:
+    """K and V bytes per token of a model, from its config.json (reference section 2).
+
+    2 (K and V) x layers x KV heads x head size x bytes per element of the checkpoint's
+    dtype (``kv_cache_dtype auto``): bfloat16 for the provisioned tiny models.
+    """
+    config = json.loads((model_dir / "config.json").read_text())
+    heads = int(config["num_attention_heads"])
+    head_dim = int(config.get("head_dim") or config["hidden_size"] // heads)
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    dtype = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    element = {"bfloat16": 2, "float16": 2, "float32": 4}[dtype]
+    return 2 * int(config["num_hidden_layers"]) * kv_heads * head_dim * element
+
+
+def max_position_embeddings(model_dir: Path) -> int:
+    """The model's context length from its config.json."""
+    return int(json.loads((model_dir / "config.json").read_text())["max_position_embeddings"])
+
+
+SupervisorFactory = Callable[..., tuple[Supervisor, "EventRecorder"]]
+"""The ``supervisors`` fixture: ``make(env=None, grace_s=10.0) -> (Supervisor, EventRecorder)``."""
+
+
+def make_supervisor(
+    real_vllm: ProvisionedVllm,
+    log_dir: Path,
+    recorder: EventRecorder,
+    *,
+    env: dict[str, str] | None = None,
+    grace_s: float = 10.0,
+    startup_timeout_s: float = STARTUP_TIMEOUT_S,
+) -> Supervisor:
+    """A supervisor of the provisioned ``vllm`` executable, offline, logging to ``log_dir``."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    return Supervisor(
+        command=[str(real_vllm.vllm)],
+        env={**OFFLINE_ENV, **(env or {})},
+        log_dir=log_dir,
+        on_event=recorder,
+        startup_timeout_s=startup_timeout_s,
+        grace_s=grace_s,
+        poll_interval_s=0.25,
+    )
+
+
+async def settle(sup: Supervisor) -> str:
+    """Wait (bounded) until the start is decided; returns the state's value."""
+    try:
+        state = await sup.wait_settled(SETTLE_WAIT_S)
+    except TimeoutError as exc:
+        message = f"start not decided within {SETTLE_WAIT_S:g} s{log_tail(sup)}"
+        raise AssertionError(message) from exc
+    return state.value
+
+
+# -- process trees ---------------------------------------------------------------------------
+def tree(pid: int) -> list[psutil.Process]:
+    """``pid`` and its descendants now (psutil objects remember their creation time)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def alive(procs: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``procs`` still running (same PID *and* creation time; zombies count as gone)."""
+    left = []
+    for proc in procs:
+        try:
+            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                left.append(proc)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return left
+
+
+def group_alive(pgid: int) -> list[int]:
+    """PIDs of live processes in process group ``pgid`` (the server runs in its own)."""
+    pids = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                pids.append(proc.pid)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return pids
+
+
+async def exit_time(pid: int, timeout_s: float) -> float | None:
+    """When process ``pid`` ended (monotonic), polled every 50 ms; None if it outlived us."""
+    try:
+        proc = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return time.monotonic()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive([proc]):
+            return time.monotonic()
+        await asyncio.sleep(0.05)
+    return None
+
+
+async def wait_gone(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait up to ``timeout_s`` for every process to end; returns those still alive."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = alive(procs)
+        if not left or time.monotonic() >= deadline:
+            return left
+        await asyncio.sleep(0.1)
+
+
+def describe(procs: Iterable[psutil.Process]) -> str:
+    """``pid name cmdline`` of each process, for assertion messages."""
+    out = []
+    for proc in procs:
+        try:
+            out.append(f"{proc.pid} {proc.name()} {' '.join(proc.cmdline())[:120]}")
+        except psutil.Error:
+            out.append(f"{proc.pid} (gone)")
+    return "; ".join(out)
+
+
+def assert_nothing_left(sup: Supervisor | None, seen: Iterable[psutil.Process], pgid: int) -> None:
+    """No process of the server's tree is alive: what we saw, what it saw, and its group."""
+    procs = {(p.pid, p.create_time()): p for p in alive(seen)}
+    for info in sup.known_processes if sup is not None else []:
+        try:
+            proc = psutil.Process(info.pid)
+            if abs(proc.create_time() - info.create_time) < 0.01:
+                procs[(proc.pid, proc.create_time())] = proc
+        except psutil.NoSuchProcess:
+            continue
+    left = alive(procs.values())
+    assert not left, f"processes of the server tree survived: {describe(left)}"
+    assert not group_alive(pgid), f"processes left in group {pgid}: {group_alive(pgid)}"
+
+
+# -- HTTP ------------------------------------------------------------------------------------
+def local_client() -> httpx.AsyncClient:
+    """An HTTP client that never goes through a proxy from the environment."""
+    return httpx.AsyncClient(trust_env=False, timeout=5.0)
+
+
+async def served_max_model_len(base_url: str) -> int:
+    """``max_model_len`` of the (single) model ``/v1/models`` lists."""
+    async with local_client() as client:
+        response = await client.get(base_url + "/v1/models")
+    response.raise_for_status()
+    return int(response.json()["data"][0]["max_model_len"])
+
+
+# -- load ------------------------------------------------------------------------------------
+async def wait_streaming(
+    progress: list[LoadProgress], in_flight: int, task: asyncio.Task[object], timeout_s: float
+) -> LoadProgress:
+    """Wait until the load reports ``in_flight`` open streams that deliver tokens.
+
+    Judged from the client's own progress: on two busy cores vLLM's /metrics can answer
+    seconds late while it streams, long after the state it would show is gone.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if progress and progress[-1].in_flight >= in_flight and progress[-1].output_tokens_per_s:
+            return progress[-1]
+        if task.done():
+            raise AssertionError(f"the load ended before {in_flight} streams were open: {task}")
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"{in_flight} streams not open within {timeout_s:g} s: "
+                f"{progress[-1] if progress else 'no progress'}"
+            )
+        await asyncio.sleep(0.05)

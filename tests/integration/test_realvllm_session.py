@@ -1,0 +1,162 @@
+"""The console's own composition (``tui.wiring.build_session``) against the real vLLM.
+
+What the operator runs: ``vtc --vllm PATH -- serve MODEL ...`` builds this session. One run:
+start -> ready -> telemetry -> load -> the run record in the store; then closing the
+console while a load streams cancels the load, stops the server, and leaves no process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from realvllm_support import (
+    KV_64M,
+    assert_nothing_left,
+    kv_bytes_per_token,
+    tree,
+    wait_gone,
+)
+
+from tui.domain.events import Exited, Failed, Launched, Ready, ServerState
+from tui.domain.results import BenchResult, RunStatus
+from tui.domain.telemetry import HostSample, ServerMetrics, SourceStatus
+from tui.domain.workload import LoadProgress, LoadSpec
+from tui.server.provision import ProvisionedVllm
+from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
+from tui.store.history import RunStore
+from tui.wiring import ConsoleOptions, build_session
+
+pytestmark = pytest.mark.realvllm
+
+
+async def _wait_event(
+    events: list[SessionEvent], test: object, timeout_s: float, what: str
+) -> SessionEvent:
+    assert callable(test)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [e for e in events if test(e)]
+        if found:
+            return found[-1]
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s:g} s"
+        await asyncio.sleep(0.05)
+
+
+async def test_console_session_runs_the_loop_and_closes_clean(
+    real_vllm: ProvisionedVllm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ConsoleOptions has no environment of its own: the supervisor merges over ours.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    serve_args = [
+        "serve",
+        str(real_vllm.model),
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "64M",
+        "--max-model-len",
+        "2048",
+    ]
+    options = ConsoleOptions(
+        vllm=str(real_vllm.vllm),
+        serve_args=serve_args,
+        data_dir=tmp_path,
+        startup_timeout=150,
+        poll_interval_s=0.5,
+    )
+    db = tmp_path / "runs.sqlite"
+    session = build_session(options, store=RunStore(db))
+    events: list[SessionEvent] = []
+    session.subscribe(events.append)
+    assert session.initial_flags.kv_cache_memory_bytes == KV_64M
+    pgid: int | None = None
+    seen = []
+    try:
+        await session.start()
+        record = await session.restart(session.initial_flags)
+        assert record.id is not None and record.status is RunStatus.STARTING
+        state = await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 180)
+        assert state is ServerState.READY, f"{[e for e in events if isinstance(e, Failed)]}"
+        (launched,) = [e for e in events if isinstance(e, Launched)]
+        pgid = launched.pid
+        seen = tree(pgid)
+
+        # Telemetry flows: /metrics (started on Ready) and the host's view of the tree.
+        metrics = await _wait_event(
+            events,
+            lambda e: isinstance(e, ServerMetrics) and e.status is SourceStatus.OK,
+            10,
+            "OK metrics sample",
+        )
+        assert isinstance(metrics, ServerMetrics) and metrics.kv_cache_usage == 0.0
+        host = await _wait_event(
+            events,
+            lambda e: isinstance(e, HostSample) and (e.server_rss or 0) > 0,
+            10,
+            "host sample of the server tree",
+        )
+        assert isinstance(host, HostSample) and (host.server_processes or 0) >= 3
+
+        spec = LoadSpec(input_len=64, output_len=128, num_prompts=32, max_concurrency=8, seed=1)
+        result = await asyncio.wait_for(session.run_load(spec), timeout=120)
+        assert isinstance(result, BenchResult)
+        assert result.completed == 32 and result.failed == 0, result.errors
+        assert result.total_output_tokens == 32 * 128
+        assert any(isinstance(e, LoadFinished) and e.result == result for e in events)
+        assert any(isinstance(e, LoadProgress) for e in events)
+
+        run = session.current
+        assert run is not None and run.id == record.id
+        assert run.status is RunStatus.READY
+        assert run.bench == result
+        assert run.workload["num_prompts"] == 32
+        tokens = KV_64M // kv_bytes_per_token(real_vllm.model)
+        assert run.startup.kv_cache_tokens == tokens
+        assert run.startup.max_concurrency == pytest.approx(tokens / 2048)
+        assert run.startup.seconds_to_ready is not None and run.startup.seconds_to_ready > 0
+        assert [s.name for s in run.startup.stages][-1] == "ready"
+        assert run.log_path and Path(run.log_path).is_file()
+        assert any(isinstance(e, Ready) for e in events)
+
+        # Close the console while a long load streams: the polite path. The load is
+        # cancelled first, so SIGTERM suffices (no SIGKILL, which only comes after grace_s).
+        long = LoadSpec(input_len=32, output_len=2000, num_prompts=16, max_concurrency=16)
+        load = asyncio.create_task(session.run_load(long))
+        await _wait_event(
+            events,
+            lambda e: isinstance(e, LoadProgress) and e.total == 16 and e.in_flight == 16,
+            60,
+            "16 open streams",
+        )
+        seen += [p for p in tree(pgid) if p not in seen]
+        t0 = time.monotonic()
+        await asyncio.wait_for(session.close(), timeout=40)
+        took = time.monotonic() - t0
+        assert took < session.launch.grace_s, f"close took {took:.1f} s: SIGKILL was needed"
+        partial = await asyncio.wait_for(load, timeout=10)
+        assert partial is not None and partial.model_extra is not None
+        assert partial.model_extra["cancelled"] is True
+        exited = [e for e in events if isinstance(e, Exited)]
+        assert len(exited) == 1 and exited[0].requested and exited[0].exit_code == 0
+        assert not [e for e in events if isinstance(e, Failed)]
+        assert not await wait_gone(seen, 5)
+        assert_nothing_left(None, seen, pgid)
+    finally:
+        await session.close()
+
+    # Every run is in the store, with what it produced.
+    store = RunStore(db)
+    try:
+        (stored,) = store.list()
+    finally:
+        store.close()
+    assert stored.id == record.id
+    # The store holds what the console showed last (after the cancelled load too).
+    assert session.current is not None
+    assert stored.bench is not None and stored.bench == session.current.bench
+    assert stored.status is RunStatus.READY
+    assert stored.startup.kv_cache_tokens == KV_64M // kv_bytes_per_token(real_vllm.model)
+    assert stored.exit_code == 0
+    assert any(isinstance(e, RunUpdated) for e in events)
