@@ -21,6 +21,7 @@ def fake_vllm() -> Iterator[FakeVllm]:
     app = web.Application()
     app.router.add_post("/v1/completions", fake.handle)
     app.router.add_post("/v1/chat/completions", fake.handle)
+    app.router.add_get("/v1/models", fake.models)
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
 
     async def start() -> str:

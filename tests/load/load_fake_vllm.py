@@ -10,7 +10,11 @@ Behaviour, per request:
   then ``data: [DONE]``, like vLLM with ``stream_options.include_usage``;
 - model ``fail-500`` or a request index (from ``x-request-id``) divisible by
   ``fail_every`` gets HTTP 500 with a JSON error body;
-- model ``no-choices`` gets a stream with only the usage chunk and ``[DONE]``.
+- model ``no-choices`` gets a stream with only the usage chunk and ``[DONE]``;
+- ``compact`` (default True) writes JSON without spaces, as vLLM does (the client's fast
+  path); False writes ``json.dumps``' spaced form (the client's ``json.loads`` path);
+- ``omit_usage`` leaves the usage chunk out; ``batch`` writes that many chunks per write;
+- ``GET /v1/models`` lists one model, ``fake-model`` rooted at ``/models/fake``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,16 @@ class FakeVllm:
         self.finished_streams = 0
         self.base_url = ""
         self.handlers: set[asyncio.Task[Any]] = set()
+        self.compact = True
+        self.omit_usage = False
+        self.batch = 1
+
+    def dumps(self, obj: Any) -> str:
+        return json.dumps(obj, separators=(",", ":")) if self.compact else json.dumps(obj)
+
+    async def models(self, request: web.Request) -> web.Response:
+        card = {"id": "fake-model", "object": "model", "root": "/models/fake"}
+        return web.json_response({"object": "list", "data": [card]})
 
     def prompt_tokens(self, body: dict[str, Any]) -> int:
         if "prompt" in body:
@@ -77,23 +91,27 @@ class FakeVllm:
         self.max_open_streams = max(self.max_open_streams, self.open_streams)
         try:
             await asyncio.sleep(self.first_delay_s)
+            pending: list[str] = []
             for i in range(count):
-                if i:
+                if i and len(pending) == 0:
                     await asyncio.sleep(self.chunk_delay_s)
                 if chat:
                     choice: dict[str, Any] = {"index": 0, "delta": {"content": " tok"}}
                 else:
                     choice = {"index": 0, "text": " tok", "logprobs": None}
                 chunk = {"id": "cmpl-1", "choices": [choice], "usage": None}
-                await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                pending.append(f"data: {self.dumps(chunk)}\n\n")
+                if len(pending) >= self.batch or i == count - 1:
+                    await response.write("".join(pending).encode())
+                    pending = []
             usage = {
                 "prompt_tokens": self.prompt_tokens(body),
                 "completion_tokens": count,
                 "total_tokens": self.prompt_tokens(body) + count,
             }
-            await response.write(
-                f"data: {json.dumps({'id': 'cmpl-1', 'choices': [], 'usage': usage})}\n\n".encode()
-            )
+            if not self.omit_usage:
+                last = {"id": "cmpl-1", "choices": [], "usage": usage}
+                await response.write(f"data: {self.dumps(last)}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")
             await response.write_eof()
             self.finished_streams += 1

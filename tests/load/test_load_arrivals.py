@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tui.load.arrivals import send_times
+from tui.load.arrivals import open_ended_times, send_times
 
 
 def test_infinite_rate_sends_everything_at_zero() -> None:
@@ -59,3 +59,32 @@ def test_bad_arguments_are_refused() -> None:
         send_times(3, 0.0)
     with pytest.raises(ValueError, match="burstiness"):
         send_times(3, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("burstiness", [0.5, 1.0, 3.0])
+def test_open_ended_times_keep_rate_and_burstiness(burstiness: float) -> None:
+    n, rate = 20_000, 8.0
+    times = list(itertools.islice(open_ended_times(rate, burstiness, seed=4), n))
+    gaps = np.diff([0.0, *times])
+    # Not rescaled: the mean gap is 1/rate only within sampling error.
+    assert float(np.mean(gaps)) == pytest.approx(1.0 / rate, rel=0.03)
+    cv = float(np.std(gaps) / np.mean(gaps))
+    assert cv == pytest.approx(1.0 / math.sqrt(burstiness), rel=0.1)
+    assert all(b > a for a, b in itertools.pairwise(times))
+
+
+def test_open_ended_times_match_the_gaps_of_send_times() -> None:
+    # Same seeded generator, same gaps; send_times then rescales to end at N/rate.
+    head = list(itertools.islice(open_ended_times(3.0, 2.0, seed=11), 6))
+    fixed = send_times(6, 3.0, 2.0, seed=11)
+    factor = fixed[-1] / head[-1]
+    assert [t * factor for t in head] == pytest.approx(fixed, rel=1e-12)
+    constant = list(itertools.islice(open_ended_times(4.0, math.inf), 3))
+    assert constant == pytest.approx([0.25, 0.5, 0.75])
+
+
+def test_open_ended_times_refuse_an_infinite_rate() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        next(open_ended_times(math.inf))
+    with pytest.raises(ValueError, match="burstiness"):
+        next(open_ended_times(1.0, 0.0))

@@ -11,6 +11,8 @@ from load_fake_vllm import FakeVllm
 
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.client import TransportKind
+from tui.load.live import LiveProgress
+from tui.load.prompts import PromptRequest
 from tui.load.runner import CANCELLED_ERROR, LoadRunner
 
 
@@ -190,3 +192,127 @@ def test_bad_options_are_refused() -> None:
         LoadRunner(percentiles=[120])
     with pytest.raises(ValueError):
         LoadRunner(progress_interval_s=0)
+
+
+async def test_warmups_go_first_and_are_not_measured(fake_vllm: FakeVllm) -> None:
+    runner = LoadRunner()
+    result = await runner.run(
+        spec(num_prompts=3, max_concurrency=2),
+        base_url=fake_vllm.base_url,
+        model="fake",
+        num_warmups=4,
+    )
+    assert result.completed == 3 and result.failed == 0
+    assert len(fake_vllm.bodies) == 3 + 4
+    # serve.py:894-917: warm-ups repeat the first prompt and come before the run.
+    first = fake_vllm.bodies[0]["prompt"]
+    assert all(body["prompt"] == first for body in fake_vllm.bodies[:4])
+    measured_ids = sorted(h["x-request-id"].rsplit("-", 1)[-1] for h in fake_vllm.headers[4:])
+    assert measured_ids == ["0", "1", "2"]
+    assert result.to_bench_json()["num_warmups"] == 4
+    assert len(runner.last_records) == 3
+
+
+async def test_given_prompts_replace_the_random_ones(fake_vllm: FakeVllm) -> None:
+    prompts = [
+        PromptRequest(index=0, prompt="the of and", prompt_len=4, expected_output_len=2),
+        PromptRequest(index=1, prompt="to in is it", prompt_len=5, expected_output_len=3),
+    ]
+    runner = LoadRunner()
+    result = await runner.run(spec(), base_url=fake_vllm.base_url, model="fake", prompts=prompts)
+    assert sorted(b["prompt"] for b in fake_vllm.bodies) == ["the of and", "to in is it"]
+    assert result.completed == 2 and result.total_output_tokens == 5
+    flat = result.to_bench_json()
+    assert flat["num_prompts"] == 2 and flat["not_sent"] == 0
+    # The client's own count (prompts given with their special tokens) against usage.
+    assert flat["client_input_tokens"] == 9 and result.total_input_tokens == 4 + 5
+    assert [p.prompt for p in runner.last_prompts] == ["the of and", "to in is it"]
+
+
+async def test_duration_at_a_finite_rate_sends_what_the_schedule_holds(
+    fake_vllm: FakeVllm,
+) -> None:
+    before = asyncio.all_tasks()
+    runner = LoadRunner()
+    result = await runner.run(
+        spec(num_prompts=3, request_rate=50.0, burstiness=math.inf, max_concurrency=None),
+        base_url=fake_vllm.base_url,
+        model="fake",
+        duration_s=0.21,
+    )
+    # Constant gaps of 20 ms: sends at 0.02 .. 0.20 s, all before the 0.21 s deadline,
+    # cycling through the 3 prompts; the schedule decides, not the machine's speed.
+    assert result.completed == 10 and result.failed == 0
+    assert result.duration >= 0.2
+    flat = result.to_bench_json()
+    assert flat["num_prompts"] == 10 and flat["duration_limit_s"] == 0.21
+    ids = [h["x-request-id"].rsplit("-", 1)[-1] for h in fake_vllm.headers]
+    assert sorted(ids, key=int) == [str(i) for i in range(10)]  # unique ids when cycling
+    assert len({b["prompt"] for b in fake_vllm.bodies}) == 3
+    assert asyncio.all_tasks() == before
+
+
+async def test_duration_at_infinite_rate_is_a_closed_loop(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.01
+    before = asyncio.all_tasks()
+    result = await LoadRunner().run(
+        spec(num_prompts=4, output_len=5, max_concurrency=2),
+        base_url=fake_vllm.base_url,
+        model="fake",
+        duration_s=0.3,
+    )
+    assert result.completed >= 2 and result.failed == 0
+    assert fake_vllm.max_open_streams <= 2  # never more than the slots
+    assert result.to_bench_json()["not_sent"] == 0
+    assert result.duration >= 0.3
+    assert asyncio.all_tasks() == before
+
+
+async def test_duration_arguments_are_checked(fake_vllm: FakeVllm) -> None:
+    runner = LoadRunner()
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        await runner.run(spec(), base_url=fake_vllm.base_url, model="f", duration_s=0)
+    with pytest.raises(ValueError, match="closed loop"):
+        await runner.run(
+            spec(max_concurrency=None), base_url=fake_vllm.base_url, model="f", duration_s=1
+        )
+    with pytest.raises(ValueError, match="num_warmups"):
+        await runner.run(spec(), base_url=fake_vllm.base_url, model="f", num_warmups=-1)
+    assert not runner.running
+
+
+async def test_cancel_during_warmups_leaves_nothing(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.05
+    before = asyncio.all_tasks()
+    runner = LoadRunner()
+    run = asyncio.create_task(
+        runner.run(spec(output_len=200), base_url=fake_vllm.base_url, model="fake", num_warmups=2)
+    )
+    for _ in range(500):
+        if fake_vllm.open_streams == 2:
+            break
+        await asyncio.sleep(0.01)
+    partial = await runner.cancel()
+    assert partial is not None and partial.completed == 0
+    assert partial.to_bench_json()["cancelled"] is True
+    assert await run == partial
+    assert asyncio.all_tasks() == before
+    assert await asyncio.to_thread(fake_vllm.wait_for, lambda: fake_vllm.open_streams == 0)
+
+
+async def test_progress_carries_the_clients_own_health(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.01
+    seen: list[LoadProgress] = []
+    result = await LoadRunner(progress_interval_s=0.05, lag_tick_s=0.01).run(
+        spec(output_len=20, max_concurrency=2),
+        base_url=fake_vllm.base_url,
+        model="fake",
+        on_progress=seen.append,
+    )
+    live = [p for p in seen if isinstance(p, LiveProgress)]
+    assert live == seen
+    assert any(p.client_cpu_pct is not None and p.client_cpu_pct >= 0 for p in live)
+    assert any(p.loop_lag_mean_ms is not None for p in live)
+    flat = result.to_bench_json()
+    assert flat["client_cpu_s"] >= 0 and flat["client_max_loop_lag_ms"] >= 0
+    assert flat["client_bound_s"] >= 0

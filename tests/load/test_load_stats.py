@@ -17,8 +17,10 @@ import pytest
 
 from tui.load.stats import (
     RequestRecord,
+    actual_output_len,
     build_result,
     calculate_metrics,
+    detailed_fields,
     latency_stats,
     parse_goodput,
     peak_rates,
@@ -204,3 +206,21 @@ def test_bad_statistics_options_are_refused() -> None:
         latency_stats(m, [101])
     with pytest.raises(ValueError, match="unknown percentile metric"):
         latency_stats(m, [99], ["queue"])
+
+
+def test_detailed_fields_have_one_entry_per_request() -> None:
+    recs = records()
+    recs[2].output_tokens = 0  # R3 without usage: its text is counted instead
+    recs[2].generated_text = "a b"
+    recs[0].queue_time = 0.5
+    details = detailed_fields(recs, count_tokens=lambda text: len(text.split()))
+    assert details["input_lens"] == [10, 20, 5, 7]
+    assert details["output_lens"] == [4, 3, 2, 0]  # failed -> 0, as actual_output_lens
+    assert details["ttfts"] == [0.1, 0.2, 0.3, 0.0]
+    assert details["itls"] == [[0.02, 0.03, 0.05], [0.04, 0.06], [], []]
+    assert details["latencies"] == [0.2, 0.3, 0.3, 0.0]
+    assert details["start_times"] == [100.0, 100.9, 101.2, 100.1]
+    assert details["queue_times"] == [0.5, 0.0, 0.0, 0.0]
+    assert details["errors"] == ["", "", "", "boom"]
+    assert len(details["generated_texts"]) == 4
+    assert actual_output_len(recs[2]) == 1  # no counter: 1, as bench serve without tokenizer

@@ -18,7 +18,9 @@ from typing import Any
 import pytest
 
 from tui.domain.workload import LoadSpec
+from tui.load.prompts import random_prompts
 from tui.load.stats import RequestRecord, build_result, percentile_key
+from tui.load.tokenizer import HfTokenizer
 from tui.server.provision import find_provisioned
 
 pytestmark = pytest.mark.realvllm
@@ -161,3 +163,14 @@ def test_random_prompts_match_vllm(vllm_answers: dict[str, Any]) -> None:
     # Same seed, same real tokenizer: the same prompt texts, lengths and output lengths.
     assert vllm_answers["ours"] == vllm_answers["theirs"]
     assert len(vllm_answers["ours"]) == SPEC.num_prompts
+
+
+def test_random_prompts_from_tokenizer_json_match_vllm(vllm_answers: dict[str, Any]) -> None:
+    # Our own tokenizer.json reader (the `tokenizers` library, no transformers) draws the
+    # same prompts as RandomDataset with transformers' AutoTokenizer.
+    pytest.importorskip("tokenizers")
+    found = find_provisioned()
+    assert found is not None
+    tokenizer = HfTokenizer.from_dir(found.model)
+    ours = random_prompts(SPEC, tokenizer)
+    assert [[p.prompt, p.prompt_len, p.expected_output_len] for p in ours] == vllm_answers["theirs"]

@@ -17,6 +17,7 @@ schedule matches bench serve's for a seed without touching global state.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -52,3 +53,30 @@ def send_times(
         factor = (num_requests / request_rate) / delays[-1]
         delays = [d * factor for d in delays]
     return [float(d) for d in delays]
+
+
+def open_ended_times(
+    request_rate: float, burstiness: float = 1.0, seed: int = 0
+) -> Iterator[float]:
+    """Send offsets without an end, for runs bounded by a duration instead of a count.
+
+    The same gaps as :func:`send_times` (constant ``1/rate`` for infinite burstiness,
+    else gamma with mean ``1/rate``, same seeded generator) accumulated as they come, but
+    with no rescaling, since there is no last request to pin to ``N/rate``. The rate must
+    be finite: an infinite rate with a duration is a closed loop, paced by the
+    concurrency cap instead (see the runner).
+    """
+    if not request_rate > 0 or math.isinf(request_rate):
+        raise ValueError(f"request_rate must be finite and > 0, got {request_rate}")
+    if not burstiness > 0:
+        raise ValueError(f"A positive burstiness factor is expected, but given {burstiness}.")
+    offset = 0.0
+    if math.isinf(burstiness):
+        while True:
+            offset += 1.0 / request_rate
+            yield offset
+    rng = np.random.RandomState(seed)
+    scale = 1.0 / (request_rate * burstiness)
+    while True:
+        offset += float(rng.gamma(shape=burstiness, scale=scale))
+        yield offset

@@ -16,19 +16,29 @@ Measurement mirrors ``benchmarks/lib/endpoint_request_func.py`` (reference secti
   ``Never received a valid chunk to calculate TTFT.This response will be marked as
   failed!`` (``:278-285``).
 
-The HTTP library sits behind :class:`Transport`, with an httpx implementation (the
-default) and an aiohttp one (what bench serve uses), so the two can be compared.
+The HTTP library sits behind :class:`Transport`, with an aiohttp implementation (the
+default: what bench serve uses, and ~10x faster than httpx on this hot path, see
+``benchmarks/README.md``) and an httpx one, so the two can be compared.
+
+The hot path does per read: one ``await`` on the transport's ``read_chunk``, one
+``perf_counter``, one bytes split, and per SSE message one substring test. A message of
+vLLM's compact JSON that holds ``"choices":[{`` is a token chunk without parsing it; only
+the usage chunk (and anything unusual) goes through ``json.loads``. The text of token
+chunks is decoded after the stream ends, and only when it is needed: when the caller asks
+for it (``collect_text``) or when the server sent no usage (bench serve then counts the
+generated text's tokens, ``serve.py:607-622``). All messages of one read share one
+timestamp, the moment the bytes reached the client.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import json
 import os
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from itertools import repeat
 from typing import Any, Literal, Protocol
 
 import aiohttp
@@ -64,8 +74,13 @@ class StreamResponse(Protocol):
         """HTTP reason phrase."""
         ...
 
-    def iter_bytes(self) -> AsyncGenerator[bytes, None]:
-        """Body bytes as the network delivers them."""
+    @property
+    def read_chunk(self) -> Callable[[], Awaitable[bytes]]:
+        """Reads the next body bytes as the network delivers them; ``b""`` at the end.
+
+        A property returning the reader itself, so the hot loop calls it without a
+        wrapper (for aiohttp it is ``StreamReader.readany``).
+        """
         ...
 
     async def read_excerpt(self, limit: int) -> str:
@@ -98,6 +113,7 @@ TransportFactory = Callable[[int | None, float], Transport]
 class _HttpxResponse:
     def __init__(self, response: httpx.Response) -> None:
         self._response = response
+        self._raw = response.aiter_raw()
 
     @property
     def status(self) -> int:
@@ -107,23 +123,26 @@ class _HttpxResponse:
     def reason(self) -> str:
         return self._response.reason_phrase
 
-    async def iter_bytes(self) -> AsyncGenerator[bytes, None]:
-        raw = self._response.aiter_raw()
+    @property
+    def read_chunk(self) -> Callable[[], Awaitable[bytes]]:
+        return self._next
+
+    async def _next(self) -> bytes:
         try:
-            async for piece in raw:
-                yield piece
-        finally:
-            # Close httpx's own generator now rather than leave it to a finalizer task.
-            aclose = getattr(raw, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            return await anext(self._raw)
+        except StopAsyncIteration:
+            return b""
+
+    async def aclose(self) -> None:
+        # Close httpx's own generator now rather than leave it to a finalizer task.
+        aclose = getattr(self._raw, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
     async def read_excerpt(self, limit: int) -> str:
         data = b""
-        async for piece in self._response.aiter_raw():
+        while len(data) < limit and (piece := await self._next()):
             data += piece
-            if len(data) >= limit:
-                break
         return data[:limit].decode("utf-8", errors="replace")
 
 
@@ -149,7 +168,11 @@ class HttpxTransport:
     ) -> AsyncIterator[StreamResponse]:
         """POST and stream; closing early drops the connection."""
         async with self._client.stream("POST", url, json=body, headers=headers) as response:
-            yield _HttpxResponse(response)
+            wrapped = _HttpxResponse(response)
+            try:
+                yield wrapped
+            finally:
+                await wrapped.aclose()
 
     async def aclose(self) -> None:
         """Close the pool."""
@@ -168,9 +191,9 @@ class _AiohttpResponse:
     def reason(self) -> str:
         return self._response.reason or ""
 
-    async def iter_bytes(self) -> AsyncGenerator[bytes, None]:
-        async for piece in self._response.content.iter_any():
-            yield piece
+    @property
+    def read_chunk(self) -> Callable[[], Awaitable[bytes]]:
+        return self._response.content.readany
 
     async def read_excerpt(self, limit: int) -> str:
         data = await self._response.content.read(limit)
@@ -196,7 +219,9 @@ class AiohttpTransport:
         self._session = aiohttp.ClientSession(
             connector=connector,
             trust_env=trust_env,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s),
+            # Only the connect phase gets aiohttp's timer: a sock_read timeout re-arms a
+            # timer on every read, and the client's own per-request timeout covers reads.
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeout_s),
         )
 
     @asynccontextmanager
@@ -213,7 +238,7 @@ class AiohttpTransport:
 
 
 def make_transport(kind: TransportKind, max_connections: int | None, timeout_s: float) -> Transport:
-    """A transport by name: ``httpx`` (default) or ``aiohttp``."""
+    """A transport by name: ``aiohttp`` (the default elsewhere) or ``httpx``."""
     if kind == "httpx":
         return HttpxTransport(max_connections, timeout_s)
     if kind == "aiohttp":
@@ -221,51 +246,106 @@ def make_transport(kind: TransportKind, max_connections: int | None, timeout_s: 
     raise ValueError(f"unknown transport {kind!r}: expected 'httpx' or 'aiohttp'")
 
 
+#: Marks a token chunk in vLLM's compact JSON without parsing it. Inside a JSON string
+#: every quote is escaped, so these bytes can only be the top-level key with a non-empty
+#: list; anything else (spaced JSON, usage, errors) takes the ``json.loads`` path.
+TOKEN_MARK = b'"choices":[{'
+
+
 class SseParser:
-    """Splits a server-sent-events byte stream into data payloads.
+    """Splits a server-sent-events byte stream into data payloads (bytes).
 
     Events end at a blank line; ``data:`` lines are joined, comment lines (``:``, used as
-    pings) and events without data are skipped. UTF-8 split across network chunks is
-    handled by an incremental decoder.
+    pings) and events without data are skipped. It works on bytes, never decoding: a
+    UTF-8 character cut between two reads is simply held with the unfinished event, and
+    ``json.loads`` takes the payload bytes as they are.
+
+    :meth:`feed` returns every payload. :meth:`scan` is the client's hot path: it only
+    *counts* the events whose payload holds :data:`TOKEN_MARK` and returns the payloads of
+    the others; when every completed event is one ``data: `` line holding the mark (the
+    usual case), that takes a handful of C-level byte operations per read, whatever the
+    number of events in it.
     """
 
+    __slots__ = ("_buffer",)
+
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._buffer = ""
+        self._buffer = b""
 
-    def feed(self, data: bytes) -> list[str]:
-        """The payloads of every event completed by ``data``."""
+    def _take(self, data: bytes) -> bytes:
+        """The completed events of the buffer plus ``data`` (ending in a blank line)."""
         # Only the unfinished tail of the last read is carried, so this stays linear.
-        text = self._buffer + self._decoder.decode(data)
-        if "\r" in text:
+        text = self._buffer + data if self._buffer else data
+        if b"\r" in text:
             # A "\r\n" may straddle two reads: hold a trailing "\r" back until the next.
-            held = text.endswith("\r")
-            text = text.removesuffix("\r").replace("\r\n", "\n").replace("\r", "\n")
-            text += "\r" if held else ""
-        # One split per read, never one per event: a client that falls behind gets
-        # megabytes in one read, and splitting event by event would be quadratic.
-        events = text.split("\n\n")
-        self._buffer = events.pop()
-        payloads: list[str] = []
-        for event in events:
-            payload = self._payload(event)
-            if payload is not None:
-                payloads.append(payload)
-        return payloads
+            held = text.endswith(b"\r")
+            text = text.removesuffix(b"\r").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            text += b"\r" if held else b""
+        cut = text.rfind(b"\n\n")
+        if cut < 0:
+            self._buffer = text
+            return b""
+        self._buffer = text[cut + 2 :]
+        return text[: cut + 2]
 
-    def flush(self) -> list[str]:
+    def feed(self, data: bytes) -> list[bytes]:
+        """The payloads of every event completed by ``data``."""
+        return self.payloads(self._take(data))
+
+    def scan(self, data: bytes) -> tuple[int, list[bytes], bytes]:
+        """``(tokens, others, block)`` for the events completed by ``data``.
+
+        ``tokens`` counts the events whose payload holds :data:`TOKEN_MARK`; ``others`` are
+        the payloads of the rest, in order; ``block`` is the completed events' bytes, from
+        which :meth:`payloads` recovers the token payloads later if their text is wanted.
+        """
+        block = self._take(data)
+        if not block:
+            return 0, [], block
+        events = block.count(b"\n\n")
+        # Every event one "data: " line? (Payloads hold no raw newline, so counting
+        # newlines and line starts decides it exactly.)
+        if block.count(b"\n") == 2 * events and (
+            block.count(b"\ndata: ") + block.startswith(b"data: ") == events
+        ):
+            tokens = block.count(TOKEN_MARK)
+            if tokens == events:
+                return tokens, [], block
+        tokens = 0
+        others: list[bytes] = []
+        for payload in self.payloads(block):
+            if TOKEN_MARK in payload:
+                tokens += 1
+            else:
+                others.append(payload)
+        return tokens, others, block
+
+    def flush(self) -> list[bytes]:
         """The payload of a last event the server did not end with a blank line."""
-        event = (self._buffer + self._decoder.decode(b"", final=True)).rstrip("\r")
-        self._buffer = ""
+        event = self._buffer.rstrip(b"\r")
+        self._buffer = b""
         payload = self._payload(event)
         return [payload] if payload is not None else []
 
+    @classmethod
+    def payloads(cls, block: bytes) -> list[bytes]:
+        """The payloads of the complete events in ``block``."""
+        out: list[bytes] = []
+        for event in block.split(b"\n\n")[:-1]:
+            if event.startswith(b"data: ") and b"\n" not in event:
+                out.append(event[6:])
+                continue
+            payload = cls._payload(event)
+            if payload is not None:
+                out.append(payload)
+        return out
+
     @staticmethod
-    def _payload(event: str) -> str | None:
+    def _payload(event: bytes) -> bytes | None:
         lines = [
-            line[5:].removeprefix(" ") for line in event.split("\n") if line.startswith("data:")
+            line[5:].removeprefix(b" ") for line in event.split(b"\n") if line.startswith(b"data:")
         ]
-        return "\n".join(lines) if lines else None
+        return b"\n".join(lines) if lines else None
 
 
 def resolve_api_key(api_key: str | None) -> str | None:
@@ -304,6 +384,7 @@ class OpenAIStreamClient:
         temperature: float | None = None,
         request_timeout_s: float = 600.0,
         request_id_prefix: str = "",
+        collect_text: bool = True,
     ) -> None:
         if request_timeout_s <= 0:
             raise ValueError("request_timeout_s must be > 0")
@@ -315,6 +396,7 @@ class OpenAIStreamClient:
         self.temperature = temperature
         self.request_timeout_s = request_timeout_s
         self.request_id_prefix = request_id_prefix
+        self.collect_text = collect_text
         self._api_key = resolve_api_key(api_key)
 
     def __repr__(self) -> str:
@@ -386,9 +468,14 @@ class OpenAIStreamClient:
         rec: RequestRecord,
         on_chunk: ChunkObserver | None,
     ) -> None:
-        generated: list[str] = []
-        text_key = "text" if self.endpoint == "completions" else "content"
-        st = time.perf_counter()
+        # What token chunks said: blocks of compact events (decoded after the stream, and
+        # only if the text is wanted) or the text of chunks that went through json.loads.
+        token_pieces: list[bytes | str] = []
+        keep = token_pieces.append
+        add_itl = rec.itl.append
+        more_itls = rec.itl.extend
+        clock = time.perf_counter
+        st = clock()
         rec.start_time = st
         most_recent = st
         first_received = False
@@ -401,40 +488,61 @@ class OpenAIStreamClient:
                     rec.error += f": {excerpt}"
                 return
             parser = SseParser()
-
-            def handle(messages: list[str]) -> None:
-                nonlocal first_received, most_recent
-                for message in messages:
-                    if message == "[DONE]":
+            scan = parser.scan
+            read = response.read_chunk
+            others: list[bytes]
+            while True:
+                data = await read()
+                timestamp = clock()  # when the bytes reached the client
+                if data:
+                    tokens, others, block = scan(data)
+                    if tokens:
+                        keep(block)
+                    elif not others:
                         continue
-                    data = json.loads(message)
-                    if not isinstance(data, dict):
+                else:
+                    tokens, others = 0, parser.flush()
+                for payload in others:
+                    if TOKEN_MARK in payload:  # a compact event split over lines
+                        tokens += 1
+                        keep(_payload_text(payload, self.endpoint))
                         continue
-                    if choices := data.get("choices"):
-                        timestamp = time.perf_counter()
-                        is_first = not first_received
-                        if is_first:
-                            first_received = True
-                            rec.ttft = delta = timestamp - st
-                        else:
-                            delta = timestamp - most_recent
-                            rec.itl.append(delta)
-                        most_recent = timestamp
-                        generated.append(_choice_text(choices[0], text_key))
-                        if on_chunk is not None:
-                            on_chunk(timestamp, is_first, delta)
-                    elif usage := data.get("usage"):
+                    if payload == b"[DONE]":
+                        continue
+                    data_obj = json.loads(payload)
+                    if not isinstance(data_obj, dict):
+                        continue
+                    if choices := data_obj.get("choices"):
+                        # Non-empty choices (text may be empty): a token chunk.
+                        tokens += 1
+                        keep(_choice_text(choices[0], self.endpoint))
+                    elif usage := data_obj.get("usage"):
                         rec.output_tokens = int(usage.get("completion_tokens") or 0)
                         if (prompt_tokens := usage.get("prompt_tokens")) is not None:
                             rec.prompt_len = int(prompt_tokens)
-
-            # aclosing: a cancelled stream's generator is closed here and now, not by a
-            # finalizer task the event loop would start later.
-            async with aclosing(response.iter_bytes()) as pieces:
-                async for piece in pieces:
-                    handle(parser.feed(piece))
-            handle(parser.flush())
-        rec.generated_text = "".join(generated)
+                if tokens:
+                    # The first chunk of a read gets the gap since the last one; chunks
+                    # that came in the same read arrived together: gaps of 0.
+                    was_first = not first_received
+                    if was_first:
+                        first_received = True
+                        rec.ttft = delta = timestamp - st
+                    else:
+                        delta = timestamp - most_recent
+                        add_itl(delta)
+                    if tokens > 1:
+                        more_itls(repeat(0.0, tokens - 1))
+                    most_recent = timestamp
+                    if on_chunk is not None:
+                        on_chunk(timestamp, was_first, delta)
+                        for _ in range(tokens - 1):
+                            on_chunk(timestamp, False, 0.0)
+                if not data:
+                    break
+        if self.collect_text or not rec.output_tokens:
+            rec.generated_text = "".join(
+                _piece_text(piece, self.endpoint) for piece in token_pieces
+            )
         rec.latency = most_recent - st
         if first_received:
             rec.success = True
@@ -443,11 +551,24 @@ class OpenAIStreamClient:
             rec.error = NO_VALID_CHUNK
 
 
-def _choice_text(choice: Any, key: str) -> str:
+def _piece_text(piece: bytes | str, endpoint: Endpoint) -> str:
+    if isinstance(piece, str):
+        return piece
+    return "".join(_payload_text(p, endpoint) for p in SseParser.payloads(piece) if TOKEN_MARK in p)
+
+
+def _payload_text(payload: bytes, endpoint: Endpoint) -> str:
+    """The text of a token chunk's payload (decoded after the stream)."""
+    data = json.loads(payload)
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return _choice_text(choices[0], endpoint) if choices else ""
+
+
+def _choice_text(choice: Any, endpoint: Endpoint) -> str:
     """The text of one choice: ``text`` (completions) or ``delta.content`` (chat)."""
     if not isinstance(choice, dict):
         return ""
-    if key == "text":
+    if endpoint == "completions":
         value = choice.get("text")
     else:
         delta = choice.get("delta")

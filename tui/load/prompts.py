@@ -14,10 +14,12 @@ draw the same lengths and the same token ids from the same seed:
 4. the ids are decoded, re-encoded and truncated or padded (up to 10 retries) so that
    ``prompt_len = prefix_len + sampled_len``.
 
-No real tokenizer is loaded for now: :class:`ApproxTokenizer` is a documented
-approximation (one common English word per token). The server's ``usage.prompt_tokens``
-overwrites the client's count anyway (ref 4.1), so the statistics stay exact; only the
-prompt sizes sent are approximate.
+The model's own ``tokenizer.json`` is read by :mod:`tui.load.tokenizer` when it can be
+found (and the ``tokenizers`` library is installed); otherwise :class:`ApproxTokenizer`
+is a documented approximation (one common English word per token). The server's
+``usage.prompt_tokens`` overwrites the client's count anyway (ref 4.1), so the
+statistics stay exact; only the prompt sizes sent are approximate, and the runner
+reports the client's own count beside the server's (``client_input_tokens``).
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ class ApproxTokenizer:
     here (with its leading space) is one token, so prompts come out close to the
     requested token counts without loading a real tokenizer. Id 0 plays the BOS/special
     token; ``num_special_tokens`` (default 1, Llama's BOS) is what the server adds.
-    Replace with a ``tokenizers``-backed class of the same protocol for exact counts.
+    :class:`tui.load.tokenizer.HfTokenizer` is the exact one, from ``tokenizer.json``.
     """
 
     SPECIAL = "<s>"

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -224,6 +225,41 @@ def peak_rates(successes: Sequence[RequestRecord]) -> tuple[float, int]:
     return float(np.max(tokens)), int(np.max(concurrent))
 
 
+def actual_output_len(
+    record: RequestRecord, count_tokens: Callable[[str], int] | None = None
+) -> int:
+    """A successful request's output length (``serve.py:607-622``).
+
+    ``usage.completion_tokens``; without it, the generated text's token count, or 1
+    when there is no tokenizer.
+    """
+    if record.output_tokens:
+        return record.output_tokens
+    return count_tokens(record.generated_text) if count_tokens else 1
+
+
+def detailed_fields(
+    records: Sequence[RequestRecord], count_tokens: Callable[[str], int] | None = None
+) -> dict[str, list[Any]]:
+    """The per-request lists ``--save-detailed`` adds (``serve.py:1280-1302``).
+
+    One entry per request in order, failed ones included (output length 0), under
+    bench serve's keys: ``input_lens``, ``output_lens``, ``ttfts``, ``itls``,
+    ``latencies``, ``start_times``, ``queue_times``, ``generated_texts``, ``errors``.
+    """
+    return {
+        "input_lens": [r.prompt_len for r in records],
+        "output_lens": [actual_output_len(r, count_tokens) if r.success else 0 for r in records],
+        "ttfts": [r.ttft for r in records],
+        "itls": [list(r.itl) for r in records],
+        "latencies": [r.latency for r in records],
+        "start_times": [r.start_time for r in records],
+        "queue_times": [r.queue_time for r in records],
+        "generated_texts": [r.generated_text for r in records],
+        "errors": [r.error for r in records],
+    }
+
+
 def calculate_metrics(
     records: Sequence[RequestRecord],
     dur_s: float,
@@ -256,9 +292,7 @@ def calculate_metrics(
         if not record.success:
             actual_output_lens.append(0)
             continue
-        output_len = record.output_tokens
-        if not output_len:
-            output_len = count_tokens(record.generated_text) if count_tokens else 1
+        output_len = actual_output_len(record, count_tokens)
         actual_output_lens.append(output_len)
         total_input += record.prompt_len
         tpot = 0.0

@@ -64,6 +64,24 @@ ALLOWED: dict[str, _Allowed] = {
 
 
 @dataclass(frozen=True)
+class FixedTiming:
+    """Injected delays (``--sim-fixed-ttft-ms``/``--sim-fixed-itl-ms``), wall-clock seconds.
+
+    Every streamed sequence gets its first token ``ttft_s`` after its request arrived and
+    then one every ``itl_s``, however many requests run: the scheduler, KV cache and cost
+    model are bypassed (and ``--sim-speed`` does not apply). Made for benchmarking load
+    clients against known delays.
+    """
+
+    ttft_s: float = 0.0
+    itl_s: float = 0.0
+
+    def offset(self, k: int) -> float:
+        """Seconds from arrival to token ``k`` (0-based)."""
+        return self.ttft_s + k * self.itl_s
+
+
+@dataclass(frozen=True)
 class SimOptions:
     """``--sim-*`` options: the simulated machine and time scale."""
 
@@ -72,6 +90,7 @@ class SimOptions:
     speed: float = 1.0
     gpu_used_bytes: int = 0
     seed: int = 0
+    fixed: FixedTiming | None = None  # injected fixed delays instead of the cost model
 
 
 @dataclass
@@ -123,7 +142,15 @@ class SimCommand:
     sim: SimOptions
 
 
-SIM_FLAGS = ("--sim-gpu", "--sim-gpus", "--sim-speed", "--sim-gpu-used-gb", "--sim-seed")
+SIM_FLAGS = (
+    "--sim-gpu",
+    "--sim-gpus",
+    "--sim-speed",
+    "--sim-gpu-used-gb",
+    "--sim-seed",
+    "--sim-fixed-ttft-ms",
+    "--sim-fixed-itl-ms",
+)
 
 
 def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
@@ -166,7 +193,16 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
         raise ArgvError(
             f"argument --sim-gpu-used-gb: must be below the GPU's {gpu.memory_gib:.2f} GiB"
         )
-    return SimOptions(gpu, num_gpus, speed, used, seed), rest
+    fixed: FixedTiming | None = None
+    if "--sim-fixed-ttft-ms" in raw or "--sim-fixed-itl-ms" in raw:
+        # Either one switches to injected delays; the other defaults to 0.
+        ttft_ms = _typed(raw, "--sim-fixed-ttft-ms", float, 0.0)
+        itl_ms = _typed(raw, "--sim-fixed-itl-ms", float, 0.0)
+        for name, value in (("--sim-fixed-ttft-ms", ttft_ms), ("--sim-fixed-itl-ms", itl_ms)):
+            if not 0.0 <= value < 3_600_000.0:  # also refuses nan and inf
+                raise ArgvError(f"argument {name}: must be >= 0 and below one hour")
+        fixed = FixedTiming(ttft_ms / 1000.0, itl_ms / 1000.0)
+    return SimOptions(gpu, num_gpus, speed, used, seed, fixed), rest
 
 
 def _typed(raw: dict[str, str], name: str, kind: type, default: Any) -> Any:

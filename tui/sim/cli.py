@@ -2,12 +2,16 @@
 
     vtc-sim serve MODEL [vllm serve flags] [--sim-gpu NAME] [--sim-gpus N]
                         [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
+                        [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
 
 Same argv, log format, errors, exit codes, HTTP API and metric names as ``vllm serve``
 0.32 (see :mod:`tui.sim.server`). ``--sim-*`` options: ``--sim-gpu`` picks a catalog GPU
 (``vtc-sim gpus`` lists them), ``--sim-gpus`` how many the node has, ``--sim-speed`` scales
 all time (start-up stages and token timing; 10 = ten times faster), ``--sim-gpu-used-gb``
 memory other processes already hold on each GPU, ``--sim-seed`` the random seed.
+``--sim-fixed-ttft-ms``/``--sim-fixed-itl-ms`` inject fixed wall-clock delays instead: every
+streamed sequence gets its first token TTFT ms after arrival and then one every ITL ms,
+bypassing the scheduler and cost model (for measuring load clients against known delays).
 """
 
 from __future__ import annotations

@@ -28,12 +28,21 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from tui.sim.argv import FixedTiming
 from tui.sim.engine import AsyncEngine, Chunk, RequestHandle
+from tui.sim.fixed import FixedStream
 from tui.sim.logs import VERSION, VllmLog, uvicorn_access_line
 from tui.sim.metrics import SimMetrics
-from tui.sim.tokenizer import SimTokenizer, chat_prompt_ids, message_text, prompt_ids
+from tui.sim.tokenizer import (
+    GEN_WORDS,
+    SimTokenizer,
+    chat_prompt_ids,
+    message_text,
+    prompt_ids,
+)
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
+UVICORN_BACKLOG = 2048
 
 
 @dataclass
@@ -53,6 +62,7 @@ class ApiContext:
     load_tracking: bool = False
     dev_mode: bool = False
     server_load: int = 0
+    fixed: FixedTiming | None = None  # --sim-fixed-*: injected delays, engine bypassed
 
 
 CTX_KEY = web.AppKey("ctx", ApiContext)
@@ -398,6 +408,99 @@ class _Generation:
             raise
         return resp
 
+    def plan_fixed(self, prompts: list[list[int]], max_tokens: int | None, n: int) -> list[int]:
+        """Fixed-delay mode: validate like :meth:`submit`; tokens per sequence, no engine."""
+        counts: list[int] = []
+        for ids in prompts:
+            used = _validate_lengths(self.ctx, len(ids), max_tokens)
+            self.prompt_tokens += len(ids)
+            counts.extend([max(1, used)] * n)
+        return counts
+
+    async def stream_fixed(
+        self, request: web.Request, timing: FixedTiming, counts: list[int], arrival: float
+    ) -> web.StreamResponse:
+        """Stream on the injected schedule: token k at ``arrival + ttft + k·itl``.
+
+        The first write goes through aiohttp (it sends the headers); the rest are written
+        from timer callbacks by :class:`~tui.sim.fixed.FixedStream`, with frames built
+        once per sequence, so the simulator keeps pace at a thousand streams.
+        """
+        loop = asyncio.get_running_loop()
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+            }
+        )
+        await resp.prepare(request)
+        include_usage = bool((self.body.get("stream_options") or {}).get("include_usage"))
+        words = [" " + w for w in GEN_WORDS[:8]]
+        frames = [
+            [self._frame([self._choice(i, w, None)]) for w in words] for i in range(len(counts))
+        ]
+
+        single = frames[0] if len(counts) == 1 and not self.chat else None
+        n_words = len(words)
+
+        def build(k: int, last: int) -> bytes:
+            if single is not None and last < counts[0] - 1:  # the common case, no finish
+                if k == last:
+                    return single[k % n_words]
+                return b"".join([single[j % n_words] for j in range(k, last + 1)])
+            parts: list[bytes] = []
+            for j in range(k, last + 1):
+                for i, count in enumerate(counts):
+                    if j >= count:
+                        continue
+                    if self.chat and j == 0:
+                        parts.append(self._frame([self._choice(i, "", None, first=True)]))
+                    if j == count - 1:
+                        word = words[j % len(words)]
+                        parts.append(self._frame([self._choice(i, word, "length")]))
+                    else:
+                        parts.append(frames[i][j % len(words)])
+            return b"".join(parts)
+
+        total = max(counts)
+        stream: FixedStream | None = None
+        try:
+            await asyncio.sleep(max(0.0, arrival + timing.offset(0) - loop.time()))
+            last = 0
+            if timing.itl_s > 0:
+                elapsed = loop.time() - arrival - timing.ttft_s
+                last = min(total - 1, max(0, int(elapsed / timing.itl_s)))
+            else:
+                last = total - 1
+            await resp.write(build(0, last))
+            if last + 1 < total:
+                if request.transport is None:
+                    return resp  # the client went away
+                stream = FixedStream(request.transport, build, total, timing, arrival)
+                stream.start(last + 1)
+                if not await stream.done:
+                    return resp  # the client went away
+            if include_usage:
+                await resp.write(self._frame([], self._usage(sum(counts))))
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except ConnectionResetError:
+            pass  # the client went away; nothing to free in fixed mode
+        finally:
+            if stream is not None:
+                stream.cancel()
+        return resp
+
+    async def complete_fixed(
+        self, timing: FixedTiming, counts: list[int], arrival: float
+    ) -> web.Response:
+        """Fixed-delay mode without streaming: answer when the last token is due."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, arrival + timing.offset(max(counts) - 1) - loop.time()))
+        words = [" " + w for w in GEN_WORDS]
+        texts = ["".join(words[j % len(words)] for j in range(c)) for c in counts]
+        return self._body(texts, {i: "length" for i in range(len(counts))}, sum(counts))
+
     async def complete(self) -> web.Response:
         texts: dict[int, list[str]] = {i: [] for i in range(len(self.handles))}
         finish: dict[int, str] = {}
@@ -416,9 +519,11 @@ class _Generation:
             raise ApiError(
                 "Request aborted: the server is shutting down.", 503, "ServiceUnavailableError"
             )
+        return self._body(["".join(texts[i]) for i in range(len(self.handles))], finish, completion)
+
+    def _body(self, outputs: list[str], finish: dict[int, str], completion: int) -> web.Response:
         choices: list[dict[str, Any]] = []
-        for i in range(len(self.handles)):
-            text = "".join(texts[i])
+        for i, text in enumerate(outputs):
             if self.chat:
                 message: dict[str, Any] = {
                     "role": "assistant",
@@ -465,6 +570,7 @@ class _Generation:
 
 
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+    arrival = asyncio.get_running_loop().time()  # fixed-delay mode counts from here
     ctx = _ctx(request)
     body = await _json_body(request)
     _check_model(ctx, body)
@@ -488,6 +594,15 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         if "max_tokens" not in body:
             max_tokens = 16  # the OpenAI completions default vLLM keeps
     gen = _Generation(ctx, chat, body)
+    if ctx.fixed is not None:
+        counts = gen.plan_fixed(prompts, max_tokens, n)
+        ctx.server_load += 1
+        try:
+            if body.get("stream"):
+                return await gen.stream_fixed(request, ctx.fixed, counts, arrival)
+            return await gen.complete_fixed(ctx.fixed, counts, arrival)
+        finally:
+            ctx.server_load -= 1
     gen.submit(prompts, max_tokens, n)
     ctx.server_load += 1
     try:
@@ -590,7 +705,9 @@ async def running_app(
         kwargs["access_log"] = None
     runner = web.AppRunner(app, shutdown_timeout=0.5, **kwargs)
     await runner.setup()
-    site = web.SockSite(runner, sock)
+    # uvicorn's default backlog (vLLM's API server): a thousand clients connecting at
+    # once must not overflow the accept queue (aiohttp's default is 128).
+    site = web.SockSite(runner, sock, backlog=UVICORN_BACKLOG)
     await site.start()
     try:
         yield runner
