@@ -1,4 +1,4 @@
-"""diagnose() on every real CPU vLLM 0.32.0 failure capture (tests/server/captures/)."""
+"""diagnose() on every real CPU vLLM 0.32.0 failure capture (tests/captures/)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tui.domain.flags import ServeFlags
 from tui.server.diagnose import diagnose
 
-CAPTURES = Path(__file__).resolve().parent / "captures"
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 
 def _log(name: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from tui.domain.events import KvCacheReported, Stage, StageReached
 from tui.server.stages import StageTracker, parse_kv_cache_line, split_prefix, stage_of
 
-CAPTURES = Path(__file__).resolve().parent / "captures"
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 
 
 def _feed(name: str) -> tuple[StageTracker, list[object]]:

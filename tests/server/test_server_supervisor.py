@@ -33,7 +33,7 @@ from tui.server.supervisor import Supervisor
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_vllm.py"
-CAPTURES = HERE / "captures"
+CAPTURES = HERE.parent / "captures"
 MODEL = "/models/tiny-llama"
 E = TypeVar("E")
 

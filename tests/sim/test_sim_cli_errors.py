@@ -15,7 +15,7 @@ import pytest
 
 from tui.sim.cli import run
 
-CAPTURES = Path("/work/shared/reference/vllm-cpu-captures")
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 ENGINE_FAILED = (
     "RuntimeError: Engine core initialization failed. See root cause above. "

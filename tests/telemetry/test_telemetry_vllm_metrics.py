@@ -21,7 +21,7 @@ from tui.telemetry.vllm_metrics import (
     server_metrics,
 )
 
-CAPTURES = Path("/work/shared/reference/vllm-cpu-captures")
+CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 NAMES = (
     "metrics_fresh_idle.txt",
     "metrics_after_load.txt",
