@@ -1,19 +1,24 @@
 """The ``vtc`` command: the console and its headless subcommands.
 
-``vtc`` (and ``vtc --demo``) open the console; ``vtc diagnose LOGFILE`` explains a failed
-start; ``vtc setup-cpu-vllm`` provisions the real CPU build of vLLM; ``vtc presets`` and
-``vtc runs`` list what the console knows. Each is a thin layer over the same services.
+``vtc`` (and ``vtc --demo``) open the console; ``vtc --attach URL`` watches and loads a
+server it did not start; ``vtc diagnose LOGFILE`` explains a failed start; ``vtc
+setup-cpu-vllm`` provisions the real CPU build of vLLM; ``vtc presets`` and ``vtc runs``
+list what the console knows; ``vtc stop`` stops the server a console started and left
+running (a hang-up detaches: the next ``vtc`` reattaches to it). Each is a thin layer over
+the same services.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.load.bench_cli import add_bench_parser, run_bench
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-autostart", action="store_true", help="demo: do not start the server at launch"
     )
+    parser.add_argument(
+        "--attach",
+        metavar="URL",
+        help="watch and load a server vtc did not start, e.g. http://host:8000 "
+        "(restart and stop disabled)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     diag = sub.add_parser("diagnose", help="explain a failed `vllm serve` start from its log")
@@ -65,10 +76,18 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
+    add_bench_parser(sub)
     sub.add_parser("presets", help="list the shipped and user presets")
     runs = sub.add_parser("runs", help="list the run history")
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
     runs.add_argument("--demo", action="store_true", help="the demo's history")
+    stop = sub.add_parser(
+        "stop", help="stop the server a vtc console started and left running (after a hang-up)"
+    )
+    stop.add_argument("--demo", action="store_true", help="the demo's simulator")
+    stop.add_argument(
+        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
+    )
     return parser
 
 
@@ -152,10 +171,36 @@ def cmd_runs(as_json: bool, demo: bool) -> int:
     return 0
 
 
+def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
+    """``vtc stop``: stop the server the state file records (its whole tree); 1 if none."""
+    from tui.server.adopted import stop_recorded_server
+    from tui.store.history import default_data_dir
+    from tui.store.server_state import ServerStateFile
+
+    outcome = stop_recorded_server(
+        ServerStateFile.in_data_dir(default_data_dir(), demo=demo), grace_s=grace_s
+    )
+    print(f"vtc stop: {outcome.message}", file=sys.stdout if outcome.stopped else sys.stderr)
+    return 0 if outcome.stopped else 1
+
+
+def _say_detached(pid: int | None, url: str | None, demo: bool) -> None:
+    """After a hang-up: where the server runs on (the terminal may be gone: best effort)."""
+    flag = " --demo" if demo else ""
+    with contextlib.suppress(OSError):
+        print(
+            f"vtc: detached; the server (pid {pid}, {url}) keeps running: `vtc{flag}` "
+            f"reattaches, `vtc stop{flag}` stops it",
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vtc`` console script."""
     own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(own)
+    if args.command == "bench":
+        return run_bench(args)
     if args.command == "diagnose":
         return cmd_diagnose(args.logfile, args.json)
     if args.command == "setup-cpu-vllm":
@@ -164,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_presets()
     if args.command == "runs":
         return cmd_runs(args.json, args.demo)
+    if args.command == "stop":
+        return cmd_stop(args.demo, args.grace)
     from tui.wiring import ConsoleOptions, ConsoleSetupError, build_session
 
     try:
@@ -177,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         create_app(session).run()
     finally:
-        session.abandon()  # no-op after a clean quit; kills the server if the app crashed
+        session.abandon()  # no-op after a quit or a detach; kills the server if the app crashed
+    if session.detached:
+        _say_detached(session.pid, session.base_url, options.demo)
     return 0
 
 

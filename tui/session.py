@@ -6,12 +6,19 @@ the ``RunStore`` (store/). It imports no textual: the UI subscribes to its event
 
 Every run becomes a ``RunRecord`` in the store the moment it launches, then is updated in
 place as it becomes ready, fails (with its diagnosis), or gets a load result.
+
+A session may also start with a server it did not launch (an ``ExistingServer``): one at a
+URL (``vtc --attach``: watched and loaded, never restarted or stopped), or one a previous
+console launched and left running (adopted through the state file). A server this session
+launches is recorded in that state file, so a hang-up can :meth:`Session.detach` from it
+and the next ``vtc`` adopt it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -40,6 +47,8 @@ from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceSta
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.store.history import RunStore
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,43 @@ class SupervisorLike(Protocol):
     def log_lines(self) -> Sequence[str]: ...
     async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None: ...
     async def stop(self) -> None: ...
+    async def detach(self) -> bool: ...
+
+
+class ExistingServer(SupervisorLike, Protocol):
+    """A server already running when the session starts, watched instead of launched.
+
+    ``tui.server.attached.AttachedServer`` (a URL) or ``tui.server.adopted.AdoptedServer``
+    (left running by a previous console). ``connect`` takes a first look without events;
+    ``watch`` then reports it (``Ready``...) like a supervisor; ``aclose`` stops watching
+    and never stops the server.
+    """
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def run_id(self) -> int | None: ...
+    async def connect(self) -> ServeFlags: ...
+    def watch(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class ServerStateLike(Protocol):
+    """Keeps the state file of the launched server (``tui.server.adopted.ServerStateKeeper``)."""
+
+    def holds(self, pid: int) -> bool: ...
+    def record(
+        self,
+        *,
+        pid: int,
+        argv: Sequence[str],
+        base_url: str,
+        flags: ServeFlags | None,
+        log_path: str | None,
+        run_id: int | None,
+    ) -> bool: ...
+    def release(self, pid: int) -> bool: ...
+    def forget(self, pid: int | None) -> None: ...
 
 
 class LoadRunnerLike(Protocol):
@@ -129,6 +175,7 @@ def simulator_command() -> list[str]:
 
 
 SupervisorFactory = Callable[[Callable[[ServerEvent], None]], SupervisorLike]
+ExistingServerFactory = Callable[[Callable[[ServerEvent], None]], ExistingServer]
 MetricsPollerFactory = Callable[[str, Callable[[ServerMetrics], None]], PollerLike]
 HostPollerFactory = Callable[[Callable[[], int | None], Callable[[HostSample], None]], PollerLike]
 GpuPollerFactory = Callable[[Callable[[GpuSample], None]], PollerLike]
@@ -156,6 +203,9 @@ class Session:
         initial_preset: str | None = None,
         estimator: Callable[[ServeFlags], KvEstimate | None] | None = None,
         vllm_cli_loader: Callable[[], VllmCli] | None = None,
+        existing_server: ExistingServerFactory | None = None,
+        server_state: ServerStateLike | None = None,
+        notices: Sequence[str] = (),
     ) -> None:
         self.launch = launch
         self.store = store
@@ -169,7 +219,17 @@ class Session:
         self.current: RunRecord | None = None
         self.port = free_port() if initial_flags.port is None else initial_flags.port
         self._listeners: list[Callable[[SessionEvent], None]] = []
-        self._supervisor = supervisor_factory(self._on_server_event)
+        self.notices = list(notices)  # for the operator at startup (e.g. a stale state file)
+        # A server already running is watched first (one time); every launch gets a fresh
+        # supervisor from the factory.
+        self._supervisor_factory = supervisor_factory
+        self._existing = existing_server(self._on_server_event) if existing_server else None
+        self._supervisor: SupervisorLike = self._existing or supervisor_factory(
+            self._on_server_event
+        )
+        self._server_state = server_state
+        self._server_flags: ServeFlags | None = None  # what the current server runs with
+        self._detached = False
         self._runner_factory = load_runner_factory
         self._runner: LoadRunnerLike | None = None
         self._metrics_poller_factory = metrics_poller_factory
@@ -206,6 +266,16 @@ class Session:
     def base_url(self) -> str | None:
         """``http://host:port`` of the current server, once launched."""
         return self._supervisor.base_url
+
+    @property
+    def pid(self) -> int | None:
+        """The current server's pid (``None`` before a launch, and for an attached server)."""
+        return self._supervisor.pid
+
+    @property
+    def detached(self) -> bool:
+        """True once :meth:`detach` left the server running for the next console."""
+        return self._detached
 
     @property
     def load_running(self) -> bool:
@@ -260,8 +330,31 @@ class Session:
             self._on_gpu(self._simulated_gpu_down())
         if self._vllm_cli_loader is not None:
             self._vllm_cli_task = asyncio.create_task(self.load_vllm_cli())
-        if self._autostart and self.can_restart:
+        if self._existing is not None:
+            await self._take_over(self._existing)
+        elif self._autostart and self.can_restart:
             await self.restart(self.initial_flags)
+
+    async def _take_over(self, server: ExistingServer) -> None:
+        """Make the already-running server current: its stored run, or a new card."""
+        flags = await server.connect()
+        self._server_flags = flags
+        record = next((r for r in self.runs if r.id is not None and r.id == server.run_id), None)
+        if record is None:
+            status = {
+                ServerState.READY: RunStatus.READY,
+                ServerState.STARTING: RunStatus.STARTING,
+            }.get(server.state, RunStatus.STOPPED)
+            record = self.store.add(
+                RunRecord(
+                    flags=flags, label=server.label, status=status, executable=server.base_url or ""
+                )
+            )
+            self.runs.append(record)
+        self.current = record
+        self._peaks = {}
+        self._emit(RunUpdated(record))
+        server.watch()
 
     async def restart(self, flags: ServeFlags) -> RunRecord:
         """Stop what runs (load first, then the server) and launch ``flags`` as a new run.
@@ -273,6 +366,8 @@ class Session:
             raise RuntimeError("attached to a server this console did not start: restart disabled")
         await self.cancel_load()
         await self.stop_server()
+        if self._supervisor is self._existing:  # an adopted server: launches are supervised
+            self._supervisor = self._supervisor_factory(self._on_server_event)
         estimate: KvEstimate | None = None
         if self._estimator is not None:  # after the stop: the old server's memory is free
             try:
@@ -294,6 +389,7 @@ class Session:
         self._peaks = {}
         self._emit(RunUpdated(record))
         launch_flags = flags if flags.port is not None else flags.replace(port=self.port)
+        self._server_flags = launch_flags
         await self._supervisor.start(launch_flags, self.launch.launch_args)
         return self.current
 
@@ -305,24 +401,73 @@ class Session:
             await self._supervisor.stop()
 
     async def close(self) -> None:
-        """Stop load, the server this session started, and every poller."""
+        """Stop load, the server this session started (or adopted), and every poller.
+
+        An attached server (``can_restart`` False) is only no longer watched.
+        """
         if self._closed:
             return
         self._closed = True
         if self._vllm_cli_task is not None:
             self._vllm_cli_task.cancel()  # the worker thread finishes on its own (<= timeout)
-        await self.stop_server()
+        if self.can_restart:
+            await self.stop_server()
+        else:
+            await self.cancel_load()
+            await self._stop_metrics()
+        await self._stop_watching()
+        self.store.close()
+
+    async def detach(self) -> bool:
+        """Leave the server running for the next ``vtc`` (the terminal hung up).
+
+        Stops load, telemetry and the watching, keeps the server and its state file (now
+        naming no console), and returns True. A server that could not be reattached (none
+        recorded in a state file, or not running) is stopped as :meth:`close` would, and
+        False is returned. After a detach, :meth:`close` and :meth:`abandon` do nothing.
+        """
+        if self._closed:
+            return self._detached
+        pid = self._supervisor.pid
+        keeper = self._server_state
+        if (
+            keeper is None
+            or pid is None
+            or self.state not in (ServerState.STARTING, ServerState.READY)
+            or not keeper.holds(pid)
+        ):
+            await self.close()
+            return False
+        self._closed = True
+        if self._vllm_cli_task is not None:
+            self._vllm_cli_task.cancel()
+        await self.cancel_load()
+        await self._stop_metrics()
+        if await self._supervisor.detach():
+            self._detached = True
+            keeper.release(pid)
+        else:  # it cannot be left running safely (it ended meanwhile): stop what is left
+            await self.stop_server()
+        await self._stop_watching()
+        self.store.close()
+        return self._detached
+
+    async def _stop_watching(self) -> None:
         for poller in (self._gpu_poller, self._host_poller):
             if poller is not None:
                 await poller.stop()
-        self.store.close()
+        if self._existing is not None:
+            await self._existing.aclose()
 
     def abandon(self) -> None:
         """Last resort once the event loop is gone (a crash): SIGKILL the server's group.
 
         The server runs in its own session, so its group id is its pid; orphaned
-        EngineCore/Worker processes stay in that group and go with it.
+        EngineCore/Worker processes stay in that group and go with it. Nothing happens
+        after a :meth:`detach` (the server was left running on purpose).
         """
+        if self._detached:
+            return
         pid = self._supervisor.pid
         if pid is None or self._supervisor.state not in (
             ServerState.STARTING,
@@ -385,6 +530,7 @@ class Session:
             startup = record.startup
             if isinstance(event, Launched):
                 self._update(log_path=event.log_path)
+                self._record_server(event, record)
             elif isinstance(event, StageReached):
                 stages = list(startup.stages)
                 if stages and stages[-1].seconds is None:
@@ -408,7 +554,9 @@ class Session:
                     )
                 )
             elif isinstance(event, Ready):
-                changes: dict[str, Any] = {"seconds_to_ready": event.elapsed}
+                changes: dict[str, Any] = {}
+                if self._supervisor is not self._existing:  # else: not a start we timed
+                    changes["seconds_to_ready"] = event.elapsed
                 if event.kv_cache_tokens is not None:
                     changes["kv_cache_tokens"] = event.kv_cache_tokens
                 if event.max_concurrency is not None:
@@ -423,10 +571,35 @@ class Session:
                 self._update(exit_code=event.exit_code)
                 if record.status is RunStatus.STARTING:
                     self._update(status=RunStatus.STOPPED)
+        if isinstance(event, Failed | Exited) and self._server_state is not None:
+            self._server_state.forget(self._supervisor.pid)
         self._emit(event)
 
+    def _record_server(self, event: Launched, record: RunRecord) -> None:
+        """Write the state file that lets a later ``vtc`` reattach (or ``vtc stop``)."""
+        if self._server_state is None or self.base_url is None:
+            return
+        try:
+            recorded = self._server_state.record(
+                pid=event.pid,
+                argv=event.argv,
+                base_url=self.base_url,
+                flags=self._server_flags,
+                log_path=event.log_path,
+                run_id=record.id,
+            )
+        except OSError as exc:  # a convenience: it must never break a launch
+            logger.warning("cannot write the server state file: %s", exc)
+            return
+        if not recorded:
+            logger.info("state file names another running server: pid %s not recorded", event.pid)
+
     def _start_metrics(self) -> None:
-        if self._metrics_poller_factory is None or self.base_url is None:
+        if (
+            self._metrics_poller_factory is None
+            or self.base_url is None
+            or self._metrics_poller is not None  # an attached server came back: still polling
+        ):
             return
         self._metrics_poller = self._metrics_poller_factory(self.base_url, self._on_metrics)
         self._metrics_poller.start()

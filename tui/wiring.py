@@ -26,6 +26,9 @@ from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
+from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
+from tui.server.attached import AttachedServer, attach_url
+from tui.server.handoff import DetachableSupervisor
 from tui.server.introspect import introspect_vllm, python_for_vllm
 from tui.server.kv_estimator import (
     KvEstimator,
@@ -35,10 +38,10 @@ from tui.server.kv_estimator import (
     is_cpu_build,
     sim_gpu_device,
 )
-from tui.server.supervisor import Supervisor
-from tui.session import LaunchConfig, PollerLike, Session, simulator_command
+from tui.session import ExistingServerFactory, LaunchConfig, PollerLike, Session, simulator_command
 from tui.store.history import RunStore, default_data_dir
 from tui.store.presets import load_presets
+from tui.store.server_state import ServerStateFile
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.host import HostSource
 from tui.telemetry.nvml import NvmlGpuSource
@@ -49,6 +52,7 @@ T = TypeVar("T")
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
 DEFAULT_SIM_GPU = "rtx3080-10gb"
+ATTACHED_FORM_MODEL = "attached"
 
 
 class ConsoleSetupError(Exception):
@@ -71,6 +75,7 @@ class ConsoleOptions:
     serve_args: list[str] = field(default_factory=list)
     data_dir: Path | None = None
     poll_interval_s: float = 1.0
+    attach: str | None = None  # the URL of a server this console watches but did not start
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, serve_args: Sequence[str]) -> ConsoleOptions:
@@ -86,6 +91,7 @@ class ConsoleOptions:
             startup_timeout=args.startup_timeout,
             autostart=not args.no_autostart,
             serve_args=list(serve_args),
+            attach=args.attach,
         )
 
 
@@ -124,6 +130,8 @@ def _local_client() -> httpx.AsyncClient:
 
 
 def _initial_flags(options: ConsoleOptions, preset: Preset | None) -> ServeFlags:
+    if options.attach and not (options.serve_args or preset or options.model):
+        return ServeFlags(model=ATTACHED_FORM_MODEL)  # the form is inert: r is refused
     if options.serve_args:
         try:
             flags = parse_serve_argv(options.serve_args).to_flags()
@@ -150,7 +158,20 @@ def _initial_flags(options: ConsoleOptions, preset: Preset | None) -> ServeFlags
 
 
 def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> Session:
-    """A ready-to-start session for ``options`` (demo: the simulator; else real vLLM)."""
+    """A ready-to-start session for ``options`` (demo: the simulator; else real vLLM).
+
+    ``attach``: a server at a URL, watched and loaded, never restarted or stopped. Else, a
+    server a previous console started and left running (its state file in the data dir,
+    one for the demo, one for real vLLM) is adopted instead of launching a new one.
+    """
+    attach: str | None = None
+    if options.attach is not None:
+        if options.demo:
+            raise ConsoleSetupError("--attach watches a server at a URL; drop --demo")
+        try:
+            attach = attach_url(options.attach)
+        except ValueError as exc:
+            raise ConsoleSetupError(str(exc)) from exc
     catalog = load_presets()
     preset_name = options.preset or (
         DEMO_PRESET if options.demo and not options.serve_args else None
@@ -174,6 +195,14 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
 
         def device() -> DeviceMemory | None:  # the pre-flight estimate's device
             return sim_gpu_device(gpu)
+    elif attach is not None:
+        command, launch_args = [options.vllm], []  # never launched: r is refused
+        mode_label = f"attached: {attach}"
+        store = store or RunStore(data_dir / "runs.sqlite")
+        log_dir = data_dir / "logs"
+
+        def device() -> DeviceMemory | None:  # no pre-flight for a server we do not launch
+            return None
     else:
         resolved = shutil.which(options.vllm)
         if resolved is None:
@@ -206,9 +235,9 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     )
     interval = options.poll_interval_s
 
-    def supervisor_factory(on_event: Callable[[ServerEvent], None]) -> Supervisor:
+    def supervisor_factory(on_event: Callable[[ServerEvent], None]) -> DetachableSupervisor:
         log_dir.mkdir(parents=True, exist_ok=True)
-        return Supervisor(
+        return DetachableSupervisor(
             command=launch.command,
             env=launch.env,
             log_dir=launch.log_dir,
@@ -247,6 +276,34 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         return _polling(host.sample, on_sample, interval=interval, name="host")
 
     api_key = os.environ.get("OPENAI_API_KEY") or os.environ.get("VLLM_API_KEY")
+    server_key = os.environ.get("VLLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    existing: ExistingServerFactory | None = None
+    keeper: ServerStateKeeper | None = None
+    notices: list[str] = []
+    if attach is not None:
+        url = attach
+
+        def existing(on_event: Callable[[ServerEvent], None]) -> AttachedServer:
+            return AttachedServer(url, on_event, api_key=server_key, poll_interval_s=interval)
+    else:
+        state_file = ServerStateFile.in_data_dir(data_dir, demo=options.demo)
+        keeper = ServerStateKeeper(state_file, mode="demo" if options.demo else "vllm")
+        found = inspect_state_file(state_file)
+        if found.notice:
+            notices.append(found.notice)
+        if found.record is not None:
+            adopted = found.record
+            stored = next((r for r in store.list() if r.id == adopted.run_id), None)
+
+            def existing(on_event: Callable[[ServerEvent], None]) -> AdoptedServer:
+                return AdoptedServer(
+                    adopted,
+                    on_event,
+                    api_key=os.environ.get("VLLM_API_KEY"),
+                    grace_s=launch.grace_s,
+                    startup=stored.startup if stored is not None else None,
+                )
+
     return Session(
         launch=launch,
         store=store,
@@ -260,7 +317,11 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         host_poller_factory=host_poller,
         gpu_from_server_metrics=options.demo,
         autostart=options.demo and options.autostart,
+        can_restart=attach is None,
         initial_preset=preset.name if preset is not None and not options.serve_args else None,
-        estimator=KvEstimator(device, env={**os.environ, **launch.env}),
+        estimator=KvEstimator(device, env={**os.environ, **launch.env}) if attach is None else None,
         vllm_cli_loader=vllm_cli_loader,
+        existing_server=existing,
+        server_state=keeper,
+        notices=notices,
     )

@@ -196,9 +196,12 @@ async def test_attached_sessions_refuse_restart_and_stop() -> None:
     assert "did not start" in notes.text()
 
 
-@pytest.mark.parametrize("how", ["q", "SIGHUP"])
-async def test_q_or_a_hangup_closes_the_session_and_exits(how: str) -> None:
-    """q, or the terminal going away (SSH dropped, tmux pane killed), stops what it started."""
+@pytest.mark.parametrize(
+    ("how", "ends_with"), [("q", "close"), ("SIGTERM", "close"), ("SIGHUP", "detach")]
+)
+async def test_q_sigterm_close_and_a_hangup_detaches(how: str, ends_with: str) -> None:
+    """q and SIGTERM stop what the console started; the terminal going away (SSH dropped,
+    tmux pane killed) detaches, leaving the server for the next vtc."""
     session = FakeSession()
     app, _ = make(session)
 
@@ -208,14 +211,25 @@ async def test_q_or_a_hangup_closes_the_session_and_exits(how: str) -> None:
             # simulate_key, not pilot.press: press then waits on a screen that leaves with the app
             app.simulate_key("q")
         else:
-            app.on_signal(signal.SIGHUP)
+            app.on_signal(signal.Signals[how])
 
     # run_async returns only once the app has exited: the key or the signal must get it there.
     await asyncio.wait_for(
         app.run_async(headless=True, size=(80, 24), auto_pilot=leave), timeout=30
     )
-    assert session.calls[-1] == "close"
+    assert session.calls[-1] == ends_with
+    assert ("close" in session.calls) is (ends_with == "close")
     assert app.return_code == 0
+
+
+async def test_startup_notices_are_shown_once_the_session_started() -> None:
+    session = FakeSession()
+    session.notices = ["Reattached to the server vtc started earlier: pid 42 at http://h:8000."]
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+    assert session.calls[0] == "start"
+    assert "Reattached to the server vtc started earlier: pid 42" in notes.text()
 
 
 async def test_help_lists_every_key_and_closes_with_escape() -> None:

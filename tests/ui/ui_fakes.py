@@ -8,8 +8,10 @@ Everything here is fixed data: no clocks, no randomness.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.events import ServerState
@@ -17,10 +19,12 @@ from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.session import RunUpdated, SessionEvent
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+VLLM_CLI_FIXTURE = Path(__file__).parent.parent / "domain" / "vllm_cli_fixture.json"
 GIB = 1024**3
 FIXED_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -40,6 +44,7 @@ class FakeSession:
         can_restart: bool = True,
         log_lines: Sequence[str] = (),
         warnings: Sequence[str] = (),
+        vllm_cli: VllmCli | None = None,
     ) -> None:
         self.mode_label = mode_label
         self.can_restart = can_restart
@@ -51,6 +56,9 @@ class FakeSession:
         self.initial_load = initial_load or LoadSpec()
         self.initial_preset: str | None = None
         self.log_lines: list[str] = list(log_lines)
+        self.notices: list[str] = []
+        self.vllm_cli = vllm_cli  # the real session loads it after start (tests set it)
+        self.vllm_cli_error: str | None = None
         self.warnings = list(warnings)
         self.listeners: list[Callable[[SessionEvent], None]] = []
         self.calls: list[str] = []
@@ -103,6 +111,11 @@ class FakeSession:
         """Record that the console closed the session."""
         self.calls.append("close")
         self.closed = True
+
+    async def detach(self) -> bool:
+        """Record that the console detached (the server would run on)."""
+        self.calls.append("detach")
+        return True
 
     def preflight(self, flags: ServeFlags) -> list[str]:
         """The scripted warnings."""
@@ -284,3 +297,8 @@ def populated_session() -> FakeSession:
         presets=presets(),
         log_lines=LOG_TAIL,
     )
+
+
+def fixture_cli() -> VllmCli:
+    """A small flag list: part of vLLM 0.32.0's ``vllm serve`` (tests/domain's fixture)."""
+    return VllmCli.from_json(json.loads(VLLM_CLI_FIXTURE.read_text()))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -18,6 +20,24 @@ from tui.ui.screens.main import Clock, MainScreen
 from tui.ui.session_port import SessionPort
 
 STYLES = Path(__file__).parent / "styles"
+HANGUP_EXIT_S = 60.0
+"""After a hang-up the process ends within this long, whatever happens (a stop included)."""
+DETACHED_EXIT_S = 3.0
+"""Once detached after a hang-up, how long Textual gets to shut down before the process ends."""
+
+
+def exit_backstop(seconds: float) -> threading.Timer:
+    """End the process in ``seconds`` unless it has ended by then (a daemon timer).
+
+    Needed after a hang-up: Textual's output thread dies on its first write to the hung-up
+    terminal (EIO), its queue fills, and the app's shutdown then blocks forever writing the
+    terminal-restore codes (Textual 8.2 ``LinuxDriver``), deaf to SIGTERM. The session has
+    detached (or closed) by then, and nobody is left to see the screen.
+    """
+    timer = threading.Timer(seconds, os._exit, args=(0,))
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 class VtcApp(App[None]):
@@ -66,9 +86,10 @@ class VtcApp(App[None]):
         self._signals = []
 
     def _install_signal_handlers(self) -> None:
-        # A dropped SSH session or a killed tmux pane sends SIGHUP: without this the console
-        # would die at once and leave the server it started (its own process group) running,
-        # holding the GPU. SIGTERM gets the same orderly close.
+        # A dropped SSH session or a killed tmux pane sends SIGHUP: the console detaches,
+        # leaving the server it started (its own session, so the hang-up never reaches it)
+        # running for the next `vtc` to reattach to, or `vtc stop` to stop. SIGTERM is an
+        # explicit request to end: it quits like q, stopping what this console started.
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGHUP, signal.SIGTERM):
             try:
@@ -78,15 +99,36 @@ class VtcApp(App[None]):
             self._signals.append(sig)
 
     def on_signal(self, sig: int) -> None:
-        """SIGHUP/SIGTERM: close the session (the server this console started), then exit."""
-        self.log.warning(f"signal {sig}: closing the session")
-        self._signal_task = asyncio.ensure_future(self.action_quit())
+        """SIGHUP: detach (the server runs on), then exit. SIGTERM: quit as q does."""
+        if sig == signal.SIGHUP:
+            self.log.warning("hang-up: detaching, the server keeps running")
+            if not self.is_headless:  # a real terminal, and it is gone
+                exit_backstop(HANGUP_EXIT_S)
+            self._signal_task = asyncio.ensure_future(self.detach())
+        else:
+            self.log.warning(f"signal {sig}: closing the session")
+            self._signal_task = asyncio.ensure_future(self.action_quit())
+
+    async def detach(self) -> None:
+        """Leave the server running for the next ``vtc`` (the session says if it could), exit."""
+        if self._quitting:
+            return
+        self._quitting = True
+        try:
+            await self.session.detach()
+        except Exception as exc:  # still exit: the terminal is gone
+            self.log.error(f"session detach failed: {exc!r}")
+        if not self.is_headless:  # nothing left to do but restore a terminal that is gone
+            exit_backstop(DETACHED_EXIT_S)
+        self.exit()
 
     async def _start(self) -> None:
         try:
             await self.session.start()
         except Exception as exc:  # show it; the operator may still fix the form and press r
             self.notify(str(exc), title="Session start failed", severity="error", timeout=15)
+        for notice in self.session.notices:  # e.g. reattached, or a stale state file removed
+            self.notify(notice, timeout=10)
 
     def _on_session_event(self, event: SessionEvent) -> None:
         # Called on the app's loop; the message queue keeps widget updates in order.

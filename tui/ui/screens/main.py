@@ -24,6 +24,7 @@ from tui.ui.screens.help import HelpScreen
 from tui.ui.server_view import ServerView, reduce, view_from_record
 from tui.ui.session_port import SessionPort
 from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
 from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.metrics_panel import MetricsPanel
@@ -75,11 +76,17 @@ class MainScreen(Screen[None]):
                 self.session.initial_load,
                 list(self.session.presets),
                 initial_preset=self.session.initial_preset,
+                cli_status=self._cli_status,
                 id="form",
                 classes="panel",
             )
             yield ResultsBoard(id="board", classes="panel")
         yield Footer()
+
+    def _cli_status(self) -> CliStatus:
+        """The installed vLLM's flag list as the session has it now (it loads after start)."""
+        session = self.session
+        return cli_status(session.vllm_cli, session.vllm_cli_error, session.mode_label)
 
     def on_mount(self) -> None:
         """Titles, then what the session already knows (a late start shows the board)."""

@@ -7,7 +7,7 @@ vLLM would reject before anything launches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from textual import events, on
@@ -35,6 +35,7 @@ from tui.ui.form_values import (
     workload_text,
 )
 from tui.ui.widgets.flag_field import FlagField
+from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
 MODEL = "model"
@@ -58,10 +59,14 @@ class FlagForm(Vertical):
         presets: list[Preset],
         *,
         initial_preset: str | None = None,
+        cli_status: Callable[[], CliStatus] | None = None,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
+        # The installed vLLM's full flag list, read when the search section asks (it may
+        # arrive after mount); without a source the section only says there is none.
+        self._cli_status = cli_status or (lambda: CliStatus(None, "no vLLM flag list"))
         self._flags = flags
         self._load = load
         self._presets = list(presets)
@@ -100,6 +105,10 @@ class FlagForm(Vertical):
                 yield Static(group.value, classes="group-title")
                 for spec in specs:
                     yield FlagField.for_flag(spec, flag_text(spec, getattr(self._flags, spec.name)))
+            yield Static("More vLLM flags", classes="group-title")
+            declared = {MODEL, "--model"} | {s.name for s in flag_specs()}
+            declared |= {s.cli for s in flag_specs()}
+            yield FlagSearch(self._cli_status, declared, id="flag-search-section")
             yield FlagField(
                 EXTRA,
                 "extra args",
@@ -238,6 +247,17 @@ class FlagForm(Vertical):
     def _revalidate_now(self) -> None:
         self._revalidate_pending = False
         self.revalidate()
+
+    @on(FlagSearch.Picked)
+    def _flag_picked(self, event: FlagSearch.Picked) -> None:
+        """Append the picked option to the extra args and put the cursor after it."""
+        event.stop()
+        current = self.field(EXTRA).value.rstrip()
+        self.field(EXTRA).set_value((current + " " if current else "") + insertion(event.flag))
+        editor = self.field(EXTRA).editor
+        if isinstance(editor, Input):
+            editor.cursor_position = len(editor.value)
+        self.focus_field(EXTRA)
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:

@@ -10,7 +10,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from tui.domain.flags import diff_flags, format_value
-from tui.domain.results import BenchResult, RunRecord, RunStatus
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.compare import CARD_METRICS, CardMetric, delta
 from tui.ui.format import NA, seconds, signed_percent, tokens
 
@@ -49,7 +49,7 @@ def _status_line(record: RunRecord) -> Content:
     startup = record.startup
     if startup.seconds_to_ready is not None:
         text.append(f" up {seconds(startup.seconds_to_ready)}")
-    if startup.kv_cache_tokens is not None:
+    if startup.kv_cache_tokens is not None and startup.kv_estimate_tokens is None:
         text.append(f" KV {tokens(startup.kv_cache_tokens)}")
     if status is RunStatus.STARTING and startup.stages:
         text.append(f" {startup.stages[-1].name}")
@@ -59,6 +59,35 @@ def _status_line(record: RunRecord) -> Content:
 
 
 MODEL_WIDTH = 30  # a card's text width: long model ids keep their informative tail
+ESTIMATE_OFF = 10.0  # percent: an estimate further off than this is shown as a warning
+
+
+def _short_tokens(n: int) -> str:
+    """``1,234,567`` -> ``1.23M``, ``98,304`` -> ``98.3k``: for a line that must fit."""
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.2f}M"
+    if n >= 10_000:
+        return f"{n / 1000:.1f}k"
+    return tokens(n)
+
+
+def kv_line(startup: StartupProfile) -> Content | None:
+    """``KV 2,272 (est 2,300, +1.2%)``: the logged capacity, the pre-flight estimate and its
+    error against it (``est 2,300`` until the server logs); ``None`` without an estimate,
+    whose card keeps the capacity on its status line."""
+    est, logged = startup.kv_estimate_tokens, startup.kv_cache_tokens
+    if est is None:
+        return None
+    if logged is None:
+        return Content.assemble("KV ", (f"est {tokens(est)}", "$text-muted"))
+    error = (est - logged) / logged * 100 if logged else None
+    style = "$warning" if error is not None and abs(error) > ESTIMATE_OFF else "$text-muted"
+    shown = f", {signed_percent(error)}" if error is not None else ""
+    for fmt in (tokens, _short_tokens):
+        head, tail = f"KV {fmt(logged)}", f" (est {fmt(est)}{shown})"
+        if len(head + tail) <= MODEL_WIDTH:
+            break
+    return Content.assemble(head, (tail, style))
 
 
 def _model_line(model: str) -> Content:
@@ -117,6 +146,9 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
     """
     is_first = context.baseline is None
     lines = [_status_line(record)]
+    kv = kv_line(record.startup)
+    if kv is not None:
+        lines.append(kv)
     if not is_first:
         lines += _flag_lines(record, context)
     if record.status is RunStatus.FAILED:

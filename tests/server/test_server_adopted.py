@@ -1,0 +1,341 @@
+"""Reattach pieces against real (tiny, sleeping) processes: is the recorded server still the
+same process, the state-file keeper, watching and stopping an adopted server, ``vtc stop``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tui.domain.events import Exited, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.flags import ServeFlags
+from tui.server.adopted import (
+    AdoptedServer,
+    ServerStateKeeper,
+    argv_matches,
+    check_record,
+    inspect_state_file,
+    stop_recorded_server,
+)
+from tui.server.process import ProcessInfo
+from tui.store.server_state import ServerStateFile, ServerStateRecord
+
+# A "server": its own session (as the supervisor launches one) with one child, both sleeping.
+# With "stubborn" both ignore SIGTERM, so only SIGKILL ends them.
+SERVER = r"""
+import signal, subprocess, sys, time
+stubborn = "stubborn" in sys.argv
+if stubborn:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+code = ("import signal, time\n"
+        + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if stubborn else "")
+        + "while True: time.sleep(1)")
+child = subprocess.Popen([sys.executable, "-c", code])
+print(child.pid, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+class Spawned:
+    """One fake server: the Popen, its argv, the child's pid."""
+
+    def __init__(self, stubborn: bool = False) -> None:
+        self.argv = [sys.executable, "-c", SERVER, *(["stubborn"] if stubborn else [])]
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+        assert self.proc.stdout is not None
+        self.child_pid = int(self.proc.stdout.readline())
+        self.create_time = psutil.Process(self.proc.pid).create_time()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def record(self, tmp_path: Path, **changes: object) -> ServerStateRecord:
+        base = ServerStateRecord(
+            pid=self.pid,
+            pgid=self.pid,
+            create_time=self.create_time,
+            base_url="http://127.0.0.1:1",
+            argv=self.argv,
+            flags={"model": "m", "max_model_len": 512},
+            log_path=str(tmp_path / "serve.log"),
+            run_id=3,
+            mode="demo",
+        )
+        return base.model_copy(update=changes)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.child_pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def spawn() -> Iterator[list[Spawned]]:
+    """Fake servers started by a test; afterwards each tree is killed and reaped."""
+    started: list[Spawned] = []
+    yield started
+    for s in started:
+        s.kill()
+
+
+def start(spawn: list[Spawned], stubborn: bool = False) -> Spawned:
+    s = Spawned(stubborn)
+    spawn.append(s)
+    return s
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+# -- is it still the same process? ------------------------------------------------------------
+def test_argv_matches_exactly_or_behind_an_interpreter() -> None:
+    argv = ["/venv/bin/vllm", "serve", "m", "--port", "8000"]
+    assert argv_matches(argv, argv)
+    assert argv_matches(["/venv/bin/python3", *argv], argv)  # the #! line ran it
+    assert not argv_matches(["/venv/bin/python3", "/venv/bin/vllm", "serve", "other"], argv)
+    assert not argv_matches(argv[:-1], argv)
+    assert not argv_matches(argv, [])
+
+
+def test_a_running_server_is_recognised(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    check = check_record(s.record(tmp_path))
+    assert check.running and check.reason == "" and check.console_pid is None
+
+
+def test_a_dead_pid_is_stale(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    record = s.record(tmp_path)
+    s.kill()
+    check = check_record(record)
+    assert not check.running
+    assert str(s.pid) in check.reason
+
+
+def test_a_reused_pid_is_stale_by_its_creation_time(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    # The same pid, but a process created at another time: the kernel reused the number.
+    check = check_record(s.record(tmp_path, create_time=s.create_time - 3600))
+    assert not check.running
+    assert "another process" in check.reason
+
+
+def test_a_pid_running_another_command_is_stale(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    check = check_record(s.record(tmp_path, argv=["/venv/bin/vllm", "serve", "m"]))
+    assert not check.running
+    assert "something else" in check.reason
+
+
+def test_a_live_console_still_watching_it_is_reported(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    me = psutil.Process()
+    watched = s.record(tmp_path, console_pid=me.pid, console_create_time=me.create_time())
+    assert check_record(watched).console_pid == me.pid
+    # A console pid whose start time does not match is a dead console's reused pid.
+    stale_console = watched.model_copy(update={"console_create_time": me.create_time() - 60})
+    assert check_record(stale_console).console_pid is None
+
+
+def test_inspect_adopts_a_free_server_and_removes_stale_files(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
+    s = start(spawn)
+    file = ServerStateFile(tmp_path / "server.json")
+    assert inspect_state_file(file).record is None and inspect_state_file(file).notice is None
+
+    recorded = s.record(tmp_path)
+    file.write(recorded)
+    found = inspect_state_file(file)
+    assert found.record == recorded
+    assert found.notice is not None and str(s.pid) in found.notice
+    assert file.exists()
+
+    me = psutil.Process()
+    file.write(s.record(tmp_path, console_pid=me.pid, console_create_time=me.create_time()))
+    busy = inspect_state_file(file)
+    assert busy.record is None and busy.notice is not None and "another vtc" in busy.notice
+    assert file.exists()  # another console's: left alone
+
+    file.write(s.record(tmp_path, create_time=s.create_time - 3600))
+    stale = inspect_state_file(file)
+    assert stale.record is None and stale.notice is not None and "stale" in stale.notice
+    assert not file.exists()
+    assert s.proc.poll() is None  # a stale record is never acted on
+
+    file.path.write_text("{not json")
+    broken = inspect_state_file(file)
+    assert broken.record is None and broken.notice is not None and "unreadable" in broken.notice
+    assert not file.exists()
+
+
+# -- the keeper -----------------------------------------------------------------------------
+def test_the_keeper_records_releases_and_forgets(spawn: list[Spawned], tmp_path: Path) -> None:
+    a, b = start(spawn), start(spawn)
+    file = ServerStateFile(tmp_path / "demo-server.json")
+    keeper = ServerStateKeeper(file, mode="demo")
+    flags = ServeFlags(model="m", port=8123)
+    common = {"base_url": "http://127.0.0.1:8123", "flags": flags, "log_path": None}
+    assert keeper.record(pid=a.pid, argv=a.argv, run_id=1, **common)  # type: ignore[arg-type]
+    saved = file.read()
+    assert saved is not None
+    assert (saved.pid, saved.pgid, saved.run_id, saved.mode) == (a.pid, a.pid, 1, "demo")
+    assert saved.create_time == pytest.approx(a.create_time, abs=0.01)
+    assert saved.console_pid == os.getpid()
+    assert ServeFlags.model_validate(saved.flags) == flags
+    assert keeper.holds(a.pid) and not keeper.holds(b.pid)
+
+    # Another keeper (another console) must not overwrite the record of a running server.
+    other = ServerStateKeeper(file, mode="demo")
+    assert not other.record(pid=b.pid, argv=b.argv, run_id=2, **common)  # type: ignore[arg-type]
+    assert file.read() == saved
+    other.forget(b.pid)
+    assert file.exists()
+
+    assert keeper.release(a.pid)  # a detach: the file stays, naming no console
+    released = file.read()
+    assert released is not None and released.pid == a.pid and released.console_pid is None
+    assert not keeper.holds(a.pid)
+
+    assert keeper.record(pid=a.pid, argv=a.argv, run_id=1, **common)  # adopted again
+    readopted = file.read()
+    assert readopted is not None and readopted.started_at == saved.started_at
+    keeper.forget(a.pid)  # it stopped
+    assert not file.exists()
+
+
+# -- an adopted server ------------------------------------------------------------------------
+class FakeProber:
+    """/health answers ``status``."""
+
+    def __init__(self, status: int | None = 200) -> None:
+        self.status = status
+
+    async def health(self, url: str) -> int | None:
+        return self.status
+
+    async def models(self, url: str) -> list[str] | None:
+        return ["m"]
+
+
+async def until(done: object, what: str, timeout: float = 15.0) -> None:
+    assert callable(done)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done():
+        if loop.time() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def test_an_adopted_server_is_announced_followed_and_stopped_whole(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
+    s = start(spawn)
+    log = tmp_path / "serve.log"
+    log.write_text("# vtc: vllm serve m\nline one\nline two\n")
+    events: list[ServerEvent] = []
+    server = AdoptedServer(
+        s.record(tmp_path), events.append, http=FakeProber(), grace_s=2, poll_interval_s=0.05
+    )
+    assert await server.connect() == ServeFlags(model="m", max_model_len=512)
+    assert server.state is ServerState.READY and list(server.log_lines) == ["line one", "line two"]
+    server.watch()
+    await until(lambda: any(isinstance(e, Ready) for e in events), "Ready")
+    assert isinstance(events[0], Launched) and events[0].pid == s.pid
+    assert [e.text for e in events if isinstance(e, LogLine)] == ["line one", "line two"]
+
+    with log.open("a") as f:  # the relay keeps appending the server's output
+        f.write("line three\nhalf a li")
+    await until(lambda: "line three" in server.log_lines, "the appended line")
+    assert "half a li" not in server.log_lines  # only complete lines
+    with log.open("a") as f:
+        f.write("ne\n")
+    await until(lambda: "half a line" in server.log_lines, "the completed line")
+
+    await server.stop()
+    assert server.state is ServerState.STOPPED
+    assert events[-1] == Exited(exit_code=None, requested=True)
+    assert server.last_termination is not None and server.last_termination.clean
+    assert gone(s.pid) and gone(s.child_pid)  # the tree, not just the root
+    await server.stop()  # again: nothing more happens
+    assert [type(e) for e in events].count(Exited) == 1
+    await server.aclose()
+
+
+async def test_an_adopted_server_that_dies_leaves_no_orphan(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
+    s = start(spawn)
+    events: list[ServerEvent] = []
+    server = AdoptedServer(
+        s.record(tmp_path, log_path=None), events.append, http=FakeProber(None), grace_s=2,
+        poll_interval_s=0.05,
+    )  # fmt: skip
+    await server.connect()
+    assert server.state is ServerState.STARTING  # alive, /health not answering yet
+    server.watch()
+    await asyncio.sleep(1.2)  # lets it snapshot the tree (once a second)
+    os.kill(s.pid, signal.SIGKILL)  # the API server alone dies, as under the OOM killer
+    await until(lambda: any(isinstance(e, Exited) for e in events), "Exited")
+    assert events[-1] == Exited(exit_code=None, requested=False)
+    assert server.state is ServerState.STOPPED
+    await until(lambda: gone(s.child_pid), "the orphan to be killed")
+    await server.aclose()
+
+
+async def test_start_is_refused(spawn: list[Spawned], tmp_path: Path) -> None:
+    s = start(spawn)
+    server = AdoptedServer(s.record(tmp_path), lambda e: None, http=FakeProber())
+    with pytest.raises(RuntimeError, match="cannot be relaunched"):
+        await server.start(ServeFlags(model="m"))
+
+
+# -- vtc stop ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("stubborn", [False, True])
+def test_stop_takes_the_recorded_tree_down(
+    spawn: list[Spawned], tmp_path: Path, stubborn: bool
+) -> None:
+    s = start(spawn, stubborn=stubborn)
+    file = ServerStateFile(tmp_path / "server.json")
+    file.write(s.record(tmp_path))
+    outcome = stop_recorded_server(file, grace_s=0.5)
+    assert outcome.stopped, outcome.message
+    assert str(s.pid) in outcome.message and "http://127.0.0.1:1" in outcome.message
+    assert ("SIGKILL" in outcome.message) is stubborn
+    assert ("SIGTERM" in outcome.message) is not stubborn
+    assert not file.exists()
+    s.proc.wait(timeout=5)
+    assert gone(s.child_pid)
+    assert not ProcessInfo(s.child_pid, psutil.Process().create_time()).is_alive()
+
+
+def test_stop_with_nothing_recorded_or_a_stale_record(spawn: list[Spawned], tmp_path: Path) -> None:
+    file = ServerStateFile(tmp_path / "server.json")
+    nothing = stop_recorded_server(file)
+    assert not nothing.stopped and nothing.message == "no server started by vtc is running"
+
+    s = start(spawn)
+    file.write(s.record(tmp_path, create_time=s.create_time - 3600))  # pid reused
+    stale = stop_recorded_server(file)
+    assert not stale.stopped and "stale" in stale.message
+    assert not file.exists()
+    assert s.proc.poll() is None  # the process now holding that pid is left alone

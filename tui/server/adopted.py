@@ -1,0 +1,621 @@
+"""Reattach: the server a previous console started, found through its state file.
+
+The pieces, in the order a server meets them:
+
+- :class:`ServerStateKeeper` keeps ``server.json`` (:mod:`tui.store.server_state`) in step
+  with the server a console launches: written at launch, released (the console no longer
+  watches) at a detach, removed when the server stops or exits.
+- :func:`inspect_state_file` decides, when the next ``vtc`` starts, whether the recorded
+  server still runs: the same pid *with the same creation time* (a pid the kernel reused
+  for another process is never acted on) and the same command line. A stale file is
+  removed with a notice.
+- :class:`AdoptedServer` watches such a server for the session in place of the
+  supervisor: not our child, so psutil says whether it lives, ``/health`` whether it
+  serves, and its log file (kept growing by the relay of :mod:`tui.server.handoff`) is
+  tailed into ``log_lines``. ``stop()`` takes the whole tree down like the supervisor does.
+- :func:`stop_recorded_server` is ``vtc stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psutil
+from pydantic import ValidationError
+
+from tui.domain.events import (
+    Exited,
+    Failed,
+    Launched,
+    LogLine,
+    Ready,
+    ServerEvent,
+    ServerState,
+)
+from tui.domain.flags import ServeFlags
+from tui.domain.results import StartupProfile
+from tui.server.diagnose import diagnose
+from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
+from tui.server.process import (
+    ProcessInfo,
+    TerminationReport,
+    group_members,
+    snapshot_tree,
+    terminate_tree,
+)
+from tui.server.stages import StageTracker
+from tui.server.supervisor import HealthProber, HttpxProber
+from tui.store.server_state import ServerStateError, ServerStateFile, ServerStateRecord
+
+logger = logging.getLogger(__name__)
+
+_SAME_PROCESS_S = 0.01  # create_time tolerance (ProcessInfo uses the same)
+_INITIAL_TAIL_LINES = 200  # what a reattached console shows of the log before new lines
+_TAIL_READ_BYTES = 256 * 1024
+_DIAGNOSE_READ_BYTES = 2 * 1024 * 1024  # enough of the log for a traceback and its context
+_LOG_HEADER = "# vtc: "  # the supervisor's first line in a log file (the command), not output
+
+
+# -- is it still running? ---------------------------------------------------------------------
+def argv_matches(cmdline: Sequence[str], argv: Sequence[str]) -> bool:
+    """Whether a running process's ``cmdline`` is the recorded ``argv``.
+
+    Equal, or ``argv`` behind an interpreter: a ``vllm`` console script runs as
+    ``python /path/vllm serve ...`` (the kernel puts the ``#!`` interpreter in front).
+    """
+    cmd, want = list(cmdline), list(argv)
+    if not want:
+        return False
+    return cmd == want or (len(cmd) > len(want) and cmd[-len(want) :] == want)
+
+
+@dataclass(frozen=True)
+class StateCheck:
+    """What :func:`check_record` found about a recorded server."""
+
+    running: bool
+    reason: str = ""  # why it is not running, when it is not
+    console_pid: int | None = None  # a live console that watches it now, if any
+
+
+def _alive(pid: int | None, create_time: float | None) -> bool:
+    if pid is None or create_time is None:
+        return False
+    return ProcessInfo(pid=pid, create_time=create_time).is_alive()
+
+
+def check_record(record: ServerStateRecord) -> StateCheck:
+    """Whether the process ``record`` names still runs: same pid, start time and argv."""
+    try:
+        proc = psutil.Process(record.pid)
+        with proc.oneshot():
+            created = proc.create_time()
+            status = proc.status()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return StateCheck(False, f"pid {record.pid} has exited")
+    except psutil.AccessDenied:
+        return StateCheck(False, f"pid {record.pid} cannot be inspected (access denied)")
+    if status == psutil.STATUS_ZOMBIE:
+        return StateCheck(False, f"pid {record.pid} has exited")
+    if abs(created - record.create_time) > _SAME_PROCESS_S:
+        when = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return StateCheck(
+            False, f"pid {record.pid} now belongs to another process (started {when})"
+        )
+    try:
+        cmdline = proc.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return StateCheck(False, f"pid {record.pid} has exited")
+    except psutil.AccessDenied:
+        cmdline = list(record.argv)  # the start time already matched: trust it
+    if not argv_matches(cmdline, record.argv):
+        shown = " ".join(cmdline)[:80]
+        return StateCheck(False, f"pid {record.pid} runs something else: {shown}")
+    console = record.console_pid
+    if console is not None and not _alive(console, record.console_create_time):
+        console = None
+    return StateCheck(True, console_pid=console)
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """The state file as a new console finds it: a server to adopt, and/or a notice."""
+
+    record: ServerStateRecord | None = None  # running and free: adopt it
+    notice: str | None = None  # what the operator should be told
+
+
+def inspect_state_file(file: ServerStateFile) -> Inspection:
+    """Read ``file`` at startup; remove it when it is stale (never acting on its pid)."""
+    try:
+        record = file.read()
+    except ServerStateError as exc:
+        file.remove()
+        return Inspection(notice=f"Removed an unreadable server state file: {exc}")
+    if record is None:
+        return Inspection()
+    check = check_record(record)
+    if not check.running:
+        file.remove(pid=record.pid)
+        return Inspection(
+            notice=f"Removed a stale server state file ({record.base_url}): {check.reason}."
+        )
+    if check.console_pid is not None:
+        return Inspection(
+            notice=f"The server vtc started at {record.base_url} (pid {record.pid}) is "
+            f"watched by another vtc console (pid {check.console_pid}): left to it."
+        )
+    return Inspection(
+        record=record,
+        notice=f"Reattached to the server vtc started earlier: pid {record.pid} at "
+        f"{record.base_url}.",
+    )
+
+
+# -- the state file, kept in step with the running server -------------------------------------
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return None
+
+
+class ServerStateKeeper:
+    """Writes, releases and removes the state file for the server a console runs."""
+
+    def __init__(self, file: ServerStateFile, *, mode: str) -> None:
+        self.file = file
+        self.mode = mode
+        self._pid: int | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server this keeper recorded (and still holds the file for)."""
+        return self._pid
+
+    def holds(self, pid: int) -> bool:
+        """Whether the state file is this console's record of ``pid``."""
+        if self._pid != pid:
+            return False
+        try:
+            record = self.file.read()
+        except ServerStateError:
+            return False
+        return record is not None and record.pid == pid
+
+    def record(
+        self,
+        *,
+        pid: int,
+        argv: Sequence[str],
+        base_url: str,
+        flags: ServeFlags | None,
+        log_path: str | None,
+        run_id: int | None,
+    ) -> bool:
+        """Record a server this console now watches; ``False`` if the file is another's.
+
+        A file that names another server which still runs is left alone: that server
+        belongs to another console (or was left by one), and only one can be reattached.
+        """
+        existing: ServerStateRecord | None
+        try:
+            existing = self.file.read()
+        except ServerStateError:
+            existing = None
+        if existing is not None and existing.pid != pid and check_record(existing).running:
+            return False
+        created = _create_time(pid)
+        if created is None:
+            return False  # already gone: nothing to reattach to
+        me = psutil.Process()
+        self.file.write(
+            ServerStateRecord(
+                pid=pid,
+                pgid=pid,  # started with start_new_session: it leads its own group
+                create_time=created,
+                base_url=base_url,
+                argv=list(argv),
+                flags=flags.model_dump(mode="json", exclude_none=True) if flags is not None else {},
+                log_path=log_path,
+                run_id=run_id,
+                mode=self.mode,
+                started_at=(
+                    existing.started_at
+                    if existing is not None and existing.pid == pid
+                    else datetime.now(UTC)
+                ),
+                console_pid=me.pid,
+                console_create_time=me.create_time(),
+            )
+        )
+        self._pid = pid
+        return True
+
+    def release(self, pid: int) -> bool:
+        """The console detaches: the file stays, naming no console (the next may adopt)."""
+        if not self.holds(pid):
+            return False
+        record = self.file.read()
+        assert record is not None
+        released = record.model_copy(update={"console_pid": None, "console_create_time": None})
+        self.file.write(released)
+        self._pid = None
+        return True
+
+    def forget(self, pid: int | None) -> None:
+        """The server stopped or exited: remove its file (only if it still names it)."""
+        if pid is None or self._pid != pid:
+            return
+        self._pid = None
+        try:
+            self.file.remove(pid=pid)
+        except OSError as exc:  # a leftover file is found stale and removed next time
+            logger.warning("cannot remove %s: %s", self.file.path, exc)
+
+
+# -- watching an adopted server ---------------------------------------------------------------
+def _read_tail(path: Path, max_bytes: int) -> tuple[list[str], int]:
+    """The complete lines in the last ``max_bytes`` of ``path``, and the file's size."""
+    with path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        start = max(0, size - max_bytes)
+        f.seek(start)
+        data = f.read(size - start)
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if start > 0:
+        lines = lines[1:]  # the first one is cut
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line for line in lines if not line.startswith(_LOG_HEADER)], size
+
+
+class AdoptedServer:
+    """A running server a previous console started, watched in the supervisor's place.
+
+    The server is not this process's child, so there is no exit code (``None``
+    throughout). States: STARTING until ``/health`` first answers 200, then READY; STOPPED
+    (or FAILED, when its log diagnoses a known failure) once its process is gone.
+    """
+
+    label = "adopted"
+    """The label of the board card made for it when its own run is no longer stored."""
+
+    def __init__(
+        self,
+        record: ServerStateRecord,
+        on_event: Callable[[ServerEvent], None],
+        *,
+        http: HealthProber | None = None,
+        api_key: str | None = None,
+        grace_s: float = 10.0,
+        poll_interval_s: float = 0.25,
+        health_interval_s: float = 1.0,
+        startup: StartupProfile | None = None,
+        max_log_lines: int = DEFAULT_MAX_LINES,
+    ) -> None:
+        self._record = record
+        self._on_event = on_event
+        self._own_http = http is None
+        self._http: HealthProber = http or HttpxProber(api_key=api_key)
+        self._grace_s = grace_s
+        self._poll_s = poll_interval_s
+        self._health_s = health_interval_s
+        self._startup = startup  # how its start went, from its run record (if stored)
+        self._state = ServerState.IDLE
+        self._log = LogBuffer(max_lines=max_log_lines)
+        self._log_pos = 0
+        self._partial = b""
+        self._tracker = StageTracker()
+        self._root = ProcessInfo(pid=record.pid, create_time=record.create_time)
+        self._known: dict[tuple[int, float], ProcessInfo] = {
+            (record.pid, record.create_time): self._root
+        }
+        self._watcher: asyncio.Task[None] | None = None
+        self._stopper: asyncio.Task[None] | None = None
+        self._ended = False
+        self.last_termination: TerminationReport | None = None
+        """What the last tree termination found."""
+
+    # -- what the session reads -------------------------------------------------------------
+    @property
+    def state(self) -> ServerState:
+        """Where the adopted server is in its lifecycle."""
+        return self._state
+
+    @property
+    def pid(self) -> int | None:
+        """The server's pid (its process group too)."""
+        return self._record.pid
+
+    @property
+    def base_url(self) -> str:
+        """Where it answers, as recorded."""
+        return self._record.base_url
+
+    @property
+    def log_lines(self) -> Sequence[str]:
+        """The tail of its log file, growing as the file does."""
+        return self._log
+
+    @property
+    def run_id(self) -> int | None:
+        """The stored run this server belongs to (the session makes it current again)."""
+        return self._record.run_id
+
+    @property
+    def record(self) -> ServerStateRecord:
+        """The state record it was adopted from."""
+        return self._record
+
+    @property
+    def flags(self) -> ServeFlags:
+        """The flags it was launched with (the model only, if the record's do not parse)."""
+        try:
+            return ServeFlags.model_validate(self._record.flags)
+        except ValidationError:
+            model = self._record.flags.get("model")
+            return ServeFlags(model=model if isinstance(model, str) and model else "unknown")
+
+    def _elapsed(self) -> float:
+        return max(0.0, (datetime.now(UTC) - self._record.started_at).total_seconds())
+
+    # -- the session's commands -------------------------------------------------------------
+    async def connect(self) -> ServeFlags:
+        """A first look (no events yet): the log's tail, whether it serves; its flags."""
+        await asyncio.to_thread(self._read_initial_tail)
+        alive = await asyncio.to_thread(self._root.is_alive)
+        if not alive:
+            self._state = ServerState.STOPPED
+        elif await self._http.health(self.base_url) == 200:
+            self._state = ServerState.READY
+        else:
+            self._state = ServerState.STARTING
+        return self.flags
+
+    def watch(self) -> None:
+        """Announce the server (``Launched``, the log tail, ``Ready``), then watch it."""
+        if self._watcher is None and not self._ended:
+            self._watcher = asyncio.create_task(self._watch(), name="vtc-adopted-watcher")
+
+    async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None:
+        """Refused: an adopted server is stopped and a new one launched by a supervisor."""
+        raise RuntimeError("an adopted server cannot be relaunched: stop it, then launch anew")
+
+    async def stop(self) -> None:
+        """SIGTERM its group, SIGKILL after ``grace_s``, verify the tree; ``Exited``.
+
+        Safe to call more than once; concurrent calls share one stop.
+        """
+        if self._stopper is None:
+            self._stopper = asyncio.create_task(self._do_stop(), name="vtc-adopted-stop")
+        await asyncio.shield(self._stopper)
+
+    async def detach(self) -> bool:
+        """Stop watching and leave the server running (its log relay keeps writing)."""
+        if self._ended or self._state not in (ServerState.STARTING, ServerState.READY):
+            return False
+        await self._stop_watching()
+        return True
+
+    async def aclose(self) -> None:
+        """Stop watching (the server is left as it is) and close the HTTP client."""
+        await self._stop_watching()
+        if self._own_http and isinstance(self._http, HttpxProber):
+            await self._http.aclose()
+
+    # -- internals --------------------------------------------------------------------------
+    def _emit(self, event: ServerEvent) -> None:
+        try:
+            self._on_event(event)
+        except Exception:  # a broken listener must not stop the watching
+            logger.exception("on_event raised for %r", type(event).__name__)
+
+    async def _stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None and not watcher.done() and watcher is not asyncio.current_task():
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    def _read_initial_tail(self) -> None:
+        path = self._record.log_path
+        if not path:
+            return
+        try:
+            lines, self._log_pos = _read_tail(Path(path), _TAIL_READ_BYTES)
+        except OSError as exc:
+            self._log.append(f"[vtc] cannot read the server's log {path}: {exc.strerror or exc}")
+            return
+        for line in lines[-_INITIAL_TAIL_LINES:]:
+            self._log.append(line)
+
+    def _read_new_lines(self) -> list[str]:
+        """Complete lines appended to the log file since the last read."""
+        path = self._record.log_path
+        if not path:
+            return []
+        try:
+            with open(path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size < self._log_pos:  # truncated or replaced: start over
+                    self._log_pos, self._partial = 0, b""
+                if size == self._log_pos:
+                    return []
+                f.seek(self._log_pos)
+                data = f.read(size - self._log_pos)
+        except OSError:
+            return []
+        self._log_pos += len(data)
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        return [raw.decode("utf-8", errors="replace") for raw in complete]
+
+    def _remember_tree(self) -> None:
+        if self._root.is_alive():
+            for info in snapshot_tree(self._record.pid):
+                self._known.setdefault((info.pid, info.create_time), info)
+
+    async def _follow_log(self) -> None:
+        for line in await asyncio.to_thread(self._read_new_lines):
+            stored = self._log.append(line)
+            self._emit(LogLine(text=stored))
+            if self._state is ServerState.STARTING:
+                for event in self._tracker.feed(stored, self._elapsed()):
+                    self._emit(event)
+
+    async def _watch(self) -> None:
+        record = self._record
+        self._emit(Launched(pid=record.pid, argv=tuple(record.argv), log_path=record.log_path))
+        for line in self._log.lines():
+            self._emit(LogLine(text=line))
+        if self._state is ServerState.READY:
+            self._emit_ready()
+        loop = asyncio.get_running_loop()
+        last_health = last_snapshot = loop.time()
+        while True:
+            await self._follow_log()
+            now = loop.time()
+            if now - last_snapshot >= 1.0:
+                await asyncio.to_thread(self._remember_tree)
+                last_snapshot = now
+            if not await asyncio.to_thread(self._root.is_alive):
+                await self._on_gone()
+                return
+            if self._state is ServerState.STARTING and now - last_health >= self._health_s:
+                last_health = now
+                if await self._http.health(self.base_url) == 200:
+                    self._state = ServerState.READY
+                    self._emit_ready()
+            await asyncio.sleep(self._poll_s)
+
+    def _emit_ready(self) -> None:
+        """``Ready`` with the figures of its start (the record's, else what the log showed)."""
+        startup, kv = self._startup, self._tracker.kv_cache
+        elapsed = startup.seconds_to_ready if startup is not None else None
+        tokens = startup.kv_cache_tokens if startup is not None else None
+        concurrency = startup.max_concurrency if startup is not None else None
+        self._emit(
+            Ready(
+                elapsed=elapsed if elapsed is not None else self._elapsed(),
+                kv_cache_tokens=tokens if tokens is not None else (kv.tokens if kv else None),
+                max_concurrency=(
+                    concurrency if concurrency is not None else (kv.max_concurrency if kv else None)
+                ),
+            )
+        )
+
+    async def _terminate(self) -> TerminationReport:
+        await asyncio.to_thread(self._remember_tree)
+        report = await asyncio.to_thread(
+            terminate_tree, self._record.pgid, list(self._known.values()), grace_s=self._grace_s
+        )
+        self.last_termination = report
+        if report.survivors:
+            names = ", ".join(f"{p.pid} ({p.name})" for p in report.survivors)
+            logger.warning("processes survived SIGKILL: %s", names)
+            self._log.append(f"[vtc] WARNING: processes survived SIGKILL: {names}")
+        return report
+
+    async def _on_gone(self) -> None:
+        """The server exited on its own: clear its leftovers, say why if the log knows."""
+        self._ended = True
+        await self._terminate()  # orphaned EngineCore/Worker processes hold memory
+        await self._follow_log()
+        text = await asyncio.to_thread(self._log_text_for_diagnosis)
+        diagnosis = await asyncio.to_thread(diagnose, text, flags=self.flags, exit_code=None)
+        if diagnosis.kind != "unknown":
+            self._state = ServerState.FAILED
+            self._emit(Failed(elapsed=self._elapsed(), exit_code=None, diagnosis=diagnosis))
+        else:
+            self._state = ServerState.STOPPED
+        self._emit(Exited(exit_code=None, requested=False))
+
+    def _log_text_for_diagnosis(self) -> str:
+        path = self._record.log_path
+        if path:
+            with contextlib.suppress(OSError):
+                return "\n".join(_read_tail(Path(path), _DIAGNOSE_READ_BYTES)[0])
+        return self._log.text()
+
+    async def _do_stop(self) -> None:
+        if self._ended:  # it ended on its own: let the watcher finish reporting that
+            watcher = self._watcher
+            if watcher is not None and not watcher.done():
+                await asyncio.wait({watcher})
+            return
+        await self._stop_watching()
+        self._ended = True
+        self._state = ServerState.STOPPING
+        report = await self._terminate()
+        await self._follow_log()
+        how = "SIGKILL after the grace period" if report.escalated else "SIGTERM"
+        self._log.append(f"[vtc] stopped pid {self._record.pid} ({how})")
+        self._state = ServerState.STOPPED
+        self._emit(Exited(exit_code=None, requested=True))
+
+
+# -- vtc stop -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StopOutcome:
+    """What ``vtc stop`` did."""
+
+    stopped: bool
+    message: str
+    record: ServerStateRecord | None = None
+    report: TerminationReport | None = None
+
+
+def stop_recorded_server(file: ServerStateFile, *, grace_s: float = 10.0) -> StopOutcome:
+    """Stop the server ``file`` records (its whole tree) and remove the file.
+
+    A stale file (the process gone, or its pid now another process's) is removed and
+    nothing is signalled. Blocking (up to ``grace_s`` plus a few seconds).
+    """
+    inspection_notice = ""
+    try:
+        record = file.read()
+    except ServerStateError as exc:
+        file.remove()
+        return StopOutcome(False, f"no server started by vtc is running (removed: {exc})")
+    if record is None:
+        return StopOutcome(False, "no server started by vtc is running")
+    check = check_record(record)
+    if not check.running:
+        file.remove(pid=record.pid)
+        return StopOutcome(
+            False,
+            f"no server started by vtc is running (removed a stale state file: {check.reason})",
+            record,
+        )
+    if check.console_pid is not None:
+        inspection_notice = f"; the vtc console (pid {check.console_pid}) watching it sees it stop"
+    root = ProcessInfo(pid=record.pid, create_time=record.create_time)
+    known: dict[tuple[int, float], ProcessInfo] = {(root.pid, root.create_time): root}
+    for info in [*snapshot_tree(record.pid), *group_members(record.pgid)]:
+        known.setdefault((info.pid, info.create_time), info)
+    report = terminate_tree(record.pgid, list(known.values()), grace_s=grace_s)
+    file.remove(pid=record.pid)
+    how = f"SIGKILL after {grace_s:g} s" if report.escalated else "SIGTERM"
+    if report.survivors:
+        names = ", ".join(f"{p.pid} ({p.name})" for p in report.survivors)
+        return StopOutcome(
+            False,
+            f"signalled pid {record.pid} at {record.base_url} ({how}), but these survived "
+            f"SIGKILL: {names}",
+            record,
+            report,
+        )
+    return StopOutcome(
+        True,
+        f"stopped the server vtc started: pid {record.pid} at {record.base_url} "
+        f"({how}, {len(report.signalled)} process(es)){inspection_notice}",
+        record,
+        report,
+    )

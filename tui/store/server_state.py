@@ -1,0 +1,141 @@
+"""The state file of the server a console started: how the next ``vtc`` finds it again.
+
+A console that launches a server writes ``<data dir>/server.json`` (``demo-server.json``
+for the demo) naming the process (pid, its creation time, its argv), where it answers, its
+log and its run on the board. The server runs in its own session, so it outlives an SSH
+drop; the next ``vtc`` reads this file to reattach to it, and ``vtc stop`` to stop it. The
+file is removed when the server stops or exits.
+
+Pure file I/O: whether the recorded process still runs is decided in
+:mod:`tui.server.adopted`. Writes are atomic (a temporary file in the same directory,
+fsynced, then renamed over the old one), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+STATE_FILE = "server.json"
+DEMO_STATE_FILE = "demo-server.json"
+
+
+def state_file_name(demo: bool) -> str:
+    """The state file's name in the data dir: the demo keeps its own."""
+    return DEMO_STATE_FILE if demo else STATE_FILE
+
+
+class ServerStateError(Exception):
+    """The state file exists but cannot be read as one (the message says why)."""
+
+
+class ServerStateRecord(BaseModel):
+    """One server a console launched, as the state file records it.
+
+    ``pgid`` is the process group to signal (the pid: the supervisor starts the server
+    with ``start_new_session``); ``create_time`` (psutil's, seconds since the epoch) tells
+    the process from a later one that reuses its pid. ``console_pid`` and
+    ``console_create_time`` name the console that watches it now; both are ``None`` once
+    that console has detached (or when it is unknown).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    pid: int = Field(gt=0)
+    pgid: int = Field(gt=0)
+    create_time: float
+    base_url: str
+    argv: list[str]
+    flags: dict[str, Any] = Field(default_factory=dict)
+    log_path: str | None = None
+    run_id: int | None = None
+    mode: str = ""
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    console_pid: int | None = None
+    console_create_time: float | None = None
+
+
+class ServerStateFile:
+    """Read, atomically write and remove one state file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path, *, demo: bool) -> ServerStateFile:
+        """The state file of ``vtc`` (or ``vtc --demo``) in ``data_dir``."""
+        return cls(data_dir / state_file_name(demo))
+
+    def exists(self) -> bool:
+        """Whether a state file is there (valid or not)."""
+        return self.path.exists()
+
+    def read(self) -> ServerStateRecord | None:
+        """The recorded server, or ``None`` when there is no file.
+
+        Raises :class:`ServerStateError` for a file that is there but is not a state record
+        (truncated by a full disk, edited by hand, another version's).
+        """
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ServerStateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        try:
+            return ServerStateRecord.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "file"
+            raise ServerStateError(
+                f"{self.path} is not a vtc server state file ({where}: {first['msg']})"
+            ) from exc
+
+    def write(self, record: ServerStateRecord) -> None:
+        """Replace the file with ``record``, atomically (readers see the old or the new)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())  # the rename must not land before the data
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        # The rename itself is durable once the directory is synced (best effort).
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def remove(self, *, pid: int | None = None) -> bool:
+        """Delete the file; with ``pid``, only if it still records that process.
+
+        The ``pid`` guard keeps a console from deleting a file that another console has
+        since written for its own server. Returns whether a file was removed.
+        """
+        if pid is not None:
+            try:
+                record = self.read()
+            except ServerStateError:
+                return False  # not ours to judge: the next vtc reports it
+            if record is None or record.pid != pid:
+                return False
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            return False
+        return True
