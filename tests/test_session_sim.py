@@ -81,3 +81,34 @@ async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
     assert stored[2].bench is not None and stored[2].bench.completed == 8
     assert any(isinstance(e, RunUpdated) for e in events)
     assert DEMO_PRESET in {p.name for p in session.presets}
+
+
+async def test_restart_waits_for_the_old_trees_gpu_memory(tmp_path: Path) -> None:
+    options = ConsoleOptions(demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2)
+    session = build_session(options)
+    asked: list[set[int]] = []
+    events: list[SessionEvent] = []
+    session.subscribe(events.append)
+
+    async def release(pids: set[int]) -> str | None:
+        asked.append(set(pids))
+        # By the time the wait is asked for, the old tree is already stopped.
+        assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == "zombie" for p in pids)
+        return "GPU memory of the old server still held after 30 s; starting anyway"
+
+    session._gpu_release = release  # what build_session wires in NVML mode
+    await session.start()
+    try:
+        await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60)
+        first_pid = session._supervisor.pid
+        assert first_pid is not None
+        await session.restart(session.initial_flags)
+        assert len(asked) == 1 and first_pid in asked[0]
+        assert any(
+            getattr(e, "text", "").startswith("[vtc] GPU memory of the old server") for e in events
+        )
+        assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
+            ServerState.READY
+        )
+    finally:
+        await session.close()

@@ -24,7 +24,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +34,7 @@ from tui.domain.events import (
     Failed,
     KvCacheReported,
     Launched,
+    LogLine,
     Ready,
     ServerEvent,
     ServerState,
@@ -203,6 +204,7 @@ class Session:
         initial_preset: str | None = None,
         estimator: Callable[[ServeFlags], KvEstimate | None] | None = None,
         vllm_cli_loader: Callable[[], VllmCli] | None = None,
+        gpu_release: Callable[[set[int]], Awaitable[str | None]] | None = None,
         existing_server: ExistingServerFactory | None = None,
         server_state: ServerStateLike | None = None,
         notices: Sequence[str] = (),
@@ -247,6 +249,8 @@ class Session:
         # The installed vLLM's flags (tui.server.introspect): slow the first time (~10-30 s,
         # it imports vLLM), cached per version after that, so it loads in the background.
         self._vllm_cli_loader = vllm_cli_loader
+        # Waits (bounded) until the GPU no longer lists a stopped server's processes.
+        self._gpu_release = gpu_release
         self._vllm_cli_task: asyncio.Task[VllmCli | None] | None = None
         self.vllm_cli: VllmCli | None = None
         self.vllm_cli_error: str | None = None
@@ -365,7 +369,12 @@ class Session:
         if not self.can_restart:
             raise RuntimeError("attached to a server this console did not start: restart disabled")
         await self.cancel_load()
+        old_pids = self._server_pids()
         await self.stop_server()
+        if self._gpu_release is not None and old_pids:
+            message = await self._gpu_release(old_pids)
+            if message:
+                self._emit(LogLine(f"[vtc] {message}"))
         if self._supervisor is self._existing:  # an adopted server: launches are supervised
             self._supervisor = self._supervisor_factory(self._on_server_event)
         estimate: KvEstimate | None = None
@@ -392,6 +401,15 @@ class Session:
         self._server_flags = launch_flags
         await self._supervisor.start(launch_flags, self.launch.launch_args)
         return self.current
+
+    def _server_pids(self) -> set[int]:
+        """The pids of the current server's tree, while it runs (for the GPU release wait)."""
+        if self._supervisor.state not in (ServerState.STARTING, ServerState.READY):
+            return set()
+        pids = {p.pid for p in getattr(self._supervisor, "known_processes", ())}
+        if self._supervisor.pid is not None:
+            pids.add(self._supervisor.pid)
+        return pids
 
     async def stop_server(self) -> None:
         """Stop the current server (cancelling load first) and its telemetry."""

@@ -43,6 +43,7 @@ from tui.store.history import RunStore, default_data_dir
 from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateFile
 from tui.telemetry.dcgm import DcgmGpuSource
+from tui.telemetry.gpu_release import wait_gpu_released
 from tui.telemetry.host import HostSource
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.poller import Poller
@@ -185,6 +186,7 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     data_dir = options.data_dir or default_data_dir()
 
     vllm_cli_loader: Callable[[], VllmCli] | None = None  # demo: the simulator has its own CLI
+    gpu_release: Callable[[set[int]], Awaitable[str | None]] | None = None  # NVML mode only
     if options.demo:
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
         command = simulator_command()
@@ -219,6 +221,8 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         log_dir = data_dir / "logs"
         cpu_build = is_cpu_build(resolved)
         device_nvml = None if cpu_build else NvmlGpuSource()
+        if device_nvml is not None:
+            gpu_release = functools.partial(wait_gpu_released, device_nvml.sample)
 
         def device() -> DeviceMemory | None:  # the CPU build's NUMA node, else NVML's GPU 0
             if device_nvml is None:
@@ -321,6 +325,7 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
         initial_preset=preset.name if preset is not None and not options.serve_args else None,
         estimator=KvEstimator(device, env={**os.environ, **launch.env}) if attach is None else None,
         vllm_cli_loader=vllm_cli_loader,
+        gpu_release=gpu_release,
         existing_server=existing,
         server_state=keeper,
         notices=notices,
