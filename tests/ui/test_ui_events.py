@@ -24,6 +24,7 @@ from tui.domain.events import (
 )
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuSample, SourceStatus
+from tui.load.live import LiveProgress
 from tui.session import LoadFinished
 from tui.ui.app import VtcApp, create_app
 from tui.ui.widgets.run_card import RunCard
@@ -112,6 +113,15 @@ async def test_telemetry_and_load_progress_reach_their_panels() -> None:
             GpuSample(t=1.0, source="nvml", status=SourceStatus.UNAVAILABLE,
                       message="no NVIDIA driver")
         )  # fmt: skip
+        # a client-bound tick says so: the numbers understate the server
+        session.emit(
+            LiveProgress(
+                elapsed=9.0, done=40, failed=0, in_flight=16, total=64,
+                output_tokens_per_s=650.0, loop_lag_ms=40.0, client_bound=True,
+            )
+        )  # fmt: skip
+        await pilot.pause()
+        assert "CLIENT-BOUND" in text(app, "#load-summary")
         session.emit(LoadFinished(result=None, error="ConnectError: connection refused"))
         await pilot.pause()
         assert "unavailable: no NVIDIA driver" in text(app, "#gpu")
