@@ -23,7 +23,8 @@ PANELS: tuple[tuple[str, str], ...] = (
      "prompt (in) and generated (out) tokens per second, prefix-cache hit rate, preemptions."),
     ("Load", "The running load: requests done/total, failed, in flight, output tokens per "
      "second (and its sparkline), TTFT and ITL p50/p99 in ms. 'lag' warns that the client's "
-     "own event loop is slow, so the numbers measure the client, not the server."),
+     "own event loop is slow; CLIENT-BOUND that the load generator, not the server, limits "
+     "the numbers."),
     ("Flags", "The preset picker, the serve flags (placeholder: vLLM's default; empty = not "
      "passed; hint: the allowed range), extra args, and the workload b runs. Problems show "
      "under their field as you type; '!' lines are pre-flight warnings."),
@@ -42,6 +43,9 @@ def help_rows() -> list[tuple[str, str]]:
         ("Esc", ESCAPE_HELP),
         ("", "Letters type into text fields; the F-keys work everywhere. Tab moves between "
          "fields; once focused, the board scrolls with the arrow keys."),
+        ("", "A lost terminal (SSH drop, closed tmux pane) detaches: the server keeps "
+         "running, the next vtc reattaches to it, and `vtc stop` stops it. `vtc --attach URL` "
+         "watches and loads a server vtc did not start (r and s refuse there)."),
         ("Panels", ""),
     ]  # fmt: skip
     rows += list(PANELS)

@@ -49,7 +49,9 @@ def status_lines(view: ServerView) -> Content:
             parts.append(f"KV cache {tokens(view.kv_tokens)} tok")
         if view.max_concurrency is not None:
             parts.append(f"max concurrency {view.max_concurrency:.2f}x")
-        if not parts:
+        if not parts and view.state is ServerState.READY:
+            parts.append("serving (its KV figures were not in a log this console read)")
+        elif not parts:
             parts.append("no server yet: r starts one with the form's flags")
         detail = Content(" · ".join(parts))
     return Content("\n").join([Content.assemble(*head), detail])
