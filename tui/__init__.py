@@ -1,2 +1,3 @@
 """vtc, the vLLM tuning console."""
+
 __version__ = "0.1.0"
