@@ -132,6 +132,19 @@ def flags(**kw: Any) -> ServeFlags:
     return ServeFlags(model=MODEL, host="127.0.0.1", port=free_port(), **kw)
 
 
+async def test_api_up_log_line_triggers_probing_before_the_next_poll(make: Any) -> None:
+    # A 30 s poll interval: Ready can only come in time if the "Starting vLLM server on" line
+    # (API up) sets the probing off, as it does, rather than the interval.
+    sup, rec = make(
+        "--capture", capture("startup_eager_kv64M.log"),
+        "--until", "Application startup complete", "--health-after", "0.3",
+        poll_interval_s=30.0,
+    )  # fmt: skip
+    await sup.start(flags(enforce_eager=True, kv_cache_memory_bytes=64 * 2**20))
+    assert await sup.wait_settled(15) is ServerState.READY
+    assert Stage.API_UP in {e.stage for e in rec.of(StageReached)}
+
+
 async def test_ready_then_stop(make: Any) -> None:
     sup, rec = make(
         "--capture", capture("startup_eager_kv64M.log"),

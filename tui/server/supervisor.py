@@ -54,6 +54,7 @@ from tui.domain.events import (
     ServerEvent,
     ServerState,
     Stage,
+    StageReached,
 )
 from tui.domain.flags import ServeFlags
 from tui.server.diagnose import diagnose, port_in_use_diagnosis
@@ -194,6 +195,23 @@ def _listener_pids(port: int) -> list[int | None] | None:
         return None
 
 
+# After the log's "Starting vLLM server on" the socket listens within milliseconds: probing
+# this often until it answers keeps /health-200-to-Ready well under the 0.3 s goal.
+_POLL_AFTER_API_UP_S = 0.05
+
+
+def _tree_listens(pids: set[int], port: int) -> bool:
+    """True when one of ``pids`` has a TCP socket listening on ``port``."""
+    for pid in pids:
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp")
+        except (psutil.Error, OSError):
+            continue
+        if any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in conns):
+            return True
+    return False
+
+
 def port_holder(port: int) -> str | None:
     """``"pid N (name)"`` of the process listening on ``port`` when the OS tells us."""
     for pid in _listener_pids(port) or []:
@@ -255,6 +273,8 @@ class Supervisor:
         self._started_at: datetime | None = None
         self._log = LogBuffer(max_lines=max_log_lines)
         self._tracker = StageTracker()
+        # Set when the log says the API server is up: probe at once, not at the next poll.
+        self._api_up = asyncio.Event()
         self._known: dict[tuple[int, float], ProcessInfo] = {}
         self._reader: asyncio.Task[None] | None = None
         self._watcher: asyncio.Task[None] | None = None
@@ -441,6 +461,7 @@ class Supervisor:
         self._exited = None
         self._pgid = None
         self._tracker = StageTracker()
+        self._api_up = asyncio.Event()
         self._log = LogBuffer(max_lines=self._max_log_lines)
         self._known = {}
         self._reader = self._watcher = self._stopper = None
@@ -505,6 +526,8 @@ class Supervisor:
         self._emit(LogLine(text=stored))
         for event in self._tracker.feed(stored, self.elapsed()):
             self._emit(event)
+            if isinstance(event, StageReached) and event.stage is Stage.API_UP:
+                self._api_up.set()
 
     async def _drain(self, timeout_s: float) -> None:
         """Let the reader finish (EOF) for up to ``timeout_s``; orphans may hold the pipe."""
@@ -554,12 +577,12 @@ class Supervisor:
                         with contextlib.suppress(asyncio.CancelledError):
                             await probe
                     elif probe.result() and not exited.done():
+                        self._on_ready()  # first: the snapshot below is not on the ready path
                         await asyncio.to_thread(self._remember_tree)  # the tree as it serves
                         last_snapshot = time.monotonic()
-                        self._on_ready()
                     if exited.done():
                         break
-                    await asyncio.wait({exited}, timeout=self._poll_s)
+                    await self._wait_poll(exited)
                 else:
                     await asyncio.wait({exited}, timeout=max(self._poll_s, 1.0))
             self._exiting = True
@@ -568,6 +591,20 @@ class Supervisor:
         finally:
             if not self._stop_requested:  # else stop() sets it once the tree is gone
                 self._finished.set()
+
+    async def _wait_poll(self, exited: asyncio.Future[None]) -> None:
+        """Sleep one poll interval, cut short by the process's exit or the API-up log line."""
+        if self._api_up.is_set():  # listening within moments: poll fast until it answers
+            await asyncio.wait({exited}, timeout=min(self._poll_s, _POLL_AFTER_API_UP_S))
+            return
+        api_up: asyncio.Future[Any] = asyncio.ensure_future(self._api_up.wait())
+        waiting: set[asyncio.Future[Any]] = {exited, api_up}
+        try:
+            await asyncio.wait(waiting, timeout=self._poll_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            api_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await api_up
 
     async def _probe_ready(self) -> bool:
         url = self.base_url
@@ -592,12 +629,15 @@ class Supervisor:
     def _port_held_by_stranger(self) -> bool:
         """True when a process outside our tree is the one listening on our port."""
         assert self._flags is not None
-        listeners = _listener_pids(self._flags.effective_port)
-        if not listeners:
-            return False  # cannot tell, or nobody listens (a fake prober in tests)
+        port = self._flags.effective_port
         ours = {info.pid for info in list(self._known.values())}  # copy: runs in a thread
         if self._proc is not None:
             ours |= {info.pid for info in snapshot_tree(self._proc.pid)}
+        if _tree_listens(ours, port):
+            return False  # cheap (a few processes) where the system-wide table costs ~40 ms
+        listeners = _listener_pids(port)
+        if not listeners:
+            return False  # cannot tell, or nobody listens (a fake prober in tests)
         pids = {pid for pid in listeners if pid}
         if not pids:
             return False  # the OS hides the owners: do not block readiness on that
