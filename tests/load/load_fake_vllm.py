@@ -14,6 +14,7 @@ Behaviour, per request:
 - ``compact`` (default True) writes JSON without spaces, as vLLM does (the client's fast
   path); False writes ``json.dumps``' spaced form (the client's ``json.loads`` path);
 - ``omit_usage`` leaves the usage chunk out; ``batch`` writes that many chunks per write;
+- ``last_finish_reason`` puts that ``finish_reason`` on the last token chunk;
 - ``GET /v1/models`` lists one model, ``fake-model`` rooted at ``/models/fake``.
 """
 
@@ -45,6 +46,7 @@ class FakeVllm:
         self.compact = True
         self.omit_usage = False
         self.batch = 1
+        self.last_finish_reason: str | None = None  # e.g. "abort": vLLM cutting streams short
 
     def dumps(self, obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":")) if self.compact else json.dumps(obj)
@@ -99,6 +101,8 @@ class FakeVllm:
                     choice: dict[str, Any] = {"index": 0, "delta": {"content": " tok"}}
                 else:
                     choice = {"index": 0, "text": " tok", "logprobs": None}
+                if i == count - 1 and self.last_finish_reason is not None:
+                    choice["finish_reason"] = self.last_finish_reason
                 chunk = {"id": "cmpl-1", "choices": [choice], "usage": None}
                 pending.append(f"data: {self.dumps(chunk)}\n\n")
                 if len(pending) >= self.batch or i == count - 1:

@@ -59,6 +59,22 @@ async def test_failures_are_counted_and_excluded(fake_vllm: FakeVllm) -> None:
     assert len(result.errors) == 3 and all("HTTP 500" in e for e in result.errors)
 
 
+@pytest.mark.parametrize("kind", ["httpx", "aiohttp"])
+async def test_streams_the_server_aborted_are_counted_beside_bench_serves_success(
+    fake_vllm: FakeVllm, kind: TransportKind
+) -> None:
+    # vLLM ends open streams with finish_reason "abort" when it shuts down. bench serve
+    # counts those as successes (ref 4.1), so do we, but the result says how many there were.
+    fake_vllm.last_finish_reason = "abort"
+    result = await LoadRunner(transport=kind).run(spec(), base_url=fake_vllm.base_url, model="fake")
+    assert (result.completed, result.failed) == (8, 0)
+    assert result.to_bench_json()["aborted_by_server"] == 8
+
+    fake_vllm.last_finish_reason = "length"  # a normal end is not an abort
+    result = await LoadRunner(transport=kind).run(spec(), base_url=fake_vllm.base_url, model="fake")
+    assert result.to_bench_json()["aborted_by_server"] == 0
+
+
 async def test_rate_limited_run_and_goodput(fake_vllm: FakeVllm) -> None:
     runner = LoadRunner(goodput={"e2el": 60_000}, percentiles=[99.9])
     result = await runner.run(

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -544,11 +545,21 @@ class OpenAIStreamClient:
                 _piece_text(piece, self.endpoint) for piece in token_pieces
             )
         rec.latency = most_recent - st
+        if token_pieces and _ABORTED.search(_piece_bytes(token_pieces[-1])):
+            rec.aborted_by_server = True
         if first_received:
             rec.success = True
         else:
             rec.success = False
             rec.error = NO_VALID_CHUNK
+
+
+# The last token chunk of a stream the server cut short (vLLM: shutdown, engine error).
+_ABORTED = re.compile(rb'"finish_reason"\s*:\s*"(?:abort|error)"')
+
+
+def _piece_bytes(piece: bytes | str) -> bytes:
+    return piece.encode() if isinstance(piece, str) else piece
 
 
 def _piece_text(piece: bytes | str, endpoint: Endpoint) -> str:

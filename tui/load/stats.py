@@ -57,6 +57,10 @@ class RequestRecord:
     start_time: float = 0.0
     queue_time: float = 0.0  # time spent waiting on the concurrency semaphore
     generated_text: str = ""
+    # The server itself ended the stream (finish_reason "abort"/"error", e.g. a shutdown
+    # with streams open). bench serve still counts it a success (ref 4.1); we keep that
+    # and report the count beside it, so a cut-short run is not mistaken for a clean one.
+    aborted_by_server: bool = False
 
 
 @dataclass(frozen=True)
@@ -397,5 +401,7 @@ def build_result(
             # Not fields of BenchResult; kept as extras under bench serve's names.
             "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
             "max_concurrent_requests": metrics.max_concurrent_requests,
+            # Ours: successes whose stream the server ended with finish_reason abort/error.
+            "aborted_by_server": sum(1 for r in records if r.success and r.aborted_by_server),
         }
     )
