@@ -113,3 +113,17 @@ async def test_the_board_shows_a_card_per_run_and_keeps_the_newest_in_view() -> 
         await pilot.pause()
         assert "STOPPED" in str(cards[2].query_one(".card-body").render())
         assert len(app.query(RunCard)) == 6
+
+
+def test_a_result_cut_short_says_so_on_its_card() -> None:
+    runs = board_runs()
+    clean = card_body(runs[2], contexts(runs)[2]).plain
+    assert "aborted" not in clean and "cancelled" not in clean and "failed" not in clean
+    assert runs[2].bench is not None
+    cut = runs[2].bench.model_copy(update={"failed": 2})
+    cut = cut.model_validate({**cut.model_dump(), "aborted_by_server": 5, "cancelled": True})
+    marked = runs[2].model_copy(update={"bench": cut})
+    body = card_body(marked, contexts(runs)[2])
+    assert styles_of(body, "2 requests failed") == {"$error"}
+    assert styles_of(body, "5 streams aborted by the server") == {"$warning"}
+    assert styles_of(body, "cancelled: partial numbers") == {"$warning"}

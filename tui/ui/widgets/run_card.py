@@ -138,6 +138,20 @@ def _metric_line(metric: CardMetric, bench: BenchResult, context: CardContext) -
     return Content.assemble(*parts)
 
 
+def _load_caveats(bench: BenchResult) -> list[Content]:
+    """Warnings that change how a result reads: failures, server aborts, a cancelled run."""
+    extra = bench.model_extra or {}
+    out = []
+    if bench.failed:
+        out.append(Content.styled(f"{bench.failed} requests failed", "$error"))
+    aborted = extra.get("aborted_by_server") or 0
+    if aborted:
+        out.append(Content.styled(f"{aborted} streams aborted by the server", "$warning"))
+    if extra.get("cancelled"):
+        out.append(Content.styled("cancelled: partial numbers", "$warning"))
+    return out
+
+
 def card_body(record: RunRecord, context: CardContext) -> Content:
     """Every line of a card, top to bottom.
 
@@ -164,6 +178,7 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
                 lines.append(Content.styled("f applies fix 1 and restarts", "$accent"))
     elif record.bench is not None:
         lines += [_metric_line(m, record.bench, context) for m in CARD_METRICS]
+        lines += _load_caveats(record.bench)
     elif record.status is RunStatus.READY:
         lines.append(Content.styled("no load yet: b runs it", "$text-muted"))
     if is_first:
