@@ -7,6 +7,7 @@ load run recorded on the board and in the store.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import psutil
@@ -110,5 +111,32 @@ async def test_restart_waits_for_the_old_trees_gpu_memory(tmp_path: Path) -> Non
         assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
             ServerState.READY
         )
+    finally:
+        await session.close()
+
+
+async def test_a_cancelled_load_keeps_the_runs_completed_result(tmp_path: Path) -> None:
+    options = ConsoleOptions(demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2)
+    session = build_session(options)
+    await session.start()
+    try:
+        await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60)
+        first = await session.run_load(
+            LoadSpec(input_len=16, output_len=8, num_prompts=4, max_concurrency=2)
+        )
+        assert first is not None and session.current is not None
+        assert session.current.bench == first
+
+        long_load = asyncio.create_task(
+            session.run_load(
+                LoadSpec(input_len=16, output_len=400, num_prompts=200, max_concurrency=1)
+            )
+        )
+        await asyncio.sleep(0.5)
+        await session.cancel_load()
+        partial = await asyncio.wait_for(long_load, 30)
+        assert partial is not None and partial.model_extra is not None
+        assert partial.model_extra.get("cancelled") is True
+        assert session.current.bench == first  # the card keeps the completed numbers
     finally:
         await session.close()

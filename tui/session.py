@@ -518,11 +518,15 @@ class Session:
         finally:
             self._loading = False
             self._runner = None
-        self._update(
-            bench=result,
-            workload=spec.model_dump(mode="json"),
-            telemetry=dict(self._peaks),
-        )
+        cancelled = bool((result.model_extra or {}).get("cancelled"))
+        current = self.current
+        if not (cancelled and current is not None and current.bench is not None):
+            # A cancelled run's partial numbers never replace a completed result on the card.
+            self._update(
+                bench=result,
+                workload=spec.model_dump(mode="json"),
+                telemetry=dict(self._peaks),
+            )
         self._emit(LoadFinished(result))
         return result
 
