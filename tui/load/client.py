@@ -492,9 +492,15 @@ class OpenAIStreamClient:
             scan = parser.scan
             read = response.read_chunk
             others: list[bytes]
+            last_yield = st
             while True:
                 data = await read()
                 timestamp = clock()  # when the bytes reached the client
+                if timestamp - last_yield >= _YIELD_EVERY_S:
+                    # A read of buffered bytes returns without suspending: a fast stream
+                    # would starve the loop (progress ticks, the UI, other streams' clocks).
+                    await asyncio.sleep(0)
+                    last_yield = timestamp = clock()
                 if data:
                     tokens, others, block = scan(data)
                     if tokens:
@@ -553,6 +559,9 @@ class OpenAIStreamClient:
             rec.success = False
             rec.error = NO_VALID_CHUNK
 
+
+# Longest a stream's read loop runs without letting the event loop serve other tasks.
+_YIELD_EVERY_S = 0.005
 
 # The last token chunk of a stream the server cut short (vLLM: shutdown, engine error).
 _ABORTED = re.compile(rb'"finish_reason"\s*:\s*"(?:abort|error)"')
