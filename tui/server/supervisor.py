@@ -602,9 +602,9 @@ class Supervisor:
         try:
             await asyncio.wait(waiting, timeout=self._poll_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            # Cancel, never await: awaiting it under suppress(CancelledError) would swallow
+            # a cancel of this watcher that lands meanwhile (stop/detach then wait forever).
             api_up.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await api_up
 
     async def _probe_ready(self) -> bool:
         url = self.base_url
