@@ -55,6 +55,7 @@ from tui.domain.flags import ServeFlags  # noqa: E402
 from tui.server.kv_estimator import KvEstimator, cpu_node_memory, sim_gpu_device  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
 from tui.server.supervisor import Supervisor  # noqa: E402
+from tui.session import simulator_command  # noqa: E402
 
 MIB = 2**20
 READY_GOAL_S = 0.3
@@ -340,7 +341,7 @@ SIM_READY: list[tuple[str, str, int, dict[str, Any]]] = [
 
 def sim_cases(runs: int, speed: float) -> tuple[list[Case], list[Case]]:
     """``runs`` ready starts over the combos above and ``runs`` failing starts."""
-    command = [sys.executable, "-m", "tui.sim"]
+    command = simulator_command()
     ready: list[Case] = []
     for i in range(runs):
         model, gpu, gpus, flags = SIM_READY[i % len(SIM_READY)]

@@ -180,17 +180,18 @@ def port_is_busy(host: str | None, port: int) -> bool:
     return False
 
 
+def _listening_on(conn: Any, port: int) -> bool:
+    """True for a TCP connection entry (psutil's) that listens on ``port``."""
+    return bool(conn.laddr) and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN
+
+
 def _listener_pids(port: int) -> list[int | None] | None:
     """PIDs of the processes listening on TCP ``port`` (``None`` where the OS hides one).
 
     ``None`` as a whole when the connection table cannot be read.
     """
     try:
-        return [
-            c.pid
-            for c in psutil.net_connections(kind="tcp")
-            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN
-        ]
+        return [c.pid for c in psutil.net_connections(kind="tcp") if _listening_on(c, port)]
     except (psutil.AccessDenied, OSError):
         return None
 
@@ -207,7 +208,7 @@ def _tree_listens(pids: set[int], port: int) -> bool:
             conns = psutil.Process(pid).net_connections(kind="tcp")
         except (psutil.Error, OSError):
             continue
-        if any(c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in conns):
+        if any(_listening_on(c, port) for c in conns):
             return True
     return False
 
