@@ -43,7 +43,14 @@ from tui.domain.events import (
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.domain.presets import Preset
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StageTiming, StartupProfile
+from tui.domain.results import (
+    BenchResult,
+    RunRecord,
+    RunStatus,
+    StageTiming,
+    StartupProfile,
+    TelemetryPeaks,
+)
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
@@ -386,7 +393,6 @@ class Session:
         record = self.store.add(
             RunRecord(
                 flags=flags,
-                label=f"#{len(self.runs) + 1}",
                 executable=" ".join(self.launch.command),
                 startup=StartupProfile(
                     kv_estimate_tokens=estimate.kv_tokens if estimate is not None else None
@@ -524,8 +530,8 @@ class Session:
             # A cancelled run's partial numbers never replace a completed result on the card.
             self._update(
                 bench=result,
-                workload=spec.model_dump(mode="json"),
-                telemetry=dict(self._peaks),
+                workload=spec,
+                peaks=TelemetryPeaks(**self._peaks),
             )
         self._emit(LoadFinished(result))
         return result
@@ -636,9 +642,9 @@ class Session:
             self._peaks[key] = max(self._peaks.get(key, value), value)
 
     def _on_metrics(self, sample: ServerMetrics) -> None:
-        self._peak("peak_kv_cache_usage", sample.kv_cache_usage)
-        self._peak("peak_num_waiting", sample.num_waiting)
-        self._peak("peak_generation_tokens_per_s", sample.generation_tokens_per_s)
+        self._peak("kv_cache_usage", sample.kv_cache_usage)
+        self._peak("num_waiting", sample.num_waiting)
+        self._peak("generation_tokens_per_s", sample.generation_tokens_per_s)
         self._emit(sample)
         if self._gpu_from_server:
             if sample.gpu is not None:
@@ -657,14 +663,14 @@ class Session:
 
     def _on_gpu(self, sample: GpuSample) -> None:
         for dev in sample.devices:
-            self._peak("peak_gpu_util", dev.utilization)
+            self._peak("gpu_util", dev.utilization)
             if dev.memory_used is not None:
-                self._peak("peak_gpu_mem_used_bytes", float(dev.memory_used))
+                self._peak("gpu_mem_used_bytes", float(dev.memory_used))
         self._emit(sample)
 
     def _on_host(self, sample: HostSample) -> None:
         self._peak(
-            "peak_server_rss_bytes", None if sample.server_rss is None else float(sample.server_rss)
+            "server_rss_bytes", None if sample.server_rss is None else float(sample.server_rss)
         )
         self._emit(sample)
 

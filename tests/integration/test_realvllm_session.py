@@ -111,7 +111,7 @@ async def test_console_session_runs_the_loop_and_closes_clean(
         assert run is not None and run.id == record.id
         assert run.status is RunStatus.READY
         assert run.bench == result
-        assert run.workload["num_prompts"] == 32
+        assert run.workload is not None and run.workload.num_prompts == 32
         tokens = KV_64M // kv_bytes_per_token(real_vllm.model)
         assert run.startup.kv_cache_tokens == tokens
         assert run.startup.max_concurrency == pytest.approx(tokens / 2048)

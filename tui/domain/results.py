@@ -6,10 +6,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.flags import ServeFlags
+from tui.domain.workload import LoadSpec
 
 
 class BenchResult(BaseModel):
@@ -51,12 +52,26 @@ class BenchResult(BaseModel):
 
 
 class RunStatus(StrEnum):
-    """How a run ended (or where it stands)."""
+    """Where a run stands: live (starting, ready) or how it ended.
+
+    ``stopped``: the operator stopped it (``s``, quit). ``replaced``: stopped because the
+    next run took its place (``r``). ``lost``: the console lost sight of it without seeing
+    it end (a crash, or the server was gone when the next console looked). ``failed``: the
+    start failed, or the server died on its own. ``served`` is not a status: a run served
+    when it reached ready, whatever its end (:attr:`RunRecord.served`).
+    """
 
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
     STOPPED = "stopped"
+    REPLACED = "replaced"
+    LOST = "lost"
+
+    @property
+    def live(self) -> bool:
+        """Whether the run's server may still be running (starting or ready)."""
+        return self in (RunStatus.STARTING, RunStatus.READY)
 
 
 class StageTiming(BaseModel):
@@ -78,6 +93,77 @@ class StartupProfile(BaseModel):
     kv_estimate_tokens: int | None = None  # the pre-flight estimate, to show its error
 
 
+class TelemetryPeaks(BaseModel):
+    """The highest readings while the run's load ran (``None``: not seen)."""
+
+    kv_cache_usage: float | None = None  # 0-1
+    num_waiting: float | None = None
+    generation_tokens_per_s: float | None = None
+    gpu_util: float | None = None  # percent
+    gpu_mem_used_bytes: float | None = None
+    server_rss_bytes: float | None = None
+
+
+class LatencyQuantiles(BaseModel):
+    """Server-side quantiles of one latency histogram, in milliseconds."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    count: float | None = None  # observations in the window
+
+
+class ServerLatency(BaseModel):
+    """Latency as the server's own /metrics histograms saw it over a window (ms)."""
+
+    window_s: float = 60.0
+    ttft: LatencyQuantiles | None = None
+    itl: LatencyQuantiles | None = None
+    e2el: LatencyQuantiles | None = None
+    queue: LatencyQuantiles | None = None
+    prefill: LatencyQuantiles | None = None
+    decode: LatencyQuantiles | None = None
+
+
+class SeriesPoint(BaseModel):
+    """One downsampled telemetry point, ``t`` seconds after the run was launched."""
+
+    t: float
+    kv_cache_usage: float | None = None
+    num_running: float | None = None
+    num_waiting: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    gpu_mem_used_bytes: float | None = None
+    gpu_util: float | None = None
+
+
+class Reproduction(BaseModel):
+    """What it takes to run this again: the exact argv and the machine it ran on.
+
+    Secrets never appear here: ``env`` holds only non-secret variables that change what
+    vLLM does; ``secret_env`` holds the *names* of secrets the server was given.
+    """
+
+    argv: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    secret_env: list[str] = Field(default_factory=list)
+    vllm_version: str | None = None
+    gpu_name: str | None = None
+    gpu_count: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    host: str | None = None
+
+
+class SweepTag(BaseModel):
+    """Marks a run as one trial of a sweep."""
+
+    sweep_id: str
+    trial: int
+    note: str = ""
+
+
 class RunRecord(BaseModel):
     """One run on the board: flags, how the start went, and the load result if any."""
 
@@ -90,7 +176,34 @@ class RunRecord(BaseModel):
     startup: StartupProfile = Field(default_factory=StartupProfile)
     diagnosis: Diagnosis | None = None
     bench: BenchResult | None = None
-    workload: dict[str, Any] = Field(default_factory=dict)
-    telemetry: dict[str, float] = Field(default_factory=dict)
+    workload: LoadSpec | None = None
+    peaks: TelemetryPeaks = Field(default_factory=TelemetryPeaks)
+    server_latency: ServerLatency | None = None
+    series: list[SeriesPoint] = Field(default_factory=list)
+    repro: Reproduction | None = None
+    sweep: SweepTag | None = None
     log_path: str | None = None
     exit_code: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate(cls, data: Any) -> Any:
+        """Read records stored by earlier versions (untyped ``workload`` and ``telemetry``)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("workload") == {}:
+            data["workload"] = None
+        legacy = data.pop("telemetry", None)
+        if isinstance(legacy, dict) and "peaks" not in data:
+            data["peaks"] = {
+                key.removeprefix("peak_"): value
+                for key, value in legacy.items()
+                if key.startswith("peak_")
+            }
+        return data
+
+    @property
+    def served(self) -> bool:
+        """Whether the run's server reached ready (a load could be, or was, run)."""
+        return self.startup.seconds_to_ready is not None or self.status is RunStatus.READY

@@ -13,7 +13,8 @@ Endpoint = Literal["completions", "chat"]
 class LoadSpec(BaseModel):
     """A load run, in ``vllm bench serve``'s terms (reference section 4)."""
 
-    model_config = ConfigDict(frozen=True)
+    # "Infinity" in JSON (an infinite request rate), not null: it must read back.
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
     endpoint: Endpoint = "completions"
     input_len: int = Field(default=128, ge=1)

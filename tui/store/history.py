@@ -62,14 +62,21 @@ class RunStore:
         self._conn.execute("COMMIT")
 
     def add(self, record: RunRecord) -> RunRecord:
-        """Insert ``record``; returns it with its new ``id``."""
+        """Insert ``record``; returns it with its new ``id`` (and label ``#id`` if it had none).
+
+        Ids come from SQLite's AUTOINCREMENT, never reused even after deletes, so a label
+        taken from one is unique for the life of the history file.
+        """
         with self._tx() as conn:
             cur = conn.execute(
                 "INSERT INTO runs (created_at, status, model, record) VALUES (?, ?, ?, '')",
                 (record.created_at.isoformat(), record.status.value, record.flags.model),
             )
             assert cur.lastrowid is not None
-            stored = record.model_copy(update={"id": cur.lastrowid})
+            update: dict[str, object] = {"id": cur.lastrowid}
+            if not record.label:
+                update["label"] = f"#{cur.lastrowid}"
+            stored = record.model_copy(update=update)
             conn.execute(
                 "UPDATE runs SET record = ? WHERE id = ?",
                 (stored.model_dump_json(), stored.id),

@@ -1,0 +1,41 @@
+"""One error shape for everything the operator can get wrong or the machine can refuse.
+
+Every error vtc raises on purpose derives from :class:`VtcError`: a one-line message in
+the operator's terms (what was wrong, with the value), and optionally a hint (what to do).
+The CLI prints ``vtc: <message> (<hint>)`` on one line and exits 2; the console shows the
+same line in a notification. Anything else that escapes is a bug, and is shown as one.
+"""
+
+from __future__ import annotations
+
+
+class VtcError(Exception):
+    """Base of vtc's own errors: a one-line user message and an optional hint."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        # One line, whatever the caller passed: a multi-line message breaks the CLI's
+        # contract and the console's notification layout.
+        self.message = " ".join(str(message).split()) or type(self).__name__
+        self.hint = " ".join(hint.split()) if hint else None
+        super().__init__(self.message)
+
+    def one_line(self) -> str:
+        """``message`` and, when there is one, ``(hint)``: what the CLI and the console show."""
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+    def __str__(self) -> str:
+        return self.one_line()
+
+
+def one_line(exc: BaseException, *, limit: int = 300) -> str:
+    """A single line describing ``exc``: a :class:`VtcError`'s own line, else type and text.
+
+    Used where an unexpected exception must still reach the operator as one line (a
+    worker's failure in the console, a headless command's last resort), cut at ``limit``.
+    """
+    if isinstance(exc, VtcError):
+        text = exc.one_line()
+    else:
+        detail = " ".join(str(exc).split())
+        text = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
