@@ -71,11 +71,17 @@ class KvCacheReported:
 
 @dataclass(frozen=True)
 class Ready:
-    """Own process alive and /health answered 200."""
+    """Own process alive and /health answered 200.
+
+    ``timed``: ``elapsed`` is this console's measure of a start it watched from launch;
+    ``False`` for a server found already running (adopted, attached), whose start time is
+    not known here.
+    """
 
     elapsed: float
     kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
+    timed: bool = True
 
 
 @dataclass(frozen=True)
