@@ -52,10 +52,10 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerEvent  # noqa: E402
 from tui.domain.flags import ServeFlags  # noqa: E402
-from tui.server.kv_estimator import KvEstimator, cpu_node_memory, sim_gpu_device  # noqa: E402
+from tui.modes.demo import sim_gpu_device, simulator_command  # noqa: E402
+from tui.server.kv_estimator import KvEstimator, cpu_node_memory  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
 from tui.server.supervisor import Supervisor  # noqa: E402
-from tui.session import simulator_command  # noqa: E402
 
 MIB = 2**20
 READY_GOAL_S = 0.3

@@ -16,9 +16,11 @@ from tui.domain.events import Failed, Ready, ServerState
 from tui.domain.flags import diff_flags
 from tui.domain.results import RunStatus
 from tui.domain.workload import LoadSpec
+from tui.modes import ConsoleOptions, build_session
+from tui.modes.common import assemble
+from tui.modes.demo import DEMO_PRESET, DemoMode
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore
-from tui.wiring import DEMO_PRESET, ConsoleOptions, build_session
 
 
 async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
@@ -26,7 +28,7 @@ async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
     session = build_session(options)
     events: list[SessionEvent] = []
     session.subscribe(events.append)
-    assert session.initial_flags.model == "meta-llama/Llama-3.1-8B-Instruct"
+    assert session.info.initial_flags.model == "meta-llama/Llama-3.1-8B-Instruct"
     await session.start()  # the demo autostarts its preset
     try:
         assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
@@ -69,7 +71,7 @@ async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
         ready = session.current
         assert ready is not None and ready.bench == result
         assert [c.name for c in diff_flags(session.runs[0].flags, ready.flags)] == ["max_model_len"]
-        server_pid = session._supervisor.pid
+        server_pid = session.pid
         assert server_pid is not None
     finally:
         await session.close()
@@ -77,19 +79,18 @@ async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:
 
     # Every run, the failed start included, is in the store with its final state.
     stored = RunStore(tmp_path / "demo-runs.sqlite").list()
-    assert [r.status for r in stored] == [RunStatus.READY, RunStatus.FAILED, RunStatus.READY]
+    # Each card keeps its own end: replaced by the next run, failed, stopped at close.
+    assert [r.status for r in stored] == [RunStatus.REPLACED, RunStatus.FAILED, RunStatus.STOPPED]
     assert stored[1].diagnosis is not None and stored[1].diagnosis.kind == "kv_cache_too_small"
     assert stored[2].bench is not None and stored[2].bench.completed == 8
     assert any(isinstance(e, RunUpdated) for e in events)
-    assert DEMO_PRESET in {p.name for p in session.presets}
+    assert DEMO_PRESET in {p.name for p in session.info.presets}
 
 
 async def test_restart_waits_for_the_old_trees_gpu_memory(tmp_path: Path) -> None:
     options = ConsoleOptions(demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2)
-    session = build_session(options)
     asked: list[set[int]] = []
     events: list[SessionEvent] = []
-    session.subscribe(events.append)
 
     async def release(pids: set[int]) -> str | None:
         asked.append(set(pids))
@@ -97,13 +98,16 @@ async def test_restart_waits_for_the_old_trees_gpu_memory(tmp_path: Path) -> Non
         assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == "zombie" for p in pids)
         return "GPU memory of the old server still held after 30 s; starting anyway"
 
-    session._gpu_release = release  # what build_session wires in NVML mode
+    info, services = DemoMode().parts(options)
+    services.release = release  # what the local-vLLM mode wires in NVML mode
+    session = assemble(info, services, poll_interval_s=options.poll_interval_s)
+    session.subscribe(events.append)
     await session.start()
     try:
         await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60)
-        first_pid = session._supervisor.pid
+        first_pid = session.pid
         assert first_pid is not None
-        await session.restart(session.initial_flags)
+        await session.restart(session.info.initial_flags)
         assert len(asked) == 1 and first_pid in asked[0]
         assert any(
             getattr(e, "text", "").startswith("[vtc] GPU memory of the old server") for e in events
@@ -135,8 +139,7 @@ async def test_a_cancelled_load_keeps_the_runs_completed_result(tmp_path: Path) 
         await asyncio.sleep(0.5)
         await session.cancel_load()
         partial = await asyncio.wait_for(long_load, 30)
-        assert partial is not None and partial.model_extra is not None
-        assert partial.model_extra.get("cancelled") is True
+        assert partial is not None and partial.cancelled is True
         assert session.current.bench == first  # the card keeps the completed numbers
     finally:
         await session.close()

@@ -18,7 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
+from tui.modes import ConsoleOptions, build_session
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -43,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the vllm executable to launch (default: `vllm` on PATH)",
     )
     parser.add_argument("--model", help="model to serve (overrides the preset's)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="load a `vllm serve --config` YAML file into the form",
+    )
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
         "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
@@ -123,22 +131,6 @@ def cmd_diagnose(logfile: Path, as_json: bool) -> int:
     return 0 if result.kind != "unknown" else 1
 
 
-def cmd_setup_cpu_vllm(cache_dir: Path | None, force: bool) -> int:
-    """``vtc setup-cpu-vllm``: provision (cached) and print the paths as JSON."""
-    from tui.server.provision import provision
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        result = provision(cache_dir, force=force, log=log)
-    except Exception as exc:  # report any failed step plainly, keep the traceback out
-        print(f"vtc setup-cpu-vllm: failed: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(result.to_json(), indent=2))
-    return 0
-
-
 def cmd_presets() -> int:
     """``vtc presets``: name, where it comes from, what it is."""
     from tui.store.presets import load_presets
@@ -204,27 +196,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "diagnose":
         return cmd_diagnose(args.logfile, args.json)
     if args.command == "setup-cpu-vllm":
-        return cmd_setup_cpu_vllm(args.cache_dir, args.force)
+        from tui.server.provision import cli_setup_cpu_vllm
+
+        return cli_setup_cpu_vllm(force=args.force, cache_dir=args.cache_dir)
     if args.command == "presets":
         return cmd_presets()
     if args.command == "runs":
         return cmd_runs(args.json, args.demo)
     if args.command == "stop":
         return cmd_stop(args.demo, args.grace)
-    from tui.wiring import ConsoleOptions, ConsoleSetupError, build_session
+    return run_console(ConsoleOptions.from_args(args, serve_args))
 
+
+def run_console(options: ConsoleOptions) -> int:
+    """Build the mode's session and run the console over it; 2 with one line if it cannot."""
     try:
-        options = ConsoleOptions.from_args(args, serve_args)
         session = build_session(options)
-    except ConsoleSetupError as exc:
-        print(f"vtc: {exc}", file=sys.stderr)
+    except VtcError as exc:
+        print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2
     from tui.ui.app import create_app
 
     try:
         create_app(session).run()
-    finally:
-        session.abandon()  # no-op after a quit or a detach; kills the server if the app crashed
+    except BaseException as exc:
+        # The console crashed: kill the server it started and say so in the run, so the
+        # history never says READY for a server that is gone.
+        session.abandon(f"the console crashed ({one_line(exc)}); vtc killed its server")
+        raise
+    session.abandon()  # no-op after a quit or a detach
     if session.detached:
         _say_detached(session.pid, session.base_url, options.demo)
     return 0

@@ -24,10 +24,10 @@ from tui.domain.events import Exited, Failed, Launched, Ready, ServerState
 from tui.domain.results import BenchResult, RunStatus
 from tui.domain.telemetry import HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
+from tui.modes import ConsoleOptions, build_session
 from tui.server.provision import ProvisionedVllm
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore
-from tui.wiring import ConsoleOptions, build_session
 
 pytestmark = pytest.mark.realvllm
 
@@ -70,12 +70,12 @@ async def test_console_session_runs_the_loop_and_closes_clean(
     session = build_session(options, store=RunStore(db))
     events: list[SessionEvent] = []
     session.subscribe(events.append)
-    assert session.initial_flags.kv_cache_memory_bytes == KV_64M
+    assert session.info.initial_flags.kv_cache_memory_bytes == KV_64M
     pgid: int | None = None
     seen = []
     try:
         await session.start()
-        record = await session.restart(session.initial_flags)
+        record = await session.restart(session.info.initial_flags)
         assert record.id is not None and record.status is RunStatus.STARTING
         state = await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 180)
         assert state is ServerState.READY, f"{[e for e in events if isinstance(e, Failed)]}"
@@ -156,7 +156,7 @@ async def test_console_session_runs_the_loop_and_closes_clean(
     # The store holds what the console showed last (after the cancelled load too).
     assert session.current is not None
     assert stored.bench is not None and stored.bench == session.current.bench
-    assert stored.status is RunStatus.READY
+    assert stored.status is RunStatus.STOPPED  # closed: never READY for a server that is gone
     assert stored.startup.kv_cache_tokens == KV_64M // kv_bytes_per_token(real_vllm.model)
     assert stored.exit_code == 0
     assert any(isinstance(e, RunUpdated) for e in events)

@@ -15,14 +15,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tui.domain.errors import VtcError
 from tui.domain.events import Exited, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadSpec
+from tui.modes import ConsoleOptions, SetupError, build_session
+from tui.modes.common import free_port
 from tui.server.attached import UNKNOWN_MODEL, AttachedServer, attach_url
-from tui.session import SessionEvent, free_port, wait_for_state
+from tui.session import SessionEvent, wait_for_state
 from tui.store.history import RunStore
-from tui.wiring import ConsoleOptions, ConsoleSetupError, build_session
 
 MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 
@@ -47,12 +49,12 @@ def test_attach_url_is_a_server_base_url(given: str, url: str) -> None:
 def test_a_bad_attach_url_is_refused_with_the_form_wanted(bad: str) -> None:
     with pytest.raises(ValueError, match="--attach"):
         attach_url(bad)
-    with pytest.raises(ConsoleSetupError, match="--attach"):
+    with pytest.raises(SetupError, match="--attach"):
         build_session(ConsoleOptions(attach=bad))
 
 
 def test_attach_does_not_mix_with_the_demo(tmp_path: Path) -> None:
-    with pytest.raises(ConsoleSetupError, match="drop --demo"):
+    with pytest.raises(SetupError, match="drop --demo"):
         build_session(ConsoleOptions(demo=True, attach="http://h:8000", data_dir=tmp_path))
 
 
@@ -176,7 +178,7 @@ async def test_the_console_attaches_loads_and_never_restarts(
     session = build_session(ConsoleOptions(attach=url, data_dir=tmp_path, poll_interval_s=0.2))
     events: list[SessionEvent] = []
     session.subscribe(events.append)
-    assert session.mode_label == f"attached: {url}" and not session.can_restart
+    assert session.info.label == f"attached: {url}" and not session.can_restart
     await session.start()
     try:
         assert await wait_for_state(session, {ServerState.READY}, 30) is ServerState.READY
@@ -196,11 +198,10 @@ async def test_the_console_attaches_loads_and_never_restarts(
             "a /metrics sample",
         )
 
-        with pytest.raises(RuntimeError, match="restart disabled"):
+        with pytest.raises(VtcError, match="restart disabled"):
             await session.restart(card.flags)
-        with pytest.raises(RuntimeError, match="will not stop"):
-            await session.stop_server()
-        assert proc.poll() is None
+        await session.stop_server()  # an attached server cannot be stopped: nothing happens
+        assert proc.poll() is None and session.state is ServerState.READY
         assert not list(tmp_path.glob("*server.json"))  # nothing to reattach: not ours
 
         proc.send_signal(signal.SIGTERM)  # its owner stops it: the console shows that
@@ -209,7 +210,8 @@ async def test_the_console_attaches_loads_and_never_restarts(
     finally:
         await session.close()
     stored = RunStore(tmp_path / "runs.sqlite").list()
-    assert [(r.label, r.status) for r in stored] == [("attached", RunStatus.READY)]
+    # Its owner stopped it: the card says so (never READY for a server that is gone).
+    assert [(r.label, r.status) for r in stored] == [("attached", RunStatus.STOPPED)]
     assert stored[0].bench is not None and stored[0].bench.completed == 4
 
 

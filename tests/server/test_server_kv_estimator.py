@@ -10,16 +10,16 @@ from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
+from tui.modes import ConsoleOptions, build_session
+from tui.modes.demo import sim_gpu_device
 from tui.server.kv_estimator import (
     KvEstimator,
     cpu_node_memory,
     gpu_device_from_sample,
     is_cpu_build,
-    sim_gpu_device,
 )
 from tui.session import wait_for_state
 from tui.sim.catalog import GPUS
-from tui.wiring import ConsoleOptions, build_session
 
 MIB = 2**20
 GIB = 2**30
@@ -149,7 +149,7 @@ def test_sim_gpu_device_is_the_catalog_gpu() -> None:
     assert sim_gpu_device("rtx3080-10gb", GIB).free_bytes == spec.total_bytes - GIB
 
 
-def test_real_cpu_build_console_warns_in_the_form(tmp_path: Path) -> None:
+async def test_real_cpu_build_console_warns_in_the_form(tmp_path: Path) -> None:
     """``vtc --vllm <CPU build>``: the session's pre-flight reads the model dir and the node."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
@@ -164,12 +164,12 @@ def test_real_cpu_build_console_warns_in_the_form(tmp_path: Path) -> None:
     session = build_session(options)
     try:
         flags = ServeFlags(model=str(model), max_model_len=65536, kv_cache_memory_bytes=16 * MIB)
-        assert session.preflight(flags) == [
+        assert await session.preflight(flags) == [
             "max_model_len 65536 cannot fit: 32,768 tokens of KV; largest that fits: 32640"
         ]
-        assert session.preflight(flags.replace(max_model_len=2048)) == []
+        assert await session.preflight(flags.replace(max_model_len=2048)) == []
     finally:
-        session.store.close()
+        await session.close()
 
 
 async def test_demo_session_records_the_estimate_next_to_the_logged_capacity(
@@ -178,10 +178,10 @@ async def test_demo_session_records_the_estimate_next_to_the_logged_capacity(
     """Seed-000 demo: the form warns before launch; a run keeps estimate and log side by side."""
     options = ConsoleOptions(demo=True, sim_speed=50, data_dir=tmp_path, autostart=False)
     session = build_session(options)
-    flags = session.initial_flags
-    warnings = session.preflight(flags.replace(max_model_len=30576))
+    flags = session.info.initial_flags
+    warnings = await session.preflight(flags.replace(max_model_len=30576))
     assert len(warnings) == 1 and warnings[0].startswith("max_model_len 30576 cannot fit: about ")
-    assert session.preflight(flags) == []
+    assert await session.preflight(flags) == []
     await session.start()
     try:
         record = await session.restart(flags)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from tui.modes.demo import sim_catalog_config
 from tui.server.model_config import find_model_config, hf_hub_cache
 
 TINY: dict[str, Any] = {
@@ -107,20 +108,22 @@ def test_broken_config_gives_the_reason_not_an_exception(tmp_path: Path) -> None
     assert partial.shape is None and "num_attention_heads" in partial.reason
 
 
-def test_sim_catalog_is_the_marked_last_resort(tmp_path: Path) -> None:
+def test_the_demo_passes_the_sim_catalog_as_the_marked_last_resort(tmp_path: Path) -> None:
     env = {"HF_HUB_CACHE": str(tmp_path / "empty")}
-    found = find_model_config("meta-llama/Llama-3.1-8B-Instruct", env=env)
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    found = find_model_config(model, env=env, fallback=sim_catalog_config)
     assert found.source == "sim-catalog" and found.path is None
     assert "simulator catalog" in found.reason
     assert found.shape is not None and found.shape.num_layers == 32
-    off = find_model_config("meta-llama/Llama-3.1-8B-Instruct", env=env, use_sim_catalog=False)
-    assert off.shape is None
+    assert find_model_config(model, env=env).shape is None  # the server room alone: no sim
 
 
 def test_hf_cache_beats_the_catalog(tmp_path: Path) -> None:
     hub = tmp_path / "hub"
     _snapshot(hub, "meta-llama/Llama-3.1-8B-Instruct", "r1", {**TINY, "num_hidden_layers": 3})
-    found = find_model_config("meta-llama/Llama-3.1-8B-Instruct", env={"HF_HUB_CACHE": str(hub)})
+    env = {"HF_HUB_CACHE": str(hub)}
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    found = find_model_config(model, env=env, fallback=sim_catalog_config)
     assert found.source == "hf-cache"
     assert found.shape is not None and found.shape.num_layers == 3
 

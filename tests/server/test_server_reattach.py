@@ -20,11 +20,11 @@ from tui.cli import cmd_stop, main
 from tui.domain.events import Launched, Ready, ServerState
 from tui.domain.results import RunStatus
 from tui.domain.workload import LoadSpec
+from tui.modes import ConsoleOptions, build_session
 from tui.server.handoff import DetachableSupervisor
 from tui.server.process import ProcessInfo, snapshot_tree
 from tui.session import Session, SessionEvent, wait_for_state
 from tui.store.server_state import ServerStateFile, ServerStateRecord
-from tui.wiring import ConsoleOptions, build_session
 
 LOAD = LoadSpec(input_len=32, output_len=8, num_prompts=4, max_concurrency=2)
 
@@ -98,6 +98,7 @@ async def test_hang_up_then_reattach_then_vtc_stop(
     assert recorded.console_pid == os.getpid()
     assert recorded.base_url == first.base_url and recorded.log_path
 
+    supervisor = first._slot._backend._sup  # type: ignore[union-attr]
     # The terminal hangs up: the console detaches, the server and its state file stay.
     assert await first.detach() is True
     assert first.detached
@@ -107,7 +108,6 @@ async def test_hang_up_then_reattach_then_vtc_stop(
     cleanup.extend(relays(recorded.log_path))
     # asyncio SIGKILLs the child of a subprocess transport that is closed (or collected)
     # while the child runs; the detach disarmed that.
-    supervisor = first._supervisor
     assert isinstance(supervisor, DetachableSupervisor) and supervisor._transport is not None
     supervisor._transport.close()
     del first, supervisor
@@ -117,7 +117,7 @@ async def test_hang_up_then_reattach_then_vtc_stop(
 
     # The next console adopts it: same pid, its run current again, READY, loads.
     second = build_session(options(tmp_path))
-    assert any(f"pid {pid}" in n and "Reattached" in n for n in second.notices)
+    assert any(f"pid {pid}" in n and "Reattached" in n for n in second.info.notices)
     events: list[SessionEvent] = []
     second.subscribe(events.append)
     await second.start()
@@ -191,7 +191,7 @@ async def test_r_on_an_adopted_server_stops_it_and_launches_a_supervised_one(
         assert state is ServerState.READY
         new = file.read()
         assert new is not None and new.pid == second.pid  # the file follows the new server
-        assert [r.status for r in second.runs] == [RunStatus.READY, RunStatus.READY]
+        assert [r.status for r in second.runs] == [RunStatus.REPLACED, RunStatus.READY]
         new_pid = second.pid
     finally:
         await second.close()  # q: stops what it runs, and the state file goes with it
@@ -216,7 +216,7 @@ async def test_a_stale_state_file_is_removed_with_a_notice_never_acted_on(
         )
     )
     session = build_session(options(tmp_path, autostart=False))
-    assert any("stale" in n and "another process" in n for n in session.notices)
+    assert any("stale" in n and "another process" in n for n in session.info.notices)
     assert not file.exists()
     await session.start()
     try:

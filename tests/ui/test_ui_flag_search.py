@@ -7,8 +7,9 @@ from ui_fakes import FIXED_TIME, MODEL, FakeSession, fixture_cli
 
 from tui.domain.flags import ServeFlags
 from tui.domain.results import RunRecord, RunStatus, StartupProfile
+from tui.modes.demo import NO_FLAG_LIST as DEMO_REASON
 from tui.ui.app import create_app
-from tui.ui.widgets.flag_search import DEMO_REASON, LOADING_REASON, FlagSearch
+from tui.ui.widgets.flag_search import LOADING_REASON, FlagSearch
 from tui.ui.widgets.run_card import RunCard
 
 REAL = "vllm: /usr/bin/vllm"  # a real session's mode label: the flag list loads after start

@@ -73,17 +73,21 @@ async def test_range_errors_and_preflight_warnings_show_live_in_the_form() -> No
     session = FakeSession(warnings=["KV estimate: 1136 tokens fit, max_model_len is 30576"])
     app, _ = make(session)
     async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()  # pre-flight runs in a worker, off the loop
+        await pilot.pause()  # and the form lays out its warnings
         box = app.query_one("#preflight")
         assert box.display and "1136 tokens fit" in str(box.render())
         assert session.preflighted  # asked about the form's flags
         await pilot.click("#in-gpu_memory_utilization")
         await pilot.press("1", ".", "5")
+        await app.workers.wait_for_complete()
         await pilot.pause()
         row = form(app).field("gpu_memory_utilization")
         assert row.has_class("-invalid")
         assert "less than or equal to 1" in str(row.query_one(".field-error").render())
         assert not box.display  # no pre-flight for flags that cannot launch
         await pilot.press("backspace", "backspace")
+        await app.workers.wait_for_complete()
         await pilot.pause()
         assert not row.has_class("-invalid")
         assert box.display

@@ -13,9 +13,9 @@ from textual.pilot import Pilot
 
 from tui.domain.events import ServerState
 from tui.domain.results import RunStatus
+from tui.modes import ConsoleOptions, build_session
 from tui.ui.app import create_app
 from tui.ui.widgets.run_card import RunCard
-from tui.wiring import ConsoleOptions, build_session
 
 
 async def until(pilot: Pilot[None], done: Callable[[], bool], what: str) -> None:

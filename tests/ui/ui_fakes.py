@@ -1,6 +1,6 @@
 """A scripted stand-in for ``tui.session.Session`` and the fixed data the UI tests show.
 
-``FakeSession`` implements the surface the console uses (``tui.ui.session_port.SessionPort``)
+``FakeSession`` implements the surface the console uses (``tui.session.port.SessionPort``)
 and records every command, so Pilot tests can assert what the console asked for. Tests push
 events with :meth:`FakeSession.emit`, exactly as the real session's callbacks would.
 Everything here is fixed data: no clocks, no randomness.
@@ -21,7 +21,8 @@ from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
-from tui.session import RunUpdated, SessionEvent
+from tui.modes import attach, demo
+from tui.session.port import RunUpdated, SessionEvent, SessionInfo
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM_CLI_FIXTURE = Path(__file__).parent.parent / "domain" / "vllm_cli_fixture.json"
@@ -68,6 +69,24 @@ class FakeSession:
         self.closed = False
 
     # -- the session surface ----------------------------------------------------------------
+    @property
+    def info(self) -> SessionInfo:
+        """What the mode decided, from the fake's settable attributes."""
+        never = None
+        if self.mode_label.startswith("demo"):
+            never = demo.NO_FLAG_LIST
+        elif self.mode_label.startswith("attached"):
+            never = attach.NO_FLAG_LIST
+        return SessionInfo(
+            label=self.mode_label,
+            initial_flags=self.initial_flags,
+            initial_load=self.initial_load,
+            presets=self.presets,
+            initial_preset=self.initial_preset,
+            notices=self.notices,
+            no_flag_list=never,
+        )
+
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
         """Remember the console's callback."""
         self.listeners.append(callback)
@@ -117,7 +136,7 @@ class FakeSession:
         self.calls.append("detach")
         return True
 
-    def preflight(self, flags: ServeFlags) -> list[str]:
+    async def preflight(self, flags: ServeFlags) -> list[str]:
         """The scripted warnings."""
         self.preflighted.append(flags)
         return list(self.warnings)

@@ -36,6 +36,8 @@ class BenchResult(BaseModel):
     request_rate: float | str = "inf"
     errors: list[str] = Field(default_factory=list)
     stats: dict[str, float] = Field(default_factory=dict)
+    cancelled: bool = False  # vtc: the run was cancelled; these are its partial numbers
+    aborted_by_server: int = 0  # vtc: streams the server ended with finish_reason abort/error
 
     def metric(self, key: str) -> float | None:
         """A number by bench-serve key, from the top level or ``stats``."""
@@ -184,6 +186,7 @@ class RunRecord(BaseModel):
     sweep: SweepTag | None = None
     log_path: str | None = None
     exit_code: int | None = None
+    ended_because: str = ""  # one line, when the status alone does not say why it ended
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,7 @@ Three kinds of server stand behind one protocol:
 - launched (:class:`Launcher` makes one): this console started it; it can be stopped and
   detached (left running for the next console);
 - adopted: a previous console launched it and left it running (the state file); it can be
-  stopped, not detached (it is already independent of any console);
+  stopped, or left running again (detached) for the next console;
 - attached: a server at a URL that somebody else runs; it is watched and loaded only.
 
 What a backend can do is declared in :class:`Capabilities`; a caller checks them instead of
@@ -42,7 +42,7 @@ class Capabilities:
 
 
 LAUNCHED = Capabilities(can_stop=True, can_detach=True, local=True)
-ADOPTED = Capabilities(can_stop=True, can_detach=False, local=True)
+ADOPTED = Capabilities(can_stop=True, can_detach=True, local=True)
 ATTACHED_REMOTE = Capabilities(can_stop=False, can_detach=False, local=False)
 
 

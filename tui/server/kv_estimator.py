@@ -4,7 +4,7 @@
 ``KvEstimator(device)`` is the ``Callable[[ServeFlags], KvEstimate | None]`` a ``Session``
 takes. ``device`` says what the server will run on:
 
-- the simulator: :func:`sim_gpu_device` (the catalog GPU the demo simulates);
+- the simulator: the catalog GPU the demo simulates (``tui.modes.demo``);
 - a real GPU: :func:`gpu_device_from_sample` on an NVML sample (N/A: no estimate);
 - the CPU build of vLLM: :func:`cpu_node_memory`, vLLM's own reading of NUMA node 0
   (``vllm/utils/cpu_resource_utils.py:189-240``: MemFree + file pages + reclaimable,
@@ -29,14 +29,6 @@ from tui.server.model_config import ModelConfig, find_model_config
 
 GIB = 2**30
 CPU_KVCACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"  # whole GiB; overrides the flag (cpu.py:323-327)
-
-
-def sim_gpu_device(gpu: str, used_bytes: int = 0) -> DeviceMemory:
-    """The simulator's catalog GPU ``gpu`` (key or product name), ``used_bytes`` taken."""
-    from tui.sim.catalog import resolve_gpu  # the demo's machine is the simulator's
-
-    spec = resolve_gpu(gpu)
-    return DeviceMemory(spec.total_bytes, spec.total_bytes - used_bytes, "gpu", spec.name)
 
 
 def gpu_device_from_sample(
@@ -134,14 +126,11 @@ class KvEstimator:
         device: Callable[[], DeviceMemory | None],
         *,
         env: Mapping[str, str] | None = None,
-        use_sim_catalog: bool = True,
         find_config: Callable[[str], ModelConfig] | None = None,
     ) -> None:
         self._device = device
         self._env = dict(os.environ if env is None else env)
-        self._find = find_config or (
-            lambda model: find_model_config(model, env=self._env, use_sim_catalog=use_sim_catalog)
-        )
+        self._find = find_config or (lambda model: find_model_config(model, env=self._env))
         self._configs: dict[str, ModelConfig] = {}
         self.last_reason = ""
 

@@ -6,9 +6,9 @@ Where vLLM would find the model, in order:
 2. the Hugging Face cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
    ``~/.cache/huggingface/hub``, as ``models--ORG--NAME/snapshots/<rev>/config.json`` (the
    revision ``refs/main`` names, else the newest snapshot);
-3. as a last resort, the simulator's catalog (:mod:`tui.sim.catalog`) for names it knows: the
-   published shapes of those models, marked ``source="sim-catalog"`` so nobody mistakes them
-   for the checkpoint on disk.
+3. as a last resort, a ``fallback`` the caller passes: the demo mode passes the simulator's
+   catalog (the published shapes of the models it knows, marked ``source="sim-catalog"`` so
+   nobody mistakes them for the checkpoint on disk). This room never imports the simulator.
 
 Nothing is downloaded. A model found nowhere gives ``shape=None`` and the reason.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -112,28 +112,13 @@ def _read(model: str, path: Path, source: ConfigSource) -> ModelConfig:
     return ModelConfig(model, shape, source, path, "", quant, tied)
 
 
-def _from_sim_catalog(model: str) -> ModelConfig | None:
-    # Imported here: the catalog is a fallback, not something every caller should load.
-    from tui.sim.catalog import catalog_models, resolve_model
-
-    if model.strip().rstrip("/").lower() not in {m.lower() for m in catalog_models()}:
-        return None
-    entry = resolve_model(model)
-    return ModelConfig(
-        model,
-        entry.shape,
-        "sim-catalog",
-        None,
-        "not on disk: the simulator catalog's published shape of this model",
-        entry.checkpoint_quantization,
-        entry.tied_embeddings,
-    )
-
-
 def find_model_config(
-    model: str, *, env: Mapping[str, str] | None = None, use_sim_catalog: bool = True
+    model: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    fallback: Callable[[str], ModelConfig | None] | None = None,
 ) -> ModelConfig:
-    """Find ``model``'s config (local dir, HF cache, then the simulator's catalog) and read it.
+    """Find ``model``'s config (local dir, HF cache, then ``fallback``) and read it.
 
     Never raises for a missing or bad config: the result's ``shape`` is ``None`` and
     ``reason`` says why.
@@ -150,10 +135,9 @@ def find_model_config(
     cached = _cache_config(model, hub)
     if cached is not None:
         return _read(model, cached, "hf-cache")
-    if use_sim_catalog:
-        found = _from_sim_catalog(model)
-        if found is not None:
-            return found
+    found = fallback(model) if fallback is not None else None
+    if found is not None:
+        return found
     return ModelConfig(
         model,
         None,

@@ -13,11 +13,11 @@ from typing import ClassVar
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
 
-from tui.session import SessionEvent
+from tui.domain.errors import one_line
+from tui.session.port import SessionEvent, SessionPort
 from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
 from tui.ui.screens.main import Clock, MainScreen
-from tui.ui.session_port import SessionPort
 
 STYLES = Path(__file__).parent / "styles"
 HANGUP_EXIT_S = 60.0
@@ -126,8 +126,8 @@ class VtcApp(App[None]):
         try:
             await self.session.start()
         except Exception as exc:  # show it; the operator may still fix the form and press r
-            self.notify(str(exc), title="Session start failed", severity="error", timeout=15)
-        for notice in self.session.notices:  # e.g. reattached, or a stale state file removed
+            self.notify(one_line(exc), title="Session start failed", severity="error", timeout=15)
+        for notice in self.session.info.notices:  # e.g. reattached, or a stale state file removed
             self.notify(notice, timeout=10)
 
     def _on_session_event(self, event: SessionEvent) -> None:

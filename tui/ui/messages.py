@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.message import Message
 
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
-from tui.session import SessionEvent
+from tui.session.port import SessionEvent
 
 # Samples that only matter as "the latest one": a backed-up queue keeps just the newest.
 _LATEST_ONLY = (GpuSample, ServerMetrics, HostSample)

@@ -6,23 +6,23 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import ClassVar
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
+from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
-from tui.domain.flags import FlagProblem, format_value
+from tui.domain.flags import FlagProblem, ServeFlags, format_value
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
-from tui.session import LoadFinished, RunUpdated, SessionEvent
+from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort
 from tui.ui.compare import latest_failed
 from tui.ui.keys import screen_bindings
 from tui.ui.screens.help import HelpScreen
 from tui.ui.server_view import ServerView, reduce, view_from_record
-from tui.ui.session_port import SessionPort
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
@@ -69,13 +69,13 @@ class MainScreen(Screen[None]):
         with Horizontal(id="strip"):
             yield GpuPanel(id="gpu", classes="panel")
             yield MetricsPanel(id="metrics", classes="panel")
-            yield LoadPanel(self.session.initial_load, id="load", classes="panel")
+            yield LoadPanel(self.session.info.initial_load, id="load", classes="panel")
         with Horizontal(id="work"):
             yield FlagForm(
-                self.session.initial_flags,
-                self.session.initial_load,
-                list(self.session.presets),
-                initial_preset=self.session.initial_preset,
+                self.session.info.initial_flags,
+                self.session.info.initial_load,
+                list(self.session.info.presets),
+                initial_preset=self.session.info.initial_preset,
                 cli_status=self._cli_status,
                 id="form",
                 classes="panel",
@@ -86,11 +86,11 @@ class MainScreen(Screen[None]):
     def _cli_status(self) -> CliStatus:
         """The installed vLLM's flag list as the session has it now (it loads after start)."""
         session = self.session
-        return cli_status(session.vllm_cli, session.vllm_cli_error, session.mode_label)
+        return cli_status(session.vllm_cli, session.vllm_cli_error, session.info.no_flag_list)
 
     def on_mount(self) -> None:
         """Titles, then what the session already knows (a late start shows the board)."""
-        self.query_one("#server").border_title = f"Server · {self.session.mode_label}"
+        self.query_one("#server").border_title = f"Server · {self.session.info.label}"
         for selector, title in (
             ("#gpu", "GPU"),
             ("#metrics", "Metrics"),
@@ -179,12 +179,18 @@ class MainScreen(Screen[None]):
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
+        self._check_flags(message.flags)
+
+    # An exclusive worker: each keystroke cancels the check still running for the one before,
+    # and typing never waits on it (the session runs the check itself off the loop).
+    @work(group="preflight", exclusive=True, exit_on_error=False, description="pre-flight")
+    async def _check_flags(self, flags: ServeFlags | None) -> None:
         warnings: list[str] = []
-        if message.flags is not None:
+        if flags is not None:
             try:
-                warnings = self.session.preflight(message.flags)
+                warnings = await self.session.preflight(flags)
             except Exception as exc:  # a pre-flight check must never break the form
-                warnings = [f"pre-flight check failed: {exc}"]
+                warnings = [f"pre-flight check failed: {one_line(exc)}"]
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
@@ -194,8 +200,8 @@ class MainScreen(Screen[None]):
         async def guarded() -> None:
             try:
                 await job()
-            except Exception as exc:  # the console reports and stays up
-                self.notify(f"{exc}", title=f"{what} failed", severity="error", timeout=10)
+            except Exception as exc:  # the console reports (one line) and stays up
+                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
 

@@ -26,8 +26,6 @@ MAX_MATCHES = 8
 LINE_WIDTH = 38  # the form's text width at 80 columns: longer lines end in "…"
 POLL_S = 1.0  # how often to look for the flag list while the session loads it
 
-DEMO_REASON = "demo: the simulator's flags are the declared ones"
-ATTACHED_REASON = "attached: no flag list (this console does not launch vLLM)"
 LOADING_REASON = "loading the installed vLLM's flags…"
 
 
@@ -40,20 +38,19 @@ class CliStatus:
     settled: bool = True
 
 
-def cli_status(cli: VllmCli | None, error: str | None, mode_label: str) -> CliStatus:
+def cli_status(cli: VllmCli | None, error: str | None, never: str | None) -> CliStatus:
     """What the section can show, from the session's ``vllm_cli``/``vllm_cli_error``.
 
-    Demo and attached sessions never load a flag list (nothing to introspect), so they are
-    settled at once; a real session is loading until the list or its error arrives.
+    ``never`` is the mode's reason no flag list will load (demo, attached: nothing to
+    introspect), settled at once; otherwise it is loading until the list or its error
+    arrives.
     """
     if cli is not None:
         return CliStatus(cli)
     if error:
         return CliStatus(None, f"vLLM's flag list failed to load: {error}")
-    if mode_label.startswith("demo"):
-        return CliStatus(None, DEMO_REASON)
-    if mode_label.startswith("attached"):
-        return CliStatus(None, ATTACHED_REASON)
+    if never:
+        return CliStatus(None, never)
     return CliStatus(None, LOADING_REASON, settled=False)
 
 

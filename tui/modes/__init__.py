@@ -1,0 +1,41 @@
+"""Ways of running the console, one mode each: demo, local vLLM, attach (later: sweep).
+
+Each mode builds its own backends and sources from :class:`ConsoleOptions` and returns a
+ready-to-start :class:`~tui.session.Session`; nothing in the session knows which mode
+built it. :func:`mode_for` picks the mode the options ask for.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tui.modes.attach import AttachMode
+from tui.modes.demo import DemoMode
+from tui.modes.local import LocalVllmMode
+from tui.modes.options import ConsoleOptions, SetupError
+from tui.session.facade import Session
+
+
+class Mode(Protocol):
+    """A way of running: builds the session for the options."""
+
+    label: str
+
+    def build(self, options: ConsoleOptions) -> Session: ...
+
+
+def mode_for(options: ConsoleOptions) -> Mode:
+    """``--attach`` attaches, ``--demo`` runs the simulator, else local vLLM."""
+    if options.attach is not None:
+        return AttachMode()
+    if options.demo:
+        return DemoMode()
+    return LocalVllmMode()
+
+
+def build_session(options: ConsoleOptions) -> Session:
+    """The session the options ask for (raises :class:`SetupError` with one line)."""
+    return mode_for(options).build(options)
+
+
+__all__ = ["ConsoleOptions", "Mode", "SetupError", "build_session", "mode_for"]

@@ -1,0 +1,226 @@
+"""What every mode decides the same way: the starting flags, the history, the session.
+
+Each mode (demo, local vLLM, attach, sweep) builds its own backends and sources; the
+pieces here are the ones they share: where the form starts (preset, ``-- serve`` line,
+``--config`` file, ``--model``), the run store and its history, and assembling a
+:class:`~tui.session.Session` from the services.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tui.domain.credentials import Credentials
+from tui.domain.flags import ArgvError, ServeFlags, parse_serve_argv, problems_from_error
+from tui.domain.presets import Preset
+from tui.domain.results import RunRecord
+from tui.domain.telemetry import GpuSample
+from tui.domain.vllm_config_yaml import ConfigYamlError, import_config_yaml
+from tui.domain.workload import LoadSpec
+from tui.load.runner import LoadRunner
+from tui.modes.options import ConsoleOptions, SetupError
+from tui.modes.sources import HostReader, MetricsReader
+from tui.server.adopted import ServerStateKeeper, inspect_state_file
+from tui.server.legacy import LegacyAdopted
+from tui.session.bus import EventBus
+from tui.session.facade import ReleaseWaiter, Session
+from tui.session.hub import GpuReader, TelemetryHub
+from tui.session.loads import LoadService
+from tui.session.port import SessionInfo
+from tui.session.preflight import CliLoader, Estimator, Preflight
+from tui.session.runbook import RunBook
+from tui.session.slot import ServerSlot
+from tui.store.history import RunStore
+from tui.store.presets import load_presets
+from tui.store.server_state import ServerStateError, ServerStateFile
+
+
+@dataclass
+class StartingPoint:
+    """Where the form starts, and what reading it produced besides flags."""
+
+    flags: ServeFlags
+    load: LoadSpec
+    preset: Preset | None
+    presets: list[Preset]
+    secrets: dict[str, str] = field(default_factory=dict)  # env name -> value, out of argv
+    notices: list[str] = field(default_factory=list)
+
+
+def _flag_problems(where: str, exc: ValidationError) -> SetupError:
+    detail = "; ".join(
+        f"{p.field}: {p.message}" if p.field else p.message for p in problems_from_error(exc)
+    )
+    return SetupError(f"{where}: {detail}")
+
+
+def _from_serve_args(argv: Sequence[str]) -> ServeFlags:
+    try:
+        return parse_serve_argv(argv).to_flags()
+    except ArgvError as exc:
+        raise SetupError(f"the serve command line after --: {exc}") from exc
+    except ValidationError as exc:
+        raise _flag_problems("the serve command line after --", exc) from exc
+
+
+def _from_config(path: Path, model: str | None, point: StartingPoint) -> ServeFlags:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SetupError(f"cannot read --config {path}: {exc}") from exc
+    try:
+        imported = import_config_yaml(text, model=model)
+    except (ConfigYamlError, ValidationError) as exc:
+        raise SetupError(f"--config {path}: {str(exc).splitlines()[0]}") from exc
+    point.secrets.update(imported.secret_env)
+    point.notices.extend(f"--config {path.name}: {note}" for note in imported.notes)
+    return imported.flags
+
+
+def starting_point(
+    options: ConsoleOptions,
+    *,
+    default_preset: str | None = None,
+    fallback: ServeFlags | None = None,
+) -> StartingPoint:
+    """The form's first flags: ``-- serve`` line > ``--config`` > preset > ``--model`` > fallback.
+
+    ``--model`` overrides the model of whichever came first. Raises :class:`SetupError`.
+    """
+    catalog = load_presets()
+    name = options.preset or (default_preset if not options.serve_args else None)
+    preset = catalog.get(name) if name else None
+    if name and preset is None:
+        known = ", ".join(p.name for p in catalog.presets)
+        raise SetupError(f"no preset called {name!r}", hint=f"known: {known}")
+    load = preset.workload if preset is not None and preset.workload else LoadSpec()
+    point = StartingPoint(ServeFlags(model="-"), load, preset, list(catalog.presets))
+    point.notices.extend(f"preset skipped: {error}" for error in catalog.errors)
+    if options.serve_args:
+        point.flags = _from_serve_args(options.serve_args)
+        point.preset = None
+    elif options.config is not None:
+        point.flags = _from_config(options.config, options.model, point)
+    elif preset is not None:
+        point.flags = preset.flags
+    elif options.model:
+        point.flags = ServeFlags(model=options.model)
+    elif fallback is not None:
+        point.flags = fallback
+    else:
+        raise SetupError(
+            "name a model",
+            hint="--model NAME, --preset NAME (see `vtc presets`), `-- serve MODEL [flags]`, "
+            "--config FILE; or try `vtc --demo`",
+        )
+    if options.model:
+        point.flags = point.flags.replace(model=options.model)
+    return point
+
+
+def open_history(path: Path) -> tuple[RunStore, list[RunRecord]]:
+    """The run store at ``path`` and the runs it holds (the board's history)."""
+    store = RunStore(path)
+    return store, store.list()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Services:
+    """The adapters a mode chose, before they become the session's services."""
+
+    store: RunStore
+    history: list[RunRecord]
+    slot: ServerSlot
+    metrics: MetricsReader
+    runner: LoadRunner
+    gpu: GpuReader | None = None
+    host: HostReader | None = None
+    gpu_absent: GpuSample | None = None  # what the GPU panel says when no GPU is visible
+    estimator: Estimator | None = None
+    cli: CliLoader | None = None
+    release: ReleaseWaiter | None = None
+
+
+def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
+    """A session over the services a mode built (the one place they are joined)."""
+    bus = EventBus()
+    hub = TelemetryHub(
+        emit=bus.emit,
+        interval_s=poll_interval_s,
+        gpu=services.gpu,
+        host=services.host,
+        metrics=services.metrics,
+        gpu_absent=services.gpu_absent,
+    )
+    return Session(
+        info,
+        bus=bus,
+        book=RunBook(services.store, services.history, bus.emit),
+        slot=services.slot,
+        hub=hub,
+        preflight=Preflight(services.estimator, services.cli),
+        loads=LoadService(services.runner, bus.emit),
+        release=services.release,
+    )
+
+
+@dataclass
+class Reattach:
+    """What the state file says about a server a previous console left running."""
+
+    keeper: ServerStateKeeper
+    existing: LegacyAdopted | None = None
+    flags: ServeFlags | None = None  # what it runs with: the form starts there
+    notices: list[str] = field(default_factory=list)
+    protected: frozenset[int] = frozenset()  # a live run another console still watches
+
+
+def reattach(
+    data_dir: Path,
+    *,
+    demo: bool,
+    credentials: Credentials,
+    history: Sequence[RunRecord],
+    grace_s: float,
+) -> Reattach:
+    """Read the mode's state file: a server to adopt, or a notice (never acting on a stale pid)."""
+    state_file = ServerStateFile.in_data_dir(data_dir, demo=demo)
+    found = inspect_state_file(state_file)
+    result = Reattach(ServerStateKeeper(state_file, mode="demo" if demo else "vllm"))
+    if found.notice:
+        result.notices.append(found.notice)
+    record = found.record
+    if record is None:
+        other = _watched_elsewhere(state_file)
+        result.protected = frozenset({other} if other is not None else set())
+        return result
+    stored = next((r for r in history if r.id == record.run_id), None)
+    result.existing = LegacyAdopted(
+        record,
+        api_key=credentials.api_key,
+        grace_s=grace_s,
+        startup=stored.startup if stored is not None else None,
+    )
+    result.flags = stored.flags if stored is not None else None
+    return result
+
+
+def _watched_elsewhere(state_file: ServerStateFile) -> int | None:
+    """The run id of a server another live console watches (its run stays live)."""
+    try:
+        record = state_file.read()
+    except ServerStateError:
+        return None
+    return record.run_id if record is not None else None

@@ -1,0 +1,143 @@
+"""The demo: the built-in simulator as the server, its simulated GPU as the GPU.
+
+``vtc --demo`` launches ``vtc-sim serve`` (run by this same Python) with the demo preset,
+a simulated GPU (default the RTX 3080 10 GB of the write-up vtc was born from) and a time
+scale. The GPU panel reads the simulator's own DCGM-style gauges from its /metrics page;
+pre-flight estimates use the simulator's catalogue for both the GPU and the model shapes
+(marked as such). Demo runs live in a history of their own (``demo-runs.sqlite``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from tui.domain.credentials import Credentials
+from tui.domain.preflight import DeviceMemory
+from tui.domain.telemetry import GpuSample, SourceStatus
+from tui.load.runner import LoadRunner
+from tui.modes.common import (
+    Services,
+    assemble,
+    free_port,
+    open_history,
+    reattach,
+    starting_point,
+)
+from tui.modes.options import ConsoleOptions
+from tui.modes.sources import HostReader, MetricsReader, local_client
+from tui.server.kv_estimator import KvEstimator
+from tui.server.legacy import LegacyLauncher
+from tui.server.model_config import ModelConfig, find_model_config
+from tui.session.facade import Session
+from tui.session.port import SessionInfo
+from tui.session.slot import ServerSlot
+from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
+from tui.store.history import default_data_dir
+
+DEMO_PRESET = "demo-rtx3080-8b-fp8"
+DEFAULT_SIM_GPU = "rtx3080-10gb"
+NO_FLAG_LIST = "demo: the simulator's flags are the declared ones"
+
+
+def simulator_command() -> list[str]:
+    """The simulator, run by this same Python (no reliance on PATH)."""
+    return [sys.executable, "-m", "tui.sim"]
+
+
+def sim_gpu_device(gpu: str, used_bytes: int = 0) -> DeviceMemory:
+    """The simulator's catalog GPU ``gpu`` (key or product name), ``used_bytes`` taken."""
+    spec = resolve_gpu(gpu)
+    return DeviceMemory(spec.total_bytes, spec.total_bytes - used_bytes, "gpu", spec.name)
+
+
+def sim_catalog_config(model: str) -> ModelConfig | None:
+    """A catalogue model's published shape, for pre-flight when no config is on disk."""
+    if model.strip().rstrip("/").lower() not in {m.lower() for m in catalog_models()}:
+        return None
+    entry = resolve_model(model)
+    return ModelConfig(
+        model,
+        entry.shape,
+        "sim-catalog",
+        None,
+        "not on disk: the simulator catalog's published shape of this model",
+        entry.checkpoint_quantization,
+        entry.tied_embeddings,
+    )
+
+
+def simulated_gpu_absent() -> GpuSample:
+    """What the GPU panel says while no simulator runs."""
+    return GpuSample(
+        t=time.monotonic(),
+        source="simulated",
+        status=SourceStatus.DOWN,
+        message="simulated GPU: shown while the simulator runs",
+    )
+
+
+class DemoMode:
+    """Builds a session whose servers are the simulator."""
+
+    label = "demo"
+
+    def build(self, options: ConsoleOptions) -> Session:
+        """The demo session for ``options`` (nothing starts until ``Session.start``)."""
+        info, services = self.parts(options)
+        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+
+    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
+        """What :meth:`build` joins: the session's facts and the adapters it chose."""
+        data_dir = options.data_dir or default_data_dir()
+        env = dict(os.environ)
+        store, history = open_history(data_dir / "demo-runs.sqlite")
+        point = starting_point(options, default_preset=DEMO_PRESET)
+        credentials = Credentials.from_env(env, command_line=point.secrets)
+        preset = point.preset
+        gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
+        back = reattach(data_dir, demo=True, credentials=credentials, history=history, grace_s=10)
+        launcher = LegacyLauncher(
+            simulator_command(),
+            env=credentials.server_env(),
+            log_dir=data_dir / "demo-logs",
+            startup_timeout_s=options.startup_timeout,
+            grace_s=10.0,
+        )
+        launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
+        services = Services(
+            store=store,
+            history=history,
+            slot=ServerSlot(
+                launcher=launcher,
+                existing=back.existing,
+                keeper=back.keeper,
+                launch_args=launch_args,
+            ),
+            metrics=MetricsReader(local_client(credentials)),
+            runner=LoadRunner(api_key=credentials.api_key),
+            host=HostReader(),
+            gpu_absent=simulated_gpu_absent(),
+            estimator=KvEstimator(
+                lambda: sim_gpu_device(gpu),
+                env={**env, **credentials.server_env()},
+                find_config=lambda model: find_model_config(
+                    model, env=env, fallback=sim_catalog_config
+                ),
+            ),
+        )
+        info = SessionInfo(
+            label=f"demo · simulated {gpu}",
+            initial_flags=back.flags or point.flags,
+            initial_load=point.load,
+            presets=point.presets,
+            initial_preset=preset.name if preset is not None and back.flags is None else None,
+            notices=[*point.notices, *back.notices],
+            autostart=options.autostart,
+            executable=" ".join(simulator_command()),
+            port=point.flags.port or free_port(),
+            protected_runs=back.protected,
+            no_flag_list=NO_FLAG_LIST,
+        )
+        return info, services

@@ -1,0 +1,131 @@
+"""Local vLLM: the console launches ``vllm serve`` on this machine and watches its GPU.
+
+The GPU is local NVML (one source instance, shared by the panel, the pre-flight estimate
+and the wait for a stopped server's GPU memory), or a DCGM exporter at
+``--gpu-metrics-url``. The CPU build of vLLM estimates against NUMA node 0's memory as
+vLLM's CPU worker reads it. The installed vLLM's own flag list is read in the background.
+
+With no model named, a server a previous console left running (the state file) is adopted
+and the form starts from its flags: plain ``vtc`` reattaches.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+
+from tui.domain.credentials import Credentials
+from tui.domain.flags import ServeFlags
+from tui.domain.preflight import DeviceMemory
+from tui.load.runner import LoadRunner
+from tui.modes.common import Services, assemble, free_port, open_history, reattach, starting_point
+from tui.modes.options import ConsoleOptions, SetupError
+from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
+from tui.server.introspect import introspect_vllm, python_for_vllm
+from tui.server.kv_estimator import (
+    KvEstimator,
+    console_children,
+    cpu_node_memory,
+    gpu_device_from_sample,
+    is_cpu_build,
+)
+from tui.server.legacy import LegacyLauncher
+from tui.session.facade import Session
+from tui.session.hub import GpuReader
+from tui.session.port import SessionInfo
+from tui.session.preflight import CliLoader
+from tui.session.slot import ServerSlot
+from tui.store.history import default_data_dir
+from tui.telemetry.gpu_release import wait_gpu_released
+from tui.telemetry.nvml import NvmlGpuSource
+
+
+class NvmlRelease:
+    """Waits until NVML no longer lists a stopped server's processes (bounded)."""
+
+    def __init__(self, nvml: NvmlGpuSource) -> None:
+        self._nvml = nvml
+
+    async def __call__(self, pids: set[int]) -> str | None:
+        """``None`` once released, else why the wait ended without proof."""
+        return await wait_gpu_released(self._nvml.sample, pids)
+
+
+class LocalVllmMode:
+    """Builds a session that launches the vLLM at ``--vllm`` on this machine."""
+
+    label = "vllm"
+
+    def build(self, options: ConsoleOptions) -> Session:
+        """The session for ``options``; raises :class:`SetupError` for what cannot work."""
+        resolved = shutil.which(options.vllm)
+        if resolved is None:
+            raise SetupError(
+                f"vllm executable not found: {options.vllm!r}",
+                hint="install vLLM, pass --vllm PATH, run `vtc setup-cpu-vllm` for the CPU "
+                "build, or try `vtc --demo`",
+            )
+        data_dir = options.data_dir or default_data_dir()
+        env = dict(os.environ)
+        store, history = open_history(data_dir / "runs.sqlite")
+        probe = Credentials.from_env(env)
+        back = reattach(data_dir, demo=False, credentials=probe, history=history, grace_s=10)
+        named = options.serve_args or options.config or options.preset or options.model
+        point = starting_point(options, fallback=back.flags if not named else None)
+        credentials = Credentials.from_env(env, command_line=point.secrets)
+        nvml = None if is_cpu_build(resolved) else NvmlGpuSource()
+        gpu: GpuReader | None = None
+        if options.gpu_metrics_url:
+            gpu = DcgmReader(options.gpu_metrics_url, local_client())
+        elif nvml is not None:
+            gpu = NvmlReader(nvml)
+        launcher = LegacyLauncher(
+            [resolved],
+            env=credentials.server_env(),
+            log_dir=data_dir / "logs",
+            startup_timeout_s=options.startup_timeout,
+            grace_s=10.0,
+        )
+        services = Services(
+            store=store,
+            history=history,
+            slot=ServerSlot(launcher=launcher, existing=back.existing, keeper=back.keeper),
+            metrics=MetricsReader(local_client(credentials)),
+            runner=LoadRunner(api_key=credentials.api_key),
+            gpu=gpu,
+            host=HostReader(),
+            estimator=KvEstimator(
+                functools.partial(_device, nvml), env={**env, **credentials.server_env()}
+            ),
+            cli=_cli_loader(resolved),
+            release=NvmlRelease(nvml) if nvml is not None else None,
+        )
+        info = SessionInfo(
+            label=f"vllm: {resolved}",
+            initial_flags=point.flags,
+            initial_load=point.load,
+            presets=point.presets,
+            initial_preset=point.preset.name if point.preset is not None else None,
+            notices=[*point.notices, *back.notices],
+            executable=resolved,
+            port=_port(point.flags),
+            protected_runs=back.protected,
+        )
+        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+
+
+def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:
+    """The CPU build's NUMA node, else NVML's GPU 0 (the console's own server counts as free)."""
+    if nvml is None:
+        return cpu_node_memory()
+    return gpu_device_from_sample(nvml.sample(), 0, console_children())
+
+
+def _cli_loader(vllm_executable: str) -> CliLoader | None:
+    python = python_for_vllm(vllm_executable)  # the #! line of the vllm console script
+    return functools.partial(introspect_vllm, python) if python is not None else None
+
+
+def _port(flags: ServeFlags) -> int:
+    return flags.port if flags.port is not None else free_port()

@@ -1,0 +1,102 @@
+"""Telemetry adapters as the hub polls them: async, closable, one instance per source.
+
+The telemetry room's sources come in two flavours (NVML and psutil are synchronous, HTTP
+scrapes are async); these adapters give the hub one shape and keep every blocking call in
+a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import httpx
+
+from tui.domain.credentials import Credentials
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.telemetry.dcgm import DcgmGpuSource
+from tui.telemetry.host import HostSource
+from tui.telemetry.nvml import NvmlGpuSource
+from tui.telemetry.vllm_metrics import VllmMetricsSource
+
+
+def local_client(credentials: Credentials | None = None) -> httpx.AsyncClient:
+    """An HTTP client for the console's own scrapes and probes.
+
+    ``trust_env=False``: a proxy from the environment must never sit between the console
+    and a server it watches.
+    """
+    headers = credentials.headers() if credentials is not None else {}
+    return httpx.AsyncClient(trust_env=False, headers=headers)
+
+
+class NvmlReader:
+    """Local NVML, read in a worker thread. ``nvml`` is shared with the pre-flight estimate."""
+
+    def __init__(self, nvml: NvmlGpuSource) -> None:
+        self.nvml = nvml
+
+    async def sample(self) -> GpuSample:
+        """One reading (never raises: NVML's own N/A handling)."""
+        return await asyncio.to_thread(self.nvml.sample)
+
+    async def aclose(self) -> None:
+        """Shut NVML down."""
+        await asyncio.to_thread(self.nvml.close)
+
+
+class DcgmReader:
+    """GPU gauges of a DCGM exporter at a URL."""
+
+    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
+        self._source = DcgmGpuSource(url, client)
+        self._client = client
+
+    async def sample(self) -> GpuSample:
+        """One scrape (never raises)."""
+        return await self._source.sample()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()
+
+
+class HostReader:
+    """psutil: the host, and the watched server's process tree."""
+
+    def __init__(self) -> None:
+        self._host = HostSource(None)
+
+    async def sample(self, server_pid: int | None) -> HostSample:
+        """One reading of the host and ``server_pid``'s tree (in a thread)."""
+        self._host.root_pid = server_pid
+        return await asyncio.to_thread(self._host.sample)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+class MetricsReader:
+    """The watched server's /metrics; a new target starts the rates afresh."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self._client = client
+        self._source: VllmMetricsSource | None = None
+
+    def target(self, url: str) -> None:
+        """Scrape ``url``'s ``/metrics`` from now on."""
+        metrics_url = url.rstrip("/") + "/metrics"
+        if self._source is None or self._source.url != metrics_url:
+            self._source = VllmMetricsSource(metrics_url, self._client)
+        else:
+            self._source.reset()
+
+    async def sample(self) -> ServerMetrics:
+        """One scrape of the target (DOWN before there is one)."""
+        if self._source is None:
+            return ServerMetrics(t=time.monotonic(), status=SourceStatus.DOWN, message="no server")
+        return await self._source.sample()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client."""
+        await self._client.aclose()

@@ -1,0 +1,236 @@
+"""``Session``: the tuning loop as the console drives it, a facade over small services.
+
+A mode (``tui/modes``) builds the services from the adapters it chose and hands them here:
+the run book (runs, labels, store writes), the server slot (the one server watched now),
+the telemetry hub (pollers and peaks), pre-flight and the load service. The session only
+sequences them (a restart: cancel the load, stop, wait for the GPU, estimate, store the
+run, launch) and routes the server's events into the run book and the hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from tui.domain.errors import VtcError
+from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.flags import ServeFlags
+from tui.domain.record import LoadRecorded, RunEnded
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
+from tui.domain.vllm_cli import VllmCli
+from tui.domain.workload import LoadSpec
+from tui.session.bus import EventBus
+from tui.session.hub import TelemetryHub
+from tui.session.loads import LoadService
+from tui.session.port import LoadFinished, SessionEvent, SessionInfo
+from tui.session.preflight import Preflight
+from tui.session.runbook import RunBook
+from tui.session.slot import ServerSlot
+
+REPLACED_WHY = "the next run took its place"
+
+
+class ReleaseWaiter(Protocol):
+    """Waits (bounded) until the GPU no longer lists a stopped tree; a message if it could not."""
+
+    async def __call__(self, pids: set[int]) -> str | None: ...
+
+
+class Session:
+    """One operator's tuning loop: a server at a time, a board of runs, live telemetry."""
+
+    def __init__(
+        self,
+        info: SessionInfo,
+        *,
+        bus: EventBus,
+        book: RunBook,
+        slot: ServerSlot,
+        hub: TelemetryHub,
+        preflight: Preflight,
+        loads: LoadService,
+        release: ReleaseWaiter | None = None,
+    ) -> None:
+        self.info, self._bus, self._book, self._slot = info, bus, book, slot
+        self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
+        self._closed = self.detached = False
+        slot.listen(self._on_server_event)
+
+    # -- what the console reads --------------------------------------------------------------
+    @property
+    def runs(self) -> list[RunRecord]:
+        """Every run on the board, oldest first."""
+        return self._book.runs
+
+    @property
+    def current(self) -> RunRecord | None:
+        """The run whose server is watched now."""
+        return self._book.current
+
+    @property
+    def can_restart(self) -> bool:
+        """Whether this session launches servers (not when attached to a URL)."""
+        return self._slot.can_launch
+
+    @property
+    def state(self) -> ServerState:
+        """The current server's lifecycle state."""
+        return self._slot.state
+
+    @property
+    def log_lines(self) -> Sequence[str]:
+        """The current server's log tail."""
+        return self._slot.log_lines
+
+    @property
+    def base_url(self) -> str | None:
+        """Where the current server answers."""
+        return self._slot.base_url
+
+    @property
+    def pid(self) -> int | None:
+        """The current server's root pid, when local."""
+        return self._slot.pid
+
+    @property
+    def load_running(self) -> bool:
+        """Whether a load run is in progress."""
+        return self._loads.running
+
+    @property
+    def vllm_cli(self) -> VllmCli | None:
+        """The installed vLLM's flags, once loaded in the background."""
+        return self._preflight.vllm_cli
+
+    @property
+    def vllm_cli_error(self) -> str | None:
+        """Why the flag list is not available, if it is not."""
+        return self._preflight.vllm_cli_error
+
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
+        """Deliver every session event to ``callback`` (on the session's event loop)."""
+        self._bus.subscribe(callback)
+
+    async def preflight(self, flags: ServeFlags) -> list[str]:
+        """Warnings about ``flags`` before launch (computed off the event loop)."""
+        return await self._preflight.check(flags)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Telemetry, the flag list, the server found running (or the first launch)."""
+        self._hub.start()
+        self._preflight.load_cli()
+        takeover = await self._slot.take_over()
+        keep = set(self.info.protected_runs)
+        if takeover is not None and takeover.run_id is not None:
+            keep.add(takeover.run_id)
+        self._book.settle_orphans(keep)
+        if takeover is not None:
+            status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
+            card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
+            url = self.base_url
+            record = await self._book.resume_or_open(takeover.run_id, card, executable=url)
+            self._slot.watch(record.id)
+        elif self.info.autostart and self.can_restart:
+            await self.restart(self.info.initial_flags)
+
+    async def restart(self, flags: ServeFlags) -> RunRecord:
+        """Stop what runs (load first) and launch ``flags`` as a new run; returns the run.
+
+        Returns once launched; readiness or failure arrive as events and run updates.
+        """
+        if not self._slot.can_launch:
+            raise VtcError("attached to a server this console did not start: restart disabled")
+        old_pids, old_run = self._slot.live_pids(), self._book.current
+        await self.stop_server()
+        if old_run is not None and old_run.id is not None:
+            self._book.apply(RunEnded(RunStatus.REPLACED, REPLACED_WHY), old_run.id)
+        if self._release is not None and old_pids:
+            message = await self._release(old_pids)
+            if message:
+                self._bus.emit(LogLine(f"[vtc] {message}"))
+        estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
+        startup = StartupProfile(kv_estimate_tokens=estimate.kv_tokens if estimate else None)
+        record = await self._book.open(
+            RunRecord(flags=flags, executable=self.info.executable, startup=startup)
+        )
+        launch = flags if flags.port is not None else flags.replace(port=self.info.port)
+        await self._slot.launch(launch, run_id=record.id)
+        return self._book.current or record
+
+    async def stop_server(self) -> None:
+        """Stop the current server (cancelling the load first) and its telemetry."""
+        await self._loads.cancel()
+        await self._hub.unwatch_server()
+        await self._slot.stop()
+
+    async def close(self) -> None:
+        """Stop the load, the server this session may stop, every poller; close the store."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._preflight.aclose()
+        await self.stop_server()
+        await self._shutdown()
+
+    async def detach(self) -> bool:
+        """Leave the server running for the next ``vtc`` (the terminal hung up).
+
+        Returns True when it was left running; else it is stopped as :meth:`close` would.
+        """
+        if self._closed:
+            return self.detached
+        self._closed = True
+        await self._preflight.aclose()
+        await self._loads.cancel()
+        await self._hub.unwatch_server()
+        self.detached = await self._slot.detach()
+        if not self.detached:  # it cannot be left running safely: stop what is left
+            await self._slot.stop()
+        await self._shutdown()
+        return self.detached
+
+    def abandon(self, why: str = "") -> None:
+        """Last resort once the event loop is gone (a crash): kill the server, record why."""
+        if self.detached or self._slot.state not in (ServerState.STARTING, ServerState.READY):
+            return
+        self._slot.abandon()
+        self._book.end_now(RunEnded(RunStatus.STOPPED, why or "the console ended abruptly"))
+
+    # -- load --------------------------------------------------------------------------------
+    async def run_load(self, spec: LoadSpec) -> BenchResult | None:
+        """Run ``spec`` against the ready server; the result lands on the current run."""
+        record, url = self._book.current, self._slot.base_url
+        if self.state is not ServerState.READY or record is None or url is None:
+            raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
+        model = record.flags.served_model_name or record.flags.model
+        self._hub.begin_peaks()
+        try:
+            result = await self._loads.run(spec, base_url=url, model=model)
+        except VtcError as exc:
+            self._hub.end_peaks()
+            self._bus.emit(LoadFinished(None, error=exc.one_line()))
+            return None
+        self._book.apply(LoadRecorded(result, spec, self._hub.end_peaks()), record.id)
+        self._bus.emit(LoadFinished(result))
+        return result
+
+    async def cancel_load(self) -> None:
+        """Cancel every in-flight stream of the running load, keeping partial results."""
+        await self._loads.cancel()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _on_server_event(self, event: ServerEvent) -> None:
+        self._book.apply(event)
+        if isinstance(event, Launched):
+            self._hub.server_pid = event.pid
+        elif isinstance(event, Ready) and self._slot.base_url is not None:
+            self._hub.watch_server(self._slot.base_url)
+        elif isinstance(event, Failed | Exited):
+            self._hub.unwatch_soon()
+        self._bus.emit(event)
+
+    async def _shutdown(self) -> None:
+        await self._hub.aclose()
+        await self._slot.aclose()
+        await self._book.close()

@@ -1,0 +1,97 @@
+"""What the console needs of a session: its events and :class:`SessionPort`.
+
+The console (``tui/ui``) imports this module and ``tui/domain`` only: never the services
+behind the port. ``tui.session.Session`` implements the protocol; the UI tests' fake
+session implements it too, and mypy checks both against it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tui.domain.events import ServerEvent, ServerState
+from tui.domain.flags import ServeFlags
+from tui.domain.presets import Preset
+from tui.domain.results import BenchResult, RunRecord
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
+from tui.domain.vllm_cli import VllmCli
+from tui.domain.workload import LoadProgress, LoadSpec
+
+
+@dataclass(frozen=True)
+class RunUpdated:
+    """A run record was created or changed (status, startup profile, diagnosis, bench)."""
+
+    record: RunRecord
+
+
+@dataclass(frozen=True)
+class LoadFinished:
+    """A load run ended: its result, or why there is none (one line)."""
+
+    result: BenchResult | None
+    error: str | None = None
+
+
+SessionEvent = (
+    ServerEvent | RunUpdated | LoadFinished | LoadProgress | GpuSample | ServerMetrics | HostSample
+)
+"""Everything a session reports to its subscribers, on its event loop, in order."""
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """What the mode decided for a session: fixed for its life.
+
+    ``label`` names the mode in the console's header; ``port`` is where launched runs
+    listen when their flags name none; ``protected_runs`` are stored runs still live under
+    another console (never marked lost by this one); ``no_flag_list`` says why the
+    installed vLLM's flag list will never load in this mode (``None``: it loads).
+    """
+
+    label: str
+    initial_flags: ServeFlags
+    initial_load: LoadSpec = field(default_factory=LoadSpec)
+    presets: Sequence[Preset] = ()
+    initial_preset: str | None = None
+    notices: Sequence[str] = ()
+    autostart: bool = False
+    executable: str = "vllm"
+    port: int = 8000
+    protected_runs: frozenset[int] = frozenset()
+    no_flag_list: str | None = None
+
+
+class SessionPort(Protocol):
+    """The session as the console sees it: read-only state, commands, an event feed."""
+
+    @property
+    def info(self) -> SessionInfo: ...
+    @property
+    def can_restart(self) -> bool: ...
+    @property
+    def runs(self) -> list[RunRecord]: ...
+    @property
+    def current(self) -> RunRecord | None: ...
+    @property
+    def state(self) -> ServerState: ...
+    @property
+    def log_lines(self) -> Sequence[str]: ...
+    @property
+    def vllm_cli(self) -> VllmCli | None: ...
+    @property
+    def vllm_cli_error(self) -> str | None: ...
+
+    def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
+    async def start(self) -> None: ...
+    async def restart(self, flags: ServeFlags) -> RunRecord: ...
+    async def run_load(self, spec: LoadSpec) -> BenchResult | None: ...
+    async def cancel_load(self) -> None: ...
+    async def stop_server(self) -> None: ...
+    async def close(self) -> None: ...
+    async def detach(self) -> bool: ...
+    async def preflight(self, flags: ServeFlags) -> list[str]:
+        """Warnings about ``flags`` (runs its checks off the event loop)."""
+        ...

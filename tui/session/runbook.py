@@ -1,0 +1,162 @@
+"""The run book: every run of the session, the current one, and their store writes.
+
+Records change only through :func:`tui.domain.record.apply`, here, and every change is
+written to the store in order by one writer thread (SQLite must not block the event loop).
+A run is inserted, and the insert awaited, before its server is launched, so a console
+killed right after still has it. Labels come from the store (``#<id>``: unique forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Collection
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Protocol
+
+from tui.domain.record import RunEnded, RunEvent, apply
+from tui.domain.results import RunRecord, RunStatus
+from tui.session.port import RunUpdated
+
+logger = logging.getLogger(__name__)
+
+
+class RunStoreLike(Protocol):
+    """What the run book needs of ``tui.store.history.RunStore``."""
+
+    def add(self, record: RunRecord) -> RunRecord: ...
+    def update(self, record: RunRecord) -> None: ...
+    def list(self, limit: int = 200) -> list[RunRecord]: ...
+    def close(self) -> None: ...
+
+
+class RunBook:
+    """Runs in board order, the current run, and the store kept in step with them.
+
+    ``history`` is what the store held when the session began (the mode reads it);
+    ``on_update`` receives a :class:`RunUpdated` for every record created or changed, on
+    the event loop.
+    """
+
+    def __init__(
+        self,
+        store: RunStoreLike,
+        history: Collection[RunRecord],
+        on_update: Callable[[RunUpdated], None],
+    ) -> None:
+        self._store = store
+        self._on_update = on_update
+        self._runs: list[RunRecord] = list(history)
+        self._current: RunRecord | None = None
+        # One thread: writes happen in the order they were made, off the event loop.
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtc-runbook")
+        self._last_write: Future[object] | None = None
+        self._closed = False
+
+    @property
+    def runs(self) -> list[RunRecord]:
+        """Every run on the board, oldest first."""
+        return list(self._runs)
+
+    @property
+    def current(self) -> RunRecord | None:
+        """The run whose server the session watches now (``None`` before the first)."""
+        return self._current
+
+    async def open(self, record: RunRecord) -> RunRecord:
+        """Store ``record`` as a new run (awaiting the insert), make it current."""
+        stored = await asyncio.wrap_future(self._writer.submit(self._store.add, record))
+        self._runs.append(stored)
+        self._current = stored
+        self._on_update(RunUpdated(stored))
+        return stored
+
+    async def resume_or_open(
+        self, run_id: int | None, card: RunRecord, *, executable: str | None = None
+    ) -> RunRecord:
+        """Make the stored run ``run_id`` current again (a reattached server's own card),
+        or, when it is not stored, open ``card`` for it (``executable``: where it runs)."""
+        found = self._find(run_id) if run_id is not None else None
+        if found is None:
+            update = {"executable": executable} if executable else {}
+            return await self.open(card.model_copy(update=update))
+        self._current = found
+        self._on_update(RunUpdated(found))
+        return found
+
+    def apply(self, event: RunEvent, run_id: int | None = None) -> RunRecord | None:
+        """Fold ``event`` into the run ``run_id`` (default: the current run); store a change."""
+        target = self._current if run_id is None else self._find(run_id)
+        if target is None:
+            return None
+        changed = apply(target, event)
+        if changed is not target:
+            self._replace(changed)
+        return changed
+
+    def settle_orphans(self, keep: Collection[int]) -> int:
+        """Mark stored runs still "live" as lost (their console is gone), except ``keep``.
+
+        Returns how many were marked. A run another console still watches is in ``keep``.
+        """
+        lost = 0
+        for record in self._runs:
+            if record.status.live and record.id is not None and record.id not in keep:
+                why = "its console ended without seeing the server stop"
+                self._replace(apply(record, RunEnded(RunStatus.LOST, why)))
+                lost += 1
+        return lost
+
+    def end_now(self, event: RunEnded) -> None:
+        """Last resort once the event loop is gone (a crash): end the current run, in place.
+
+        Writes synchronously after the pending writes, so the history never says READY
+        for a server the console is about to kill.
+        """
+        record = self._current
+        if record is None or self._closed:
+            return
+        changed = apply(record, event)
+        if changed is record:
+            return
+        self._swap(changed)
+        with contextlib.suppress(Exception):  # the crash path: never raise from here
+            if self._last_write is not None:
+                self._last_write.result(timeout=5)
+            self._store.update(changed)
+
+    async def flush(self) -> None:
+        """Wait until every write made so far is in the store."""
+        last = self._last_write
+        if last is not None:
+            await asyncio.wrap_future(last)
+
+    async def close(self) -> None:
+        """Flush, then close the store (idempotent)."""
+        if self._closed:
+            return
+        await self.flush()
+        self._closed = True
+        self._writer.submit(self._store.close)
+        self._writer.shutdown(wait=False)
+
+    def _find(self, run_id: int) -> RunRecord | None:
+        return next((r for r in self._runs if r.id == run_id), None)
+
+    def _swap(self, record: RunRecord) -> None:
+        self._runs = [record if r.id == record.id else r for r in self._runs]
+        if self._current is not None and self._current.id == record.id:
+            self._current = record
+
+    def _replace(self, record: RunRecord) -> None:
+        self._swap(record)
+        if not self._closed:
+            self._last_write = self._writer.submit(self._write, record)
+        self._on_update(RunUpdated(record))
+
+    def _write(self, record: RunRecord) -> None:
+        try:
+            self._store.update(record)
+        except Exception:  # a failed write must not stop later ones; the board keeps it
+            logger.exception("cannot store run %s", record.label)
