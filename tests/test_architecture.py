@@ -50,3 +50,65 @@ def test_textual_boundary_check_catches_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("from textual.app import App\n")
     assert "textual.app" in _imports(bad)
+
+
+# -- the sideways rules (issue: reshape the centre) ---------------------------------------------
+def _tui_imports(path: Path) -> set[str]:
+    return {m for m in _imports(path) if m == "tui" or m.startswith("tui.")}
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+UI_MAY_IMPORT = ("tui.domain", "tui.session.port", "tui.ui")
+# The console's only view of the services is the session port; nothing else crosses.
+UI_KNOWN_DEBT: dict[str, set[str]] = {
+    "widgets/load_panel.py": {"tui.load.live"},  # typed progress lands with the load room
+}
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "ui").rglob("*.py")), ids=lambda p: p.name)
+def test_the_console_imports_only_the_domain_and_the_session_port(path: Path) -> None:
+    allowed = UI_KNOWN_DEBT.get(str(path.relative_to(PACKAGE / "ui")), set())
+    bad = {m for m in _tui_imports(path) if not m.startswith(UI_MAY_IMPORT)} - allowed
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: the UI sees only the port"
+
+
+SESSION_MAY_IMPORT = ("tui.domain", "tui.session", "tui.server.backend", "tui.telemetry.poller")
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "session").rglob("*.py")), ids=lambda p: p.name)
+def test_services_import_only_the_domain_and_protocols_never_adapters_or_ui(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if not m.startswith(SESSION_MAY_IMPORT)}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: adapters come in from a mode"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] != "ui"],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_nothing_outside_the_console_imports_the_console(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if _room(m) == "ui"}
+    if path.name == "cli.py":
+        bad -= {"tui.ui.app"}  # the command that opens the console
+    assert not bad, f"{path.relative_to(PACKAGE)} imports the console: {bad}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "server").rglob("*.py")), ids=lambda p: p.name)
+def test_the_server_room_never_imports_the_simulator(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if _room(m) == "sim"}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports the simulator: {bad}"
+
+
+def test_the_contract_checks_can_fail() -> None:
+    # Each rule above must be able to fail: a module importing across every line.
+    bad = PACKAGE.parent / "tests" / "__contract_probe__.py"
+    try:
+        bad.write_text("import tui.sim.catalog\nfrom tui.ui.app import VtcApp\n")
+        found = _tui_imports(bad)
+        assert {_room(m) for m in found} == {"sim", "ui"}
+    finally:
+        bad.unlink()

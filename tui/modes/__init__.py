@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Protocol
 
 from tui.modes.attach import AttachMode
+from tui.modes.common import Services
 from tui.modes.demo import DemoMode
 from tui.modes.local import LocalVllmMode
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.session.facade import Session
+from tui.session.port import SessionInfo
 
 
 class Mode(Protocol):
@@ -22,6 +24,7 @@ class Mode(Protocol):
     label: str
 
     def build(self, options: ConsoleOptions) -> Session: ...
+    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]: ...
 
 
 def mode_for(options: ConsoleOptions) -> Mode:

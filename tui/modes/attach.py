@@ -75,6 +75,11 @@ class AttachMode:
 
     def build(self, options: ConsoleOptions) -> Session:
         """The attached session for ``options``; raises :class:`SetupError` for a bad URL."""
+        info, services = self.parts(options)
+        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+
+    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
+        """What :meth:`build` joins: the session's facts and the adapters it chose."""
         if options.demo:
             raise SetupError("--attach watches a server at a URL", hint="drop --demo")
         assert options.attach is not None
@@ -117,4 +122,4 @@ class AttachMode:
             executable=url,
             no_flag_list=NO_FLAG_LIST,
         )
-        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+        return info, services

@@ -59,6 +59,11 @@ class LocalVllmMode:
 
     def build(self, options: ConsoleOptions) -> Session:
         """The session for ``options``; raises :class:`SetupError` for what cannot work."""
+        info, services = self.parts(options)
+        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+
+    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
+        """What :meth:`build` joins: the session's facts and the adapters it chose."""
         resolved = shutil.which(options.vllm)
         if resolved is None:
             raise SetupError(
@@ -112,7 +117,7 @@ class LocalVllmMode:
             port=_port(point.flags),
             protected_runs=back.protected,
         )
-        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+        return info, services
 
 
 def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:

@@ -237,7 +237,7 @@ def main(argv: list[str]) -> int:
             return EXIT_NOT_INSTALLED
         traceback.print_exc()
         return EXIT_FAILED
-    except BaseException:
+    except BaseException:  # runs inside the vLLM venv: report anything as a failure exit
         traceback.print_exc()
         return EXIT_FAILED
     _write_all(out_fd, json.dumps(data, allow_nan=False).encode())

@@ -28,6 +28,7 @@ from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
 
 REPLACED_WHY = "the next run took its place"
+UNWATCHED_WHY = "left running; the console that watched it closed"
 
 
 class ReleaseWaiter(Protocol):
@@ -231,6 +232,8 @@ class Session:
         self._bus.emit(event)
 
     async def _shutdown(self) -> None:
+        if not self.detached:  # still live (an attached server): nobody will watch it now
+            self._book.apply(RunEnded(RunStatus.LOST, UNWATCHED_WHY))
         await self._hub.aclose()
         await self._slot.aclose()
         await self._book.close()
