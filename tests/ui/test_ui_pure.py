@@ -1,4 +1,4 @@
-"""The UI's small pure helpers: the Server panel reducer, workload parsing, field text."""
+"""The UI's small pure helpers: the Server panel projection, workload parsing, field text."""
 
 from __future__ import annotations
 
@@ -16,31 +16,45 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import flag_spec
+from tui.domain.flags import ServeFlags, flag_spec
+from tui.domain.record import apply
+from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 from tui.ui.form_values import flag_text, parse_workload
-from tui.ui.server_view import ServerView, reduce
+from tui.ui.server_view import project
 from tui.ui.widgets.log_tail import is_polling_noise
+
+RUN = RunRecord(id=2, label="#2", flags=ServeFlags(model="m"))
 
 
 def test_the_server_view_follows_a_start_to_ready_then_exit() -> None:
-    view = ServerView(run_label="#2")
-    view = reduce(view, Launched(pid=7, argv=("vllm",), log_path=None), ServerState.STARTING)
-    assert (view.pid, view.stage, view.run_label) == (7, "launching", "#2")
-    view = reduce(view, StageReached(Stage.PROFILING, 12.5), ServerState.STARTING)
+    run = apply(RUN, Launched(pid=7, argv=("vllm",), log_path=None))
+    run = apply(run, StageReached(Stage.LAUNCHING, 0.0))
+    view = project(run, ServerState.STARTING, pid=7, since_launch=3.0)
+    assert (view.pid, view.stage, view.run_label, view.since_launch) == (7, "launching", "#2", 3.0)
+    run = apply(run, StageReached(Stage.PROFILING, 12.5))
+    view = project(run, ServerState.STARTING, pid=7)
     assert (view.stage, view.stage_at) == ("profiling memory", 12.5)
-    view = reduce(view, KvCacheReported("GPU", 1136, 400, 2.84), ServerState.STARTING)
-    view = reduce(view, Ready(elapsed=30.0), ServerState.READY)
+    run = apply(run, KvCacheReported("GPU", 1136, 400, 2.84))
+    run = apply(run, Ready(elapsed=30.0))
+    view = project(run, ServerState.READY, pid=7, since_launch=31.0)
     assert (view.state, view.ready_after, view.kv_tokens, view.max_concurrency) == (
         ServerState.READY, 30.0, 1136, 2.84,
     )  # fmt: skip
-    view = reduce(view, Exited(exit_code=0, requested=True), ServerState.STOPPED)
+    assert view.since_launch is None  # the clock shows only while it starts
+    view = project(apply(run, Exited(exit_code=0, requested=True)), ServerState.STOPPED, pid=7)
     assert (view.state, view.exit_code) == (ServerState.STOPPED, 0)
 
 
 def test_a_failure_replaces_the_stage_with_the_diagnosis() -> None:
-    view = reduce(ServerView(), Failed(20.0, 1, kv_failure()), ServerState.FAILED)
+    run = apply(RUN, Failed(20.0, 1, kv_failure()))
+    view = project(run, ServerState.FAILED)
     assert view.failure == kv_failure().summary and view.exit_code == 1
+
+
+def test_a_server_found_running_shows_ready_without_a_start_time() -> None:
+    view = project(apply(RUN, Ready(elapsed=0.0, timed=False)), ServerState.READY, pid=9)
+    assert view.stage == "ready" and view.ready_after is None and view.pid == 9
 
 
 def test_workload_fields_parse_into_a_load_spec_or_per_field_problems() -> None:

@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.events import ServerState
+from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
+from tui.domain.record import apply
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
@@ -143,7 +144,15 @@ class FakeSession:
 
     # -- test controls ----------------------------------------------------------------------
     def emit(self, event: SessionEvent) -> None:
-        """Deliver ``event`` to the console, as the session's pollers and supervisor do."""
+        """Deliver ``event`` to the console, as the session's pollers and server slot do.
+
+        A server event is first folded into the current run (announced with ``RunUpdated``),
+        as the real session's run book does before the event reaches the console.
+        """
+        if isinstance(event, ServerEvent) and self.current is not None:
+            folded = apply(self.current, event)
+            if folded is not self.current:
+                self.update_run(folded)
         for listener in list(self.listeners):
             listener(event)
 

@@ -1,21 +1,15 @@
-"""What the Server panel shows, folded from the session's server events (a pure reducer)."""
+"""What the Server panel shows: a projection of the current run's record plus live state.
+
+The record (folded from the server's events by ``tui.domain.record.apply``) holds what the
+start did; the live part is only what no record keeps: the process id and the clock while
+it starts. Recomputed on every event, so the panel can never drift from the board.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from tui.domain.events import (
-    Exited,
-    Failed,
-    KvCacheReported,
-    Launched,
-    LogLine,
-    Ready,
-    ServerEvent,
-    ServerState,
-    Stage,
-    StageReached,
-)
+from tui.domain.events import ServerState, Stage
 from tui.domain.results import RunRecord, RunStatus
 
 
@@ -36,71 +30,31 @@ class ServerView:
     since_launch: float | None = None  # live clock while starting (None: not shown)
 
 
-def view_from_record(record: RunRecord | None, state: ServerState) -> ServerView:
-    """The panel's state for a run already on the board (the console was started late)."""
+def project(
+    record: RunRecord | None,
+    state: ServerState,
+    *,
+    pid: int | None = None,
+    since_launch: float | None = None,
+) -> ServerView:
+    """The panel for ``record`` (the current run) in ``state``, with the live ``pid`` and clock."""
     if record is None:
-        return ServerView(state=state)
-    stages = record.startup.stages
-    last = stages[-1] if stages else None
-    ready = record.startup.seconds_to_ready
+        return ServerView(state=state, pid=pid)
+    startup = record.startup
+    last = startup.stages[-1] if startup.stages else None
+    ready = startup.seconds_to_ready
+    served = ready is not None or record.status is RunStatus.READY
+    failed = record.status is RunStatus.FAILED
     return ServerView(
         state=state,
         run_label=record.label,
-        stage=Stage.READY.value if ready is not None else (last.name if last else None),
-        stage_at=ready if ready is not None else (last.started_at if last else None),
+        pid=pid,
+        stage=Stage.READY.value if served else (last.name if last else None),
+        stage_at=ready if ready is not None else (last.started_at if last and not served else None),
         ready_after=ready,
-        kv_tokens=record.startup.kv_cache_tokens,
-        max_concurrency=record.startup.max_concurrency,
+        kv_tokens=startup.kv_cache_tokens,
+        max_concurrency=startup.max_concurrency,
         exit_code=record.exit_code,
-        failure=(
-            record.diagnosis.summary
-            if record.status is RunStatus.FAILED and record.diagnosis
-            else ""
-        ),
+        failure=record.diagnosis.summary if failed and record.diagnosis else "",
+        since_launch=since_launch if state is ServerState.STARTING else None,
     )
-
-
-def reduce(view: ServerView, event: ServerEvent, state: ServerState) -> ServerView:
-    """``view`` after ``event``; ``state`` is the session's own (authoritative) state."""
-    if isinstance(event, Launched):
-        return ServerView(
-            state=state,
-            run_label=view.run_label,
-            pid=event.pid,
-            stage=Stage.LAUNCHING.value,
-            stage_at=0.0,
-        )
-    if isinstance(event, StageReached):
-        return replace(view, state=state, stage=event.stage.value, stage_at=event.elapsed)
-    if isinstance(event, KvCacheReported):
-        return replace(
-            view, state=state, kv_tokens=event.tokens, max_concurrency=event.max_concurrency
-        )
-    if isinstance(event, Ready):
-        return replace(
-            view,
-            state=state,
-            stage=Stage.READY.value,
-            stage_at=event.elapsed,
-            ready_after=event.elapsed,
-            kv_tokens=event.kv_cache_tokens
-            if event.kv_cache_tokens is not None
-            else view.kv_tokens,
-            max_concurrency=(
-                event.max_concurrency if event.max_concurrency is not None else view.max_concurrency
-            ),
-            since_launch=None,
-        )
-    if isinstance(event, Failed):
-        return replace(
-            view,
-            state=state,
-            exit_code=event.exit_code,
-            failure=event.diagnosis.summary,
-            since_launch=None,
-        )
-    if isinstance(event, Exited):
-        return replace(view, state=state, exit_code=event.exit_code, since_launch=None)
-    if isinstance(event, LogLine):
-        return view if view.state is state else replace(view, state=state)
-    return view

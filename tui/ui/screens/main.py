@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import ClassVar
 
 from textual import on, work
@@ -22,7 +21,7 @@ from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort
 from tui.ui.compare import latest_failed
 from tui.ui.keys import screen_bindings
 from tui.ui.screens.help import HelpScreen
-from tui.ui.server_view import ServerView, reduce, view_from_record
+from tui.ui.server_view import project
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
@@ -56,7 +55,8 @@ class MainScreen(Screen[None]):
         self.session = session
         self._clock = clock
         self._launched_at: float | None = None
-        self._view = view_from_record(session.current, session.state)
+        self._pid: int | None = None  # live: the record does not keep the process id
+        self._view = project(session.current, session.state)
         self._restarting = False
         self._loading = False
         # Events that arrive before the panels exist (the session may start talking first).
@@ -145,37 +145,42 @@ class MainScreen(Screen[None]):
             self.board.show(list(self.session.runs))
             current = self.session.current
             if current is not None and current.id == event.record.id:
-                self._set_view(replace(self._view, run_label=event.record.label))
+                self._refresh_view()
         else:
             self._server_event(event)
 
     def _server_event(self, event: ServerEvent) -> None:
+        if isinstance(event, LogLine):
+            self.server_panel.tail.write(event.text)
+            return
         if isinstance(event, Launched):
             self.server_panel.tail.set_lines([])
             self.query_one(LoadPanel).clear()
             self._launched_at = self._clock() if self._clock else None
+            self._pid = event.pid
         elif isinstance(event, Ready):
             self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
-        elif isinstance(event, LogLine):
-            self.server_panel.tail.write(event.text)
         elif isinstance(event, Failed):
             fixes = event.diagnosis.fixes
             hint = f"\nf applies and restarts: {fixes[0].title}" if fixes else ""
             self.notify(
                 event.diagnosis.summary + hint, title="Start failed", severity="error", timeout=10
             )
-        self._set_view(reduce(self._view, event, self.session.state))
+        self._refresh_view()
 
-    def _set_view(self, view: ServerView) -> None:
+    def _refresh_view(self) -> None:
+        """The Server panel as the current record and the live state say now."""
+        since = None
+        if self._clock is not None and self._launched_at is not None:
+            since = self._clock() - self._launched_at
+        view = project(self.session.current, self.session.state, pid=self._pid, since_launch=since)
         self._view = view
         self.server_panel.view = view
 
     def _tick(self) -> None:
         """Once a second while a server starts: how long it has been starting."""
-        if self._clock is None or self._launched_at is None:
-            return
         if self._view.state is ServerState.STARTING:
-            self._set_view(replace(self._view, since_launch=self._clock() - self._launched_at))
+            self._refresh_view()
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
