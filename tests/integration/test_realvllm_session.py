@@ -25,6 +25,7 @@ from tui.domain.results import BenchResult, RunStatus
 from tui.domain.telemetry import HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import ConsoleOptions, build_session
+from tui.modes.common import STOP_GRACE_S
 from tui.server.provision import ProvisionedVllm
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore
@@ -67,7 +68,7 @@ async def test_console_session_runs_the_loop_and_closes_clean(
         poll_interval_s=0.5,
     )
     db = tmp_path / "runs.sqlite"
-    session = build_session(options, store=RunStore(db))
+    session = build_session(options)
     events: list[SessionEvent] = []
     session.subscribe(events.append)
     assert session.info.initial_flags.kv_cache_memory_bytes == KV_64M
@@ -134,10 +135,9 @@ async def test_console_session_runs_the_loop_and_closes_clean(
         t0 = time.monotonic()
         await asyncio.wait_for(session.close(), timeout=40)
         took = time.monotonic() - t0
-        assert took < session.launch.grace_s, f"close took {took:.1f} s: SIGKILL was needed"
+        assert took < STOP_GRACE_S, f"close took {took:.1f} s: SIGKILL was needed"
         partial = await asyncio.wait_for(load, timeout=10)
-        assert partial is not None and partial.model_extra is not None
-        assert partial.model_extra["cancelled"] is True
+        assert partial is not None and partial.cancelled is True
         exited = [e for e in events if isinstance(e, Exited)]
         assert len(exited) == 1 and exited[0].requested and exited[0].exit_code == 0
         assert not [e for e in events if isinstance(e, Failed)]

@@ -39,6 +39,9 @@ from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateError, ServerStateFile
 
+STOP_GRACE_S = 10.0
+"""Seconds between SIGTERM and SIGKILL when the console stops a server."""
+
 
 @dataclass
 class StartingPoint:
@@ -193,7 +196,7 @@ def reattach(
     demo: bool,
     credentials: Credentials,
     history: Sequence[RunRecord],
-    grace_s: float,
+    grace_s: float = STOP_GRACE_S,
 ) -> Reattach:
     """Read the mode's state file: a server to adopt, or a notice (never acting on a stale pid)."""
     state_file = ServerStateFile.in_data_dir(data_dir, demo=demo)

@@ -18,6 +18,7 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.load.runner import LoadRunner
 from tui.modes.common import (
+    STOP_GRACE_S,
     Services,
     assemble,
     free_port,
@@ -97,13 +98,13 @@ class DemoMode:
         credentials = Credentials.from_env(env, command_line=point.secrets)
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
-        back = reattach(data_dir, demo=True, credentials=credentials, history=history, grace_s=10)
+        back = reattach(data_dir, demo=True, credentials=credentials, history=history)
         launcher = LegacyLauncher(
             simulator_command(),
             env=credentials.server_env(),
             log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
-            grace_s=10.0,
+            grace_s=STOP_GRACE_S,
         )
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         services = Services(

@@ -19,7 +19,15 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
 from tui.load.runner import LoadRunner
-from tui.modes.common import Services, assemble, free_port, open_history, reattach, starting_point
+from tui.modes.common import (
+    STOP_GRACE_S,
+    Services,
+    assemble,
+    free_port,
+    open_history,
+    reattach,
+    starting_point,
+)
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
 from tui.server.introspect import introspect_vllm, python_for_vllm
@@ -75,7 +83,7 @@ class LocalVllmMode:
         env = dict(os.environ)
         store, history = open_history(data_dir / "runs.sqlite")
         probe = Credentials.from_env(env)
-        back = reattach(data_dir, demo=False, credentials=probe, history=history, grace_s=10)
+        back = reattach(data_dir, demo=False, credentials=probe, history=history)
         named = options.serve_args or options.config or options.preset or options.model
         point = starting_point(options, fallback=back.flags if not named else None)
         credentials = Credentials.from_env(env, command_line=point.secrets)
@@ -90,7 +98,7 @@ class LocalVllmMode:
             env=credentials.server_env(),
             log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
-            grace_s=10.0,
+            grace_s=STOP_GRACE_S,
         )
         services = Services(
             store=store,
