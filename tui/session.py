@@ -54,6 +54,7 @@ from tui.domain.results import (
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
+from tui.server.backend import ExistingServer, ServerBackend
 from tui.store.history import RunStore
 
 logger = logging.getLogger(__name__)
@@ -79,38 +80,10 @@ SessionEvent = (
 )
 
 
-class SupervisorLike(Protocol):
-    """What the session needs of ``tui.server.supervisor.Supervisor`` (a fake in tests)."""
+class SupervisorLike(ServerBackend, Protocol):
+    """A backend that launches again on ``start`` (``tui.server.supervisor.Supervisor``)."""
 
-    @property
-    def state(self) -> ServerState: ...
-    @property
-    def pid(self) -> int | None: ...
-    @property
-    def base_url(self) -> str | None: ...
-    @property
-    def log_lines(self) -> Sequence[str]: ...
     async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None: ...
-    async def stop(self) -> None: ...
-    async def detach(self) -> bool: ...
-
-
-class ExistingServer(SupervisorLike, Protocol):
-    """A server already running when the session starts, watched instead of launched.
-
-    ``tui.server.attached.AttachedServer`` (a URL) or ``tui.server.adopted.AdoptedServer``
-    (left running by a previous console). ``connect`` takes a first look without events;
-    ``watch`` then reports it (``Ready``...) like a supervisor; ``aclose`` stops watching
-    and never stops the server.
-    """
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def run_id(self) -> int | None: ...
-    async def connect(self) -> ServeFlags: ...
-    def watch(self) -> None: ...
-    async def aclose(self) -> None: ...
 
 
 class ServerStateLike(Protocol):
@@ -183,7 +156,7 @@ def simulator_command() -> list[str]:
 
 
 SupervisorFactory = Callable[[Callable[[ServerEvent], None]], SupervisorLike]
-ExistingServerFactory = Callable[[Callable[[ServerEvent], None]], ExistingServer]
+ExistingServerFactory = Callable[[], ExistingServer]
 MetricsPollerFactory = Callable[[str, Callable[[ServerMetrics], None]], PollerLike]
 HostPollerFactory = Callable[[Callable[[], int | None], Callable[[HostSample], None]], PollerLike]
 GpuPollerFactory = Callable[[Callable[[GpuSample], None]], PollerLike]
@@ -232,10 +205,11 @@ class Session:
         # A server already running is watched first (one time); every launch gets a fresh
         # supervisor from the factory.
         self._supervisor_factory = supervisor_factory
-        self._existing = existing_server(self._on_server_event) if existing_server else None
-        self._supervisor: SupervisorLike = self._existing or supervisor_factory(
-            self._on_server_event
+        self._existing = existing_server() if existing_server else None
+        self._launcher: SupervisorLike | None = (
+            None if self._existing is not None else supervisor_factory(self._on_server_event)
         )
+        self._supervisor: ServerBackend = self._existing or self._launching()
         self._server_state = server_state
         self._server_flags: ServeFlags | None = None  # what the current server runs with
         self._detached = False
@@ -346,11 +320,20 @@ class Session:
         elif self._autostart and self.can_restart:
             await self.restart(self.initial_flags)
 
+    def _launching(self) -> SupervisorLike:
+        """The backend that launches (made on first use after an existing server)."""
+        if self._launcher is None:
+            self._launcher = self._supervisor_factory(self._on_server_event)
+        self._supervisor = self._launcher
+        return self._launcher
+
     async def _take_over(self, server: ExistingServer) -> None:
         """Make the already-running server current: its stored run, or a new card."""
-        flags = await server.connect()
+        takeover = await server.connect(self._on_server_event)
+        flags = takeover.flags
         self._server_flags = flags
-        record = next((r for r in self.runs if r.id is not None and r.id == server.run_id), None)
+        run_id = takeover.run_id
+        record = next((r for r in self.runs if r.id is not None and r.id == run_id), None)
         if record is None:
             status = {
                 ServerState.READY: RunStatus.READY,
@@ -358,7 +341,7 @@ class Session:
             }.get(server.state, RunStatus.STOPPED)
             record = self.store.add(
                 RunRecord(
-                    flags=flags, label=server.label, status=status, executable=server.base_url or ""
+                    flags=flags, label=takeover.label, status=status, executable=server.base_url
                 )
             )
             self.runs.append(record)
@@ -382,8 +365,7 @@ class Session:
             message = await self._gpu_release(old_pids)
             if message:
                 self._emit(LogLine(f"[vtc] {message}"))
-        if self._supervisor is self._existing:  # an adopted server: launches are supervised
-            self._supervisor = self._supervisor_factory(self._on_server_event)
+        launcher = self._launching()  # after an adopted server: launches are supervised
         estimate: KvEstimate | None = None
         if self._estimator is not None:  # after the stop: the old server's memory is free
             try:
@@ -405,24 +387,31 @@ class Session:
         self._emit(RunUpdated(record))
         launch_flags = flags if flags.port is not None else flags.replace(port=self.port)
         self._server_flags = launch_flags
-        await self._supervisor.start(launch_flags, self.launch.launch_args)
+        await launcher.start(launch_flags, self.launch.launch_args)
         return self.current
 
     def _server_pids(self) -> set[int]:
         """The pids of the current server's tree, while it runs (for the GPU release wait)."""
         if self._supervisor.state not in (ServerState.STARTING, ServerState.READY):
             return set()
-        pids = {p.pid for p in getattr(self._supervisor, "known_processes", ())}
+        pids = self._supervisor.pids()
         if self._supervisor.pid is not None:
             pids.add(self._supervisor.pid)
         return pids
 
     async def stop_server(self) -> None:
-        """Stop the current server (cancelling load first) and its telemetry."""
+        """Stop the current server (cancelling load first) and its telemetry.
+
+        Waits until its whole tree is gone, also when it ended on its own moments ago.
+        """
+        server = self._supervisor
+        if not server.capabilities.can_stop:
+            raise RuntimeError(
+                f"attached to {server.base_url}: vtc did not start that server and will not stop it"
+            )
         await self.cancel_load()
         await self._stop_metrics()
-        if self._supervisor.state in (ServerState.STARTING, ServerState.READY):
-            await self._supervisor.stop()
+        await server.stop()
 
     async def close(self) -> None:
         """Stop load, the server this session started (or adopted), and every poller.
@@ -467,7 +456,13 @@ class Session:
             self._vllm_cli_task.cancel()
         await self.cancel_load()
         await self._stop_metrics()
-        if await self._supervisor.detach():
+        server = self._supervisor
+        if server.capabilities.can_detach:
+            left = await server.detach()
+        else:  # adopted: it runs apart from any console already; only the watching ends
+            left = server.state in (ServerState.STARTING, ServerState.READY)
+            await server.aclose()
+        if left:
             self._detached = True
             keeper.release(pid)
         else:  # it cannot be left running safely (it ended meanwhile): stop what is left
@@ -583,7 +578,7 @@ class Session:
                 )
             elif isinstance(event, Ready):
                 changes: dict[str, Any] = {}
-                if self._supervisor is not self._existing:  # else: not a start we timed
+                if event.timed:  # else: a server found running, whose start was not timed here
                     changes["seconds_to_ready"] = event.elapsed
                 if event.kv_cache_tokens is not None:
                     changes["kv_cache_tokens"] = event.kv_cache_tokens

@@ -28,7 +28,6 @@ from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.server.attached import AttachedServer, attach_url
-from tui.server.handoff import DetachableSupervisor
 from tui.server.introspect import introspect_vllm, python_for_vllm
 from tui.server.kv_estimator import (
     KvEstimator,
@@ -38,6 +37,7 @@ from tui.server.kv_estimator import (
     is_cpu_build,
     sim_gpu_device,
 )
+from tui.server.supervisor import Supervisor
 from tui.session import ExistingServerFactory, LaunchConfig, PollerLike, Session, simulator_command
 from tui.store.history import RunStore, default_data_dir
 from tui.store.presets import load_presets
@@ -239,9 +239,8 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     )
     interval = options.poll_interval_s
 
-    def supervisor_factory(on_event: Callable[[ServerEvent], None]) -> DetachableSupervisor:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        return DetachableSupervisor(
+    def supervisor_factory(on_event: Callable[[ServerEvent], None]) -> Supervisor:
+        return Supervisor(
             command=launch.command,
             env=launch.env,
             log_dir=launch.log_dir,
@@ -287,8 +286,8 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
     if attach is not None:
         url = attach
 
-        def existing(on_event: Callable[[ServerEvent], None]) -> AttachedServer:
-            return AttachedServer(url, on_event, api_key=server_key, poll_interval_s=interval)
+        def existing() -> AttachedServer:
+            return AttachedServer(url, api_key=server_key, poll_interval_s=interval)
     else:
         state_file = ServerStateFile.in_data_dir(data_dir, demo=options.demo)
         keeper = ServerStateKeeper(state_file, mode="demo" if options.demo else "vllm")
@@ -299,10 +298,9 @@ def build_session(options: ConsoleOptions, *, store: RunStore | None = None) -> 
             adopted = found.record
             stored = next((r for r in store.list() if r.id == adopted.run_id), None)
 
-            def existing(on_event: Callable[[ServerEvent], None]) -> AdoptedServer:
+            def existing() -> AdoptedServer:
                 return AdoptedServer(
                     adopted,
-                    on_event,
                     api_key=os.environ.get("VLLM_API_KEY"),
                     grace_s=launch.grace_s,
                     startup=stored.startup if stored is not None else None,
