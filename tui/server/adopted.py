@@ -353,11 +353,11 @@ class AdoptedServer(WatchedServer):
         self._sink = on_event
         await asyncio.to_thread(self._read_initial_tail)
         if not await asyncio.to_thread(self._root.is_alive):
-            self._state = ServerState.STOPPED
+            self._set_state(ServerState.STOPPED)
         elif await self._prober.health(self.base_url) == 200:
-            self._state = ServerState.READY
+            self._set_state(ServerState.READY)
         else:
-            self._state = ServerState.STARTING
+            self._set_state(ServerState.STARTING)
         return Takeover(flags=self.flags, run_id=self._record.run_id, label=self.label)
 
     def watch(self) -> None:
@@ -402,7 +402,7 @@ class AdoptedServer(WatchedServer):
             if self._state is ServerState.STARTING and now - last_health >= self._health_s:
                 last_health = now
                 if await self._prober.health(self.base_url) == 200:
-                    self._state = ServerState.READY
+                    self._set_state(ServerState.READY)
                     self._emit_ready()
             await wait_first(self._requests(), timeout_s=self._poll_s)
 
@@ -478,11 +478,11 @@ class AdoptedServer(WatchedServer):
         diagnosis = await asyncio.to_thread(diagnose, text, flags=self.flags, exit_code=None)
         failed = diagnosis.kind != "unknown"
         if failed:
-            self._state = ServerState.FAILED
+            self._set_state(ServerState.FAILED)
             self._emit(Failed(elapsed=self._elapsed(), exit_code=None, diagnosis=diagnosis))
         await self._terminate(self._record.pgid, None)  # orphaned EngineCore/Worker processes
         await self._follow_log()
-        self._state = ServerState.FAILED if failed else ServerState.STOPPED
+        self._set_state(ServerState.FAILED if failed else ServerState.STOPPED)
         self._emit(Exited(exit_code=None, requested=False))
 
     def _log_text_for_diagnosis(self, upto: int) -> str:
@@ -493,12 +493,12 @@ class AdoptedServer(WatchedServer):
         return self._log.text()
 
     async def _on_stop(self) -> None:
-        self._state = ServerState.STOPPING
+        self._set_state(ServerState.STOPPING)
         report = await self._terminate(self._record.pgid, self._record.pid)
         await self._follow_log()
         how = "SIGKILL after the grace period" if report.escalated else "SIGTERM"
         self._log.append(f"[vtc] stopped pid {self._record.pid} ({how})")
-        self._state = ServerState.STOPPED
+        self._set_state(ServerState.STOPPED)
         self._emit(Exited(exit_code=None, requested=True))
 
 

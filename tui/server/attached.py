@@ -125,7 +125,7 @@ class AttachedServer(WatchedServer):
         """
         status = await self._prober.health(self._url)
         if status != 200:
-            self._state = ServerState.STOPPED
+            self._set_state(ServerState.STOPPED)
             if not quiet:
                 why = "no answer" if status is None else f"HTTP {status}"
                 self._note(f"{self._url}/health: {why}: the server is not serving")
@@ -134,7 +134,7 @@ class AttachedServer(WatchedServer):
             self._models = await self._prober.models(self._url) or []
             if self._models:
                 self._model = self._models[0]
-        self._state = ServerState.READY
+        self._set_state(ServerState.READY)
         if quiet:
             return
         if self._model is not None:

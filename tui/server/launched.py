@@ -17,7 +17,6 @@ import enum
 import logging
 import os
 import shlex
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
 from tui.server.probe import HealthProber, base_url, held_by_stranger, port_holder, port_is_busy
 from tui.server.process import snapshot_tree
 from tui.server.relay import secrets_from_env
-from tui.server.spawn import ExitWatch, OutputLink, Spawned, spawn
+from tui.server.spawn import ServerProcess
 from tui.server.stages import StageTracker
 from tui.server.watching import Request, WatchedServer, append_note, wait_first
 
@@ -96,6 +95,13 @@ def new_log_path(log_dir: Path, port: int, header: str) -> Path:
     return path
 
 
+def model_listed(flags: ServeFlags, names: list[str]) -> bool:
+    """Whether ``/v1/models`` lists the model ``flags`` serve."""
+    if any(a.replace("_", "-").startswith("--served-model-name") for a in flags.extra_args):
+        return bool(names)  # names given in pass-through args: any listed model will do
+    return bool({flags.served_model_name or flags.model} & set(names))
+
+
 def _cannot_launch(executable: str, exc: OSError) -> Diagnosis:
     return Diagnosis(
         kind="unknown",
@@ -103,6 +109,14 @@ def _cannot_launch(executable: str, exc: OSError) -> Diagnosis:
         facts={"executable": executable, "errno": exc.errno},
         evidence=str(exc),
     )
+
+
+_WATCH_FAILED = Diagnosis(
+    kind="unknown",
+    summary="vtc stopped watching the server after an internal error (see vtc's log); "
+    "the server was stopped",
+    evidence="",
+)
 
 
 def _timeout_diagnosis(found: Diagnosis, timeout_s: float, stage: Stage, last: str) -> Diagnosis:
@@ -145,13 +159,10 @@ class LaunchedServer(WatchedServer):
         self._t0 = 0.0
         self._started_at: datetime | None = None
         self._log_path: Path | None = None
-        self._spawned: Spawned | None = None
-        self._exit: ExitWatch | None = None
-        self._link: OutputLink | None = None
+        self._proc: ServerProcess | None = None
         self._exit_code: int | None = None
         loop = asyncio.get_running_loop()
         self._launched: asyncio.Future[None] = loop.create_future()
-        self._settled: asyncio.Future[ServerState] = loop.create_future()
         self._api_up: asyncio.Future[None] = loop.create_future()
 
     # -- what the session reads -------------------------------------------------------------
@@ -168,12 +179,12 @@ class LaunchedServer(WatchedServer):
     @property
     def pid(self) -> int | None:
         """Its pid (its process group too), once launched."""
-        return self._spawned.proc.pid if self._spawned is not None else None
+        return self._proc.pid if self._proc is not None else None
 
     @property
     def relay_pid(self) -> int | None:
         """The pid of its log relay, once launched."""
-        return self._spawned.relay.pid if self._spawned is not None else None
+        return self._proc.relay_pid if self._proc is not None else None
 
     @property
     def base_url(self) -> str:
@@ -240,23 +251,7 @@ class LaunchedServer(WatchedServer):
         end = await self._finished()
         return won is Request.DETACH and end is End.DETACHED
 
-    async def wait_settled(self, timeout_s: float | None = None) -> ServerState:
-        """Wait until its start is decided (READY, FAILED or STOPPED); returns the state."""
-        return await asyncio.wait_for(asyncio.shield(self._settled), timeout_s)
-
-    async def wait_finished(self, timeout_s: float | None = None) -> ServerState:
-        """Wait until watching has ended (exit handled, stopped or detached)."""
-        if self._task is not None:
-            await asyncio.wait_for(self._finished(), timeout_s)
-        return self._state
-
     # -- the lifecycle ----------------------------------------------------------------------
-    def _set_state(self, state: ServerState) -> None:
-        self._state = state
-        settles = state in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED)
-        if settles and not self._settled.done():
-            self._settled.set_result(state)
-
     async def _run(self) -> End:
         try:
             if not await self._launch():
@@ -268,8 +263,7 @@ class LaunchedServer(WatchedServer):
         finally:
             if not self._launched.done():
                 self._launched.set_result(None)
-            if not self._settled.done():
-                self._settled.set_result(self._state)
+            self._settle()
             self._let_go()
 
     async def _launch(self) -> bool:
@@ -287,22 +281,24 @@ class LaunchedServer(WatchedServer):
         self._t0 = time.monotonic()
         self._started_at = datetime.now(UTC)
         try:
-            spawned = await asyncio.to_thread(spawn, self._argv, self._env, self._log_path)
+            self._proc = await ServerProcess.start(
+                self._argv, self._env, self._log_path, self._on_line, self._on_started
+            )
         except OSError as exc:
             note = f"[vtc] cannot launch {self._argv[0]}: {exc}"
             self._log.append(note)
             await asyncio.to_thread(append_note, str(self._log_path), note)
             return self._refuse(_cannot_launch(self._argv[0], exc))
-        self._spawned = spawned
-        self._exit = ExitWatch(spawned.proc)
-        self._emit(Launched(pid=spawned.proc.pid, argv=self._argv, log_path=str(self._log_path)))
+        self._launched.set_result(None)
+        await asyncio.to_thread(self._remember_tree, self._proc.pid)
+        return True
+
+    def _on_started(self, pid: int) -> None:
+        """Spawned: announced before its first line can arrive."""
+        self._emit(Launched(pid=pid, argv=self._argv, log_path=str(self._log_path)))
         marked = self._tracker.mark(Stage.LAUNCHING, 0.0)
         if marked is not None:
             self._emit(marked)
-        self._link = await OutputLink.open(spawned, self._on_line)
-        self._launched.set_result(None)
-        await asyncio.to_thread(self._remember_tree, spawned.proc.pid)
-        return True
 
     def _refuse(self, diagnosis: Diagnosis) -> bool:
         self._set_state(ServerState.FAILED)
@@ -320,7 +316,7 @@ class LaunchedServer(WatchedServer):
 
     def _first_end(self) -> End | None:
         """The end that happened first (the exit, or the console's request), if any."""
-        exit_at = self._exit.at if self._exit is not None else None
+        exit_at = self._proc.exited_at if self._proc is not None else None
         request, request_at = self._requested(), self._request_at
         if exit_at is not None and (request_at is None or exit_at <= request_at):
             return End.EXITED
@@ -329,16 +325,16 @@ class LaunchedServer(WatchedServer):
         return End.STOPPED if request is Request.STOP else End.DETACHED
 
     async def _starting(self) -> End:
-        assert self._exit is not None and self.pid is not None
-        exited, request = self._exit.future, self._requests()
+        assert self._proc is not None
+        exited, request = self._proc.exited, self._requests()
         while True:
             end = self._first_end()
             if end is not None:
                 return end
             if self.elapsed() >= self._startup_timeout_s:
                 return End.TIMED_OUT
-            await asyncio.to_thread(self._remember_tree, self.pid)
-            probe = asyncio.ensure_future(self._probe_ready())
+            await asyncio.to_thread(self._remember_tree, self._proc.pid)
+            probe = asyncio.ensure_future(self._probe_ready(self._proc.pid))
             await wait_first(probe, exited, request)
             if not probe.done():
                 probe.cancel()
@@ -352,36 +348,26 @@ class LaunchedServer(WatchedServer):
 
     async def _poll_pause(self) -> None:
         """One poll interval, cut short by the exit, a request or the API-up log line."""
-        assert self._exit is not None
-        poll, exited, request = self._settings.poll_interval_s, self._exit.future, self._requests()
+        assert self._proc is not None
+        poll, exited, request = self._settings.poll_interval_s, self._proc.exited, self._requests()
         if self._api_up.done():  # listening within moments: poll fast until it answers
             await wait_first(exited, request, timeout_s=min(poll, POLL_AFTER_API_UP_S))
         else:
             await wait_first(exited, request, self._api_up, timeout_s=poll)
 
-    async def _probe_ready(self) -> bool:
-        url = self.base_url
+    async def _probe_ready(self, root: int) -> bool:
+        url, port = self.base_url, self._flags.effective_port
         if await self._prober.health(url) != 200:
             return False
         names = await self._prober.models(url)
-        if names is not None and not self._model_listed(names):
+        if names is not None and not model_listed(self._flags, names):
             return False
-        root, port = self.pid, self._flags.effective_port
-        assert root is not None
 
         def stranger() -> bool:
             ours = self.pids() | {info.pid for info in snapshot_tree(root)}
             return held_by_stranger(port, ours)
 
         return not await asyncio.to_thread(stranger)
-
-    def _model_listed(self, names: list[str]) -> bool:
-        expected = {self._flags.served_model_name or self._flags.model}
-        if any(
-            a.replace("_", "-").startswith("--served-model-name") for a in self._flags.extra_args
-        ):
-            return bool(names)  # names given in pass-through args: any listed model will do
-        return bool(expected & set(names))
 
     def _on_ready(self) -> None:
         elapsed = self.elapsed()
@@ -399,10 +385,10 @@ class LaunchedServer(WatchedServer):
         )
 
     async def _serving(self) -> End:
-        assert self._exit is not None
-        exited, request = self._exit.future, self._requests()
+        assert self._proc is not None
+        exited, request = self._proc.exited, self._requests()
         while True:
-            await asyncio.to_thread(self._remember_tree, self.pid)  # the tree as it serves
+            await asyncio.to_thread(self._remember_tree, self._proc.pid)  # the tree as it serves
             await wait_first(exited, request, timeout_s=SERVING_SNAPSHOT_S)
             end = self._first_end()
             if end is not None:
@@ -410,8 +396,8 @@ class LaunchedServer(WatchedServer):
 
     async def _conclude(self, end: End) -> End:
         if end is End.EXITED:
-            assert self._exit is not None
-            await self._on_exit(self._exit.future.result())
+            assert self._proc is not None
+            await self._on_exit(self._proc.exited.result())
         elif end is End.TIMED_OUT:
             await self._on_timeout()
         elif end is End.STOPPED:
@@ -422,27 +408,16 @@ class LaunchedServer(WatchedServer):
 
     async def _log_at_end(self) -> str:
         """The log as it stands now, every line written before this moment included."""
-        assert self._link is not None
-        await self._link.sync(SYNC_S)
+        assert self._proc is not None
+        await self._proc.sync(SYNC_S)
         return self._log.text()
 
     async def _clear_tree(self) -> int | None:
-        """Kill what is left of the tree, then read the rest of its output; the exit code.
-
-        After the kill, one budget covers the exit status, the end of the log and the
-        relay's end together: they all follow from the same deaths, so waiting for each in
-        turn with its own bound would only stack the bounds when a tree dies slowly.
-        """
-        assert self._exit is not None and self._link is not None
-        report = await self._terminate(self.pid, self.pid, str(self._log_path))
-        loop = asyncio.get_running_loop()
+        """Kill what is left of the tree, then read the rest of its output; the exit code."""
+        assert self._proc is not None
+        report = await self._terminate(self._proc.pid, self._proc.pid, str(self._log_path))
         # With survivors (SIGKILL not yet effective) the pipe stays open: do not wait on it.
-        deadline = loop.time() + (AFTER_KILL_S if report.clean else SURVIVOR_WAIT_S)
-        await wait_first(self._exit.future, timeout_s=max(0.0, deadline - loop.time()))
-        await self._link.drained(max(0.0, deadline - loop.time()))
-        await self._reap_relay(max(0.0, deadline - loop.time()))
-        future = self._exit.future
-        return future.result() if future.done() and not future.cancelled() else None
+        return await self._proc.finish(AFTER_KILL_S if report.clean else SURVIVOR_WAIT_S)
 
     async def _on_exit(self, code: int) -> None:
         elapsed, starting = self.elapsed(), self._state is ServerState.STARTING
@@ -486,21 +461,10 @@ class LaunchedServer(WatchedServer):
         self._log.append(note)
         await asyncio.to_thread(append_note, str(self._log_path), note)
 
-    async def _reap_relay(self, timeout_s: float) -> None:
-        relay = self._spawned.relay if self._spawned is not None else None
-        if relay is None or relay.poll() is not None:
-            return
-        try:
-            await asyncio.to_thread(relay.wait, timeout_s)
-        except subprocess.TimeoutExpired:  # it holds on (a survivor keeps its pipe open)
-            logger.info("the log relay (pid %s) runs on until its pipe closes", relay.pid)
-
     def _let_go(self) -> None:
         """Stop reading and watching; the processes run on (idempotent)."""
-        if self._link is not None:
-            self._link.close()
-        if self._exit is not None and not self._exit.future.done():
-            self._exit.release()
+        if self._proc is not None:
+            self._proc.let_go()
 
     async def _on_crash(self) -> None:
         if self._state in (ServerState.FAILED, ServerState.STOPPED):
@@ -509,10 +473,5 @@ class LaunchedServer(WatchedServer):
             with contextlib.suppress(Exception):  # best effort: the watching already failed
                 await self._terminate(self.pid, self.pid, str(self._log_path))
         self._set_state(ServerState.FAILED)
-        diagnosis = Diagnosis(
-            kind="unknown",
-            summary="vtc stopped watching the server after an internal error (see the log)",
-            facts={"pid": self.pid},
-            evidence="",
-        )
-        self._emit(Failed(elapsed=self.elapsed(), exit_code=self._exit_code, diagnosis=diagnosis))
+        failed = Failed(elapsed=self.elapsed(), exit_code=self._exit_code, diagnosis=_WATCH_FAILED)
+        self._emit(failed)

@@ -288,3 +288,86 @@ class OutputLink:
         """Stop reading: the relay's next write fails and it goes on with the file alone."""
         self.release_sync()
         self._transport.close()
+
+
+class ServerProcess:
+    """A spawned server as the console holds it: its exit status, its output, its relay."""
+
+    def __init__(self, spawned: Spawned, exit_watch: ExitWatch, link: OutputLink) -> None:
+        self._spawned = spawned
+        self._exit = exit_watch
+        self._link = link
+
+    @classmethod
+    async def start(
+        cls,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log_path: Path,
+        on_line: Callable[[str], None],
+        on_started: Callable[[int], None],
+    ) -> ServerProcess:
+        """Spawn (in a thread), watch its exit, call ``on_started(pid)``, then read its lines.
+
+        ``on_started`` runs before the first line can arrive. Raises ``OSError`` when it
+        cannot be started.
+        """
+        spawned = await asyncio.to_thread(spawn, argv, env, log_path)
+        exit_watch = ExitWatch(spawned.proc)
+        on_started(spawned.proc.pid)
+        link = await OutputLink.open(spawned, on_line)
+        return cls(spawned, exit_watch, link)
+
+    @property
+    def pid(self) -> int:
+        """The server's pid (its process group too)."""
+        return self._spawned.proc.pid
+
+    @property
+    def relay_pid(self) -> int:
+        """Its log relay's pid."""
+        return self._spawned.relay.pid
+
+    @property
+    def exited(self) -> asyncio.Future[int]:
+        """Resolves with its exit status (cancelled by :meth:`let_go`)."""
+        return self._exit.future
+
+    @property
+    def exited_at(self) -> float | None:
+        """When its exit was noticed (``time.monotonic``), once it was."""
+        return self._exit.at
+
+    @property
+    def exit_code(self) -> int | None:
+        """Its exit status, once known."""
+        future = self._exit.future
+        return future.result() if future.done() and not future.cancelled() else None
+
+    async def sync(self, timeout_s: float) -> bool:
+        """Wait until every line it wrote so far has been read (see :meth:`OutputLink.sync`)."""
+        return await self._link.sync(timeout_s)
+
+    async def finish(self, timeout_s: float) -> int | None:
+        """Once its tree is gone: its exit status, the rest of its output, its relay's end.
+
+        One deadline for the three: they follow from the same deaths.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if not self.exited.done():
+            await asyncio.wait({self.exited}, timeout=timeout_s)
+        await self._link.drained(max(0.0, deadline - loop.time()))
+        relay = self._spawned.relay
+        if relay.poll() is None:
+            try:
+                await asyncio.to_thread(relay.wait, max(0.0, deadline - loop.time()))
+            except subprocess.TimeoutExpired:  # a survivor holds its pipe open: it runs on
+                logger.info("the log relay (pid %s) runs on until its pipe closes", relay.pid)
+        return self.exit_code
+
+    def let_go(self) -> None:
+        """Stop reading and watching; the server and its relay run on (idempotent)."""
+        self._link.close()
+        if not self._exit.future.done():
+            self._exit.release()

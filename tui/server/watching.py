@@ -85,6 +85,7 @@ class WatchedServer:
         self._task: asyncio.Task[object] | None = None
         self._request: asyncio.Future[Request] | None = None
         self._request_at: float | None = None  # when the first request was made (monotonic)
+        self._settled: asyncio.Future[ServerState] | None = None
         self.last_termination: TerminationReport | None = None
         """What the last tree termination found (survivors are logged as a warning)."""
 
@@ -112,6 +113,32 @@ class WatchedServer:
     def pids(self) -> set[int]:
         """Every process of its tree seen so far (empty when not local)."""
         return {info.pid for info in list(self._known.values())}
+
+    async def wait_settled(self, timeout_s: float | None = None) -> ServerState:
+        """Wait until its start is decided (READY, FAILED or STOPPED) or watching ended."""
+        return await asyncio.wait_for(asyncio.shield(self._settle_future()), timeout_s)
+
+    async def wait_finished(self, timeout_s: float | None = None) -> ServerState:
+        """Wait until watching has ended (its end handled, stopped or let go)."""
+        if self._task is not None:
+            await asyncio.wait_for(self._finished(), timeout_s)
+        return self._state
+
+    def _settle_future(self) -> asyncio.Future[ServerState]:
+        if self._settled is None:
+            self._settled = asyncio.get_running_loop().create_future()
+        return self._settled
+
+    def _set_state(self, state: ServerState) -> None:
+        """The only way the lifecycle task changes the state (settles a start once decided)."""
+        self._state = state
+        if state in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED):
+            self._settle()
+
+    def _settle(self) -> None:
+        future = self._settle_future()
+        if not future.done():
+            future.set_result(self._state)
 
     # -- events -----------------------------------------------------------------------------
     def _emit(self, event: ServerEvent) -> None:
