@@ -18,7 +18,7 @@ from typing import Any
 
 import psutil
 import pytest
-from fakes.net import free_port
+from fakes.net import free_port, gone
 from fakes.waiting import Recorder
 
 from tui.domain.events import (
@@ -37,13 +37,6 @@ from tui.server.supervisor import DEFAULT_HOST, ProcessLauncher, Supervisor
 pytestmark = pytest.mark.realvllm
 
 PROVISIONED = find_provisioned()
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 @pytest.mark.skipif(PROVISIONED is None, reason="real vLLM not provisioned (vtc setup-cpu-vllm)")
@@ -81,7 +74,7 @@ async def test_real_vllm_ready_then_api_server_killed_leaves_no_orphans(tmp_path
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # the API server alone
         await sup.wait_finished(60)
-        assert all(_gone(p.pid) for p in tree), [p for p in tree if not _gone(p.pid)]
+        assert all(gone(p.pid) for p in tree), [p for p in tree if not gone(p.pid)]
         assert isinstance(events[-1], Exited)
         assert events[-1].exit_code == -signal.SIGKILL
         # The cause is the kill, not what the orphans wrote when the teardown signalled them.
@@ -131,7 +124,7 @@ async def test_real_vllm_launch_ready_stop_on_loopback(tmp_path: Path) -> None:
         await server.stop()
         assert rec.events[-1] == Exited(exit_code=server.exit_code, requested=True)
         assert server.last_termination is not None and server.last_termination.clean
-        assert all(_gone(p.pid) for p in tree) and _gone(relay)
+        assert all(gone(p.pid) for p in tree) and gone(relay)
         assert server.log_path is not None
         assert "Application startup complete" in server.log_path.read_text()
     finally:
