@@ -547,14 +547,18 @@ async def test_the_card_does_not_wait_for_the_orphans_to_die(launcher: Any) -> N
         "--orphan", "--orphan-ignores-term", "--exit", "1", grace_s=30.0,
     )  # fmt: skip
     server = await made.launch(flags(), sink)
-    assert await server.wait_settled(30) is ServerState.FAILED
-    assert rec.of(Failed)[0].diagnosis.kind == "kv_cache_too_small"
+    failed = await rec.wait_for(Failed)
+    assert failed.diagnosis.kind == "kv_cache_too_small"
     assert orphan_alive_at_failed == [True]
     [orphan] = rec.pids("orphan")
     assert server.state is ServerState.FAILED
+    settled = asyncio.ensure_future(server.wait_settled())
+    # Settled once the tree is gone, not before (the orphan lives until killed: no race).
+    assert not (await asyncio.wait({settled}, timeout=0.2))[0]
     os.kill(orphan, signal.SIGKILL)  # rather than wait out the grace period
-    await server.stop()  # returns once the leftovers are gone
+    assert await settled is ServerState.FAILED
     assert gone(orphan)
+    await server.stop()  # nothing left to do
     assert rec.kinds() == ["Launched", "Failed"]
 
 
@@ -611,3 +615,18 @@ async def test_the_exit_status_is_seen_with_or_without_a_pidfd(use_pidfd: bool) 
     assert released.future.cancelled() and sleeper.poll() is None
     sleeper.kill()
     sleeper.wait(timeout=10)
+
+
+async def test_a_cancelled_stop_call_ends_but_the_stop_goes_on(launcher: Any) -> None:
+    rec = Recorder()
+    server = await launcher("--health-after", "0", "--ignore-term", grace_s=2.0).launch(
+        flags(), rec
+    )
+    assert await server.wait_settled(30) is ServerState.READY
+    caller = asyncio.create_task(server.stop())
+    await until(lambda: server.state is ServerState.STOPPING, "the stop to begin")
+    caller.cancel()  # e.g. the console's worker cancelled while it waited
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert await server.wait_finished(30) is ServerState.STOPPED  # the lifecycle finished it
+    assert rec.events[-1] == Exited(exit_code=-signal.SIGKILL, requested=True)

@@ -44,7 +44,13 @@ from tui.server.process import snapshot_tree
 from tui.server.relay import secrets_from_env
 from tui.server.spawn import ServerProcess
 from tui.server.stages import StageTracker
-from tui.server.watching import Request, WatchedServer, append_note, wait_first
+from tui.server.watching import (
+    Request,
+    WatchedServer,
+    append_note,
+    cancel_and_wait,
+    wait_first,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -337,9 +343,7 @@ class LaunchedServer(WatchedServer):
             probe = asyncio.ensure_future(self._probe_ready(self._proc.pid))
             await wait_first(probe, exited, request)
             if not probe.done():
-                probe.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await probe
+                await cancel_and_wait(probe)
             elif probe.result() and self._first_end() is None:
                 self._on_ready()
                 return End.READY
@@ -428,12 +432,15 @@ class LaunchedServer(WatchedServer):
         diagnosis = await asyncio.to_thread(diagnose, text, flags=self._flags, exit_code=code)
         failed = starting or diagnosis.kind != "unknown" or code != 0
         if failed:
-            self._set_state(ServerState.FAILED)
+            # The card at once; the start counts as settled once the tree is gone, so a
+            # caller that waits for it never relaunches beside orphans still holding memory.
+            self._set_state(ServerState.FAILED, settle=False)
             self._emit(Failed(elapsed=elapsed, exit_code=code, diagnosis=diagnosis))
         else:
             self._set_state(ServerState.STOPPING)
         # The API server is gone; its EngineCore/Worker may not be (orphans keep memory).
         await self._clear_tree()
+        self._settle()
         if not starting:
             self._set_state(ServerState.FAILED if failed else ServerState.STOPPED)
             self._emit(Exited(exit_code=code, requested=False))

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import time
@@ -115,7 +114,11 @@ class WatchedServer:
         return {info.pid for info in list(self._known.values())}
 
     async def wait_settled(self, timeout_s: float | None = None) -> ServerState:
-        """Wait until its start is decided (READY, FAILED or STOPPED) or watching ended."""
+        """Wait until its start is decided (READY, FAILED or STOPPED) or watching ended.
+
+        A failed start settles once its process tree is gone (its ``Failed`` event may come
+        before that).
+        """
         return await asyncio.wait_for(asyncio.shield(self._settle_future()), timeout_s)
 
     async def wait_finished(self, timeout_s: float | None = None) -> ServerState:
@@ -129,10 +132,11 @@ class WatchedServer:
             self._settled = asyncio.get_running_loop().create_future()
         return self._settled
 
-    def _set_state(self, state: ServerState) -> None:
-        """The only way the lifecycle task changes the state (settles a start once decided)."""
+    def _set_state(self, state: ServerState, *, settle: bool = True) -> None:
+        """The only way the lifecycle task changes the state (settles a start once decided,
+        unless told the settling comes later)."""
         self._state = state
-        if state in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED):
+        if settle and state in (ServerState.READY, ServerState.FAILED, ServerState.STOPPED):
             self._settle()
 
     def _settle(self) -> None:
@@ -235,14 +239,36 @@ class WatchedServer:
         """Stop watching, leaving the server as it is, and wait for that."""
         if self._task is not None and not self._task.done():
             self._ask(Request.RELEASE)
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._finished()
+            except asyncio.CancelledError:
+                _reraise_own_cancel()  # the lifecycle's own cancel (loop shutdown) is no error
 
     async def aclose(self) -> None:
         """Stop watching and release what watching holds; never stops the server."""
         await self._release()
         if self._own_prober and isinstance(self._prober, HttpxProber):
             await self._prober.aclose()
+
+
+def _reraise_own_cancel() -> None:
+    """Inside ``except CancelledError``: re-raise when the current task is being cancelled.
+
+    Awaiting another task that was cancelled raises ``CancelledError`` too; only a cancel
+    of the current task must go on (swallowing it would leave its canceller waiting).
+    """
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        raise asyncio.CancelledError
+
+
+async def cancel_and_wait(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task`` and wait for it to end, without swallowing a cancel of our own."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        _reraise_own_cancel()
 
 
 async def wait_first(*futures: asyncio.Future[Any], timeout_s: float | None = None) -> None:
