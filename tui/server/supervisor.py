@@ -15,7 +15,8 @@ receives each):
   then every poll interval, and every 50 ms once the log says "Starting vLLM server on".
 - exit before ready: ``Failed(diagnose(log, flags, exit_code))`` as soon as the process
   exits (not at a timeout), diagnosed from what it wrote before it exited; any leftover
-  children are killed after that (``stop()``/``wait_finished()`` return once they are).
+  children are killed after that (``wait_settled()``, ``stop()`` and ``wait_finished()``
+  return once they are).
 - no ready within ``startup_timeout_s``: the tree is killed, then ``Failed`` of kind
   ``unknown`` naming the stage it was stuck in (or the log's own diagnosis if it has one).
 - exit on its own after ready: ``Failed`` first when the exit looks like a failure (the log
