@@ -13,8 +13,9 @@ supervisor built (``MODEL --port N ...``). What it does, in order:
    teardown signals it) and exit;
 3. with ``--health-after S``: after S seconds serves ``/health`` (200) and ``/v1/models``
    on 127.0.0.1:PORT;
-4. with ``--exit CODE``: after ``--exit-after S`` prints the rest of the capture and exits
-   with CODE; otherwise it sleeps until signalled (``--ignore-term`` ignores SIGTERM),
+4. with ``--exit CODE``: after ``--exit-after S`` (or, with ``--exit-on-usr1``, once it
+   receives SIGUSR1: a test sends it after it saw ``Ready``) prints the rest of the capture
+   and exits with CODE; otherwise it sleeps until signalled (``--ignore-term`` ignores SIGTERM),
    printing ``FAKE tick N`` every ``--tick S`` seconds when given.
 """
 
@@ -110,6 +111,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--models")
     p.add_argument("--exit", type=int)
     p.add_argument("--exit-after", type=float, default=0.0)
+    p.add_argument("--exit-on-usr1", action="store_true")
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--child", action="store_true")
     p.add_argument("--child-ignores-term", action="store_true")
@@ -126,6 +128,8 @@ def main(argv: list[str]) -> int:
         if token == "--port" and i + 1 < len(serve):
             port = int(serve[i + 1])
 
+    told: list[int] = []
+    signal.signal(signal.SIGUSR1, lambda signum, _frame: told.append(signum))
     if opts.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
@@ -168,7 +172,11 @@ def main(argv: list[str]) -> int:
         _serve_http(port, models)
 
     if opts.exit is not None:
-        time.sleep(opts.exit_after)
+        if opts.exit_on_usr1:
+            while not told:
+                time.sleep(0.01)
+        else:
+            time.sleep(opts.exit_after)
         for line in tail:
             print(line)
         sys.stdout.flush()

@@ -282,10 +282,11 @@ async def test_orphans_die_when_the_api_server_is_killed_alone(make: Any) -> Non
 async def test_engine_death_after_ready_is_failed_then_exited(make: Any) -> None:
     sup, rec = make(
         "--capture", capture("try_headdim16_kv1.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-after", "0.3",
+        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
     )  # fmt: skip
     await sup.start(flags())
     assert await sup.wait_settled(30) is ServerState.READY
+    os.kill(sup.pid, signal.SIGUSR1)  # its engine dies now, after Ready was seen
     assert await sup.wait_finished(30) is ServerState.FAILED
     [failed] = rec.of(Failed)
     assert failed.exit_code == 0  # vLLM exits 0 when its engine died
@@ -298,10 +299,11 @@ async def test_engine_death_after_ready_is_failed_then_exited(make: Any) -> None
 async def test_clean_exit_after_ready_is_only_exited(make: Any) -> None:
     sup, rec = make(
         "--capture", capture("startup_eager_kv64M.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-after", "0.1",
+        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
     )  # fmt: skip
     await sup.start(flags())
     assert await sup.wait_settled(30) is ServerState.READY
+    os.kill(sup.pid, signal.SIGUSR1)  # it exits cleanly, after Ready was seen
     assert await sup.wait_finished(30) is ServerState.STOPPED
     assert rec.of(Failed) == []
     assert rec.events[-1] == Exited(exit_code=0, requested=False)
@@ -566,10 +568,12 @@ async def test_a_stop_after_the_exit_reports_the_exit(launcher: Any) -> None:
     rec = Recorder()
     made = launcher(
         "--capture", capture("try_headdim16_kv1.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-after", "0.2",
+        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
     )  # fmt: skip
     server = await made.launch(flags(), rec)
     assert await server.wait_settled(30) is ServerState.READY
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGUSR1)
     await until(lambda: server.exit_code is not None, "the exit to be noticed")
     await server.stop()  # the console's teardown, after the exit: not the cause
     assert [e for e in rec.of(Exited)] == [Exited(exit_code=0, requested=False)]
