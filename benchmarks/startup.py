@@ -2,7 +2,8 @@
 
     python benchmarks/startup.py [--sim-only] [--sim-runs 10] [--real-runs 3]
 
-Measured with the real ``Supervisor`` (``tui.server.supervisor``) on (a) the simulator
+Measured with the console's own ``ProcessLauncher`` (``tui.server.supervisor``: the server's
+output reaches the console through its log relay) on (a) the simulator
 (``python -m tui.sim``) and (b) the real CPU build of vLLM provisioned by
 ``vtc setup-cpu-vllm`` (skipped with a reason when it is not there):
 
@@ -54,8 +55,9 @@ from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerEv
 from tui.domain.flags import ServeFlags  # noqa: E402
 from tui.modes.demo import sim_gpu_device, simulator_command  # noqa: E402
 from tui.server.kv_estimator import KvEstimator, cpu_node_memory  # noqa: E402
+from tui.server.launched import LaunchedServer  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
-from tui.server.supervisor import Supervisor  # noqa: E402
+from tui.server.supervisor import ProcessLauncher  # noqa: E402
 
 MIB = 2**20
 READY_GOAL_S = 0.3
@@ -64,7 +66,7 @@ KV_ERROR_GOAL = 0.02
 HEALTH_POLL_S = 0.010
 REAL_BUDGET_S = 290.0  # the real-vLLM part starts no run it expects to end after this
 REAL_STARTUP_TIMEOUT_S = 150.0
-POLL_INTERVAL_S = 0.25  # the Supervisor's default, what the console runs with (--poll-interval)
+POLL_INTERVAL_S = 0.25  # the launcher's default, what the console runs with (--poll-interval)
 
 
 def free_port() -> int:
@@ -224,31 +226,24 @@ async def run_ready(case: Case, log_dir: Path, timeout_s: float, poll_s: float) 
     flags = case.flags.replace(host="127.0.0.1", port=port)
     estimate = case.estimator(flags) if case.estimator is not None else None
     rec = Recorder()
-    sup = Supervisor(
-        case.command,
-        case.env,
-        log_dir,
-        rec,
-        startup_timeout_s=timeout_s,
-        grace_s=5.0,
-        poll_interval_s=poll_s,
-    )
+    launcher = _launcher(case, log_dir, timeout_s, poll_s)
     poller = HealthPoller(f"http://127.0.0.1:{port}")
     out = Outcome(case.label, estimate=estimate.kv_tokens if estimate else None)
+    server: LaunchedServer | None = None
     try:
         poller.start()
-        await sup.start(flags, case.extra)
-        await sup.wait_settled(timeout_s + 30)
+        server = await launcher.launch(flags, rec, extra_args=case.extra)
+        await server.wait_settled(timeout_s + 30)
         out.logged = rec.kv_tokens
         if rec.ready_at is None:
-            out.note = _why(rec, sup)
+            out.note = _why(rec, server)
         elif poller.first_200 is None:
             out.note = "ready, but the poller never saw a 200"
         else:
             out.delay_s = rec.ready_at - poller.first_200
     finally:
         poller.stop()
-        await sup.aclose()
+        await _close(server, launcher)
     return out
 
 
@@ -256,19 +251,12 @@ async def run_failing(case: Case, log_dir: Path, timeout_s: float, poll_s: float
     """Launch a start that fails; time process exit -> Failed."""
     flags = case.flags.replace(host="127.0.0.1", port=free_port())
     rec = Recorder(watch_exit=True)
-    sup = Supervisor(
-        case.command,
-        case.env,
-        log_dir,
-        rec,
-        startup_timeout_s=timeout_s,
-        grace_s=5.0,
-        poll_interval_s=poll_s,
-    )
+    launcher = _launcher(case, log_dir, timeout_s, poll_s)
     out = Outcome(case.label)
+    server: LaunchedServer | None = None
     try:
-        await sup.start(flags, case.extra)
-        await sup.wait_settled(timeout_s + 30)
+        server = await launcher.launch(flags, rec, extra_args=case.extra)
+        await server.wait_settled(timeout_s + 30)
         watcher = rec.exit_watcher
         if watcher is not None:
             watcher.join(5.0)
@@ -280,14 +268,31 @@ async def run_failing(case: Case, log_dir: Path, timeout_s: float, poll_s: float
             out.note = f"{kind}, exit {rec.failed.exit_code if rec.failed else '?'}"
             out.note += f", {watcher.method}"
     finally:
-        await sup.aclose()
+        await _close(server, launcher)
     return out
 
 
-def _why(rec: Recorder, sup: Supervisor) -> str:
+def _launcher(case: Case, log_dir: Path, timeout_s: float, poll_s: float) -> ProcessLauncher:
+    return ProcessLauncher(
+        case.command,
+        log_dir=log_dir,
+        env=case.env,
+        startup_timeout_s=timeout_s,
+        grace_s=5.0,
+        poll_interval_s=poll_s,
+    )
+
+
+async def _close(server: LaunchedServer | None, launcher: ProcessLauncher) -> None:
+    if server is not None:
+        await server.stop()  # its whole tree (and its log relay) is gone after this
+    await launcher.aclose()
+
+
+def _why(rec: Recorder, server: LaunchedServer) -> str:
     if rec.failed is not None:
         return f"failed: {rec.failed.diagnosis.kind}: {rec.failed.diagnosis.summary[:120]}"
-    return f"not ready (state {sup.state.value})"
+    return f"not ready (state {server.state.value})"
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -539,7 +544,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--poll-interval",
         type=float,
         default=POLL_INTERVAL_S,
-        help="the Supervisor's readiness poll interval (default: its own default, 0.25 s)",
+        help="the launcher's readiness poll interval (default: its own default, 0.25 s)",
     )
     args = parser.parse_args(argv)
     if args.sim_runs < 1 or args.real_runs < 1 or args.sim_speed <= 0 or args.poll_interval <= 0:

@@ -127,6 +127,9 @@ class FakeLauncher:
             backend.launched()
         return backend
 
+    async def aclose(self) -> None:
+        """Nothing held."""
+
     @property
     def last(self) -> FakeBackend:
         """The newest server."""

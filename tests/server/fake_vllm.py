@@ -7,11 +7,16 @@ supervisor built (``MODEL --port N ...``). What it does, in order:
    ``--until REGEX`` (the whole file without ``--until``);
 2. spawns ``--child`` (same process group; ``--child-ignores-term``) and ``--orphan`` (a
    process in its own session, found later only through the supervisor's memory), printing
-   ``FAKE child pid=N`` / ``FAKE orphan pid=N``;
+   ``FAKE child pid=N`` / ``FAKE orphan pid=N``; ``--orphan-ignores-term`` makes the orphan
+   ignore SIGTERM, ``--orphan-dies-loudly`` makes it print an EngineCore's fatal-error
+   traceback when SIGTERM reaches it (what a real EngineCore may write when the console's
+   teardown signals it) and exit;
 3. with ``--health-after S``: after S seconds serves ``/health`` (200) and ``/v1/models``
    on 127.0.0.1:PORT;
-4. with ``--exit CODE``: after ``--exit-after S`` prints the rest of the capture and exits
-   with CODE; otherwise it sleeps until signalled (``--ignore-term`` ignores SIGTERM).
+4. with ``--exit CODE``: after ``--exit-after S`` (or, with ``--exit-on-usr1``, once it
+   receives SIGUSR1: a test sends it after it saw ``Ready``) prints the rest of the capture
+   and exits with CODE; otherwise it sleeps until signalled (``--ignore-term`` ignores SIGTERM),
+   printing ``FAKE tick N`` every ``--tick S`` seconds when given.
 """
 
 from __future__ import annotations
@@ -27,12 +32,38 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SLEEPER = "import signal, time\n{ignore}\nwhile True:\n    time.sleep(1)\n"
+# argv[1], when given, is a pipe's write end: closed once the signal handling is in place.
+SLEEPER = (
+    "import os, signal, sys, time\n{on_term}\n"
+    "if len(sys.argv) > 1:\n    os.close(int(sys.argv[1]))\n"
+    "while True:\n    time.sleep(1)\n"
+)
+IGNORE_TERM = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
+# The lines a real EngineCore logs when it dies of an error (core.py), ending in the error
+# the issue saw after a console's own teardown: diagnosed alone they read "engine_died".
+DYING_WORDS = [
+    "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] EngineCore encountered a "
+    "fatal error.",
+    "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] Traceback (most recent call "
+    "last):",
+    '(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000]   File "core.py", line 700, '
+    "in run_engine_core",
+    "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] RuntimeError: cancelled",
+]
+DIE_LOUDLY = (
+    "def _die(*_):\n"
+    "    for line in {lines!r}:\n"
+    "        print(line.format(pid=os.getpid()), flush=True)\n"
+    "    os._exit(1)\n"
+    "signal.signal(signal.SIGTERM, _die)"
+)
 
 
-def _sleeper(ignore_term: bool) -> str:
-    ignore = "signal.signal(signal.SIGTERM, signal.SIG_IGN)" if ignore_term else ""
-    return SLEEPER.format(ignore=ignore)
+def _sleeper(ignore_term: bool = False, dies_loudly: bool = False) -> str:
+    on_term = IGNORE_TERM if ignore_term else ""
+    if dies_loudly:
+        on_term = DIE_LOUDLY.format(lines=DYING_WORDS)
+    return SLEEPER.format(on_term=on_term)
 
 
 def _serve_http(port: int, models: list[str]) -> None:
@@ -80,11 +111,15 @@ def main(argv: list[str]) -> int:
     p.add_argument("--models")
     p.add_argument("--exit", type=int)
     p.add_argument("--exit-after", type=float, default=0.0)
+    p.add_argument("--exit-on-usr1", action="store_true")
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--child", action="store_true")
     p.add_argument("--child-ignores-term", action="store_true")
     p.add_argument("--orphan", action="store_true")
+    p.add_argument("--orphan-ignores-term", action="store_true")
+    p.add_argument("--orphan-dies-loudly", action="store_true")
     p.add_argument("--echo-env", action="append", default=[])
+    p.add_argument("--tick", type=float)
     opts = p.parse_args(own)
 
     model = serve[0] if serve else "model"
@@ -93,6 +128,8 @@ def main(argv: list[str]) -> int:
         if token == "--port" and i + 1 < len(serve):
             port = int(serve[i + 1])
 
+    told: list[int] = []
+    signal.signal(signal.SIGUSR1, lambda signum, _frame: told.append(signum))
     if opts.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     else:
@@ -119,7 +156,14 @@ def main(argv: list[str]) -> int:
         child = subprocess.Popen([sys.executable, "-c", _sleeper(opts.child_ignores_term)])
         print(f"FAKE child pid={child.pid}", flush=True)
     if opts.orphan:
-        orphan = subprocess.Popen([sys.executable, "-c", _sleeper(False)], start_new_session=True)
+        code = _sleeper(opts.orphan_ignores_term, opts.orphan_dies_loudly)
+        ready_r, ready_w = os.pipe()
+        orphan = subprocess.Popen(
+            [sys.executable, "-c", code, str(ready_w)], start_new_session=True, pass_fds=(ready_w,)
+        )
+        os.close(ready_w)
+        os.read(ready_r, 1)  # end of file: its SIGTERM handling is in place
+        os.close(ready_r)
         print(f"FAKE orphan pid={orphan.pid}", flush=True)
 
     if opts.health_after is not None:
@@ -128,13 +172,21 @@ def main(argv: list[str]) -> int:
         _serve_http(port, models)
 
     if opts.exit is not None:
-        time.sleep(opts.exit_after)
+        if opts.exit_on_usr1:
+            while not told:
+                time.sleep(0.01)
+        else:
+            time.sleep(opts.exit_after)
         for line in tail:
             print(line)
         sys.stdout.flush()
         return opts.exit
+    tick = 0
     while True:
-        time.sleep(1)
+        time.sleep(opts.tick or 1)
+        if opts.tick:
+            tick += 1
+            print(f"FAKE tick {tick}", flush=True)
 
 
 if __name__ == "__main__":

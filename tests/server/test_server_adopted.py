@@ -3,7 +3,6 @@ same process, the state-file keeper, watching and stopping an adopted server, ``
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -14,8 +13,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from fakes.net import gone
+from fakes.prober import FakeProber
+from fakes.waiting import until
 
-from tui.domain.events import Exited, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.server.adopted import (
     AdoptedServer,
@@ -25,21 +27,33 @@ from tui.server.adopted import (
     inspect_state_file,
     stop_recorded_server,
 )
+from tui.server.backend import ADOPTED, Takeover
 from tui.server.process import ProcessInfo
 from tui.store.server_state import ServerStateFile, ServerStateRecord
 
 # A "server": its own session (as the supervisor launches one) with one child, both sleeping.
 # With "stubborn" both ignore SIGTERM, so only SIGKILL ends them.
+# With "loud=PATH" the child, when SIGTERM reaches it, appends an EngineCore's fatal-error
+# lines to PATH (what a real orphan may log when the console's teardown signals it).
 SERVER = r"""
 import signal, subprocess, sys, time
 stubborn = "stubborn" in sys.argv
+loud = next((a[5:] for a in sys.argv if a.startswith("loud=")), "")
 if stubborn:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-code = ("import signal, time\n"
+code = ("import os, signal, sys, time\n"
         + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if stubborn else "")
+        + ("def die(*_):\n"
+           "    with open(sys.argv[1], 'a') as f:\n"
+           "        f.write('ERROR [core.py:1] EngineCore encountered a fatal error.\\n')\n"
+           "        f.write('ERROR [core.py:1] Traceback (most recent call last):\\n')\n"
+           "        f.write('ERROR [core.py:1] RuntimeError: cancelled\\n')\n"
+           "    os._exit(1)\n"
+           "signal.signal(signal.SIGTERM, die)\n" if loud else "")
+        + "print(os.getpid(), flush=True)\n"
         + "while True: time.sleep(1)")
-child = subprocess.Popen([sys.executable, "-c", code])
-print(child.pid, flush=True)
+child = subprocess.Popen([sys.executable, "-c", code, loud], stdout=subprocess.PIPE, text=True)
+print(child.stdout.readline().strip(), flush=True)  # once its signal handling is in place
 while True:
     time.sleep(1)
 """
@@ -48,8 +62,10 @@ while True:
 class Spawned:
     """One fake server: the Popen, its argv, the child's pid."""
 
-    def __init__(self, stubborn: bool = False) -> None:
+    def __init__(self, stubborn: bool = False, loud: Path | None = None) -> None:
         self.argv = [sys.executable, "-c", SERVER, *(["stubborn"] if stubborn else [])]
+        if loud is not None:
+            self.argv.append(f"loud={loud}")
         self.proc = subprocess.Popen(
             self.argv, stdout=subprocess.PIPE, text=True, start_new_session=True
         )
@@ -92,17 +108,10 @@ def spawn() -> Iterator[list[Spawned]]:
         s.kill()
 
 
-def start(spawn: list[Spawned], stubborn: bool = False) -> Spawned:
-    s = Spawned(stubborn)
+def start(spawn: list[Spawned], stubborn: bool = False, loud: Path | None = None) -> Spawned:
+    s = Spawned(stubborn, loud)
     spawn.append(s)
     return s
-
-
-def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 # -- is it still the same process? ------------------------------------------------------------
@@ -223,29 +232,6 @@ def test_the_keeper_records_releases_and_forgets(spawn: list[Spawned], tmp_path:
 
 
 # -- an adopted server ------------------------------------------------------------------------
-class FakeProber:
-    """/health answers ``status``."""
-
-    def __init__(self, status: int | None = 200) -> None:
-        self.status = status
-
-    async def health(self, url: str) -> int | None:
-        return self.status
-
-    async def models(self, url: str) -> list[str] | None:
-        return ["m"]
-
-
-async def until(done: object, what: str, timeout: float = 15.0) -> None:
-    assert callable(done)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def test_an_adopted_server_is_announced_followed_and_stopped_whole(
     spawn: list[Spawned], tmp_path: Path
 ) -> None:
@@ -254,12 +240,16 @@ async def test_an_adopted_server_is_announced_followed_and_stopped_whole(
     log.write_text("# vtc: vllm serve m\nline one\nline two\n")
     events: list[ServerEvent] = []
     server = AdoptedServer(
-        s.record(tmp_path), events.append, http=FakeProber(), grace_s=2, poll_interval_s=0.05
+        s.record(tmp_path), prober=FakeProber(200, ["m"]), grace_s=2, poll_interval_s=0.05
     )
-    assert await server.connect() == ServeFlags(model="m", max_model_len=512)
+    assert server.capabilities == ADOPTED
+    takeover = await server.connect(events.append)
+    assert takeover == Takeover(ServeFlags(model="m", max_model_len=512), run_id=3, label="adopted")
     assert server.state is ServerState.READY and list(server.log_lines) == ["line one", "line two"]
+    assert events == []  # connect only looks
     server.watch()
     await until(lambda: any(isinstance(e, Ready) for e in events), "Ready")
+    assert next(e for e in events if isinstance(e, Ready)).timed is False
     assert isinstance(events[0], Launched) and events[0].pid == s.pid
     assert [e.text for e in events if isinstance(e, LogLine)] == ["line one", "line two"]
 
@@ -287,13 +277,13 @@ async def test_an_adopted_server_that_dies_leaves_no_orphan(
     s = start(spawn)
     events: list[ServerEvent] = []
     server = AdoptedServer(
-        s.record(tmp_path, log_path=None), events.append, http=FakeProber(None), grace_s=2,
+        s.record(tmp_path, log_path=None), prober=FakeProber(None), grace_s=2,
         poll_interval_s=0.05,
     )  # fmt: skip
-    await server.connect()
+    await server.connect(events.append)
     assert server.state is ServerState.STARTING  # alive, /health not answering yet
     server.watch()
-    await asyncio.sleep(1.2)  # lets it snapshot the tree (once a second)
+    await until(lambda: s.child_pid in server.pids(), "a snapshot of its tree")
     os.kill(s.pid, signal.SIGKILL)  # the API server alone dies, as under the OOM killer
     await until(lambda: any(isinstance(e, Exited) for e in events), "Exited")
     assert events[-1] == Exited(exit_code=None, requested=False)
@@ -302,11 +292,60 @@ async def test_an_adopted_server_that_dies_leaves_no_orphan(
     await server.aclose()
 
 
-async def test_start_is_refused(spawn: list[Spawned], tmp_path: Path) -> None:
+async def test_it_can_be_stopped_or_detached_and_a_detach_leaves_it_running(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
     s = start(spawn)
-    server = AdoptedServer(s.record(tmp_path), lambda e: None, http=FakeProber())
-    with pytest.raises(RuntimeError, match="cannot be relaunched"):
-        await server.start(ServeFlags(model="m"))
+    events: list[ServerEvent] = []
+    server = AdoptedServer(s.record(tmp_path), prober=FakeProber(200), poll_interval_s=0.05)
+    assert server.capabilities.can_stop and server.capabilities.can_detach
+    assert server.capabilities.local
+    await server.connect(events.append)
+    server.watch()
+    await until(lambda: any(isinstance(e, Ready) for e in events), "Ready")
+    assert await server.detach() is True  # a hang-up: the watching ends, the server runs on
+    await server.aclose()
+    assert s.proc.poll() is None and not gone(s.child_pid)
+    count = len(events)
+    await server.stop()  # released first: the first request wins, nothing is signalled
+    assert s.proc.poll() is None and len(events) == count
+
+
+async def test_a_stop_before_any_watching_stops_it_whole(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
+    s = start(spawn)
+    events: list[ServerEvent] = []
+    server = AdoptedServer(s.record(tmp_path), prober=FakeProber(200), grace_s=2)
+    await server.connect(events.append)
+    await server.stop()  # r pressed before it was announced
+    assert [type(e) for e in events] == [Exited]
+    assert gone(s.pid) and gone(s.child_pid)
+
+
+async def test_the_cause_of_its_death_is_read_from_the_log_as_it_was(
+    spawn: list[Spawned], tmp_path: Path
+) -> None:
+    """Lines appended after its death was noticed (its orphans' reaction to the console's
+    teardown) are not read for the cause."""
+    log = tmp_path / "serve.log"
+    log.write_text("# vtc: vllm serve m\nINFO serving\n")
+    s = start(spawn, loud=log)
+    events: list[ServerEvent] = []
+    server = AdoptedServer(
+        s.record(tmp_path), prober=FakeProber(200), grace_s=2, poll_interval_s=0.05
+    )
+    await server.connect(events.append)
+    server.watch()
+    await until(lambda: any(isinstance(e, Ready) for e in events), "Ready")
+    await until(lambda: s.child_pid in server.pids(), "a snapshot of its tree")
+    os.kill(s.pid, signal.SIGKILL)  # the API server alone; its orphan dies loudly later
+    await until(lambda: any(isinstance(e, Exited) for e in events), "Exited")
+    assert not [e for e in events if isinstance(e, Failed)]  # no cause was invented
+    assert server.state is ServerState.STOPPED
+    assert gone(s.child_pid)
+    assert "RuntimeError: cancelled" in log.read_text()  # it did write them
+    await server.aclose()
 
 
 # -- vtc stop ---------------------------------------------------------------------------------

@@ -9,11 +9,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from fakes.net import free_port
+from fakes.prober import FakeProber
+from fakes.waiting import until
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Exited, LogLine, Ready, ServerEvent, ServerState
@@ -21,8 +24,8 @@ from tui.domain.results import RunStatus
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadSpec
 from tui.modes import ConsoleOptions, SetupError, build_session
-from tui.modes.common import free_port
 from tui.server.attached import UNKNOWN_MODEL, AttachedServer, attach_url
+from tui.server.backend import ATTACHED_REMOTE
 from tui.session import SessionEvent, wait_for_state
 from tui.store.history import RunStore
 
@@ -59,39 +62,15 @@ def test_attach_does_not_mix_with_the_demo(tmp_path: Path) -> None:
 
 
 # -- the watcher alone ------------------------------------------------------------------------
-class FakeProber:
-    """``/health`` answers ``status``; ``/v1/models`` lists ``models``."""
-
-    def __init__(self, status: int | None, models: list[str] | None) -> None:
-        self.status = status
-        self.models_listed = models
-
-    async def health(self, url: str) -> int | None:
-        return self.status
-
-    async def models(self, url: str) -> list[str] | None:
-        return self.models_listed
-
-
-async def until(done: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not done():
-        if loop.time() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def test_transitions_become_ready_and_exited_events() -> None:
     events: list[ServerEvent] = []
     prober = FakeProber(None, ["org/model-a", "lora-b"])
-    server = AttachedServer(
-        "http://gpu-box:8000/", events.append, http=prober, poll_interval_s=0.02
-    )
+    server = AttachedServer("http://gpu-box:8000/", prober=prober, poll_interval_s=0.02)
     assert server.pid is None and server.base_url == "http://gpu-box:8000"
-    flags = await server.connect()
+    takeover = await server.connect(events.append)
     assert server.state is ServerState.STOPPED
-    assert flags.model == UNKNOWN_MODEL  # not answering: no model known yet
+    assert takeover.flags.model == UNKNOWN_MODEL  # not answering: no model known yet
+    assert takeover.run_id is None and takeover.label == "attached"
     assert events == [] and list(server.log_lines) == []  # connect only looks
     server.watch()
     try:
@@ -108,6 +87,7 @@ async def test_transitions_become_ready_and_exited_events() -> None:
         await server.aclose()
     kinds = [type(e).__name__ for e in events if not isinstance(e, LogLine)]
     assert kinds == ["Ready", "Exited", "Ready"]
+    assert all(not e.timed for e in events if isinstance(e, Ready))  # not a start we timed
     assert [e for e in events if isinstance(e, Exited)] == [Exited(None, requested=False)]
     notes = "\n".join(server.log_lines)
     assert "no answer" in notes and "HTTP 503" in notes
@@ -117,22 +97,30 @@ async def test_transitions_become_ready_and_exited_events() -> None:
     assert [e.text for e in events if isinstance(e, LogLine)] == list(server.log_lines)
 
 
-async def test_start_and_stop_are_refused() -> None:
-    server = AttachedServer("http://gpu-box:8000", lambda e: None, http=FakeProber(200, ["m"]))
-    await server.connect()
-    with pytest.raises(RuntimeError, match="did not start"):
-        await server.start(await server.connect())
-    with pytest.raises(RuntimeError, match="will not stop"):
-        await server.stop()
+async def test_it_can_be_neither_stopped_nor_detached_and_is_not_local() -> None:
+    events: list[ServerEvent] = []
+    server = AttachedServer(
+        "http://gpu-box:8000", prober=FakeProber(200, ["m"]), poll_interval_s=0.02
+    )
+    assert server.capabilities == ATTACHED_REMOTE
+    assert not (server.capabilities.can_stop or server.capabilities.can_detach)
+    assert not server.capabilities.local and server.pids() == set()
+    await server.connect(events.append)
+    server.watch()
+    await until(lambda: any(isinstance(e, Ready) for e in events), "Ready")
+    await server.stop()  # nothing: vtc never signals a server it did not start
+    assert server.state is ServerState.READY
+    assert not any(isinstance(e, Exited) for e in events)
     assert await server.detach() is False
     await server.aclose()
+    assert server.state is ServerState.READY  # only the watching ended
 
 
 async def test_without_a_model_list_the_load_names_an_unknown_model() -> None:
     server = AttachedServer(
-        "http://gpu-box:8000", lambda e: None, http=FakeProber(200, None), poll_interval_s=0.02
+        "http://gpu-box:8000", prober=FakeProber(200, None), poll_interval_s=0.02
     )
-    assert (await server.connect()).model == UNKNOWN_MODEL
+    assert (await server.connect(lambda e: None)).flags.model == UNKNOWN_MODEL
     assert server.state is ServerState.READY
     server.watch()
     try:

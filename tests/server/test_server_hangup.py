@@ -1,6 +1,7 @@
 """A real hang-up: ``vtc --demo`` on a pseudo-terminal whose other end goes away (what an SSH
 drop or a killed tmux pane does). The console must exit by itself, promptly, and leave its
-server running with a state file the next ``vtc`` can use; ``vtc stop`` then ends it."""
+server running with a state file the next ``vtc`` can use, and its log still written (the
+relay belongs to the server's session); ``vtc stop`` then ends it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -45,6 +47,13 @@ def _wait_ready(file: ServerStateFile, console: int, timeout: float) -> ServerSt
                     return record
         time.sleep(0.1)
     raise AssertionError("the demo server never became ready")
+
+
+def _wait_for(done: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, "the log file stopped growing"
+        time.sleep(0.05)
 
 
 def _wait_exit(pid: int, timeout: float) -> int | None:
@@ -82,6 +91,16 @@ def test_a_hang_up_detaches_and_the_console_exits(tmp_path: Path) -> None:
         assert ProcessInfo(record.pid, record.create_time).is_alive()  # the server runs on
         left = file.read()
         assert left is not None and left.pid == record.pid and left.console_pid is None
+        # Its log relay runs on too: what it serves now still reaches its log file.
+        assert left.log_path is not None
+        log = Path(left.log_path)
+        size = log.stat().st_size
+        body = {"model": left.flags["model"], "prompt": "Hello", "max_tokens": 4}
+        response = httpx.post(
+            record.base_url + "/v1/completions", json=body, timeout=60, trust_env=False
+        )
+        assert response.status_code == 200
+        _wait_for(lambda: b"POST /v1/completions" in log.read_bytes()[size:], 30)
     finally:
         if master >= 0:
             os.close(master)

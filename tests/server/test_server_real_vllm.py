@@ -1,42 +1,42 @@
-"""The supervisor against the real CPU vLLM 0.32.0 (``vtc setup-cpu-vllm``), one launch.
+"""Launching and watching the real CPU vLLM 0.32.0 (``vtc setup-cpu-vllm``).
 
-Slow (20-60 s on a 2-core machine): deselect with ``-m "not realvllm"``. Skips with a
-reason when vLLM is not provisioned. What it proves that the fake cannot: readiness and the
-KV report from a real server, and that killing the API server alone (SIGKILL, as the OOM
-killer would) leaves no orphaned EngineCore/Worker behind.
+Slow (20-60 s a launch on a 2-core machine): deselect with ``-m "not realvllm"``. Skips
+with a reason when vLLM is not provisioned. What it proves that the fake cannot: readiness
+and the KV report from a real server, that killing the API server alone (SIGKILL, as the
+OOM killer would) leaves no orphaned EngineCore/Worker behind and is not blamed on what the
+orphans write when the teardown signals them, and that a launch listens on loopback and
+stops whole, log relay included. (A console SIGKILLed under a real vLLM, then adoption:
+tests/robustness/test_server_console_kill.py.)
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
+from fakes.net import free_port, gone
+from fakes.waiting import Recorder
 
-from tui.domain.events import Exited, Failed, KvCacheReported, Ready, ServerEvent, ServerState
+from tui.domain.events import (
+    Exited,
+    Failed,
+    KvCacheReported,
+    Launched,
+    Ready,
+    ServerEvent,
+    ServerState,
+)
 from tui.domain.flags import ServeFlags
 from tui.server.provision import find_provisioned
-from tui.server.supervisor import Supervisor
+from tui.server.supervisor import DEFAULT_HOST, ProcessLauncher, Supervisor
 
 pytestmark = pytest.mark.realvllm
 
 PROVISIONED = find_provisioned()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 @pytest.mark.skipif(PROVISIONED is None, reason="real vLLM not provisioned (vtc setup-cpu-vllm)")
@@ -54,7 +54,7 @@ async def test_real_vllm_ready_then_api_server_killed_leaves_no_orphans(tmp_path
     flags = ServeFlags(
         model=str(PROVISIONED.model),
         host="127.0.0.1",
-        port=_free_port(),
+        port=free_port(),
         enforce_eager=True,
         kv_cache_memory_bytes=64 * 2**20,
     )
@@ -74,11 +74,66 @@ async def test_real_vllm_ready_then_api_server_killed_leaves_no_orphans(tmp_path
         assert pid is not None
         os.kill(pid, signal.SIGKILL)  # the API server alone
         await sup.wait_finished(60)
-        assert all(_gone(p.pid) for p in tree), [p for p in tree if not _gone(p.pid)]
+        assert all(gone(p.pid) for p in tree), [p for p in tree if not gone(p.pid)]
         assert isinstance(events[-1], Exited)
         assert events[-1].exit_code == -signal.SIGKILL
+        # The cause is the kill, not what the orphans wrote when the teardown signalled them.
+        [failed] = [e for e in events if isinstance(e, Failed)]
+        assert failed.diagnosis.kind != "engine_died", failed.diagnosis
+        assert failed.diagnosis.facts.get("signal") == "SIGKILL", failed.diagnosis
         log_path = sup.log_path
         assert log_path is not None
         assert "sk-vtc-test-secret" not in log_path.read_text()
     finally:
         await sup.aclose()
+
+
+@pytest.mark.skipif(PROVISIONED is None, reason="real vLLM not provisioned (vtc setup-cpu-vllm)")
+async def test_real_vllm_launch_ready_stop_on_loopback(tmp_path: Path) -> None:
+    """The launcher's own path: launched on 127.0.0.1, ready, stopped whole, relay gone."""
+    assert PROVISIONED is not None
+    rec = Recorder()
+    launcher = ProcessLauncher(
+        [str(PROVISIONED.vllm)],
+        log_dir=tmp_path,
+        env={"HF_HUB_OFFLINE": "1"},
+        startup_timeout_s=300,
+        grace_s=5,
+    )
+    flags = ServeFlags(
+        model=str(PROVISIONED.model),
+        port=free_port(),
+        enforce_eager=True,
+        kv_cache_memory_bytes=64 * 2**20,
+    )
+    server = await launcher.launch(flags, rec)
+    try:
+        assert await server.wait_settled(300) is ServerState.READY, rec.of(Failed)
+        argv = rec.of(Launched)[0].argv
+        assert argv[argv.index("--host") + 1] == DEFAULT_HOST
+        listening = {
+            c.laddr.ip
+            for p in server.known_processes
+            for c in _connections(p.pid)
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == flags.port
+        }
+        assert listening == {"127.0.0.1"}
+        tree = list(server.known_processes)
+        relay = server.relay_pid
+        assert len(tree) >= 3 and relay is not None
+        await server.stop()
+        assert rec.events[-1] == Exited(exit_code=server.exit_code, requested=True)
+        assert server.last_termination is not None and server.last_termination.clean
+        assert all(gone(p.pid) for p in tree) and gone(relay)
+        assert server.log_path is not None
+        assert "Application startup complete" in server.log_path.read_text()
+    finally:
+        await server.stop()
+        await launcher.aclose()
+
+
+def _connections(pid: int) -> list[Any]:
+    try:
+        return list(psutil.Process(pid).net_connections(kind="tcp"))
+    except psutil.Error:
+        return []

@@ -22,8 +22,7 @@ from tui.load.runner import LoadRunner
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
-from tui.server.attached import attach_url
-from tui.server.legacy import LegacyAttached
+from tui.server.attached import AttachedServer, attach_url
 from tui.session.facade import Session
 from tui.session.hub import GpuReader
 from tui.session.port import SessionInfo
@@ -102,7 +101,7 @@ class AttachMode:
             store=store,
             history=history,
             slot=ServerSlot(
-                existing=LegacyAttached(
+                existing=AttachedServer(
                     url, api_key=credentials.api_key, poll_interval_s=options.poll_interval_s
                 )
             ),

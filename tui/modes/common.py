@@ -25,8 +25,7 @@ from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader
-from tui.server.adopted import ServerStateKeeper, inspect_state_file
-from tui.server.legacy import LegacyAdopted
+from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
 from tui.session.facade import ReleaseWaiter, Session
 from tui.session.hub import GpuReader, TelemetryHub
@@ -184,7 +183,7 @@ class Reattach:
     """What the state file says about a server a previous console left running."""
 
     keeper: ServerStateKeeper
-    existing: LegacyAdopted | None = None
+    existing: AdoptedServer | None = None
     flags: ServeFlags | None = None  # what it runs with: the form starts there
     notices: list[str] = field(default_factory=list)
     protected: frozenset[int] = frozenset()  # a live run another console still watches
@@ -210,7 +209,7 @@ def reattach(
         result.protected = frozenset({other} if other is not None else set())
         return result
     stored = next((r for r in history if r.id == record.run_id), None)
-    result.existing = LegacyAdopted(
+    result.existing = AdoptedServer(
         record,
         api_key=credentials.api_key,
         grace_s=grace_s,

@@ -29,8 +29,8 @@ from tui.modes.common import (
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.kv_estimator import KvEstimator
-from tui.server.legacy import LegacyLauncher
 from tui.server.model_config import ModelConfig, find_model_config
+from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
@@ -99,7 +99,7 @@ class DemoMode:
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
-        launcher = LegacyLauncher(
+        launcher = ProcessLauncher(
             simulator_command(),
             env=credentials.server_env(),
             log_dir=data_dir / "demo-logs",

@@ -38,7 +38,7 @@ from tui.server.kv_estimator import (
     gpu_device_from_sample,
     is_cpu_build,
 )
-from tui.server.legacy import LegacyLauncher
+from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.hub import GpuReader
 from tui.session.port import SessionInfo
@@ -93,7 +93,7 @@ class LocalVllmMode:
             gpu = DcgmReader(options.gpu_metrics_url, local_client())
         elif nvml is not None:
             gpu = NvmlReader(nvml)
-        launcher = LegacyLauncher(
+        launcher = ProcessLauncher(
             [resolved],
             env=credentials.server_env(),
             log_dir=data_dir / "logs",

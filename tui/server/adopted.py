@@ -9,10 +9,11 @@ The pieces, in the order a server meets them:
   server still runs: the same pid *with the same creation time* (a pid the kernel reused
   for another process is never acted on) and the same command line. A stale file is
   removed with a notice.
-- :class:`AdoptedServer` watches such a server for the session in place of the
-  supervisor: not our child, so psutil says whether it lives, ``/health`` whether it
-  serves, and its log file (kept growing by the relay of :mod:`tui.server.handoff`) is
-  tailed into ``log_lines``. ``stop()`` takes the whole tree down like the supervisor does.
+- :class:`AdoptedServer` watches such a server for the session in place of a launched
+  one: not our child, so psutil says whether it lives, ``/health`` whether it serves, and
+  its log file (kept growing by its relay, :mod:`tui.server.relay`, which outlives the
+  console that launched it) is tailed into ``log_lines``. ``stop()`` takes the whole tree
+  down the way a launched server is stopped.
 - :func:`stop_recorded_server` is ``vtc stop``.
 """
 
@@ -22,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,19 +31,13 @@ from pathlib import Path
 import psutil
 from pydantic import ValidationError
 
-from tui.domain.events import (
-    Exited,
-    Failed,
-    Launched,
-    LogLine,
-    Ready,
-    ServerEvent,
-    ServerState,
-)
+from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.results import StartupProfile
+from tui.server.backend import ADOPTED, EventSink, Takeover
 from tui.server.diagnose import diagnose
-from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
+from tui.server.logbuffer import DEFAULT_MAX_LINES
+from tui.server.probe import HealthProber
 from tui.server.process import (
     ProcessInfo,
     TerminationReport,
@@ -51,7 +46,7 @@ from tui.server.process import (
     terminate_tree,
 )
 from tui.server.stages import StageTracker
-from tui.server.supervisor import HealthProber, HttpxProber
+from tui.server.watching import Request, WatchedServer, wait_first
 from tui.store.server_state import ServerStateError, ServerStateFile, ServerStateRecord
 
 logger = logging.getLogger(__name__)
@@ -262,10 +257,13 @@ class ServerStateKeeper:
 
 
 # -- watching an adopted server ---------------------------------------------------------------
-def _read_tail(path: Path, max_bytes: int) -> tuple[list[str], int]:
-    """The complete lines in the last ``max_bytes`` of ``path``, and the file's size."""
+def _read_tail(path: Path, max_bytes: int, end: int | None = None) -> tuple[list[str], int]:
+    """The complete lines in the last ``max_bytes`` of ``path`` (up to byte ``end``), and
+    the file's size (or ``end``)."""
     with path.open("rb") as f:
         size = f.seek(0, os.SEEK_END)
+        if end is not None:
+            size = min(size, end)
         start = max(0, size - max_bytes)
         f.seek(start)
         data = f.read(size - start)
@@ -277,12 +275,14 @@ def _read_tail(path: Path, max_bytes: int) -> tuple[list[str], int]:
     return [line for line in lines if not line.startswith(_LOG_HEADER)], size
 
 
-class AdoptedServer:
-    """A running server a previous console started, watched in the supervisor's place.
+class AdoptedServer(WatchedServer):
+    """A running server a previous console started, watched in the launcher's place.
 
     The server is not this process's child, so there is no exit code (``None``
     throughout). States: STARTING until ``/health`` first answers 200, then READY; STOPPED
-    (or FAILED, when its log diagnoses a known failure) once its process is gone.
+    (or FAILED, when its log diagnoses a known failure) once its process is gone. It can be
+    stopped, not detached: it is already independent of any console (its log relay too),
+    so a hang-up only stops the watching (:meth:`aclose`).
     """
 
     label = "adopted"
@@ -291,9 +291,8 @@ class AdoptedServer:
     def __init__(
         self,
         record: ServerStateRecord,
-        on_event: Callable[[ServerEvent], None],
         *,
-        http: HealthProber | None = None,
+        prober: HealthProber | None = None,
         api_key: str | None = None,
         grace_s: float = 10.0,
         poll_interval_s: float = 0.25,
@@ -301,35 +300,20 @@ class AdoptedServer:
         startup: StartupProfile | None = None,
         max_log_lines: int = DEFAULT_MAX_LINES,
     ) -> None:
+        super().__init__(
+            ADOPTED, prober=prober, api_key=api_key, grace_s=grace_s, max_log_lines=max_log_lines
+        )
         self._record = record
-        self._on_event = on_event
-        self._own_http = http is None
-        self._http: HealthProber = http or HttpxProber(api_key=api_key)
-        self._grace_s = grace_s
         self._poll_s = poll_interval_s
         self._health_s = health_interval_s
         self._startup = startup  # how its start went, from its run record (if stored)
-        self._state = ServerState.IDLE
-        self._log = LogBuffer(max_lines=max_log_lines)
         self._log_pos = 0
         self._partial = b""
         self._tracker = StageTracker()
         self._root = ProcessInfo(pid=record.pid, create_time=record.create_time)
-        self._known: dict[tuple[int, float], ProcessInfo] = {
-            (record.pid, record.create_time): self._root
-        }
-        self._watcher: asyncio.Task[None] | None = None
-        self._stopper: asyncio.Task[None] | None = None
-        self._ended = False
-        self.last_termination: TerminationReport | None = None
-        """What the last tree termination found."""
+        self._known[(record.pid, record.create_time)] = self._root
 
     # -- what the session reads -------------------------------------------------------------
-    @property
-    def state(self) -> ServerState:
-        """Where the adopted server is in its lifecycle."""
-        return self._state
-
     @property
     def pid(self) -> int | None:
         """The server's pid (its process group too)."""
@@ -339,11 +323,6 @@ class AdoptedServer:
     def base_url(self) -> str:
         """Where it answers, as recorded."""
         return self._record.base_url
-
-    @property
-    def log_lines(self) -> Sequence[str]:
-        """The tail of its log file, growing as the file does."""
-        return self._log
 
     @property
     def run_id(self) -> int | None:
@@ -368,62 +347,95 @@ class AdoptedServer:
         return max(0.0, (datetime.now(UTC) - self._record.started_at).total_seconds())
 
     # -- the session's commands -------------------------------------------------------------
-    async def connect(self) -> ServeFlags:
-        """A first look (no events yet): the log's tail, whether it serves; its flags."""
+    async def connect(self, on_event: EventSink) -> Takeover:
+        """A first look (no events yet): the log's tail, whether it serves; later events go
+        to ``on_event``."""
+        self._sink = on_event
         await asyncio.to_thread(self._read_initial_tail)
-        alive = await asyncio.to_thread(self._root.is_alive)
-        if not alive:
-            self._state = ServerState.STOPPED
-        elif await self._http.health(self.base_url) == 200:
-            self._state = ServerState.READY
+        if not await asyncio.to_thread(self._root.is_alive):
+            self._set_state(ServerState.STOPPED)
+        elif await self._prober.health(self.base_url) == 200:
+            self._set_state(ServerState.READY)
         else:
-            self._state = ServerState.STARTING
-        return self.flags
+            self._set_state(ServerState.STARTING)
+        return Takeover(flags=self.flags, run_id=self._record.run_id, label=self.label)
 
     def watch(self) -> None:
         """Announce the server (``Launched``, the log tail, ``Ready``), then watch it."""
-        if self._watcher is None and not self._ended:
-            self._watcher = asyncio.create_task(self._watch(), name="vtc-adopted-watcher")
-
-    async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None:
-        """Refused: an adopted server is stopped and a new one launched by a supervisor."""
-        raise RuntimeError("an adopted server cannot be relaunched: stop it, then launch anew")
+        self._start(self._run, "vtc-adopted-server")
 
     async def stop(self) -> None:
         """SIGTERM its group, SIGKILL after ``grace_s``, verify the tree; ``Exited``.
 
-        Safe to call more than once; concurrent calls share one stop.
+        Safe to call more than once; returns once the tree is gone (also when it ended on
+        its own meanwhile, which is then reported as such).
         """
-        if self._stopper is None:
-            self._stopper = asyncio.create_task(self._do_stop(), name="vtc-adopted-stop")
-        await asyncio.shield(self._stopper)
+        self._ask(Request.STOP)
+        self._start(self._run, "vtc-adopted-server")
+        await self._finished()
 
     async def detach(self) -> bool:
-        """Stop watching and leave the server running (its log relay keeps writing)."""
-        if self._ended or self._state not in (ServerState.STARTING, ServerState.READY):
+        """Stop watching and leave it running for the next console; ``False`` if it ended.
+
+        It already runs apart from any console: detaching is only letting go of it.
+        """
+        if self.state not in (ServerState.STARTING, ServerState.READY):
             return False
-        await self._stop_watching()
+        await self._release()
         return True
 
-    async def aclose(self) -> None:
-        """Stop watching (the server is left as it is) and close the HTTP client."""
-        await self._stop_watching()
-        if self._own_http and isinstance(self._http, HttpxProber):
-            await self._http.aclose()
+    # -- the lifecycle ----------------------------------------------------------------------
+    async def _run(self) -> None:
+        if self._requested() is None:
+            self._announce()
+        loop = asyncio.get_running_loop()
+        last_health = last_snapshot = loop.time()
+        while True:
+            request = self._requested()
+            if request is not None and request is not Request.STOP:
+                return  # released: the server runs on, unwatched by this console
+            await self._follow_log()
+            if not await asyncio.to_thread(self._root.is_alive):
+                await self._on_gone()  # on its own: nothing was signalled yet
+                return
+            if request is Request.STOP:
+                await self._on_stop()
+                return
+            now = loop.time()
+            if now - last_snapshot >= 1.0:
+                await asyncio.to_thread(self._remember_tree, self._record.pid)
+                last_snapshot = now
+            if self._state is ServerState.STARTING and now - last_health >= self._health_s:
+                last_health = now
+                if await self._prober.health(self.base_url) == 200:
+                    self._set_state(ServerState.READY)
+                    self._emit_ready()
+            await wait_first(self._requests(), timeout_s=self._poll_s)
 
-    # -- internals --------------------------------------------------------------------------
-    def _emit(self, event: ServerEvent) -> None:
-        try:
-            self._on_event(event)
-        except Exception:  # a broken listener must not stop the watching
-            logger.exception("on_event raised for %r", type(event).__name__)
+    def _announce(self) -> None:
+        record = self._record
+        self._emit(Launched(pid=record.pid, argv=tuple(record.argv), log_path=record.log_path))
+        for line in self._log.lines():
+            self._emit(LogLine(text=line))
+        if self._state is ServerState.READY:
+            self._emit_ready()
 
-    async def _stop_watching(self) -> None:
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None and not watcher.done() and watcher is not asyncio.current_task():
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+    def _emit_ready(self) -> None:
+        """``Ready`` with the figures of its start (the record's, else what the log showed)."""
+        startup, kv = self._startup, self._tracker.kv_cache
+        elapsed = startup.seconds_to_ready if startup is not None else None
+        tokens = startup.kv_cache_tokens if startup is not None else None
+        concurrency = startup.max_concurrency if startup is not None else None
+        self._emit(
+            Ready(
+                elapsed=elapsed if elapsed is not None else self._elapsed(),
+                kv_cache_tokens=tokens if tokens is not None else (kv.tokens if kv else None),
+                max_concurrency=(
+                    concurrency if concurrency is not None else (kv.max_concurrency if kv else None)
+                ),
+                timed=False,
+            )
+        )
 
     def _read_initial_tail(self) -> None:
         path = self._record.log_path
@@ -457,107 +469,42 @@ class AdoptedServer:
         *complete, self._partial = (self._partial + data).split(b"\n")
         return [raw.decode("utf-8", errors="replace") for raw in complete]
 
-    def _remember_tree(self) -> None:
-        if self._root.is_alive():
-            for info in snapshot_tree(self._record.pid):
-                self._known.setdefault((info.pid, info.create_time), info)
-
     async def _follow_log(self) -> None:
         for line in await asyncio.to_thread(self._read_new_lines):
             stored = self._log.append(line)
             self._emit(LogLine(text=stored))
             if self._state is ServerState.STARTING:
-                for event in self._tracker.feed(stored, self._elapsed()):
-                    self._emit(event)
-
-    async def _watch(self) -> None:
-        record = self._record
-        self._emit(Launched(pid=record.pid, argv=tuple(record.argv), log_path=record.log_path))
-        for line in self._log.lines():
-            self._emit(LogLine(text=line))
-        if self._state is ServerState.READY:
-            self._emit_ready()
-        loop = asyncio.get_running_loop()
-        last_health = last_snapshot = loop.time()
-        while True:
-            await self._follow_log()
-            now = loop.time()
-            if now - last_snapshot >= 1.0:
-                await asyncio.to_thread(self._remember_tree)
-                last_snapshot = now
-            if not await asyncio.to_thread(self._root.is_alive):
-                await self._on_gone()
-                return
-            if self._state is ServerState.STARTING and now - last_health >= self._health_s:
-                last_health = now
-                if await self._http.health(self.base_url) == 200:
-                    self._state = ServerState.READY
-                    self._emit_ready()
-            await asyncio.sleep(self._poll_s)
-
-    def _emit_ready(self) -> None:
-        """``Ready`` with the figures of its start (the record's, else what the log showed)."""
-        startup, kv = self._startup, self._tracker.kv_cache
-        elapsed = startup.seconds_to_ready if startup is not None else None
-        tokens = startup.kv_cache_tokens if startup is not None else None
-        concurrency = startup.max_concurrency if startup is not None else None
-        self._emit(
-            Ready(
-                elapsed=elapsed if elapsed is not None else self._elapsed(),
-                kv_cache_tokens=tokens if tokens is not None else (kv.tokens if kv else None),
-                max_concurrency=(
-                    concurrency if concurrency is not None else (kv.max_concurrency if kv else None)
-                ),
-            )
-        )
-
-    async def _terminate(self) -> TerminationReport:
-        await asyncio.to_thread(self._remember_tree)
-        report = await asyncio.to_thread(
-            terminate_tree, self._record.pgid, list(self._known.values()), grace_s=self._grace_s
-        )
-        self.last_termination = report
-        if report.survivors:
-            names = ", ".join(f"{p.pid} ({p.name})" for p in report.survivors)
-            logger.warning("processes survived SIGKILL: %s", names)
-            self._log.append(f"[vtc] WARNING: processes survived SIGKILL: {names}")
-        return report
+                self._emit_all(self._tracker.feed(stored, self._elapsed()))
 
     async def _on_gone(self) -> None:
-        """The server exited on its own: clear its leftovers, say why if the log knows."""
-        self._ended = True
-        await self._terminate()  # orphaned EngineCore/Worker processes hold memory
-        await self._follow_log()
-        text = await asyncio.to_thread(self._log_text_for_diagnosis)
+        """It exited on its own: say why if its log knows, then clear its leftovers."""
+        # The log as it stood when the exit was noticed: what orphans write once the
+        # teardown below signals them is the console's doing, not the cause.
+        text = await asyncio.to_thread(self._log_text_for_diagnosis, self._log_pos)
         diagnosis = await asyncio.to_thread(diagnose, text, flags=self.flags, exit_code=None)
-        if diagnosis.kind != "unknown":
-            self._state = ServerState.FAILED
+        failed = diagnosis.kind != "unknown"
+        if failed:
+            self._set_state(ServerState.FAILED)
             self._emit(Failed(elapsed=self._elapsed(), exit_code=None, diagnosis=diagnosis))
-        else:
-            self._state = ServerState.STOPPED
+        await self._terminate(self._record.pgid, None)  # orphaned EngineCore/Worker processes
+        await self._follow_log()
+        self._set_state(ServerState.FAILED if failed else ServerState.STOPPED)
         self._emit(Exited(exit_code=None, requested=False))
 
-    def _log_text_for_diagnosis(self) -> str:
+    def _log_text_for_diagnosis(self, upto: int) -> str:
         path = self._record.log_path
         if path:
             with contextlib.suppress(OSError):
-                return "\n".join(_read_tail(Path(path), _DIAGNOSE_READ_BYTES)[0])
+                return "\n".join(_read_tail(Path(path), _DIAGNOSE_READ_BYTES, upto)[0])
         return self._log.text()
 
-    async def _do_stop(self) -> None:
-        if self._ended:  # it ended on its own: let the watcher finish reporting that
-            watcher = self._watcher
-            if watcher is not None and not watcher.done():
-                await asyncio.wait({watcher})
-            return
-        await self._stop_watching()
-        self._ended = True
-        self._state = ServerState.STOPPING
-        report = await self._terminate()
+    async def _on_stop(self) -> None:
+        self._set_state(ServerState.STOPPING)
+        report = await self._terminate(self._record.pgid, self._record.pid)
         await self._follow_log()
         how = "SIGKILL after the grace period" if report.escalated else "SIGTERM"
         self._log.append(f"[vtc] stopped pid {self._record.pid} ({how})")
-        self._state = ServerState.STOPPED
+        self._set_state(ServerState.STOPPED)
         self._emit(Exited(exit_code=None, requested=True))
 
 

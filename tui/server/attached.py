@@ -1,27 +1,25 @@
 """``vtc --attach URL``: watch and load a server this console did not start.
 
-:class:`AttachedServer` stands where the :class:`~tui.server.supervisor.Supervisor` would
-(the session's ``SupervisorLike``) for a server somebody else runs: it asks ``GET /health``
-once a second (``/v1/models`` for the model id) and reports the transitions as the usual
-events, ``Ready`` when ``/health`` answers 200 and ``Exited`` when it stops answering. It
-never starts or stops anything: :meth:`~AttachedServer.start` and
-:meth:`~AttachedServer.stop` refuse with a message. What it saw (the model, a server that
-stopped answering) goes to :attr:`~AttachedServer.log_lines` as ``[vtc]`` lines.
+:class:`AttachedServer` is the session's backend (an ``ExistingServer``) for a server
+somebody else runs: it asks ``GET /health`` once a second (``/v1/models`` for the model id)
+and reports the transitions as the usual events, ``Ready`` (``timed=False``) when
+``/health`` answers 200 and ``Exited`` when it stops answering. Its capabilities say it can
+be neither stopped nor detached and is not local (its pids mean nothing here); it never
+signals anything. What it saw (the model, a server that stopped answering) goes to
+:attr:`~AttachedServer.log_lines` as ``[vtc]`` lines.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 import urllib.parse
-from collections.abc import Callable, Sequence
 
-from tui.domain.events import Exited, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.events import Exited, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags
-from tui.server.logbuffer import LogBuffer
-from tui.server.supervisor import HealthProber, HttpxProber
+from tui.server.backend import ATTACHED_REMOTE, EventSink, Takeover
+from tui.server.probe import HealthProber
+from tui.server.watching import WatchedServer, wait_first
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +49,7 @@ def attach_url(url: str) -> str:
     return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
-class AttachedServer:
+class AttachedServer(WatchedServer):
     """A server at a URL that this console watches and loads but does not own."""
 
     label = "attached"
@@ -60,33 +58,22 @@ class AttachedServer:
     def __init__(
         self,
         url: str,
-        on_event: Callable[[ServerEvent], None],
         *,
-        http: HealthProber | None = None,
+        prober: HealthProber | None = None,
         api_key: str | None = None,
         poll_interval_s: float = 1.0,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
+        super().__init__(ATTACHED_REMOTE, prober=prober, api_key=api_key, max_log_lines=1000)
         self._url = attach_url(url)
-        self._on_event = on_event
-        self._own_http = http is None
-        self._http: HealthProber = http or HttpxProber(api_key=api_key)
         self._poll_s = poll_interval_s
-        self._state = ServerState.IDLE
         self._model: str | None = None
         self._models: list[str] | None = None  # what /v1/models listed (None: not asked yet)
-        self._log = LogBuffer(max_lines=1000)
         self._last_note = ""
         self._t0 = time.monotonic()
-        self._watcher: asyncio.Task[None] | None = None
 
     # -- what the session reads -------------------------------------------------------------
-    @property
-    def state(self) -> ServerState:
-        """READY while ``/health`` answers 200; STOPPED when it does not (IDLE before a look)."""
-        return self._state
-
     @property
     def pid(self) -> int | None:
         """Always ``None``: the process is not this console's (it may be on another host)."""
@@ -98,66 +85,31 @@ class AttachedServer:
         return self._url
 
     @property
-    def log_lines(self) -> Sequence[str]:
-        """What the console observed, as ``[vtc]`` lines (the server's own log is not here)."""
-        return self._log
-
-    @property
     def model(self) -> str | None:
         """The model id ``/v1/models`` listed, once known."""
         return self._model
 
-    @property
-    def run_id(self) -> int | None:
-        """No stored run continues here: the session adds a new ``attached`` card."""
-        return None
-
     # -- the session's commands -------------------------------------------------------------
-    async def connect(self) -> ServeFlags:
+    async def connect(self, on_event: EventSink) -> Takeover:
         """A first look (no events yet): the state, and the flags the board card shows."""
+        self._sink = on_event
         self._t0 = time.monotonic()
         await self._probe(quiet=True)
-        return ServeFlags(model=self._model or UNKNOWN_MODEL)
+        flags = ServeFlags(model=self._model or UNKNOWN_MODEL)
+        return Takeover(flags=flags, run_id=None, label=self.label)
 
     def watch(self) -> None:
         """Report what :meth:`connect` saw, then poll every ``poll_interval_s`` (a task)."""
-        if self._watcher is None:
-            self._watcher = asyncio.create_task(self._watch(), name="vtc-attached-watcher")
-
-    async def start(self, flags: ServeFlags, extra_launch_args: Sequence[str] = ()) -> None:
-        """Refused: this console did not start the server at the URL."""
-        raise RuntimeError(
-            f"attached to {self._url}: vtc did not start that server, so it cannot restart it "
-            "(run vtc without --attach to launch one)"
-        )
+        self._start(self._run, "vtc-attached-server")
 
     async def stop(self) -> None:
-        """Refused: this console did not start the server at the URL."""
-        raise RuntimeError(
-            f"attached to {self._url}: vtc did not start that server and will not stop it"
-        )
+        """Nothing: vtc did not start this server and never stops it (``can_stop`` is False)."""
 
     async def detach(self) -> bool:
         """Nothing to leave running: this console never owned the server."""
         return False
 
-    async def aclose(self) -> None:
-        """Stop watching (the server is left alone) and close the HTTP client."""
-        watcher, self._watcher = self._watcher, None
-        if watcher is not None and not watcher.done():
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-        if self._own_http and isinstance(self._http, HttpxProber):
-            await self._http.aclose()
-
-    # -- internals --------------------------------------------------------------------------
-    def _emit(self, event: ServerEvent) -> None:
-        try:
-            self._on_event(event)
-        except Exception:  # a broken listener must not stop the watching
-            logger.exception("on_event raised for %r", type(event).__name__)
-
+    # -- the lifecycle ----------------------------------------------------------------------
     def _note(self, text: str) -> None:
         """Log what changed (once: the same observation every second is not news)."""
         if text != self._last_note:
@@ -171,18 +123,18 @@ class AttachedServer:
         ``quiet`` (the first look, before the console shows anything) only sets the state:
         the watcher notes it, so every ``[vtc]`` line reaches the log panel exactly once.
         """
-        status = await self._http.health(self._url)
+        status = await self._prober.health(self._url)
         if status != 200:
-            self._state = ServerState.STOPPED
+            self._set_state(ServerState.STOPPED)
             if not quiet:
                 why = "no answer" if status is None else f"HTTP {status}"
                 self._note(f"{self._url}/health: {why}: the server is not serving")
             return
         if self._models is None:
-            self._models = await self._http.models(self._url) or []
+            self._models = await self._prober.models(self._url) or []
             if self._models:
                 self._model = self._models[0]
-        self._state = ServerState.READY
+        self._set_state(ServerState.READY)
         if quiet:
             return
         if self._model is not None:
@@ -196,16 +148,21 @@ class AttachedServer:
                 f"load runs name the model {UNKNOWN_MODEL!r}"
             )
 
-    async def _watch(self) -> None:
+    def _ready(self) -> Ready:
+        return Ready(elapsed=time.monotonic() - self._t0, timed=False)
+
+    async def _run(self) -> None:
         if self._state is ServerState.READY:
-            self._emit(Ready(elapsed=time.monotonic() - self._t0))
+            self._emit(self._ready())
         while True:
             # The first notes come a poll after connect(): by then the console shows its
             # log panel (lines sent earlier would also be in the panel's first snapshot).
-            await asyncio.sleep(self._poll_s)
+            await wait_first(self._requests(), timeout_s=self._poll_s)
+            if self._requested() is not None:
+                return  # released: nothing of ours to stop
             before = self._state
             await self._probe()
             if self._state is ServerState.READY and before is not ServerState.READY:
-                self._emit(Ready(elapsed=time.monotonic() - self._t0))
+                self._emit(self._ready())
             elif before is ServerState.READY and self._state is not ServerState.READY:
                 self._emit(Exited(exit_code=None, requested=False))

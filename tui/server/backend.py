@@ -132,3 +132,7 @@ class Launcher(Protocol):
         Readiness and failure arrive later as events.
         """
         ...
+
+    async def aclose(self) -> None:
+        """Release what launching holds (a prober's client); servers it launched run on."""
+        ...

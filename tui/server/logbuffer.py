@@ -2,7 +2,8 @@
 
 The console shows the newest lines and diagnoses a failed start from them, while the file
 keeps the whole run for ``vtc diagnose LOGFILE`` and for the run's history. One writer (the
-supervisor's reader task) appends; any thread may read a copy at the same time.
+backend's log reader) appends; any thread may read a copy at the same time. Standard
+library only: the log relay (:mod:`tui.server.relay`) imports it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ DEFAULT_MAX_LINES = 10_000
 REDACTED = "***"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``***`` (give the longest first)."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def clean_line(raw: str) -> str:
@@ -90,9 +98,7 @@ class LogBuffer(Sequence[str]):
 
     def redact(self, text: str) -> str:
         """``text`` with every configured secret replaced by ``***``."""
-        for secret in self._secrets:
-            text = text.replace(secret, REDACTED)
-        return text
+        return redact(text, self._secrets)
 
     def append(self, line: str) -> str:
         """Store one line (already without its newline); returns the line as stored."""

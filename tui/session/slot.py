@@ -28,6 +28,7 @@ from tui.server.backend import Capabilities, ExistingServer, Launcher, ServerBac
 logger = logging.getLogger(__name__)
 
 LIVE = (ServerState.STARTING, ServerState.READY)
+STOPPABLE = (*LIVE, ServerState.STOPPING)  # a stop in progress is joined, not restarted
 NO_SERVER = Capabilities(can_stop=False, can_detach=False, local=False)
 
 
@@ -158,7 +159,7 @@ class ServerSlot:
     async def stop(self) -> None:
         """Stop the current server when it runs and may be stopped."""
         backend = self._backend
-        if backend is not None and backend.capabilities.can_stop and backend.state in LIVE:
+        if backend is not None and backend.capabilities.can_stop and backend.state in STOPPABLE:
             await backend.stop()
 
     async def detach(self) -> bool:
@@ -196,8 +197,10 @@ class ServerSlot:
             os.killpg(pid, signal.SIGKILL)
 
     async def aclose(self) -> None:
-        """Stop watching the current server (it is not stopped here)."""
+        """Stop watching the current server (it is not stopped here); release the launcher."""
         await self._retire()
+        if self._launcher is not None:
+            await self._launcher.aclose()
 
     # -- events ------------------------------------------------------------------------------
     async def _retire(self) -> None:
