@@ -84,7 +84,7 @@ def run(
             "'download-kernels', 'preload', 'run-batch', 'snapshot')",
         )
     rest = args[1:]
-    if any(a in ("-h", "--help") for a in rest):
+    if any(a == "-h" or a == "--help" or a.startswith("--help=") for a in rest):
         out.write(__doc__ or "")
         return 0
     try:
