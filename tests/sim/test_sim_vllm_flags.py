@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from tui.domain.flags import ArgvError
 from tui.domain.vllm_cli import CliFlag, parse_serve_help
 from tui.sim.argv import UnrecognizedArgs, non_default_args, parse_command
+from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.cli import run
+from tui.sim.logs import VllmLog
 from tui.sim.startup import check_command
 from tui.sim.vllm_flags import serve_cli
 
@@ -157,6 +159,25 @@ _TOKEN = st.one_of(
     _VALUES,
     st.sampled_from(["--sim-gpu", "--sim-speed", "--sim-gpus", "--sim-gpu-used-gb"]),
 )
+# Tuning flags with plausible and edge values, so the config checks see many cases.
+_TUNING = st.tuples(
+    st.sampled_from(
+        [
+            "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
+            "--gpu-memory-utilization", "--block-size", "--num-gpu-blocks-override",
+            "--kv-cache-memory-bytes", "--tensor-parallel-size", "--cpu-offload-gb",
+            "--max-loras", "--max-cpu-loras", "--max-lora-rank", "--sim-gpu-used-gb",
+            "--sim-gpu", "--kv-cache-dtype", "--quantization", "--dtype",
+        ]
+    ),
+    st.sampled_from(
+        ["0", "1", "-1", "2", "16", "64", "1000", "4096", "131072", "0.5", "0.98", "1.5",
+         "1G", "64M", "fp8", "awq", "auto", "h100-80gb", "rtx3080-10gb", "float32"]
+    ),
+).map(list)  # fmt: skip
+_ARGV = st.lists(
+    st.one_of(_TOKEN.map(lambda t: [t]), _TUNING, st.just(["--enable-lora"])), max_size=8
+).map(lambda parts: [t for part in parts for t in part])
 
 
 @settings(
@@ -166,17 +187,44 @@ _TOKEN = st.one_of(
 )
 @given(
     model=st.sampled_from([MODEL, "Qwen/Qwen2.5-0.5B-Instruct", "no/such-model", "", "~nobody/x"]),
-    tokens=st.lists(_TOKEN, max_size=8),
+    tokens=_ARGV,
 )
 def test_no_exception_escapes_the_parser_or_the_config_checks(
     model: str, tokens: list[str]
 ) -> None:
+    _parse_check_build(model, tokens)
+
+
+def _parse_check_build(model: str, tokens: list[str]) -> None:
+    """Parse, check and (for a config that starts) build the engine: only ArgvError escapes."""
     try:
         command = parse_command([model, *tokens])
     except ArgvError:
         return  # argparse's own one-line error (exit 2)
     checked = check_command(command)
     assert (checked.error is None) == (checked.plan is not None)
+    plan, cfg = checked.plan, checked.cfg
+    if plan is not None and cfg is not None and plan.failure is None:
+        tokenizer, _note = build_tokenizer(command, cfg, checked.folder)
+        engine = build_engine(command, cfg, plan, tokenizer, VllmLog(io.StringIO()))
+        assert engine.scheduler.config.num_gpu_blocks > 0
+
+
+@settings(
+    max_examples=int(os.environ.get("VTC_FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    model=st.sampled_from(
+        [MODEL, "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ"]
+    ),
+    pieces=st.lists(_TUNING, max_size=6),
+)
+def test_tuning_values_end_in_a_config_error_a_start_failure_or_an_engine(
+    model: str, pieces: list[list[str]]
+) -> None:
+    _parse_check_build(model, [t for piece in pieces for t in piece])
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

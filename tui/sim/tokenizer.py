@@ -138,7 +138,9 @@ class ApproxTokenizer:
         chat_template: str = "llama3",
         table_limit: int = 200_000,
     ) -> None:
-        self.vocab_size = max(vocab_size, _SPECIAL_IDS + len(GEN_WORDS) + 1)
+        # At least 2^16 id values whatever the model's vocabulary: with a tiny vocabulary
+        # the hash ids would collide and fake prefix-cache hits between unrelated prompts.
+        self.vocab_size = max(vocab_size, _SPECIAL_IDS + 2**16)
         self.adds_bos = adds_bos
         self.chat_template = chat_template
         self._texts: dict[int, str] = {}
