@@ -3,59 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import io
 import json
-import socket
 from collections.abc import AsyncIterator
 
-import httpx
 import pytest
+from fakes.running_sim import Running, start_sim
 from prometheus_client.parser import text_string_to_metric_families
-
-from tui.sim.argv import parse_command
-from tui.sim.logs import VllmLog
-from tui.sim.server import SimServer
 
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Running:
-    """An in-process simulator and an HTTP client for it."""
-
-    def __init__(
-        self,
-        server: SimServer,
-        task: asyncio.Task[int],
-        base: str,
-        out: io.StringIO,
-        err: io.StringIO,
-    ) -> None:
-        self.server, self.task, self.base, self.out, self.err = server, task, base, out, err
-        self.client = httpx.AsyncClient(base_url=base, timeout=10)
-
-
 async def start(*flags: str) -> Running:
-    port = free_port()
-    command = parse_command([MODEL, "--host", "127.0.0.1", "--port", str(port), *flags])
-    out, err = io.StringIO(), io.StringIO()
-    server = SimServer(command, VllmLog(out, err), install_signals=False)
-    task = asyncio.create_task(server.run())
-    running = Running(server, task, f"http://127.0.0.1:{port}", out, err)
-    for _ in range(400):
-        if task.done():
-            raise AssertionError(f"server exited {task.result()}: {err.getvalue()[-2000:]}")
-        try:
-            if (await running.client.get("/health")).status_code == 200:
-                return running
-        except httpx.TransportError:
-            await asyncio.sleep(0.01)
-    raise AssertionError("server did not come up")
+    return await start_sim(MODEL, *flags)
 
 
 @pytest.fixture
@@ -106,7 +65,12 @@ async def test_wrong_model_and_prompt_too_long(sim: Running) -> None:
         "/v1/completions", headers=AUTH, json={"model": "other", "prompt": "x"}
     )
     assert r.status_code == 404
-    assert r.json()["error"]["message"] == "The model `other` does not exist."
+    assert r.json()["error"] == {
+        "message": "The model `other` does not exist. Valid aliases: Qwen/Qwen2.5-0.5B-Instruct.",
+        "type": "NotFoundError",
+        "param": "model",
+        "code": 404,
+    }
     long_prompt = " ".join(["word"] * 5000)
     r = await sim.client.post("/v1/completions", headers=AUTH, json={"prompt": long_prompt})
     assert r.status_code == 400

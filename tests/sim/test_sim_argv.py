@@ -8,7 +8,7 @@ from tui.domain.flags import ArgvError, ServeFlags
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import GIB
 from tui.sim.server import non_default_args
-from tui.sim.tokenizer import GEN_WORDS, SimTokenizer, count_tokens, tokenize
+from tui.sim.tokenizer import GEN_WORDS, ApproxTokenizer, count_tokens, tokenize
 
 
 def test_console_argv_round_trips() -> None:
@@ -99,7 +99,7 @@ def test_tokenizer_counts_words_punctuation_and_long_words() -> None:
     assert count_tokens("Hello, world!") == 4
     assert tokenize("internationalization") == ["internatio", "nalization"]
     assert count_tokens("") == 0
-    tok = SimTokenizer()
+    tok = ApproxTokenizer()
     for i in range(len(GEN_WORDS)):
         _tid, text = tok.generated_token(i)
         assert count_tokens(text) == 1

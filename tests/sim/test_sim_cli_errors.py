@@ -249,11 +249,24 @@ def test_cross_field_scheduler_errors() -> None:
         "  Value error, max_num_batched_tokens (64) must be greater than or equal to "
         "max_num_seqs (128)." in err
     )
-    code, _out, err = sim(LLAMA_8B, "--max-model-len", "0")
-    assert code == 1
-    assert "2 validation errors for SchedulerConfig\nmax_num_batched_tokens\n" in err
     code, _out, err = sim(
         LLAMA_8B, "--no-enable-chunked-prefill", "--max-num-batched-tokens", "4096"
     )
     assert code == 1
     assert "max_num_batched_tokens (4096) is smaller than max_model_len (131072)." in err
+
+
+def test_max_model_len_zero_is_rejected_as_vllm_rejects_it() -> None:
+    """vLLM 0.32 logs the length, then ModelConfig's validator refuses it (captured)."""
+    code, out, err = sim(LLAMA_8B, "--max-model-len", "0")
+    assert code == 1
+    assert "Using max model len 0" in out
+    real = (CAPTURES.parent / "sim" / "captures" / "fail_max_model_len_0.err").read_text()
+    real_tail = [line for line in real.splitlines() if not line.startswith("rc=")][-3:]
+    ours = err.splitlines()[-3:]
+    assert (
+        ours[0]
+        == "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig"
+    )
+    assert ours[1].startswith(real_tail[1].split(" [type=")[0])
+    assert ours[2] == real_tail[2]

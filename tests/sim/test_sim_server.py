@@ -3,110 +3,24 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
 import signal
 import socket
-import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import httpx
 import pytest
+from fakes.sim_process import SimProcess, sim_process
 from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "meta-llama/Llama-3.2-3B-Instruct"
-START_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class SimProcess:
-    """The subprocess and every line it printed (stdout and stderr merged)."""
-
-    proc: subprocess.Popen[str]
-    base: str
-    lines: list[str] = field(default_factory=list)
-    _q: queue.Queue[str | None] = field(default_factory=queue.Queue)
-
-    def pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._q.put(line.rstrip("\n"))
-        self._q.put(None)
-
-    def wait_for(self, text: str, timeout: float = START_TIMEOUT) -> str:
-        """Read lines until one contains ``text``."""
-        for line in self.lines:
-            if text in line:
-                return line
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                item = self._q.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            if item is None:
-                break
-            self.lines.append(item)
-            if text in item:
-                return item
-        raise AssertionError(f"{text!r} not seen; output:\n" + "\n".join(self.lines[-40:]))
-
-    def drain(self) -> None:
-        while True:
-            try:
-                item = self._q.get(timeout=0.5)
-            except queue.Empty:
-                return
-            if item is None:
-                return
-            self.lines.append(item)
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimProcess]:
-    port = free_port()
-    argv = [
-        sys.executable,
-        "-m",
-        "tui.sim",
-        "serve",
-        MODEL,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--max-model-len",
-        "2048",
-        "--sim-speed",
-        "5",
-        "--enable-server-load-tracking",
-    ]
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    sim = SimProcess(proc, f"http://127.0.0.1:{port}")
-    threading.Thread(target=sim.pump, daemon=True).start()
-    try:
+    with sim_process(
+        MODEL, "--max-model-len", "2048", "--sim-speed", "5", "--enable-server-load-tracking"
+    ) as sim:
         yield sim
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 def test_port_is_not_listening_until_ready_then_health_is_200(server: SimProcess) -> None:

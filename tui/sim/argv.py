@@ -1,27 +1,42 @@
-"""The simulator's command line: vLLM's serve argv, a few real vLLM flags, and ``--sim-*``.
+"""The simulator's command line: every flag of vLLM 0.32's ``vllm serve``, plus ``--sim-*``.
 
-``vtc-sim serve MODEL [flags]`` is parsed by the console's own parser
-(:func:`tui.domain.flags.parse_serve_argv`), so both sides agree on every declared flag.
-What that parser leaves in ``extra`` is checked against a small allow-list of real vLLM
-0.32 flags the simulator accepts (some of them change its behaviour: ``--api-key``,
-``--disable-log-stats``, ``--performance-mode``, ...); anything else is rejected the way
-vLLM's argparse rejects it (``vllm: error: unrecognized arguments: ...``, exit 2). Like
-argparse, an unambiguous prefix of a long option is accepted (``--kv-cache-memory`` for
-``--kv-cache-memory-bytes``, reference 2.1).
+``vtc-sim serve MODEL [flags]`` is read the way vLLM's ``FlexibleArgumentParser`` reads it
+(reference 1.1): the option table is vLLM's own (:mod:`tui.sim.vllm_flags`, 318 actions),
+``_`` or ``-`` in names, ``--x=value``, ``--no-x``, unambiguous prefixes, short aliases
+(``-tp 2``, ``-qawq``), ``-O3``, dotted JSON keys (``-cc.mode=none``) and ``--config
+FILE.yaml`` (expanded as vLLM expands it, after the model). Values of the flags the console
+declares (:class:`~tui.domain.flags.ServeFlags`) are typed by the console's own
+:meth:`FlagSpec.parse`, so both sides agree on them; every other flag is typed by its
+argparse ``type=``/``choices``/``nargs`` and kept by ``dest`` in :class:`FrontendOptions`.
+Some of those change the simulator's behaviour (``--api-key``, ``--disable-log-stats``,
+``--enable-log-requests``, ``--enable-mfu-metrics``, the LoRA flags, ...); the rest are
+accepted and ignored, as a drop-in must. Errors are argparse's: ``vllm: error:
+unrecognized arguments: ...`` for unknown tokens, ``vllm serve: error: argument ...`` for
+bad values, exit 2.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from tui.domain.flags import ArgvError, FlagKind, ParsedServeArgs, flag_specs, parse_serve_argv
+from tui.domain.flags import ArgvError, FlagKind, FlagSpec, ParsedServeArgs, flag_specs
+from tui.domain.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.vllm_config_yaml import ConfigYamlError, load_config_mapping, vllm_config_args
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
+from tui.sim.vllm_flags import (
+    action_name,
+    arity,
+    expected_message,
+    serve_cli,
+    values_for,
+)
 
 UVICORN_LEVELS = ("critical", "debug", "error", "info", "trace", "warning")
-PERFORMANCE_MODES = ("balanced", "interactivity", "throughput")
 
 
 class UnrecognizedArgs(ArgvError):
@@ -30,37 +45,6 @@ class UnrecognizedArgs(ArgvError):
     def __init__(self, tokens: list[str]) -> None:
         super().__init__("unrecognized arguments: " + " ".join(tokens))
         self.tokens = tokens
-
-
-@dataclass(frozen=True)
-class _Allowed:
-    arity: str  # "0" flag, "1" one value, "+" one or more
-    choices: tuple[str, ...] | None = None
-    negatable: bool = False
-    kind: type = str
-
-
-# Real vLLM 0.32 serve flags the simulator accepts beyond ServeFlags' declared ones.
-ALLOWED: dict[str, _Allowed] = {
-    "--trust-remote-code": _Allowed("0", negatable=True),
-    "--enable-log-requests": _Allowed("0", negatable=True),
-    "--api-key": _Allowed("+"),
-    "--uvicorn-log-level": _Allowed("1", UVICORN_LEVELS),
-    "--seed": _Allowed("1", kind=int),
-    "--load-format": _Allowed("1"),
-    "--download-dir": _Allowed("1"),
-    "--tokenizer": _Allowed("1"),
-    "--revision": _Allowed("1"),
-    "--generation-config": _Allowed("1"),
-    "--disable-log-stats": _Allowed("0"),
-    "--enable-server-load-tracking": _Allowed("0", negatable=True),
-    "--disable-uvicorn-access-log": _Allowed("0"),
-    "--shutdown-timeout": _Allowed("1", kind=int),
-    "--performance-mode": _Allowed("1", PERFORMANCE_MODES),
-    "--async-scheduling": _Allowed("0", negatable=True),
-    "--disable-fastapi-docs": _Allowed("0"),
-    "--model": _Allowed("1"),
-}
 
 
 @dataclass(frozen=True)
@@ -93,11 +77,42 @@ class SimOptions:
     fixed: FixedTiming | None = None  # injected fixed delays instead of the cost model
 
 
+@dataclass(frozen=True)
+class LoraModule:
+    """One ``--lora-modules`` entry (vLLM's ``LoRAModulePath``)."""
+
+    name: str
+    path: str
+    base_model_name: str | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"LoRAModulePath(name={self.name!r}, path={self.path!r}, "
+            f"base_model_name={self.base_model_name!r}, is_3d_lora_weight=False)"
+        )
+
+
+@dataclass(frozen=True)
+class LoraOptions:
+    """``--enable-lora`` and its limits (vLLM's ``LoRAConfig``, ``config/lora.py``)."""
+
+    enabled: bool = False
+    max_loras: int = 1
+    max_lora_rank: int = 16
+    max_cpu_loras: int | None = None
+    modules: tuple[LoraModule, ...] = ()
+
+
 @dataclass
 class FrontendOptions:
-    """The accepted non-tunable vLLM flags, by snake_case name (see :data:`ALLOWED`)."""
+    """Every vLLM flag the console does not declare, typed, by ``dest``.
+
+    ``dotted`` keeps dotted JSON keys (``-cc.mode=none``) as given: vLLM folds them into
+    config objects the simulator does not model.
+    """
 
     values: dict[str, Any] = field(default_factory=dict)
+    dotted: list[str] = field(default_factory=list)
 
     @property
     def api_key(self) -> str | None:
@@ -125,12 +140,42 @@ class FrontendOptions:
     @property
     def performance_mode(self) -> str:
         """``--performance-mode`` (``balanced`` by default)."""
-        return str(self.values.get("performance_mode", "balanced"))
+        return str(self.values.get("performance_mode") or "balanced")
 
     @property
     def load_tracking(self) -> bool:
         """``--enable-server-load-tracking``: /load counts in-flight requests."""
         return bool(self.values.get("enable_server_load_tracking", False))
+
+    @property
+    def log_requests(self) -> bool:
+        """``--enable-log-requests``: one ``Received request`` line per request."""
+        return bool(self.values.get("enable_log_requests", False))
+
+    @property
+    def mfu_metrics(self) -> bool:
+        """``--enable-mfu-metrics``: the ``vllm:estimated_*_per_gpu`` counters count."""
+        return bool(self.values.get("enable_mfu_metrics", False))
+
+    @property
+    def fingerprint(self) -> tuple[str, str | None]:
+        """``--fingerprint-mode`` and ``--fingerprint-value``."""
+        mode = str(self.values.get("fingerprint_mode") or "full")
+        value = self.values.get("fingerprint_value")
+        return mode, None if value is None else str(value)
+
+    @property
+    def lora(self) -> LoraOptions:
+        """The LoRA settings (``--enable-lora``, ``--max-loras``, ...)."""
+        v = self.values
+        modules = tuple(v.get("lora_modules") or ())
+        return LoraOptions(
+            enabled=bool(v.get("enable_lora")),
+            max_loras=int(v.get("max_loras") or 1),
+            max_lora_rank=int(v.get("max_lora_rank") or 16),
+            max_cpu_loras=v.get("max_cpu_loras"),
+            modules=modules,
+        )
 
 
 @dataclass(frozen=True)
@@ -153,8 +198,7 @@ SIM_FLAGS = (
 )
 
 
-def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
-    """Take the ``--sim-*`` options out of ``argv``; raises :class:`ArgvError` on bad values."""
+def _raw_sim_options(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     rest: list[str] = []
     raw: dict[str, str] = {}
     tokens = list(argv)
@@ -174,6 +218,24 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
         else:
             rest.append(token)
         i += 1
+    return raw, rest
+
+
+def _fixed_timing(raw: dict[str, str]) -> FixedTiming | None:
+    if "--sim-fixed-ttft-ms" not in raw and "--sim-fixed-itl-ms" not in raw:
+        return None
+    # Either one switches to injected delays; the other defaults to 0.
+    ttft_ms = _typed(raw, "--sim-fixed-ttft-ms", float, 0.0)
+    itl_ms = _typed(raw, "--sim-fixed-itl-ms", float, 0.0)
+    for name, value in (("--sim-fixed-ttft-ms", ttft_ms), ("--sim-fixed-itl-ms", itl_ms)):
+        if not 0.0 <= value < 3_600_000.0:  # also refuses nan and inf
+            raise ArgvError(f"argument {name}: must be >= 0 and below one hour")
+    return FixedTiming(ttft_ms / 1000.0, itl_ms / 1000.0)
+
+
+def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
+    """Take the ``--sim-*`` options out of ``argv``; raises :class:`ArgvError` on bad values."""
+    raw, rest = _raw_sim_options(argv)
     try:
         gpu = resolve_gpu(raw.get("--sim-gpu", DEFAULT_GPU))
     except UnknownGpuError as exc:
@@ -182,27 +244,18 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
     speed = _typed(raw, "--sim-speed", float, 1.0)
     used_gb = _typed(raw, "--sim-gpu-used-gb", float, 0.0)
     seed = _typed(raw, "--sim-seed", int, 0)
-    if num_gpus < 1:
-        raise ArgvError("argument --sim-gpus: must be at least 1")
-    if not speed > 0:
-        raise ArgvError("argument --sim-speed: must be greater than 0")
-    if used_gb < 0:
+    if not 1 <= num_gpus <= 1024:
+        raise ArgvError("argument --sim-gpus: must be between 1 and 1024")
+    if not 0 < speed < 1e6:  # also refuses nan and inf
+        raise ArgvError("argument --sim-speed: must be greater than 0 and below 1000000")
+    if not 0 <= used_gb < 1e6:
         raise ArgvError("argument --sim-gpu-used-gb: must be >= 0")
     used = int(used_gb * 2**30)
     if used >= gpu.total_bytes:
         raise ArgvError(
             f"argument --sim-gpu-used-gb: must be below the GPU's {gpu.memory_gib:.2f} GiB"
         )
-    fixed: FixedTiming | None = None
-    if "--sim-fixed-ttft-ms" in raw or "--sim-fixed-itl-ms" in raw:
-        # Either one switches to injected delays; the other defaults to 0.
-        ttft_ms = _typed(raw, "--sim-fixed-ttft-ms", float, 0.0)
-        itl_ms = _typed(raw, "--sim-fixed-itl-ms", float, 0.0)
-        for name, value in (("--sim-fixed-ttft-ms", ttft_ms), ("--sim-fixed-itl-ms", itl_ms)):
-            if not 0.0 <= value < 3_600_000.0:  # also refuses nan and inf
-                raise ArgvError(f"argument {name}: must be >= 0 and below one hour")
-        fixed = FixedTiming(ttft_ms / 1000.0, itl_ms / 1000.0)
-    return SimOptions(gpu, num_gpus, speed, used, seed, fixed), rest
+    return SimOptions(gpu, num_gpus, speed, used, seed, _fixed_timing(raw)), rest
 
 
 def _typed(raw: dict[str, str], name: str, kind: type, default: Any) -> Any:
@@ -210,131 +263,238 @@ def _typed(raw: dict[str, str], name: str, kind: type, default: Any) -> Any:
         return default
     try:
         return kind(raw[name])
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         raise ArgvError(f"argument {name}: invalid {kind.__name__} value: {raw[name]!r}") from exc
 
 
-def _looks_like_option(token: str) -> bool:
-    if not token.startswith("-") or token == "-":
-        return False
-    try:
-        float(token)
-        return False
-    except ValueError:
-        return True
+# -- vLLM's parser ------------------------------------------------------------------------------
+def _declared() -> dict[str, FlagSpec]:
+    return {spec.name: spec for spec in flag_specs()}
 
 
-def _known_long_options() -> dict[str, tuple[str, Any]]:
-    """Every long option: ``("spec", FlagSpec)`` or ``("allowed", name)``."""
-    out: dict[str, tuple[str, Any]] = {}
-    for spec in flag_specs():
-        for spelling in spec.spellings:
-            if spelling.startswith("--"):
-                out[spelling] = ("spec", spec)
-                if spec.kind is FlagKind.BOOL:
-                    out["--no-" + spelling[2:]] = ("spec", spec)
-    for name, allowed in ALLOWED.items():
-        out[name] = ("allowed", name)
-        if allowed.negatable:
-            out["--no-" + name[2:]] = ("allowed", name)
-    return out
+def parse_lora_modules(items: Sequence[Any]) -> tuple[LoraModule, ...]:
+    """vLLM's ``LoRAParserAction`` (``entrypoints/launchers/cli_args.py:38-69``)."""
+    out: list[LoraModule] = []
+    for item in items:
+        if item in (None, ""):
+            continue
+        text = item if isinstance(item, str) else json.dumps(item)
+        if "=" in text and "," not in text:  # old format: name=path
+            name, path = text.split("=", 1)
+            out.append(LoraModule(name, path))
+            continue
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ArgvError(f"Invalid JSON format for --lora-modules: {text}") from exc
+        entries = data if isinstance(data, list) else [data]
+        for entry in entries:
+            if not isinstance(entry, dict) or not {"name", "path"} <= set(entry):
+                raise ArgvError(
+                    f"Invalid fields for --lora-modules: {text} - LoRAModulePath.__init__() "
+                    "missing required arguments: 'name' and 'path'"
+                )
+            base = entry.get("base_model_name")
+            out.append(LoraModule(str(entry["name"]), str(entry["path"]), base and str(base)))
+    return tuple(out)
 
 
-def _match(option: str, known: dict[str, tuple[str, Any]]) -> str | None:
-    """Exact name, or argparse's unambiguous-prefix rule; ``ArgvError`` when ambiguous."""
-    if option in known:
-        return option
-    if not option.startswith("--") or len(option) < 3:
+class _Parser:
+    """One pass of argparse over ``vllm serve``'s argv (Python 3.11 semantics)."""
+
+    def __init__(self, tokens: list[str], cli: VllmCli) -> None:
+        self.tokens = tokens
+        self.cli = cli
+        self.declared = _declared()
+        self.model: str | None = None
+        self.values: dict[str, Any] = {}
+        self.frontend = FrontendOptions()
+        self.unknown: list[str] = []
+        self.i = 0
+        self.only_positional = False
+
+    def run(self) -> SimCommand:
+        """Parse every token; the command (without ``--sim-*`` options)."""
+        self.loop()
+        if self.unknown:
+            raise UnrecognizedArgs(self.unknown)
+        flag_model = self.frontend.values.pop("model", None)
+        model = self.model if self.model is not None else flag_model
+        parsed = ParsedServeArgs(model=model and str(model), values=self.values, extra=())
+        return SimCommand(parsed, self.frontend, SimOptions(resolve_gpu(DEFAULT_GPU)))
+
+    def loop(self) -> None:
+        """Consume the tokens (unknown ones are collected, not raised)."""
+        while self.i < len(self.tokens):
+            token = self.tokens[self.i]
+            self.i += 1
+            if token == "--" and not self.only_positional:
+                self.only_positional = True
+                continue
+            res = None if self.only_positional else self.cli.resolve(token)
+            if res is None or res.status == "positional":
+                self._positional(token)
+            elif res.status == "ambiguous":
+                raise ArgvError(
+                    f"ambiguous option: {token.split('=', 1)[0]} could match "
+                    + ", ".join(res.candidates)
+                )
+            elif res.status == "unknown":
+                self._unknown(token)
+            else:
+                assert res.flag is not None
+                self._option(token, res, res.flag)
+
+    def _positional(self, token: str) -> None:
+        if self.model is None:
+            self.model = token
+        else:
+            self.unknown.append(token)
+
+    def _unknown(self, token: str) -> None:
+        self.unknown.append(token)
+        # argparse leaves the value after an unknown option unconsumed too; both are reported.
+        if "=" not in token and self.i < len(self.tokens) and self._is_value(self.tokens[self.i]):
+            self.unknown.append(self.tokens[self.i])
+            self.i += 1
+
+    def _is_value(self, token: str) -> bool:
+        return self.only_positional or self.cli.resolve(token).status == "positional"
+
+    def _inline(self, token: str, res: Resolution) -> str | None:
+        """The explicit argument glued to the option (``--x=v``, ``-qawq``, ``-O3``)."""
+        if token.startswith("--"):
+            return token.split("=", 1)[1] if "=" in token else None
+        if res.option == "--optimization-level" and token.startswith("-O"):
+            return token[2:].removeprefix("=") or None
+        name, eq, value = token.partition("=")
+        if eq and name == res.option:
+            return value
+        if len(token) > len(res.option) and token.startswith(res.option):
+            return token[len(res.option) :]
         return None
-    hits = sorted(k for k in known if k.startswith(option))
-    if len(hits) == 1:
-        return hits[0]
-    if len(hits) > 1:
-        raise ArgvError(f"ambiguous option: {option} could match {', '.join(hits)}")
-    return None
+
+    def _take(self, flag: CliFlag, inline: str | None) -> list[str]:
+        low, high = arity(flag)
+        args: list[str] = [] if inline is None else [inline]
+        while (high is None or len(args) < high) and self.i < len(self.tokens):
+            if not self._is_value(self.tokens[self.i]):
+                break
+            args.append(self.tokens[self.i])
+            self.i += 1
+        if len(args) < low:
+            raise ArgvError(expected_message(flag))
+        return args
+
+    def _option(self, token: str, res: Resolution, flag: CliFlag) -> None:
+        if flag.action == "help":
+            raise ArgvError("--help is handled by the command, not here")
+        name = token.split("=", 1)[0]
+        if "." in name.lstrip("-"):
+            # A dotted JSON key (-cc.mode=none): vLLM folds it into the JSON flag; the
+            # simulator does not model those configs, so it is only kept.
+            text = token.split("=", 1)[1] if "=" in token else self._take_one(flag)
+            self.frontend.dotted.append(f"{name}={text}")
+            return
+        inline = self._inline(token, res)
+        if flag.is_boolean:
+            if inline is not None:
+                raise ArgvError(
+                    f"argument {action_name(flag)}: ignored explicit argument {inline!r}"
+                )
+            self._store(flag, flag.action != "store_false" and not res.option.startswith("--no-"))
+            return
+        args = self._take(flag, inline)
+        spec = self.declared.get(flag.dest)
+        if spec is not None and spec.kind is not FlagKind.BOOL:
+            try:
+                self.values[spec.name] = spec.parse(args[0])
+            except ValueError as exc:
+                raise ArgvError(str(exc)) from exc
+            except OverflowError as exc:  # vLLM itself dies with a traceback here
+                raise ArgvError(
+                    f"argument {action_name(flag)}: invalid {flag.type_name} value: {args[0]!r}"
+                ) from exc
+            return
+        if flag.dest == "config":
+            self._expand_config(args[0])
+            return
+        stored = values_for(flag, args)
+        if flag.dest == "lora_modules":
+            stored = parse_lora_modules(stored)
+        if flag.action == "append":
+            self.frontend.values.setdefault(flag.dest, []).append(stored)
+        else:
+            self.frontend.values[flag.dest] = stored
+
+    def _take_one(self, flag: CliFlag) -> str:
+        if self.i >= len(self.tokens):
+            raise ArgvError(expected_message(flag))
+        self.i += 1
+        return self.tokens[self.i - 1]
+
+    def _store(self, flag: CliFlag, value: bool) -> None:
+        spec = self.declared.get(flag.dest)
+        if spec is not None:
+            self.values[spec.name] = value
+        else:
+            self.frontend.values[flag.dest] = value
+
+    def _expand_config(self, path: str) -> None:
+        """``--config FILE``: its flags go right after the model (``argparse_utils.py:479``)."""
+        suffix = Path(path).suffix.lstrip(".")
+        if suffix not in ("yaml", "yml"):
+            raise ArgvError(f"Config file must be of a yaml/yml type. {suffix} supplied")
+        try:
+            mapping = load_config_mapping(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ConfigYamlError) as exc:
+            raise ArgvError(f"argument --config: {exc}") from exc
+        # CLI > config > defaults: the file's tokens are parsed now and anything already
+        # given, or given later on the command line, wins (later tokens overwrite).
+        earlier = dict(self.values), dict(self.frontend.values)
+        inner = _Parser(vllm_config_args(mapping), self.cli)
+        inner.model = self.model or ""  # the file's own positionals are not the model
+        inner.loop()
+        if inner.unknown:
+            raise UnrecognizedArgs(inner.unknown)
+        self.values = {**inner.values, **earlier[0]}
+        self.frontend.values = {**inner.frontend.values, **earlier[1]}
 
 
 def parse_command(argv: Sequence[str]) -> SimCommand:
-    """Parse ``[serve] MODEL [flags] [--sim-*]``; :class:`ArgvError` / :class:`UnrecognizedArgs`."""
+    """Parse ``MODEL [flags] [--sim-*]``; :class:`ArgvError` / :class:`UnrecognizedArgs`."""
     sim, rest = split_sim_options(argv)
-    parsed = parse_serve_argv(rest)
-    values = dict(parsed.values)
-    model = parsed.model
-    frontend = FrontendOptions()
-    known = _known_long_options()
-    unknown: list[str] = []
-    extra = list(parsed.extra)
-    i = 0
-    while i < len(extra):
-        token = extra[i]
-        i += 1
-        if not _looks_like_option(token):
-            if model is None:
-                model = token
-            else:
-                unknown.append(token)
+    if rest and rest[0] == "serve":
+        rest = rest[1:]
+    command = _Parser(rest, serve_cli()).run()
+    return SimCommand(command.parsed, command.frontend, sim)
+
+
+def non_default_args(command: SimCommand) -> dict[str, Any]:
+    """What ``api_utils.py:286`` logs: every argument that differs from its default.
+
+    In the parser's action order (``vars(args)``), ``model_tag`` first; secrets as ``***``.
+    """
+    parsed, front = command.parsed, command.frontend.values
+    out: dict[str, Any] = {"model_tag": parsed.model}
+    for flag in serve_cli().flags:
+        dest = flag.dest
+        if dest == "model":
+            out["model"] = parsed.model
             continue
-        name, eq, inline = token.partition("=")
-        norm = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
-        full = _match(norm, known)
-        if full is None:
-            unknown.append(token)
-            # parse_serve_argv paired an unknown option with the value after it; keep them.
-            if not eq and i < len(extra) and not _looks_like_option(extra[i]):
-                unknown.append(extra[i])
-                i += 1
+        if dest in parsed.values:
+            value = parsed.values[dest]
+        elif dest in front:
+            value = front[dest]
+        else:
             continue
-        what, target = known[full]
-        negated = full.startswith("--no-") and (what == "allowed" and full not in ALLOWED)
-        if what == "spec":
-            spec = target
-            if spec.kind is FlagKind.BOOL:
-                values[spec.name] = spec.parse(inline) if eq else not full.startswith("--no-")
-                continue
-            text = inline if eq else (extra[i] if i < len(extra) else None)
-            if text is None:
-                raise ArgvError(f"argument {spec.cli}: expected one argument")
-            if not eq:
-                i += 1
-            try:
-                values[spec.name] = spec.parse(text)
-            except ValueError as exc:
-                raise ArgvError(str(exc)) from exc
+        if value == flag.default or dest in out:
             continue
-        allowed = ALLOWED[target]
-        key = target[2:].replace("-", "_")
-        if allowed.arity == "0":
-            frontend.values[key] = not negated
-            continue
-        args: list[str] = []
-        if eq:
-            args.append(inline)
-        while i < len(extra) and not _looks_like_option(extra[i]):
-            args.append(extra[i])
-            i += 1
-            if allowed.arity == "1":
-                break
-        if not args:
-            expected = "one argument" if allowed.arity == "1" else "at least one argument"
-            raise ArgvError(f"argument {target}: expected {expected}")
-        if allowed.choices and args[0] not in allowed.choices:
-            options = ", ".join(repr(c) for c in allowed.choices)
-            raise ArgvError(
-                f"argument {target}: invalid choice: {args[0]!r} (choose from {options})"
-            )
-        if allowed.kind is int:
-            try:
-                int(args[0])
-            except ValueError as exc:
-                raise ArgvError(f"argument {target}: invalid int value: {args[0]!r}") from exc
-        frontend.values[key] = (
-            args
-            if allowed.arity == "+"
-            else (allowed.kind(args[0]) if allowed.kind is int else args[0])
-        )
-    if unknown:
-        raise UnrecognizedArgs(unknown)
-    flag_model = frontend.values.pop("model", None)
-    if model is None and flag_model:
-        model = str(flag_model)
-    return SimCommand(ParsedServeArgs(model=model, values=values, extra=()), frontend, sim)
+        if dest in ("api_key", "hf_token"):
+            value = "***"
+        elif dest == "served_model_name" and isinstance(value, str):
+            value = [value]
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[dest] = value
+    return out

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.domain.kv import ModelShape
+from tui.sim.model_files import as_path
 
 GIB = 2**30
 MIB = 2**20
@@ -386,37 +387,48 @@ def invalid_model_message(model: str) -> str:
     )
 
 
-def resolve_model(model: str) -> ModelEntry:
-    """The catalog entry for ``model``, or the shape read from ``model/config.json``.
-
-    Raises :class:`UnknownModelError` carrying vLLM's message for anything else.
-    """
-    path = Path(model).expanduser()
-    config_file = path / "config.json"
-    if config_file.is_file():
-        try:
-            config = json.loads(config_file.read_text(encoding="utf-8"))
-            shape = ModelShape.from_hf_config(model, config)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise UnknownModelError(f"{config_file}: {exc}") from exc
+def _entry_from_config(model: str, config_file: Path) -> ModelEntry:
+    """A model described by its ``config.json`` (Llama-style keys)."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ValueError("not a JSON object")
+        shape = ModelShape.from_hf_config(model, config)
         cfg = config.get("text_config", config)
         tied = bool(cfg.get("tie_word_embeddings", False))
-        if tied:  # from_hf_config counts both embedding matrices
-            shape = replace(
-                shape, param_count=shape.param_count - shape.vocab_size * shape.hidden_size
-            )
         archs = config.get("architectures") or ["LlamaForCausalLM"]
         quant_cfg = config.get("quantization_config") or {}
-        quant = quant_cfg.get("quant_method") if isinstance(quant_cfg, dict) else None
-        arch = str(archs[0])
-        return ModelEntry(
-            shape=shape,
-            architecture=arch,
-            tied_embeddings=tied,
-            checkpoint_quantization=str(quant) if quant else None,
-            adds_bos=not arch.startswith("Qwen"),
-            chat_template="chatml" if arch.startswith("Qwen") else "llama3",
-        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ZeroDivisionError) as exc:
+        raise UnknownModelError(f"{config_file}: {exc}") from exc
+    if tied:  # from_hf_config counts both embedding matrices
+        shape = replace(shape, param_count=shape.param_count - shape.vocab_size * shape.hidden_size)
+    quant = quant_cfg.get("quant_method") if isinstance(quant_cfg, dict) else None
+    arch = str(archs[0]) if isinstance(archs, list) and archs else "LlamaForCausalLM"
+    return ModelEntry(
+        shape=shape,
+        architecture=arch,
+        tied_embeddings=tied,
+        checkpoint_quantization=str(quant) if quant else None,
+        adds_bos=not arch.startswith("Qwen"),
+        chat_template="chatml" if arch.startswith("Qwen") else "llama3",
+    )
+
+
+def resolve_model(model: str, folder: Path | None = None) -> ModelEntry:
+    """The shape read from the model's ``config.json``, or the catalog entry for ``model``.
+
+    ``folder`` is where the model's files are (a local directory or its Hugging Face cache
+    snapshot, :func:`tui.sim.model_files.model_folder`); by default ``model`` itself as a
+    path. Raises :class:`UnknownModelError` carrying vLLM's message for anything else.
+    """
+    path = folder if folder is not None else as_path(model)
+    config_file = path / "config.json"
+    try:
+        has_config = config_file.is_file()
+    except (OSError, ValueError):  # e.g. a NUL byte in the name: no such directory
+        has_config = False
+    if has_config:
+        return _entry_from_config(model, config_file)
     found = _from_catalog(model)
     if found is None:
         raise UnknownModelError(invalid_model_message(model))

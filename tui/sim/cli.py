@@ -4,8 +4,9 @@
                         [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
                         [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
 
-Same argv, log format, errors, exit codes, HTTP API and metric names as ``vllm serve``
-0.32 (see :mod:`tui.sim.server`). ``--sim-*`` options: ``--sim-gpu`` picks a catalog GPU
+Same argv (every flag of vLLM 0.32's serve parser), log format, errors, exit codes, HTTP
+API and metric names as ``vllm serve`` 0.32 (see :mod:`tui.sim.server` and
+``tui/sim/README.md``). ``--sim-*`` options: ``--sim-gpu`` picks a catalog GPU
 (``vtc-sim gpus`` lists them), ``--sim-gpus`` how many the node has, ``--sim-speed`` scales
 all time (start-up stages and token timing; 10 = ten times faster), ``--sim-gpu-used-gb``
 memory other processes already hold on each GPU, ``--sim-seed`` the random seed.
@@ -84,7 +85,7 @@ def run(
             "'download-kernels', 'preload', 'run-batch', 'snapshot')",
         )
     rest = args[1:]
-    if any(a in ("-h", "--help") for a in rest):
+    if any(a == "-h" or a == "--help" or a.startswith("--help=") for a in rest):
         out.write(__doc__ or "")
         return 0
     try:

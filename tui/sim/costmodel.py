@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tui.sim.lora import LoraCost, lora_dims_per_layer
 from tui.sim.memory import FP8_QUANT, MemoryPlan
 
 BW_EFF = 0.85  # achievable fraction of peak memory bandwidth
@@ -38,6 +39,8 @@ class StepWork:
     decode_seqs: int = 0  # sequences generating one token this step
     context_tokens: int = 0  # KV entries read by attention, summed over scheduled sequences
     attention_pairs: int = 0  # (query, key) pairs, summed: drives attention FLOPs
+    lora_tokens: int = 0  # tokens of sequences that run under a LoRA adapter
+    lora_adapters: int = 0  # distinct adapters in the batch
 
     @property
     def tokens(self) -> int:
@@ -60,10 +63,14 @@ class CostModel:
     num_layers: int
     enforce_eager: bool
     tensor_parallel: int = 1
+    lora: LoraCost | None = None  # set with --enable-lora
 
     @classmethod
-    def from_plan(cls, plan: MemoryPlan) -> CostModel:
-        """The cost model of a started engine (weights, KV dtype, GPU from its plan)."""
+    def from_plan(cls, plan: MemoryPlan, max_lora_rank: int | None = None) -> CostModel:
+        """The cost model of a started engine (weights, KV dtype, GPU from its plan).
+
+        ``max_lora_rank`` (``--enable-lora``'s) adds the punica kernels' time to every step.
+        """
         cfg = plan.cfg
         gpu = cfg.hardware.gpu
         shape = cfg.rank_shape
@@ -73,6 +80,16 @@ class CostModel:
             tflops /= 8  # fp32 runs on CUDA cores (TF32 at best)
         ws = cfg.world_size
         heads_per_rank = max(1, shape.num_attention_heads // cfg.tensor_parallel_size)
+        lora = None
+        if max_lora_rank:
+            lora = LoraCost(
+                rank=max_lora_rank,
+                dims=lora_dims_per_layer(shape, cfg.tensor_parallel_size),
+                num_layers=shape.num_layers,
+                dtype_bytes=cfg.dtype_bytes,
+                bandwidth=gpu.bandwidth_gbs * 1e9 * BW_EFF,
+                peak_flops=gpu.fp16_tflops * 1e12,
+            )
         return cls(
             weight_bytes=float(plan.weights),
             offloaded_bytes=float(plan.offloaded),
@@ -85,24 +102,37 @@ class CostModel:
             num_layers=shape.num_layers,
             enforce_eager=cfg.enforce_eager,
             tensor_parallel=cfg.tensor_parallel_size,
+            lora=lora,
         )
+
+    def flops(self, work: StepWork) -> float:
+        """FLOPs of one step: ``2·params`` per token plus attention's per (query, key) pair."""
+        return (
+            2.0 * self.active_params * work.tokens + self.attn_flops_per_pair * work.attention_pairs
+        )
+
+    def read_bytes(self, work: StepWork) -> float:
+        """Bytes one step reads: the resident weights once, the KV every token attends over."""
+        return self.weight_bytes + work.context_tokens * self.kv_bytes_per_token
+
+    def write_bytes(self, work: StepWork) -> float:
+        """Bytes one step writes: the new tokens' KV entries."""
+        return work.tokens * self.kv_bytes_per_token
 
     def step_time(self, work: StepWork) -> float:
         """Simulated seconds for one step (0 for an empty step)."""
         if work.tokens <= 0:
             return 0.0
-        bytes_read = self.weight_bytes + work.context_tokens * self.kv_bytes_per_token
-        memory_s = bytes_read / (self.bandwidth * BW_EFF)
-        flops = (
-            2.0 * self.active_params * work.tokens + self.attn_flops_per_pair * work.attention_pairs
-        )
-        compute_s = flops / (self.peak_flops * MFU)
+        memory_s = self.read_bytes(work) / (self.bandwidth * BW_EFF)
+        compute_s = self.flops(work) / (self.peak_flops * MFU)
         offload_s = self.offloaded_bytes / self.host_link if self.offloaded_bytes else 0.0
         overhead = STEP_OVERHEAD_S + PER_SEQ_OVERHEAD_S * (work.decode_seqs + 1)
         if self.enforce_eager:
             overhead += EAGER_PER_LAYER_S * self.num_layers
         if self.tensor_parallel > 1:
             overhead += ALLREDUCE_PER_LAYER_S * self.num_layers
+        if self.lora is not None:
+            overhead += self.lora.step_seconds(work.lora_tokens, work.lora_adapters, work.tokens)
         return max(memory_s, compute_s) + offload_s + overhead
 
     def decode_throughput(self, batch: int, context: int) -> float:

@@ -23,7 +23,7 @@ from tui.sim.costmodel import CostModel
 from tui.sim.logs import VllmLog
 from tui.sim.metrics import SimMetrics
 from tui.sim.scheduler import RequestStatus, Scheduler, SimRequest, StepPlan, TokenEvent
-from tui.sim.tokenizer import GEN_WORDS, SimTokenizer
+from tui.sim.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,14 @@ class AsyncEngine:
         scheduler: Scheduler,
         cost: CostModel,
         metrics: SimMetrics,
-        tokenizer: SimTokenizer,
+        tokenizer: Tokenizer,
         log: VllmLog,
         speed: float = 1.0,
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         stats_interval: float = 10.0,
         kv_device: str = "GPU",
+        mfu_metrics: bool = False,
     ) -> None:
         self.scheduler = scheduler
         self.cost = cost
@@ -91,7 +92,10 @@ class AsyncEngine:
         self.busy = BusyTracker()
         self._rng = random.Random(seed)
         # Generated tokens carry their own text (prompt ids may collide in the id table).
-        self._gen_text = dict(tokenizer.generated_token(i) for i in range(len(GEN_WORDS)))
+        self._gen_vocab = tokenizer.generation_vocab()
+        self._gen_text = dict(self._gen_vocab)
+        self._mfu = mfu_metrics
+        self._lora_seen: tuple[list[str], list[str]] | None = None
         self._handles: dict[int, RequestHandle] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -107,6 +111,7 @@ class AsyncEngine:
             running=lambda: float(len(self.scheduler.running)),
             waiting=lambda: float(len(self.scheduler.waiting)),
             kv_usage=self.scheduler.pool.usage,
+            deferred=lambda: float(self.scheduler.num_deferred),
         )
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -133,9 +138,14 @@ class AsyncEngine:
 
     # -- requests ----------------------------------------------------------------------------
     def submit(
-        self, prompt_ids: list[int], max_tokens: int, ignore_eos: bool, request_id: str
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        ignore_eos: bool,
+        request_id: str,
+        lora: str | None = None,
     ) -> RequestHandle:
-        """Queue a request; tokens arrive on the returned handle's queue."""
+        """Queue a request (under adapter ``lora``); tokens arrive on the handle's queue."""
         stop_after: int | None = None
         if not ignore_eos:
             # A model stops on its own eventually: draw where it would emit EOS.
@@ -146,6 +156,7 @@ class AsyncEngine:
             max_tokens=max(1, max_tokens),
             stop_after=stop_after,
             arrival=self.clock(),
+            lora=lora,
         )
         handle = RequestHandle(request=req, max_tokens_param=max_tokens)
         self._handles[id(req)] = handle
@@ -190,8 +201,30 @@ class AsyncEngine:
             self._record_step(plan, events)
 
     def _next_token(self, req: SimRequest) -> int:
-        tid, _text = self.tokenizer.generated_token(self._rng.randrange(len(GEN_WORDS)))
-        return tid
+        return self._gen_vocab[self._rng.randrange(len(self._gen_vocab))][0]
+
+    def reset_prefix_cache(self, reset_running_requests: bool = False) -> bool:
+        """``/reset_prefix_cache``: drop the cached blocks (``v1/core/sched/scheduler.py``).
+
+        Fails while requests hold blocks, unless ``reset_running_requests`` preempts them
+        first (they are recomputed later, as in vLLM).
+        """
+        sched = self.scheduler
+        if reset_running_requests:
+            while sched.running:
+                sched.preempt(sched.running.pop())
+        ok = sched.pool.reset_cache()
+        if ok:
+            self.log.info("EngineCore", "block_pool.py:861", "Successfully reset prefix cache")
+        else:
+            used = sched.pool.num_gpu_blocks - 1 - sched.pool.num_free
+            self.log.warning(
+                "EngineCore",
+                "block_pool.py:839",
+                f"Failed to reset prefix cache because some blocks ({used}) are not freed yet",
+            )
+        self._recent_prefix.clear()
+        return ok
 
     def _record_step(self, plan: StepPlan, events: list[TokenEvent]) -> None:
         m = self.metrics
@@ -201,6 +234,12 @@ class AsyncEngine:
         self._interval_gen += len(events)
         self._interval_preempt += len(plan.preempted)
         if m.log_stats:
+            if self._mfu:
+                m.estimated_flops.labels(**labels).inc(self.cost.flops(plan.work))
+                m.estimated_read_bytes.labels(**labels).inc(self.cost.read_bytes(plan.work))
+                m.estimated_write_bytes.labels(**labels).inc(self.cost.write_bytes(plan.work))
+            if self.scheduler.config.max_loras:
+                self._record_lora()
             m.iteration_tokens.labels(**labels).observe(plan.work.tokens)
             if plan.preempted:
                 m.preemptions.labels(**labels).inc(len(plan.preempted))
@@ -227,6 +266,7 @@ class AsyncEngine:
                 )
                 m.prompt_by_source.labels(**labels, source="local_cache_hit").inc(hits)
                 m.prompt_cached.labels(**labels).inc(hits)
+                m.prompt_cached_by_source.labels(**labels, source="device").inc(hits)
                 if req.first_token is not None:
                     m.ttft.labels(**labels).observe(req.first_token - req.arrival)
             elif len(req.token_times) >= 2 and m.log_stats:
@@ -236,6 +276,14 @@ class AsyncEngine:
                 self._finish(handle, req.finish_reason or "length", queue_final=False)
             else:
                 handle.queue.put_nowait(Chunk(text, ev.token_id))
+
+    def _record_lora(self) -> None:
+        sched = self.scheduler
+        running = sorted({r.lora for r in sched.running if r.lora is not None})
+        waiting = sorted({r.lora for r in sched.waiting if r.lora is not None})
+        if (running, waiting) != self._lora_seen:
+            self._lora_seen = (running, waiting)
+            self.metrics.record_lora(running, waiting)
 
     def _finish(self, handle: RequestHandle, reason: str, queue_final: bool = True) -> None:
         req = handle.request

@@ -17,7 +17,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
+from aiohttp import web
+
 from tui.sim.argv import FixedTiming
+from tui.sim.generation import SSE_HEADERS, Generation, json_response, validate_lengths
+from tui.sim.tokenizer import GEN_WORDS
 
 HIGH_WATER = 256 * 1024
 PAUSE_S = 0.001
@@ -87,3 +91,98 @@ class FixedStream:
         data = self._frames(k, last)
         transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         self.start(last + 1)
+
+
+# -- a generation request on the injected schedule ------------------------------------------
+def plan_fixed(
+    gen: Generation, prompts: list[list[int]], max_tokens: int | None, n: int
+) -> list[int]:
+    """Fixed-delay mode: validate like :meth:`submit`; tokens per sequence, no engine."""
+    counts: list[int] = []
+    gen.prompts = prompts
+    for k, ids in enumerate(prompts):
+        used = validate_lengths(gen.ctx.max_model_len, len(ids), max_tokens)
+        gen.prompt_tokens += len(ids)
+        counts.extend([max(1, used)] * n)
+        gen.prompt_of.extend([k] * n)
+    return counts
+
+
+def _fixed_frames(gen: Generation, counts: list[int]) -> tuple[list[str], list[list[bytes]]]:
+    words = [" " + w for w in GEN_WORDS[:8]]
+    frames = [[gen.frame([gen.choice(i, w, None, [])]) for w in words] for i in range(len(counts))]
+    return words, frames
+
+
+async def stream_fixed(
+    gen: Generation, request: web.Request, timing: FixedTiming, counts: list[int], arrival: float
+) -> web.StreamResponse:
+    """Stream on the injected schedule: token k at ``arrival + ttft + k·itl``.
+
+    The first write goes through aiohttp (it sends the headers); the rest are written
+    from timer callbacks by :class:`~tui.sim.fixed.FixedStream`, with frames built
+    once per sequence, so the simulator keeps pace at a thousand streams.
+    """
+    loop = asyncio.get_running_loop()
+    resp = web.StreamResponse(headers=SSE_HEADERS)
+    await resp.prepare(request)
+    words, frames = _fixed_frames(gen, counts)
+    single = frames[0] if len(counts) == 1 and not gen.chat and not gen.return_ids else None
+    n_words = len(words)
+
+    def build(k: int, last: int) -> bytes:
+        if single is not None and last < counts[0] - 1:  # the common case, no finish
+            if k == last:
+                return single[k % n_words]
+            return b"".join([single[j % n_words] for j in range(k, last + 1)])
+        parts: list[bytes] = []
+        for j in range(k, last + 1):
+            for i, count in enumerate(counts):
+                if j >= count:
+                    continue
+                if gen.chat and j == 0:
+                    parts.append(gen.role_frame(i))
+                word = words[j % n_words]
+                done = "length" if j == count - 1 else None
+                choice = gen.choice(i, word, done, [], first=j == 0)
+                parts.append(gen.frame([choice], terminal=done is not None))
+        return b"".join(parts)
+
+    total = max(counts)
+    stream: FixedStream | None = None
+    try:
+        await asyncio.sleep(max(0.0, arrival + timing.offset(0) - loop.time()))
+        last = total - 1
+        if timing.itl_s > 0:
+            elapsed = loop.time() - arrival - timing.ttft_s
+            last = min(total - 1, max(0, int(elapsed / timing.itl_s)))
+        await resp.write(build(0, last))
+        if last + 1 < total:
+            if request.transport is None:
+                return resp  # the client went away
+            stream = FixedStream(request.transport, build, total, timing, arrival)
+            stream.start(last + 1)
+            if not await stream.done:
+                return resp  # the client went away
+        if gen.include_usage:
+            await resp.write(gen.usage_frame(sum(counts)))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away; nothing to free in fixed mode
+    finally:
+        if stream is not None:
+            stream.cancel()
+    return resp
+
+
+async def complete_fixed(
+    gen: Generation, timing: FixedTiming, counts: list[int], arrival: float
+) -> web.Response:
+    """Fixed-delay mode without streaming: answer when the last token is due."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, arrival + timing.offset(max(counts) - 1) - loop.time()))
+    words = [" " + w for w in GEN_WORDS]
+    texts = ["".join(words[j % len(words)] for j in range(c)) for c in counts]
+    finish = {i: "length" for i in range(len(counts))}
+    return json_response(gen.body_json(texts, finish, sum(counts)))

@@ -1,26 +1,31 @@
 """The simulator's HTTP API: vLLM's OpenAI-compatible endpoints on aiohttp.
 
-Endpoints and shapes follow reference section 6 and ``endpoints.txt`` of the CPU captures:
+Endpoints and shapes follow reference section 6 and the CPU captures (``endpoints.txt``):
 ``/health`` and ``/ping`` (200, empty), ``/version``, ``/v1/models`` (with
-``max_model_len``), ``/load``, ``/metrics``, ``/tokenize``, ``/detokenize``,
-``POST /v1/completions`` and ``POST /v1/chat/completions`` (streaming as SSE ``data:``
-chunks in OpenAI's format, ``stream_options.include_usage`` adding a final usage chunk,
-then ``data: [DONE]``; or one JSON body). With an API key, ``/v1/*`` needs
-``Authorization: Bearer <key>`` and answers 401 ``{"error": "Unauthorized"}`` otherwise.
-Request errors use vLLM's ``{"error": {"message", "type", "param", "code"}}`` body and its
-message texts (reference 1.5, request time).
+``max_model_len``; LoRA adapters listed after the base model with their ``root`` path and
+``parent``), ``/load``, ``/metrics``, ``/tokenize``, ``/detokenize``, ``/kv_event_sources``,
+``POST /v1/completions`` and ``POST /v1/chat/completions`` (streaming as SSE, see
+:mod:`tui.sim.generation`). A request names an adapter as its ``model`` to run under it.
+With ``VLLM_SERVER_DEV_MODE=1``: ``/reset_prefix_cache`` (``?reset_running_requests=``),
+``/reset_mm_cache``, ``/reset_encoder_cache``, ``/is_sleeping`` (what auto_tune.sh and
+``vllm bench sweep serve`` call). With an API key, ``/v1/*`` needs ``Authorization: Bearer
+<key>`` and answers 401 ``{"error": "Unauthorized"}`` otherwise. Request errors use vLLM's
+``{"error": {"message", "type", "param", "code"}}`` body and texts (reference 1.5), paths in
+messages replaced by ``<path>`` as vLLM's ``sanitize_message`` does. Every request outside
+vLLM's exclusions is counted in the ``http_*`` families, as prometheus-fastapi-instrumentator
+counts them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
@@ -28,18 +33,14 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from tui.sim.argv import FixedTiming
-from tui.sim.engine import AsyncEngine, Chunk, RequestHandle
-from tui.sim.fixed import FixedStream
+from tui.sim.argv import FixedTiming, LoraModule
+from tui.sim.engine import AsyncEngine
+from tui.sim.fixed import complete_fixed, plan_fixed, stream_fixed
+from tui.sim.generation import API, ApiError, Generation, json_response
 from tui.sim.logs import VERSION, VllmLog, uvicorn_access_line
+from tui.sim.metric_tables import HTTP_EXCLUDED
 from tui.sim.metrics import SimMetrics
-from tui.sim.tokenizer import (
-    GEN_WORDS,
-    SimTokenizer,
-    chat_prompt_ids,
-    message_text,
-    prompt_ids,
-)
+from tui.sim.tokenizer import ChatTemplateError, Tokenizer, message_text
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 UVICORN_BACKLOG = 2048
@@ -51,47 +52,30 @@ class ApiContext:
 
     engine: AsyncEngine
     metrics: SimMetrics
-    tokenizer: SimTokenizer
+    tokenizer: Tokenizer
     served_name: str
     model_path: str
     max_model_len: int
     max_logprobs: int
-    adds_bos: bool
-    chat_template: str
     api_key: str | None = None
     load_tracking: bool = False
     dev_mode: bool = False
     server_load: int = 0
     fixed: FixedTiming | None = None  # --sim-fixed-*: injected delays, engine bypassed
+    loras: dict[str, LoraModule] = field(default_factory=dict)
+    log: VllmLog = field(default_factory=VllmLog)
+    log_requests: bool = False
+    fingerprint: str | None = None
 
 
 CTX_KEY = web.AppKey("ctx", ApiContext)
 
 
-class ApiError(Exception):
-    """An OpenAI-style error response."""
-
-    def __init__(
-        self,
-        message: str,
-        status: int = 400,
-        err_type: str = "BadRequestError",
-        param: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message, self.status, self.err_type, self.param = message, status, err_type, param
-
-    def response(self) -> web.Response:
-        """The JSON error body vLLM sends."""
-        body = {
-            "error": {
-                "message": self.message,
-                "type": self.err_type,
-                "param": self.param,
-                "code": self.status,
-            }
-        }
-        return _json(body, status=self.status)
+def sanitize_message(message: str) -> str:
+    """vLLM's ``sanitize_message`` (``serve/exception_handling/utils.py``): no paths."""
+    message = re.sub(r"/(?:home|usr|opt|var|tmp|root|lib|mnt|srv)(?:/[\w.\-]+)+", "<path>", message)
+    message = re.sub(r"(?:/[\w\-]+)+/[\w\-]+\.\w+", "<path>", message)
+    return message.strip()
 
 
 def access_logger_class(log: VllmLog) -> type[AbstractAccessLogger]:
@@ -115,17 +99,49 @@ def access_logger_class(log: VllmLog) -> type[AbstractAccessLogger]:
     return UvicornAccessLogger
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    """A compact JSON response, as FastAPI renders them."""
-    return web.Response(
-        text=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-        status=status,
-        content_type="application/json",
-    )
-
-
 def _ctx(request: web.Request) -> ApiContext:
     return request.app[CTX_KEY]
+
+
+def _handler_name(request: web.Request) -> str:
+    """The route template, or ``none`` for unmatched paths (the instrumentator's grouping)."""
+    info = request.match_info
+    if isinstance(info, web.UrlMappingMatchInfo) and info.http_exception is None:
+        resource = info.route.resource
+        if resource is not None:
+            return resource.canonical
+    return "none"
+
+
+@web.middleware
+async def _instrument(
+    request: web.Request, handler: Callable[[web.Request], Any]
+) -> web.StreamResponse:
+    """The ``http_*`` metrics of every request outside vLLM's exclusions."""
+    name = _handler_name(request)
+    if name in HTTP_EXCLUDED:
+        response: web.StreamResponse = await handler(request)
+        return response
+    start = time.perf_counter()
+    status = 500
+    response_bytes = 0
+    try:
+        response = await handler(request)
+        status = response.status
+        response_bytes = response.content_length or 0
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        _ctx(request).metrics.http.observe(
+            name,
+            request.method,
+            status,
+            time.perf_counter() - start,
+            request.content_length or 0,
+            response_bytes,
+        )
 
 
 @web.middleware
@@ -133,12 +149,12 @@ async def _auth(request: web.Request, handler: Callable[[web.Request], Any]) -> 
     ctx = _ctx(request)
     guarded = ctx.api_key and request.method != "OPTIONS" and request.path.startswith(AUTH_PREFIXES)
     if guarded and request.headers.get("Authorization") != f"Bearer {ctx.api_key}":
-        return _json({"error": "Unauthorized"}, status=401)
+        return json_response({"error": "Unauthorized"}, status=401)
     try:
         response: web.StreamResponse = await handler(request)
         return response
     except ApiError as exc:
-        return exc.response()
+        return json_response(exc.body(), status=exc.status)
 
 
 async def _server_header(request: web.Request, response: web.StreamResponse) -> None:
@@ -150,12 +166,12 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _version(request: web.Request) -> web.Response:
-    return _json({"version": VERSION})
+    return json_response({"version": VERSION})
 
 
 async def _load(request: web.Request) -> web.Response:
     ctx = _ctx(request)
-    return _json({"server_load": ctx.server_load if ctx.load_tracking else 0})
+    return json_response({"server_load": ctx.server_load if ctx.load_tracking else 0})
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -163,17 +179,19 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def _models(request: web.Request) -> web.Response:
-    ctx = _ctx(request)
-    now = int(time.time())
-    card = {
-        "id": ctx.served_name,
+async def _kv_event_sources(request: web.Request) -> web.Response:
+    return json_response({})
+
+
+def _card(model_id: str, root: str, parent: str | None, max_len: int | None, now: int) -> Any:
+    return {
+        "id": model_id,
         "object": "model",
         "created": now,
         "owned_by": "vllm",
-        "root": ctx.model_path,
-        "parent": None,
-        "max_model_len": ctx.max_model_len,
+        "root": root,
+        "parent": parent,
+        "max_model_len": max_len,
         "permission": [
             {
                 "id": f"modelperm-{uuid.uuid4().hex[:16]}",
@@ -191,23 +209,37 @@ async def _models(request: web.Request) -> web.Response:
             }
         ],
     }
-    return _json({"object": "list", "data": [card]})
+
+
+async def _models(request: web.Request) -> web.Response:
+    ctx = _ctx(request)
+    now = int(time.time())
+    cards = [_card(ctx.served_name, ctx.model_path, None, ctx.max_model_len, now)]
+    for lora in ctx.loras.values():
+        parent = lora.base_model_name or ctx.served_name
+        cards.append(_card(lora.name, lora.path, parent, None, now))
+    return json_response({"object": "list", "data": cards})
 
 
 async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(f"JSON decode error: {exc}") from exc
     if not isinstance(body, dict):
         raise ApiError("Request body must be a JSON object")
     return body
 
 
-def _check_model(ctx: ApiContext, body: dict[str, Any]) -> None:
+def _resolve_model(ctx: ApiContext, body: dict[str, Any]) -> LoraModule | None:
+    """The adapter a request names as its ``model`` (``None``: the base model)."""
     model = body.get("model")
-    if model is not None and model not in (ctx.served_name, ctx.model_path):
-        raise ApiError(f"The model `{model}` does not exist.", 404, "NotFoundError", "model")
+    if model is None or model in (ctx.served_name, ctx.model_path, ""):
+        return None
+    if isinstance(model, str) and model in ctx.loras:
+        return ctx.loras[model]
+    message = f"The model `{model}` does not exist. Valid aliases: {ctx.served_name}."
+    raise ApiError(sanitize_message(message), 404, "NotFoundError", "model")
 
 
 def _int_field(body: dict[str, Any], *names: str) -> int | None:
@@ -221,26 +253,6 @@ def _int_field(body: dict[str, Any], *names: str) -> int | None:
             raise ApiError(f"{name} must be at least 1, got {value}.")
         return value
     return None
-
-
-def _validate_lengths(ctx: ApiContext, n_prompt: int, max_tokens: int | None) -> int:
-    """vLLM's request-time length checks (``renderers/params.py:521-535``); the max_tokens used."""
-    mml = ctx.max_model_len
-    if n_prompt > mml:
-        raise ApiError(
-            f"This model's maximum context length is {mml} tokens. However, your prompt contains "
-            f"{n_prompt} input tokens, which exceeds this limit even without any output tokens. "
-            "Please reduce the length of the input prompt."
-        )
-    if max_tokens is None:
-        return max(1, mml - n_prompt)
-    if max_tokens > mml - n_prompt:
-        raise ApiError(
-            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This model's "
-            f"maximum context length is {mml} tokens and your request has {n_prompt} input "
-            f"tokens ({max_tokens} > {mml} - {n_prompt})."
-        )
-    return max_tokens
 
 
 def _check_logprobs(ctx: ApiContext, body: dict[str, Any], chat: bool) -> None:
@@ -268,344 +280,66 @@ def _prompts(body: dict[str, Any]) -> list[str | list[int]]:
             return [[int(p) for p in prompt]]
         if all(isinstance(p, str) for p in prompt):
             return list(prompt)
-        if all(isinstance(p, list) for p in prompt):
+        if all(
+            isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+            for p in prompt
+        ):
             return [[int(t) for t in p] for p in prompt]
     raise ApiError("prompt must be a string, a list of strings or a list of token ids")
 
 
-async def _merged(handles: list[RequestHandle]) -> AsyncIterator[tuple[int, Chunk]]:
-    """Chunks of several requests, interleaved as they come, tagged with their index."""
-    if len(handles) == 1:
-        while True:
-            chunk = await handles[0].queue.get()
-            yield 0, chunk
-            if chunk.finish_reason is not None:
-                return
-    out: asyncio.Queue[tuple[int, Chunk]] = asyncio.Queue()
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ApiError("messages must be a non-empty list")
+    for m in messages:
+        if not isinstance(m, dict):
+            raise ApiError("each message must be an object")
+        message_text(m.get("content"))
+    return messages
 
-    async def pump(i: int, h: RequestHandle) -> None:
-        while True:
-            chunk = await h.queue.get()
-            out.put_nowait((i, chunk))
-            if chunk.finish_reason is not None:
-                return
 
-    tasks = [asyncio.create_task(pump(i, h)) for i, h in enumerate(handles)]
+def _chat_ids(ctx: ApiContext, messages: list[dict[str, Any]], body: dict[str, Any]) -> list[int]:
     try:
-        done = 0
-        while done < len(handles):
-            i, chunk = await out.get()
-            if chunk.finish_reason is not None:
-                done += 1
-            yield i, chunk
-    finally:
-        for t in tasks:
-            t.cancel()
+        return ctx.tokenizer.chat_ids(messages, bool(body.get("add_generation_prompt", True)))
+    except ChatTemplateError as exc:
+        raise ApiError(sanitize_message(str(exc))) from exc
 
 
-class _Generation:
-    """One API request's engine requests, from submission to the response."""
-
-    def __init__(self, ctx: ApiContext, chat: bool, body: dict[str, Any]) -> None:
-        self.ctx = ctx
-        self.chat = chat
-        self.body = body
-        self.created = int(time.time())
-        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        self.handles: list[RequestHandle] = []
-        self.prompt_tokens = 0
-
-    def submit(self, prompts: list[list[int]], max_tokens: int | None, n: int) -> None:
-        ignore_eos = bool(self.body.get("ignore_eos", False))
-        for k, ids in enumerate(prompts):
-            used = _validate_lengths(self.ctx, len(ids), max_tokens)
-            self.prompt_tokens += len(ids)  # counted once per prompt, whatever n is
-            for j in range(n):
-                rid = f"{self.id}-{k}-{j}"
-                self.handles.append(self.ctx.engine.submit(list(ids), used, ignore_eos, rid))
-
-    def abort(self) -> None:
-        for h in self.handles:
-            self.ctx.engine.abort(h)
-
-    def _choice(
-        self, index: int, text: str, finish: str | None, first: bool = False
-    ) -> dict[str, Any]:
-        if self.chat:
-            delta = {"role": "assistant", "content": text} if first else {"content": text}
-            choice: dict[str, Any] = {
-                "index": index,
-                "delta": delta,
-                "logprobs": None,
-                "finish_reason": finish,
-            }
-            if finish is not None:
-                choice["stop_reason"] = None
-            return choice
-        return {
-            "index": index,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": finish,
-            "stop_reason": None,
-        }
-
-    def _frame(self, choices: list[dict[str, Any]], usage: dict[str, int] | None = None) -> bytes:
-        obj: dict[str, Any] = {
-            "id": self.id,
-            "object": "chat.completion.chunk" if self.chat else "text_completion",
-            "created": self.created,
-            "model": self.ctx.served_name,
-            "choices": choices,
-        }
-        if usage is not None:
-            obj["usage"] = usage
-        return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-    def _usage(self, completion: int) -> dict[str, int]:
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "total_tokens": self.prompt_tokens + completion,
-            "completion_tokens": completion,
-        }
-
-    async def stream(self, request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await resp.prepare(request)
-        include_usage = bool((self.body.get("stream_options") or {}).get("include_usage"))
-        started: set[int] = set()
-        completion = 0
-        aborted = False
-        try:
-            async for i, chunk in _merged(self.handles):
-                if chunk.finish_reason == "abort":
-                    aborted = True
-                    continue
-                if chunk.token_id is not None:
-                    completion += 1
-                if self.chat and i not in started:
-                    # vLLM's first chat chunk carries the role; it goes out with the first token.
-                    await resp.write(self._frame([self._choice(i, "", None, first=True)]))
-                started.add(i)
-                if chunk.token_id is None and chunk.finish_reason is None:
-                    continue
-                await resp.write(self._frame([self._choice(i, chunk.text, chunk.finish_reason)]))
-            if aborted:
-                return resp  # the server is shutting down: end the stream without [DONE]
-            if include_usage:
-                await resp.write(self._frame([], self._usage(completion)))
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except ConnectionResetError:
-            self.abort()  # the client went away: free its sequences, as vLLM aborts them
-        except BaseException:
-            self.abort()
-            raise
-        return resp
-
-    def plan_fixed(self, prompts: list[list[int]], max_tokens: int | None, n: int) -> list[int]:
-        """Fixed-delay mode: validate like :meth:`submit`; tokens per sequence, no engine."""
-        counts: list[int] = []
-        for ids in prompts:
-            used = _validate_lengths(self.ctx, len(ids), max_tokens)
-            self.prompt_tokens += len(ids)
-            counts.extend([max(1, used)] * n)
-        return counts
-
-    async def stream_fixed(
-        self, request: web.Request, timing: FixedTiming, counts: list[int], arrival: float
-    ) -> web.StreamResponse:
-        """Stream on the injected schedule: token k at ``arrival + ttft + k·itl``.
-
-        The first write goes through aiohttp (it sends the headers); the rest are written
-        from timer callbacks by :class:`~tui.sim.fixed.FixedStream`, with frames built
-        once per sequence, so the simulator keeps pace at a thousand streams.
-        """
-        loop = asyncio.get_running_loop()
-        resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache",
-            }
-        )
-        await resp.prepare(request)
-        include_usage = bool((self.body.get("stream_options") or {}).get("include_usage"))
-        words = [" " + w for w in GEN_WORDS[:8]]
-        frames = [
-            [self._frame([self._choice(i, w, None)]) for w in words] for i in range(len(counts))
-        ]
-
-        single = frames[0] if len(counts) == 1 and not self.chat else None
-        n_words = len(words)
-
-        def build(k: int, last: int) -> bytes:
-            if single is not None and last < counts[0] - 1:  # the common case, no finish
-                if k == last:
-                    return single[k % n_words]
-                return b"".join([single[j % n_words] for j in range(k, last + 1)])
-            parts: list[bytes] = []
-            for j in range(k, last + 1):
-                for i, count in enumerate(counts):
-                    if j >= count:
-                        continue
-                    if self.chat and j == 0:
-                        parts.append(self._frame([self._choice(i, "", None, first=True)]))
-                    if j == count - 1:
-                        word = words[j % len(words)]
-                        parts.append(self._frame([self._choice(i, word, "length")]))
-                    else:
-                        parts.append(frames[i][j % len(words)])
-            return b"".join(parts)
-
-        total = max(counts)
-        stream: FixedStream | None = None
-        try:
-            await asyncio.sleep(max(0.0, arrival + timing.offset(0) - loop.time()))
-            last = 0
-            if timing.itl_s > 0:
-                elapsed = loop.time() - arrival - timing.ttft_s
-                last = min(total - 1, max(0, int(elapsed / timing.itl_s)))
-            else:
-                last = total - 1
-            await resp.write(build(0, last))
-            if last + 1 < total:
-                if request.transport is None:
-                    return resp  # the client went away
-                stream = FixedStream(request.transport, build, total, timing, arrival)
-                stream.start(last + 1)
-                if not await stream.done:
-                    return resp  # the client went away
-            if include_usage:
-                await resp.write(self._frame([], self._usage(sum(counts))))
-            await resp.write(b"data: [DONE]\n\n")
-            await resp.write_eof()
-        except ConnectionResetError:
-            pass  # the client went away; nothing to free in fixed mode
-        finally:
-            if stream is not None:
-                stream.cancel()
-        return resp
-
-    async def complete_fixed(
-        self, timing: FixedTiming, counts: list[int], arrival: float
-    ) -> web.Response:
-        """Fixed-delay mode without streaming: answer when the last token is due."""
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, arrival + timing.offset(max(counts) - 1) - loop.time()))
-        words = [" " + w for w in GEN_WORDS]
-        texts = ["".join(words[j % len(words)] for j in range(c)) for c in counts]
-        return self._body(texts, {i: "length" for i in range(len(counts))}, sum(counts))
-
-    async def complete(self) -> web.Response:
-        texts: dict[int, list[str]] = {i: [] for i in range(len(self.handles))}
-        finish: dict[int, str] = {}
-        completion = 0
-        try:
-            async for i, chunk in _merged(self.handles):
-                if chunk.token_id is not None:
-                    texts[i].append(chunk.text)
-                    completion += 1
-                if chunk.finish_reason is not None:
-                    finish[i] = chunk.finish_reason
-        except asyncio.CancelledError:
-            self.abort()
-            raise
-        if "abort" in finish.values():
-            raise ApiError(
-                "Request aborted: the server is shutting down.", 503, "ServiceUnavailableError"
-            )
-        return self._body(["".join(texts[i]) for i in range(len(self.handles))], finish, completion)
-
-    def _body(self, outputs: list[str], finish: dict[int, str], completion: int) -> web.Response:
-        choices: list[dict[str, Any]] = []
-        for i, text in enumerate(outputs):
-            if self.chat:
-                message: dict[str, Any] = {
-                    "role": "assistant",
-                    "content": text.lstrip(),
-                    "refusal": None,
-                    "annotations": None,
-                    "audio": None,
-                    "function_call": None,
-                    "tool_calls": [],
-                    "reasoning_content": None,
-                }
-                choices.append(
-                    {
-                        "index": i,
-                        "message": message,
-                        "logprobs": None,
-                        "finish_reason": finish.get(i),
-                        "stop_reason": None,
-                    }
-                )
-            else:
-                choices.append(
-                    {
-                        "index": i,
-                        "text": text,
-                        "logprobs": None,
-                        "finish_reason": finish.get(i),
-                        "stop_reason": None,
-                        "prompt_logprobs": None,
-                    }
-                )
-        usage: dict[str, Any] = {**self._usage(completion), "prompt_tokens_details": None}
-        body = {
-            "id": self.id,
-            "object": "chat.completion" if self.chat else "text_completion",
-            "created": self.created,
-            "model": self.ctx.served_name,
-            "choices": choices,
-            "usage": usage,
-            "prompt_logprobs": None,
-            "kv_transfer_params": None,
-        }
-        return _json(body)
+def _request_prompts(
+    ctx: ApiContext, body: dict[str, Any], chat: bool
+) -> tuple[list[list[int]], int | None]:
+    """Token ids of each prompt, and the requested ``max_tokens``."""
+    if chat:
+        prompts = [_chat_ids(ctx, _messages(body), body)]
+        return prompts, _int_field(body, "max_completion_tokens", "max_tokens")
+    add_special = bool(body.get("add_special_tokens", True))
+    prompts = [ctx.tokenizer.prompt_ids(p, add_special) for p in _prompts(body)]
+    if any(not ids for ids in prompts):
+        raise ApiError("The decoder prompt cannot be empty")
+    max_tokens = _int_field(body, "max_tokens")
+    if "max_tokens" not in body:
+        max_tokens = 16  # the OpenAI completions default vLLM keeps
+    return prompts, max_tokens
 
 
 async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     arrival = asyncio.get_running_loop().time()  # fixed-delay mode counts from here
     ctx = _ctx(request)
     body = await _json_body(request)
-    _check_model(ctx, body)
+    lora = _resolve_model(ctx, body)
     _check_logprobs(ctx, body, chat)
     n = _int_field(body, "n") or 1
-    if chat:
-        messages = body.get("messages")
-        if not isinstance(messages, list) or not messages:
-            raise ApiError("messages must be a non-empty list")
-        for m in messages:
-            if not isinstance(m, dict):
-                raise ApiError("each message must be an object")
-            message_text(m.get("content"))
-        prompts = [chat_prompt_ids(ctx.tokenizer, messages, ctx.chat_template)]
-        max_tokens = _int_field(body, "max_completion_tokens", "max_tokens")
-    else:
-        prompts = [prompt_ids(ctx.tokenizer, p, ctx.adds_bos) for p in _prompts(body)]
-        if any(not ids for ids in prompts):
-            raise ApiError("The decoder prompt cannot be empty")
-        max_tokens = _int_field(body, "max_tokens")
-        if "max_tokens" not in body:
-            max_tokens = 16  # the OpenAI completions default vLLM keeps
-    gen = _Generation(ctx, chat, body)
-    if ctx.fixed is not None:
-        counts = gen.plan_fixed(prompts, max_tokens, n)
-        ctx.server_load += 1
-        try:
-            if body.get("stream"):
-                return await gen.stream_fixed(request, ctx.fixed, counts, arrival)
-            return await gen.complete_fixed(ctx.fixed, counts, arrival)
-        finally:
-            ctx.server_load -= 1
-    gen.submit(prompts, max_tokens, n)
+    prompts, max_tokens = _request_prompts(ctx, body, chat)
+    gen = Generation(ctx, chat, body, lora)
     ctx.server_load += 1
     try:
+        if ctx.fixed is not None:
+            counts = plan_fixed(gen, prompts, max_tokens, n)
+            if body.get("stream"):
+                return await stream_fixed(gen, request, ctx.fixed, counts, arrival)
+            return await complete_fixed(gen, ctx.fixed, counts, arrival)
+        gen.submit(prompts, max_tokens, n)
         if body.get("stream"):
             return await gen.stream(request)
         return await gen.complete()
@@ -621,20 +355,30 @@ async def _chat(request: web.Request) -> web.StreamResponse:
     return await _generate(request, chat=True)
 
 
+def _log_tokenize_request(ctx: ApiContext) -> None:
+    if ctx.log_requests:
+        rid = f"tokenize-{uuid.uuid4().hex[:16]}"
+        ctx.log.info(
+            API,
+            "request_logger.py:65",
+            f"Received request {rid}: params: None, lora_request: None.",
+        )
+
+
 async def _tokenize(request: web.Request) -> web.Response:
     ctx = _ctx(request)
     body = await _json_body(request)
+    _log_tokenize_request(ctx)
     if isinstance(body.get("messages"), list):
-        ids = chat_prompt_ids(ctx.tokenizer, body["messages"], ctx.chat_template)
+        ids = _chat_ids(ctx, _messages(body), body)
     else:
         prompt = body.get("prompt", "")
         if not isinstance(prompt, str):
             raise ApiError("prompt must be a string")
-        ids = prompt_ids(
-            ctx.tokenizer, prompt, ctx.adds_bos and body.get("add_special_tokens", True)
-        )
-    return _json(
-        {"count": len(ids), "max_model_len": ctx.max_model_len, "tokens": ids, "token_strs": None}
+        ids = ctx.tokenizer.prompt_ids(prompt, bool(body.get("add_special_tokens", True)))
+    strs = ctx.tokenizer.token_strs(ids) if body.get("return_token_strs") else None
+    return json_response(
+        {"count": len(ids), "max_model_len": ctx.max_model_len, "tokens": ids, "token_strs": strs}
     )
 
 
@@ -642,19 +386,48 @@ async def _detokenize(request: web.Request) -> web.Response:
     ctx = _ctx(request)
     body = await _json_body(request)
     tokens = body.get("tokens")
-    if not isinstance(tokens, list):
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
         raise ApiError("tokens must be a list of token ids")
-    return _json({"prompt": ctx.tokenizer.decode(int(t) for t in tokens)})
+    _log_tokenize_request(ctx)
+    return json_response({"prompt": ctx.tokenizer.decode(tokens)})
+
+
+def _query_flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "false").strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise ApiError(f"Input should be a valid boolean, unable to interpret input: {value!r}")
 
 
 async def _reset_prefix_cache(request: web.Request) -> web.Response:
-    ok = _ctx(request).engine.scheduler.pool.reset_cache()
-    return _json({"success": ok})
+    ctx = _ctx(request)
+    running = _query_flag(request, "reset_running_requests")
+    _query_flag(request, "reset_external")
+    ctx.log.info(API, "api_router.py:39", "Resetting prefix cache...")
+    ok = ctx.engine.reset_prefix_cache(running)
+    return json_response({"success": ok})
+
+
+def _reset_note(message: str, line: int) -> Callable[[web.Request], Any]:
+    async def handler(request: web.Request) -> web.Response:
+        _ctx(request).log.info(API, f"api_router.py:{line}", message)
+        return web.Response(status=200)
+
+    return handler
+
+
+async def _is_sleeping(request: web.Request) -> web.Response:
+    return json_response({"is_sleeping": False})
 
 
 ROUTES: list[tuple[str, str]] = [
     ("/load", "GET"),
     ("/version", "GET"),
+    ("/kv_event_sources", "GET"),
     ("/health", "GET"),
     ("/metrics", "GET"),
     ("/tokenize", "POST"),
@@ -667,9 +440,19 @@ ROUTES: list[tuple[str, str]] = [
 ]
 
 
+def dev_routes() -> list[tuple[str, str]]:
+    """The development endpoints the simulator serves with ``VLLM_SERVER_DEV_MODE=1``."""
+    return [
+        ("/reset_prefix_cache", "POST"),
+        ("/reset_mm_cache", "POST"),
+        ("/reset_encoder_cache", "POST"),
+        ("/is_sleeping", "GET"),
+    ]
+
+
 def build_app(ctx: ApiContext) -> web.Application:
     """The aiohttp application serving ``ctx``."""
-    app = web.Application(middlewares=[_auth])
+    app = web.Application(middlewares=[_instrument, _auth])
     app[CTX_KEY] = ctx
     app.on_response_prepare.append(_server_header)
     app.router.add_get("/health", _health)
@@ -678,6 +461,7 @@ def build_app(ctx: ApiContext) -> web.Application:
     app.router.add_get("/version", _version)
     app.router.add_get("/load", _load)
     app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/kv_event_sources", _kv_event_sources)
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/v1/completions", _completions)
     app.router.add_post("/v1/chat/completions", _chat)
@@ -685,6 +469,9 @@ def build_app(ctx: ApiContext) -> web.Application:
     app.router.add_post("/detokenize", _detokenize)
     if ctx.dev_mode:
         app.router.add_post("/reset_prefix_cache", _reset_prefix_cache)
+        app.router.add_post("/reset_mm_cache", _reset_note("Resetting multi-modal cache...", 52))
+        app.router.add_post("/reset_encoder_cache", _reset_note("Resetting encoder cache...", 62))
+        app.router.add_get("/is_sleeping", _is_sleeping)
     return app
 
 

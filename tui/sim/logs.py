@@ -207,6 +207,15 @@ _CONFIG_SITES: dict[str, list[tuple[str, int, str, str, str]]] = {
             "                   ^^^^^^^^^^^^^^^^",
         ),
     ],
+    "LoRAConfig": [
+        (
+            f"{VLLM}/engine/arg_utils.py",
+            2651,
+            "create_engine_config",
+            "LoRAConfig(",
+            "^^^^^^^^^^^",
+        ),
+    ],
     "VllmConfig": [
         (
             f"{VLLM}/engine/arg_utils.py",
@@ -251,6 +260,35 @@ def config_error_traceback(config: str, exception_lines: list[str]) -> list[str]
         f"pydantic_core._pydantic_core.ValidationError: {first}",
         *rest,
     ]
+
+
+def api_init_traceback(exception: str) -> list[str]:
+    """The API server's traceback when its app state fails to initialise (static LoRAs)."""
+    frames = [
+        *_CLI_FRAMES,
+        (
+            f"{VLLM}/entrypoints/launchers/api_server/entry.py",
+            197,
+            "run_server_worker",
+            "await init_app_state(engine_client, app.state, args, supported_tasks)",
+            "",
+        ),
+        (
+            f"{VLLM}/entrypoints/launchers/api_server/app_state.py",
+            96,
+            "init_app_state",
+            "await state.openai_serving_models.init_static_loras()",
+            "",
+        ),
+        (
+            f"{VLLM}/entrypoints/openai/models/serving.py",
+            139,
+            "init_static_loras",
+            "raise ValueError(load_result.error.message)",
+            "",
+        ),
+    ]
+    return ["Traceback (most recent call last):", *_frames(frames), *exception.split("\n")]
 
 
 def bind_error_traceback(errno_text: str) -> list[str]:

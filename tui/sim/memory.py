@@ -267,8 +267,12 @@ def block_size_message(block_size: int) -> str:
     )
 
 
-def plan_memory(cfg: ResolvedConfig) -> MemoryPlan:
-    """Walk vLLM's GPU memory budget for ``cfg``; the first failure ends the walk."""
+def plan_memory(cfg: ResolvedConfig, extra_weight_bytes: int = 0) -> MemoryPlan:
+    """Walk vLLM's GPU memory budget for ``cfg``; the first failure ends the walk.
+
+    ``extra_weight_bytes`` is memory allocated with the weights that the domain's budget
+    does not know of (the LoRA adapter slots, :func:`tui.sim.lora.lora_weight_bytes`).
+    """
     hw = cfg.hardware
     total = hw.gpu.total_bytes
     util = cfg.gpu_memory_utilization
@@ -276,6 +280,18 @@ def plan_memory(cfg: ResolvedConfig) -> MemoryPlan:
     # Every number is the domain's (the pre-flight estimate computes the same budget); the
     # walk below only decides which of vLLM's checks fails first.
     b = budget.gpu_budget(cfg, total, free)
+    if extra_weight_bytes:
+        weights_plus = b.weights + extra_weight_bytes
+        b = replace(
+            b,
+            weights=weights_plus,
+            available_kv=budget.available_kv_bytes(
+                b.requested,
+                weights_plus + b.non_torch + b.activation_peak,
+                b.cudagraph,
+                cfg.kv_cache_memory_bytes,
+            ),
+        )
     requested, weights = b.requested, b.weights
     plan = MemoryPlan(
         cfg=cfg,

@@ -59,6 +59,7 @@ class SimRequest:
     max_tokens: int
     stop_after: int | None = None
     arrival: float = 0.0
+    lora: str | None = None  # the adapter the request runs under (None: the base model)
     output_ids: list[int] = field(default_factory=list)
     num_computed: int = 0
     block_ids: list[int] = field(default_factory=list)
@@ -92,22 +93,27 @@ class SimRequest:
 
 
 class BlockPool:
-    """Fixed-size KV blocks with reference counts, an LRU free queue and a hash index."""
+    """Fixed-size KV blocks with reference counts, an LRU free queue and a hash index.
+
+    vLLM's free queue starts with every block in id order and hands blocks out from its
+    front; freed blocks join its tail. Blocks never handed out are therefore always the
+    first to go, so they are kept as a counter (``_fresh``) rather than a million-entry
+    queue: a tiny model on a large GPU has millions of blocks.
+    """
 
     def __init__(self, num_gpu_blocks: int) -> None:
         self.num_gpu_blocks = num_gpu_blocks
         self._ref = [0] * num_gpu_blocks
         self._hash: list[int | None] = [None] * num_gpu_blocks
         # Block 0 is the null block and is never handed out.
-        self._free: OrderedDict[int, None] = OrderedDict(
-            (i, None) for i in range(1, num_gpu_blocks)
-        )
+        self._fresh = 1 if num_gpu_blocks > 0 else 0  # next never-used block id
+        self._free: OrderedDict[int, None] = OrderedDict()  # freed blocks, LRU first
         self._cached: dict[int, int] = {}
 
     @property
     def num_free(self) -> int:
         """Blocks not referenced by any sequence (cached-but-free ones included)."""
-        return len(self._free)
+        return (self.num_gpu_blocks - self._fresh) + len(self._free)
 
     def usage(self) -> float:
         """``1 - free/(num_gpu_blocks - 1)``, 0-1."""
@@ -137,10 +143,15 @@ class BlockPool:
 
     def allocate(self, n: int) -> list[int] | None:
         """``n`` fresh blocks from the LRU end (evicting their cached hashes), or ``None``."""
-        if n > len(self._free):
+        if n > self.num_free:
             return None
         out = []
-        for _ in range(n):
+        fresh = min(n, self.num_gpu_blocks - self._fresh)
+        for b in range(self._fresh, self._fresh + fresh):
+            self._ref[b] = 1
+            out.append(b)
+        self._fresh += fresh
+        for _ in range(n - fresh):
             b, _none = self._free.popitem(last=False)
             h = self._hash[b]
             if h is not None:
@@ -185,6 +196,7 @@ class SchedulerConfig:
     max_model_len: int
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
+    max_loras: int = 0  # --max-loras with --enable-lora; 0: LoRA off
 
 
 @dataclass
@@ -222,6 +234,7 @@ class Scheduler:
         self.prefix_queries = 0
         self.prefix_hits = 0
         self.num_preemptions = 0
+        self.num_deferred = 0  # waiting requests skipped in the last step (LoRA budget)
 
     # -- requests ---------------------------------------------------------------------------
     def add(self, request: SimRequest) -> None:
@@ -255,6 +268,7 @@ class Scheduler:
         plan = StepPlan()
         budget = cfg.max_num_batched_tokens
         i = 0
+        self.num_deferred = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.num_tokens - req.num_computed, budget)
@@ -264,7 +278,7 @@ class Scheduler:
             preempted_self = False
             while not self._grow(req, req.num_computed + n):
                 victim = self.running.pop()
-                self._preempt(victim)
+                self.preempt(victim)
                 plan.preempted.append(victim)
                 if victim is req:
                     preempted_self = True
@@ -275,22 +289,39 @@ class Scheduler:
             budget -= n
             i += 1
         if not plan.preempted:
-            while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
-                req = self.waiting[0]
-                admitted = self._admit(req, budget)
-                if admitted is None:
-                    break
-                n = admitted
-                self.waiting.popleft()
-                req.status = RequestStatus.RUNNING
-                if req.first_scheduled is None:
-                    req.first_scheduled = now
-                self.running.append(req)
-                plan.admitted.append(req)
-                plan.scheduled.append((req, n))
-                budget -= n
+            self._admit_waiting(plan, budget, now)
         plan.work = self._work(plan.scheduled)
         return plan
+
+    def _admit_waiting(self, plan: StepPlan, budget: int, now: float) -> None:
+        """Admit waiting requests in order while the batch, the budget and the blocks allow.
+
+        A request whose LoRA adapter would exceed ``max_loras`` distinct adapters in the
+        batch is skipped (vLLM v1's scheduler), not a barrier: later ones may still run.
+        """
+        cfg = self.config
+        adapters = {r.lora for r in self.running if r.lora is not None}
+        skipped: list[SimRequest] = []
+        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+            req = self.waiting[0]
+            if req.lora is not None and req.lora not in adapters and len(adapters) >= cfg.max_loras:
+                skipped.append(self.waiting.popleft())
+                continue
+            admitted = self._admit(req, budget)
+            if admitted is None:
+                break
+            self.waiting.popleft()
+            req.status = RequestStatus.RUNNING
+            if req.first_scheduled is None:
+                req.first_scheduled = now
+            if req.lora is not None:
+                adapters.add(req.lora)
+            self.running.append(req)
+            plan.admitted.append(req)
+            plan.scheduled.append((req, admitted))
+            budget -= admitted
+        self.waiting.extendleft(reversed(skipped))
+        self.num_deferred = len(skipped)
 
     def complete(
         self, plan: StepPlan, now: float, next_token: Callable[[SimRequest], int]
@@ -332,7 +363,8 @@ class Scheduler:
             return
         bs = self.config.block_size
         full = req.num_tokens // bs
-        parent = req.block_hashes[-1] if req.block_hashes else 0
+        # vLLM's block hashes carry the adapter as an extra key: no sharing across adapters.
+        parent = req.block_hashes[-1] if req.block_hashes else hash(("lora", req.lora))
         for j in range(len(req.block_hashes), full):
             chunk = tuple(req.token_at(k) for k in range(j * bs, (j + 1) * bs))
             parent = hash((parent, chunk))
@@ -348,7 +380,8 @@ class Scheduler:
         req.block_ids.extend(new)
         return True
 
-    def _preempt(self, req: SimRequest) -> None:
+    def preempt(self, req: SimRequest) -> None:
+        """Free ``req``'s blocks and put it back first in line (recomputed from scratch)."""
         self.pool.release(req.block_ids)
         req.block_ids = []
         req.num_computed = 0
@@ -398,8 +431,12 @@ class Scheduler:
 
     @staticmethod
     def _work(scheduled: list[tuple[SimRequest, int]]) -> StepWork:
-        prefill = decode = context = pairs = 0
+        prefill = decode = context = pairs = lora_tokens = 0
+        adapters: set[str] = set()
         for req, n in scheduled:
+            if req.lora is not None:
+                lora_tokens += n
+                adapters.add(req.lora)
             is_decode = n == 1 and req.num_computed == req.num_tokens - 1 and req.output_ids
             if is_decode:
                 decode += 1
@@ -412,6 +449,8 @@ class Scheduler:
             decode_seqs=decode,
             context_tokens=context,
             attention_pairs=pairs,
+            lora_tokens=lora_tokens,
+            lora_adapters=len(adapters),
         )
 
 

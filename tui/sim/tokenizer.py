@@ -1,6 +1,13 @@
-"""The simulator's approximate tokenizer.
+"""What the simulator counts tokens with: the model's own ``tokenizer.json``, or an approximation.
 
-No real tokenizer is loaded. The approximation, documented so clients can rely on it:
+:func:`load_tokenizer` picks, as vLLM would find them: ``--tokenizer`` if given, else the
+model's folder (a local directory, or its snapshot in the local Hugging Face cache; never a
+download). When that folder has a ``tokenizer.json``, :class:`~tui.sim.hf_tokenizer.
+HfTokenizer` counts exactly as vLLM does (``/tokenize``, ``/detokenize``, ``usage``, the
+prefix cache's block hashes all see the real ids). Otherwise, for catalogue models with no
+files at hand, :class:`ApproxTokenizer` stands in, and the start-up log says so.
+
+The approximation, documented so clients can rely on it:
 
 - a token is a run of up to 10 letters/digits (with the whitespace before it), or a single
   punctuation/symbol character (with the whitespace before it); so a prompt of N common
@@ -11,8 +18,9 @@ No real tokenizer is loaded. The approximation, documented so clients can rely o
 - a chat request adds template tokens per message and for the assistant header
   (:func:`chat_template_overhead`), close to the Llama 3 / ChatML / Mistral templates.
 
-Token ids are stable within a process (a CRC of the token text), which is all prefix caching
-needs; generated text comes from a fixed word list, one token per word.
+Its ids are a CRC of the token text over the model's vocabulary (stable within a process,
+which is all prefix caching needs). Generated text comes from a fixed word list, one token
+per word, under either tokenizer.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 _TOKEN = re.compile(r"\s*(?:[^\W_]{1,10}|[^\w\s]|_)", re.UNICODE)
 
@@ -35,6 +44,44 @@ GEN_WORDS: tuple[str, ...] = (
 )  # fmt: skip
 
 _SPECIAL_IDS = 1000  # ids below this are reserved for special tokens
+APPROX_NOTE = (
+    "counting tokens with the simulator's approximation (a word or a punctuation mark per "
+    "token, ids by hash); /tokenize, usage and prefix-cache hits are approximate"
+)
+
+
+class ChatTemplateError(ValueError):
+    """A chat request the model's template cannot render (vLLM answers 400)."""
+
+
+class Tokenizer(Protocol):
+    """What the simulator's API and engine need from a tokenizer."""
+
+    description: str  # for the start-up log
+    exact: bool  # True when counting with the model's own tokenizer.json
+    eos_id: int
+
+    def prompt_ids(self, prompt: str | Sequence[int], add_special_tokens: bool = True) -> list[int]:
+        """Token ids of a completions prompt (text, or ids passed through)."""
+        ...
+
+    def chat_ids(
+        self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Token ids of a chat prompt, template included."""
+        ...
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids`` (special tokens kept, as ``/detokenize`` does)."""
+        ...
+
+    def token_strs(self, ids: Sequence[int]) -> list[str]:
+        """The vocabulary strings of ``ids`` (``/tokenize``'s ``token_strs``)."""
+        ...
+
+    def generation_vocab(self) -> list[tuple[int, str]]:
+        """``(id, text)`` of the tokens the simulated model generates."""
+        ...
 
 
 def tokenize(text: str) -> list[str]:
@@ -45,51 +92,6 @@ def tokenize(text: str) -> list[str]:
 def count_tokens(text: str) -> int:
     """Number of tokens in ``text`` under the approximation (no special tokens)."""
     return len(_TOKEN.findall(text))
-
-
-class SimTokenizer:
-    """Stateless-looking tokenizer with a bounded id -> text table for ``/detokenize``."""
-
-    def __init__(self, vocab_size: int = 128256, table_limit: int = 200_000) -> None:
-        self.vocab_size = max(vocab_size, _SPECIAL_IDS + len(GEN_WORDS) + 1)
-        self._texts: dict[int, str] = {}
-        self._limit = table_limit
-        self.bos_id = 1
-        self.eos_id = 2
-
-    def token_id(self, token: str) -> int:
-        """The id of one token string (stable within the process)."""
-        span = self.vocab_size - _SPECIAL_IDS
-        tid = _SPECIAL_IDS + zlib.crc32(token.encode("utf-8")) % span
-        if len(self._texts) < self._limit:
-            self._texts.setdefault(tid, token)
-        return tid
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (no special tokens)."""
-        return [self.token_id(t) for t in tokenize(text)]
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """Text for ids this process has seen; unknown ids read as ``<unk>``."""
-        out = []
-        for i in ids:
-            if i < _SPECIAL_IDS:
-                continue
-            out.append(self._texts.get(int(i), " <unk>"))
-        return "".join(out)
-
-    def generated_token(self, index: int) -> tuple[int, str]:
-        """The id and text of generated word number ``index`` (cycling the word list)."""
-        word = " " + GEN_WORDS[index % len(GEN_WORDS)]
-        return self.token_id(word), word
-
-
-def prompt_ids(tok: SimTokenizer, prompt: str | Sequence[int], adds_bos: bool) -> list[int]:
-    """Token ids of a completions prompt (text or pre-tokenized ids), BOS included."""
-    if isinstance(prompt, str):
-        ids = tok.encode(prompt)
-        return [tok.bos_id, *ids] if adds_bos else ids
-    return [int(i) for i in prompt]
 
 
 def message_text(content: Any) -> str:
@@ -123,15 +125,104 @@ def chat_template_overhead(template: str, num_messages: int) -> int:
     return 1 + 5 * num_messages + 4
 
 
-def chat_prompt_ids(
-    tok: SimTokenizer, messages: Sequence[dict[str, Any]], template: str
-) -> list[int]:
-    """Token ids of a chat prompt: template tokens plus every message's text."""
-    ids: list[int] = []
-    for m in messages:
-        role = str(m.get("role", "user"))
-        ids.append(tok.token_id(f"<|{role}|>"))
-        ids.extend(tok.encode(message_text(m.get("content"))))
-    overhead = chat_template_overhead(template, len(messages)) - len(messages)
-    ids.extend([tok.eos_id] * max(0, overhead))
-    return ids
+class ApproxTokenizer:
+    """The approximation above, with a bounded id -> text table for ``/detokenize``."""
+
+    exact = False
+    description = "approximate"
+
+    def __init__(
+        self,
+        vocab_size: int = 128256,
+        adds_bos: bool = True,
+        chat_template: str = "llama3",
+        table_limit: int = 200_000,
+    ) -> None:
+        # At least 2^16 id values whatever the model's vocabulary: with a tiny vocabulary
+        # the hash ids would collide and fake prefix-cache hits between unrelated prompts.
+        self.vocab_size = max(vocab_size, _SPECIAL_IDS + 2**16)
+        self.adds_bos = adds_bos
+        self.chat_template = chat_template
+        self._texts: dict[int, str] = {}
+        self._limit = table_limit
+        self.bos_id = 1
+        self.eos_id = 2
+
+    def token_id(self, token: str) -> int:
+        """The id of one token string (stable within the process)."""
+        span = self.vocab_size - _SPECIAL_IDS
+        tid = _SPECIAL_IDS + zlib.crc32(token.encode("utf-8")) % span
+        if len(self._texts) < self._limit:
+            self._texts.setdefault(tid, token)
+        return tid
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (no special tokens)."""
+        return [self.token_id(t) for t in tokenize(text)]
+
+    def prompt_ids(self, prompt: str | Sequence[int], add_special_tokens: bool = True) -> list[int]:
+        """Token ids of a completions prompt, BOS included when the model adds one."""
+        if not isinstance(prompt, str):
+            return [int(i) for i in prompt]
+        ids = self.encode(prompt)
+        return [self.bos_id, *ids] if self.adds_bos and add_special_tokens else ids
+
+    def chat_ids(
+        self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True
+    ) -> list[int]:
+        """Template tokens plus every message's text (:func:`chat_template_overhead`)."""
+        ids: list[int] = []
+        for m in messages:
+            role = str(m.get("role", "user"))
+            ids.append(self.token_id(f"<|{role}|>"))
+            ids.extend(self.encode(message_text(m.get("content"))))
+        overhead = chat_template_overhead(self.chat_template, len(messages)) - len(messages)
+        ids.extend([self.eos_id] * max(0, overhead))
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text for ids this process has seen; unknown ids read as ``<unk>``."""
+        return "".join(self.token_strs(list(ids)))
+
+    def token_strs(self, ids: Sequence[int]) -> list[str]:
+        """The text of each id (special ids are dropped)."""
+        return [self._texts.get(int(i), " <unk>") for i in ids if int(i) >= _SPECIAL_IDS]
+
+    def generated_token(self, index: int) -> tuple[int, str]:
+        """The id and text of generated word number ``index`` (cycling the word list)."""
+        word = " " + GEN_WORDS[index % len(GEN_WORDS)]
+        return self.token_id(word), word
+
+    def generation_vocab(self) -> list[tuple[int, str]]:
+        """One token per word of :data:`GEN_WORDS`."""
+        return [self.generated_token(i) for i in range(len(GEN_WORDS))]
+
+
+def load_tokenizer(
+    folder: Path | None,
+    vocab_size: int,
+    adds_bos: bool = True,
+    chat_template: str = "llama3",
+    chat_template_file: str | None = None,
+) -> tuple[Tokenizer, str]:
+    """The model's ``tokenizer.json`` in ``folder`` when there is one, else the approximation.
+
+    Returns the tokenizer and a sentence for the start-up log saying which one counts and,
+    for the approximation, why. ``chat_template_file`` is ``--chat-template`` (a file or an
+    inline template).
+    """
+    if folder is None:
+        why = "no local folder or Hugging Face cache snapshot of this model"
+    elif not (folder / "tokenizer.json").is_file():
+        why = f"no tokenizer.json in {folder}"
+    else:
+        from tui.sim.hf_tokenizer import HfTokenizer, TokenizerLoadError
+
+        try:
+            tok = HfTokenizer.from_dir(folder, chat_template_file)
+        except TokenizerLoadError as exc:
+            why = str(exc)
+        else:
+            return tok, f"Counting tokens with {folder / 'tokenizer.json'}, as vLLM does."
+    approx = ApproxTokenizer(vocab_size, adds_bos, chat_template)
+    return approx, f"{why}: {APPROX_NOTE}."

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tui.domain.flags import ServeFlags, flag_spec
+from tui.sim.argv import LoraOptions
 from tui.sim.catalog import ModelEntry
 from tui.sim.memory import (
     _COMPATIBLE,
@@ -40,6 +41,7 @@ CONFIG_ORDER = (
     "ParallelConfig",
     "UVAOffloadConfig",
     "SchedulerConfig",
+    "LoRAConfig",
     "VllmConfig",
     "FrontendArgs",
     "EngineArgs",
@@ -73,10 +75,15 @@ class ErrorItem:
 
 @dataclass(frozen=True)
 class ConfigError:
-    """All errors one vLLM config class reports, as one ``ValidationError``."""
+    """All errors one vLLM config class reports, as one ``ValidationError``.
+
+    ``after_max_len_log``: vLLM logs ``Using max model len`` before raising it (a
+    ``ModelConfig`` model validator runs after ``__post_init__``, which logs the length).
+    """
 
     config: str
     items: tuple[ErrorItem, ...]
+    after_max_len_log: bool = False
 
     def lines(self, model: str) -> list[str]:
         """``N validation error(s) for <Config>`` and the per-error lines."""
@@ -147,6 +154,36 @@ def max_model_len_message(user: int, derived: int) -> str:
     )
 
 
+def positive_max_model_len_message(value: int) -> str:
+    """``config/model.py:1057-1062`` (``validate_model_config_after``)."""
+    return (
+        f"max_model_len must be a positive integer, got int: {value}. Example: max_model_len=2048"
+    )
+
+
+def lora_errors(lora: LoraOptions) -> list[ErrorItem]:
+    """``LoRAConfig``'s checks (``config/lora.py:31-125``), when LoRA is enabled."""
+    if not lora.enabled:
+        return []
+    if lora.max_loras < 1:
+        return [
+            ErrorItem(
+                "Input should be greater than or equal to 1",
+                "greater_than_equal",
+                "max_loras",
+                lora.max_loras,
+            )
+        ]
+    cpu = lora.max_cpu_loras
+    if cpu is not None and cpu < lora.max_loras:
+        return [
+            ErrorItem(
+                f"Value error, max_cpu_loras ({cpu}) must be >= max_loras ({lora.max_loras})."
+            )
+        ]
+    return []
+
+
 def world_size_message(world_size: int, num_gpus: int) -> str:
     """``config/parallel.py:1052-1058``."""
     return (
@@ -168,6 +205,8 @@ def _semantic_errors(
     shape = entry.shape
     derived = shape.max_position_embeddings
     mml = values.get("max_model_len")
+    if mml == 0 and not isinstance(mml, bool):
+        add("ModelConfig", positive_max_model_len_message(0))
     if (
         isinstance(mml, int)
         and mml > derived
@@ -242,6 +281,7 @@ def first_config_error(
     extra: tuple[str, ...],
     entry: ModelEntry,
     hardware: SimHardware,
+    lora: LoraOptions | None = None,
 ) -> tuple[ConfigError | None, ServeFlags | None]:
     """The error vLLM would raise first for this command line, or the validated flags."""
     groups: dict[str, list[ErrorItem]] = {}
@@ -252,9 +292,13 @@ def first_config_error(
         groups = _field_errors(exc)
     for config, items in _semantic_errors(values, entry, hardware).items():
         groups.setdefault(config, []).extend(items)
+    if lora is not None and (items := lora_errors(lora)):
+        groups["LoRAConfig"] = items
     for config in CONFIG_ORDER:
         items = groups.get(config, [])
         if items:
-            ordered = sorted(items, key=lambda i: _FIELD_ORDER.get(i.field or "", 99))
-            return ConfigError(config, tuple(ordered)), None
+            ordered = tuple(sorted(items, key=lambda i: _FIELD_ORDER.get(i.field or "", 99)))
+            # Only the model validator's error comes after the length is logged.
+            late = config == "ModelConfig" and all("positive integer" in i.msg for i in ordered)
+            return ConfigError(config, ordered, after_max_len_log=late), None
     return None, flags

@@ -1,0 +1,117 @@
+"""Every flag of vLLM 0.32.0's ``vllm serve`` parser, and argparse's way of reading their values.
+
+``vllm_serve_0.32.0.json`` beside this module is the dump ``tui/server/introspect_script.py``
+took of the installed CPU build (``make_arg_parser(FlexibleArgumentParser())``, reference
+1.1), help texts dropped: 318 actions, 430 option strings, the same set that
+``vllm serve --help=all`` lists (a test compares them with ``tests/domain/
+vllm_serve_help_0.32.0.txt``). The simulator accepts every one of them, types each value the
+way argparse would (``type=``, ``choices``, ``nargs``, ``BooleanOptionalAction``) and
+rejects what argparse rejects, in argparse's words (Python 3.11, which vLLM 0.32 runs on).
+Flags the simulator does not model are accepted and ignored, as a drop-in must.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from tui.domain.flags import ArgvError
+from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
+from tui.domain.vllm_cli import CliFlag, VllmCli
+
+TABLE = "vllm_serve_0.32.0.json"
+
+
+@cache
+def serve_cli() -> VllmCli:
+    """vLLM 0.32.0's ``vllm serve`` flags (loaded once from the shipped table)."""
+    text = resources.files("tui.sim").joinpath(TABLE).read_text(encoding="utf-8")
+    return VllmCli.from_json(json.loads(text))
+
+
+def action_name(flag: CliFlag) -> str:
+    """How argparse names an action in its errors: the option strings joined by ``/``."""
+    return "/".join(flag.option_strings)
+
+
+def _convert(flag: CliFlag, text: str) -> Any:
+    """One value through the action's ``type=``; ``ArgvError`` in argparse's words."""
+    if flag.optional and text in ("", "None"):
+        return None  # vLLM's optional_type
+    kind = flag.type_name or "str"
+    try:
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        if kind == "human_readable_int":
+            return parse_human_int(text)
+        if kind == "human_readable_int_or_auto":
+            return parse_human_int_or_auto(text)
+    except ValueError as exc:
+        if "Decimals" in str(exc):
+            raise ArgvError(f"argument {action_name(flag)}: {exc}") from exc
+        raise ArgvError(f"argument {action_name(flag)}: invalid {kind} value: {text!r}") from exc
+    except OverflowError as exc:
+        # vLLM's human_readable_int lets OverflowError escape as a traceback; argparse's
+        # wording is the one clear line a drop-in can give instead.
+        raise ArgvError(f"argument {action_name(flag)}: invalid {kind} value: {text!r}") from exc
+    if kind.startswith("json") and text.lstrip().startswith(("{", "[")):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ArgvError(f"argument {action_name(flag)}: invalid loads value: {text!r}") from exc
+    return text
+
+
+def typed_value(flag: CliFlag, text: str) -> Any:
+    """``text`` typed for ``flag`` and checked against its choices."""
+    value = _convert(flag, text)
+    if flag.choices is not None and value not in flag.choices:
+        options = ", ".join(repr(c) for c in flag.choices)
+        raise ArgvError(
+            f"argument {action_name(flag)}: invalid choice: {value!r} (choose from {options})"
+        )
+    return value
+
+
+def arity(flag: CliFlag) -> tuple[int, int | None]:
+    """``(min, max)`` values the action consumes (``None``: as many as follow)."""
+    nargs = flag.nargs
+    if flag.is_boolean or nargs == 0:
+        return 0, 0
+    if nargs in (None, "1"):
+        return 1, 1
+    if nargs == "?":
+        return 0, 1
+    if nargs == "*":
+        return 0, None
+    if nargs == "+":
+        return 1, None
+    if isinstance(nargs, int):
+        return nargs, nargs
+    return 1, 1
+
+
+def expected_message(flag: CliFlag) -> str:
+    """argparse's "expected ..." error for too few values."""
+    low, high = arity(flag)
+    if high is None:
+        return f"argument {action_name(flag)}: expected at least one argument"
+    if low == 1:
+        return f"argument {action_name(flag)}: expected one argument"
+    return f"argument {action_name(flag)}: expected {low} arguments"
+
+
+def values_for(flag: CliFlag, args: Sequence[str]) -> Any:
+    """The stored value of a valued action given its argument texts."""
+    low, high = arity(flag)
+    typed = [typed_value(flag, a) for a in args]
+    if high == 1 and low == 1:
+        return typed[0]
+    if high == 1:  # nargs "?": a bare option stores its const (None here)
+        return typed[0] if typed else None
+    return typed
