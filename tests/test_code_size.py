@@ -21,9 +21,6 @@ MAX_CLASS_LINES = 350
 KNOWN_DEBT = {
     ("load/runner.py", "LoadRunner"),
     ("load/runner.py", "_run"),
-    ("sim/metrics.py", "__init__"),
-    ("sim/server.py", "SimServer"),
-    ("sim/server.py", "_engine_startup"),
 }
 
 
