@@ -1,0 +1,64 @@
+"""Which names hold secrets, declared once: for redaction, reproduction and exports.
+
+A secret's *value* never leaves the process environment it was given in: not argv, not a
+log line, not the history, not an export. What may be recorded is its *name*, so an export
+can refer to it (``${VLLM_API_KEY}``, ``EnvironmentFile=``, a Kubernetes ``secretKeyRef``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tui.domain.vllm_config_yaml import SECRET_KEYS
+
+#: An environment variable whose name matches holds a secret (``VLLM_API_KEY``,
+#: ``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``...). Deliberately broad: treating a harmless
+#: variable as a secret costs a reference in an export; the reverse leaks a key.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
+#: Shorter values ("1", "true") would redact ordinary text from logs.
+MIN_SECRET_LEN = 6
+#: ``vllm serve`` options that carry a secret, and the variable vLLM reads instead
+#: (``--api-key`` falls back to ``VLLM_API_KEY``, reference 1.3; ``HF_TOKEN`` is read by
+#: huggingface_hub).
+SECRET_OPTIONS: dict[str, str] = {"--" + key: env for key, env in SECRET_KEYS.items()}
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether the environment variable ``name`` holds a secret."""
+    return bool(SECRET_NAME.search(name))
+
+
+@dataclass(frozen=True)
+class ScrubbedArgs:
+    """Arguments with every secret option removed, and the variables that replace them."""
+
+    args: tuple[str, ...]
+    secret_env: tuple[str, ...]
+
+
+def scrub_secret_args(args: Sequence[str]) -> ScrubbedArgs:
+    """Drop ``--api-key VALUE...``/``--hf-token=VALUE`` (any ``_``/``-`` spelling) from ``args``.
+
+    ``--api-key`` takes several values (``nargs="+"``), so every value up to the next option
+    goes with it. Returns the remaining arguments and the environment variables that carry
+    those secrets instead.
+    """
+    kept: list[str] = []
+    names: list[str] = []
+    skipping = False
+    for token in args:
+        if token.startswith("-") and token != "-":
+            option = "--" + token.partition("=")[0].lstrip("-").replace("_", "-")
+            env = SECRET_OPTIONS.get(option) if token.startswith("--") else None
+            if env is not None:
+                if env not in names:
+                    names.append(env)
+                skipping = "=" not in token
+                continue
+            skipping = False
+        elif skipping:
+            continue
+        kept.append(token)
+    return ScrubbedArgs(tuple(kept), tuple(names))
