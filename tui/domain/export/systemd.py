@@ -56,7 +56,10 @@ def systemd_text(spec: LaunchSpec, options: ExportOptions) -> str:
     # "-": the file is optional when the run had no secrets
     prefix = "" if spec.secret_env else "-"
     service.append(f"EnvironmentFile={prefix}{options.env_file}")
-    service += [f"Environment={systemd_quote(f'{k}={v}', expands=False)}" for k, v in sorted(spec.env.items())]
+    service += [
+        f"Environment={systemd_quote(f'{k}={v}', expands=False)}"
+        for k, v in sorted(spec.env.items())
+    ]
     service += [
         "ExecStart=" + " ".join(systemd_quote(w) for w in exec_words),
         "Restart=on-failure",
