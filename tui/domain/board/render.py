@@ -96,7 +96,7 @@ def board_markdown(board: Board) -> str:
     lines = [f"**Runs**: {board.header()}", ""]
     machine = machine_line(board.runs)
     if machine:
-        lines[1:1] = [f"**Machine**: {machine}", ""]
+        lines += [f"**Machine**: {machine}", ""]
     lines += ["| " + " | ".join(titles) + " |", "|" + "|".join(aligns) + "|"]
     for row in table.rows:
         cells = [_md_cell(row, c, row.cells[i]) for i, c in enumerate(table.columns)]
