@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.domain.results import RunRecord
 from tui.domain.vllm_config_yaml import SECRET_KEYS
 
 #: An environment variable whose name matches holds a secret (``VLLM_API_KEY``,
@@ -62,3 +63,16 @@ def scrub_secret_args(args: Sequence[str]) -> ScrubbedArgs:
             continue
         kept.append(token)
     return ScrubbedArgs(tuple(kept), tuple(names))
+
+
+def without_secret_args(run: RunRecord) -> RunRecord:
+    """``run`` with any secret option removed from its flags' extra arguments.
+
+    vtc never puts a secret on a command line, but a record can still hold one (typed into
+    the extra-arguments field, or written by an older version); whatever renders a run for
+    someone to read (the board, the report, an export) goes through this first.
+    """
+    scrubbed = scrub_secret_args(run.flags.extra_args)
+    if not scrubbed.secret_env:
+        return run
+    return run.model_copy(update={"flags": run.flags.replace(extra_args=scrubbed.args)})

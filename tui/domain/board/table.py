@@ -20,6 +20,7 @@ from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, comp
 from tui.domain.errors import VtcError
 from tui.domain.flags import FlagChange, diff_flags, flag_spec, flag_specs, format_value
 from tui.domain.results import RunRecord, RunStatus
+from tui.domain.secrets import without_secret_args
 from tui.domain.workload import LoadSpec
 
 
@@ -210,6 +211,9 @@ def build_table(
     row_filter: RowFilter | None = None,
 ) -> BoardTable:
     """The table of the ``runs`` that pass ``row_filter``, measured against ``baseline``."""
+    runs = [without_secret_args(r) for r in runs]
+    if baseline is not None:
+        baseline = without_secret_args(baseline)
     groups = groups if groups is not None else Groups(runs)
     shown = [r for r in runs if (row_filter or RowFilter()).accepts(r)]
     columns = _columns(shown, baseline)

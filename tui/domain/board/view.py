@@ -16,6 +16,7 @@ from tui.domain.board.noise import Groups
 from tui.domain.board.pareto import Scatter, build_scatter
 from tui.domain.board.table import BoardError, BoardTable, RowFilter, build_table
 from tui.domain.results import RunRecord
+from tui.domain.secrets import without_secret_args
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class Board:
 def build_board(runs: Sequence[RunRecord], view: BoardView | None = None) -> Board:
     """The board of ``runs`` (oldest first) under ``view``; :class:`BoardError` on a bad sort."""
     view = view or BoardView()
-    runs = tuple(runs)
+    # a secret typed into a run's extra arguments is never shown, whatever renders the board
+    runs = tuple(without_secret_args(r) for r in runs)
     baseline = choose_baseline(runs, pinned=view.pinned, session=view.session)
     base_run = baseline.run if baseline is not None else None
     groups = Groups(runs)

@@ -24,7 +24,9 @@ from tui.domain.secrets import is_secret_name, scrub_secret_args
 #: vLLM's published image; the tag is ``v<version>`` (``vllm/vllm-openai:v0.32.0``). Its
 #: entrypoint is ``vllm serve``, so a container's arguments start with the model.
 IMAGE = "vllm/vllm-openai"
-_RELEASE = re.compile(r"^(\d+\.\d+\.\d+(?:\.post\d+)?)")
+# a release, optionally with a local build tag (0.32.0+cpu); pre-releases and dev builds
+# (0.33.0rc1.dev12+g...) have no published image
+_RELEASE = re.compile(r"^(\d+\.\d+\.\d+(?:\.post\d+)?)(?:\+[\w.]+)?$")
 
 
 @dataclass(frozen=True)
