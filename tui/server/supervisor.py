@@ -32,7 +32,6 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import shlex
 import socket
 import time
@@ -57,6 +56,7 @@ from tui.domain.events import (
     StageReached,
 )
 from tui.domain.flags import ServeFlags
+from tui.domain.secrets import MIN_SECRET_LEN, SECRET_NAME
 from tui.server.diagnose import diagnose, port_in_use_diagnosis
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer, clean_line
 from tui.server.process import ProcessInfo, TerminationReport, snapshot_tree, terminate_tree
@@ -64,8 +64,8 @@ from tui.server.stages import StageTracker
 
 logger = logging.getLogger(__name__)
 
-_SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
-_MIN_SECRET_LEN = 6  # shorter values ("1", "true") would redact ordinary text
+_SECRET_KEY = SECRET_NAME  # declared once, in tui.domain.secrets
+_MIN_SECRET_LEN = MIN_SECRET_LEN
 _READ_LIMIT = 1 << 20  # vLLM's engine-config line is long; 1 MiB per line is plenty
 _DRAIN_S = 1.0  # how long to wait for the rest of the output after the process exits
 _READY_SNAPSHOT_EVERY_S = 1.0  # a tree snapshot costs ~1 ms per 100 processes on the host
