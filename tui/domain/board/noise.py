@@ -121,21 +121,42 @@ class Spread:
 
 
 class Groups:
-    """Runs grouped by :func:`config_key` (repeats of the same configuration)."""
+    """Runs grouped by :func:`config_key` (repeats of the same configuration).
+
+    Keys and spreads are computed once per run and per (group, metric): the console
+    rebuilds the board after every change, over up to the history's 200 runs.
+    """
 
     def __init__(self, runs: Sequence[RunRecord]) -> None:
+        # by id(), holding the run too: an id is only unique while its object lives
+        self._keys: dict[int, tuple[RunRecord, tuple[Any, ...]]] = {}
         self._by_key: dict[tuple[Any, ...], list[RunRecord]] = {}
+        self._spreads: dict[tuple[tuple[Any, ...], str], Spread | None] = {}
         for run in runs:
-            self._by_key.setdefault(config_key(run), []).append(run)
+            self._by_key.setdefault(self.key(run), []).append(run)
+
+    def key(self, run: RunRecord) -> tuple[Any, ...]:
+        """:func:`config_key` of ``run``, cached (records are not changed in place)."""
+        cached = self._keys.get(id(run))
+        if cached is None or cached[0] is not run:
+            cached = self._keys[id(run)] = (run, config_key(run))
+        return cached[1]
 
     def members(self, run: RunRecord) -> tuple[RunRecord, ...]:
         """The runs in ``run``'s group (itself included, if it was grouped)."""
-        return tuple(self._by_key.get(config_key(run), (run,)))
+        return tuple(self._by_key.get(self.key(run), (run,)))
 
     def spread(self, run: RunRecord, metric: MetricSpec) -> Spread | None:
         """The spread of ``metric`` over ``run``'s group (its served runs with a value)."""
-        values = (metric.value(m) for m in self.members(run) if m.served)
-        return Spread.of(v for v in values if v is not None)
+        key = self.key(run)
+        if key not in self._by_key:
+            value = metric.value(run) if run.served else None
+            return Spread.of([value] if value is not None else [])
+        slot = (key, metric.key)
+        if slot not in self._spreads:
+            values = (metric.value(m) for m in self._by_key[key] if m.served)
+            self._spreads[slot] = Spread.of(v for v in values if v is not None)
+        return self._spreads[slot]
 
     def repeated(self) -> list[tuple[RunRecord, ...]]:
         """The groups with more than one run, oldest first."""
@@ -186,7 +207,7 @@ def compare(
     percent = percent_change(value, reference)
     if not like_for_like(run, baseline).ok:
         return Comparison(value, reference, percent, Verdict.OTHER_LOAD)
-    if config_key(run) == config_key(baseline):
+    if groups.key(run) == groups.key(baseline):
         return Comparison(value, reference, percent, Verdict.NOISE, confirmed=True)
     mine, theirs = groups.spread(run, metric), groups.spread(baseline, metric)
     mine = mine or Spread(value, value, 1)
