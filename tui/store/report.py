@@ -126,7 +126,7 @@ def _selected_pair(board: Board) -> BeforeAfter | None:
     chosen = next((p.run for p in board.scatter.points if p.is_selected), None)
     if chosen is None or chosen is board.baseline.run:
         return None
-    return board.before_after(board.baseline.run.id or 0, chosen.id or 0)
+    return board.before_after(board.baseline.run, chosen)
 
 
 def report_html(

@@ -53,9 +53,13 @@ class Board:
         """A run by id (``7``), label (``#7``, ``attached``) or ``last``; :class:`BoardError`."""
         return find_run(self.runs, ref)
 
-    def before_after(self, before: str | int, after: str | int) -> BeforeAfter:
-        """Seed 003's table for two runs of this board (noise from its groups)."""
-        return before_after(self.find(before), self.find(after), groups=self.groups)
+    def before_after(
+        self, before: RunRecord | str | int, after: RunRecord | str | int
+    ) -> BeforeAfter:
+        """Seed 003's table for two runs (records, ids or labels); noise from this board."""
+        first = before if isinstance(before, RunRecord) else self.find(before)
+        second = after if isinstance(after, RunRecord) else self.find(after)
+        return before_after(first, second, groups=self.groups)
 
     def header(self) -> str:
         """``7 runs · vs #3 (pinned)``: the line above the table."""

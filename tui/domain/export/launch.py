@@ -96,6 +96,8 @@ def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchS
     version = repro.vllm_version if repro is not None else None
     image, image_note = image_for(version)
     notes: list[str] = []
+    if run.diagnosis is not None:
+        notes.append(f"this start failed ({run.diagnosis.kind}): {run.diagnosis.summary}")
     if options.demo:
         notes.insert(0, "measured on vtc's simulator (demo): the numbers are not a real vLLM's")
     if flags.host not in (None, "", "0.0.0.0", "::"):
