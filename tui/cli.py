@@ -2,8 +2,10 @@
 
 ``vtc`` (and ``vtc --demo``) open the console; ``vtc --attach URL`` watches and loads a
 server it did not start; ``vtc diagnose LOGFILE`` explains a failed start; ``vtc
-setup-cpu-vllm`` provisions the real CPU build of vLLM; ``vtc presets`` and ``vtc runs``
-list what the console knows; ``vtc stop`` stops the server a console started and left
+setup-cpu-vllm`` provisions the real CPU build of vLLM; ``vtc presets`` lists the presets;
+``vtc runs`` prints the board, ``vtc export RUN --as FORMAT`` writes a run as a command,
+config YAML, compose service, systemd unit or Kubernetes Deployment, and ``vtc report``
+writes the board as one HTML page; ``vtc stop`` stops the server a console started and left
 running (a hang-up detaches: the next ``vtc`` reattaches to it). Each is a thin layer over
 the same services.
 """
@@ -21,6 +23,7 @@ from tui import __version__
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
+from tui.store.board_cli import add_board_parsers, run_board_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -86,9 +89,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_bench_parser(sub)
     sub.add_parser("presets", help="list the shipped and user presets")
-    runs = sub.add_parser("runs", help="list the run history")
-    runs.add_argument("--json", action="store_true", help="print the runs as JSON")
-    runs.add_argument("--demo", action="store_true", help="the demo's history")
+    add_board_parsers(sub)
     stop = sub.add_parser(
         "stop", help="stop the server a vtc console started and left running (after a hang-up)"
     )
@@ -146,23 +147,6 @@ def cmd_presets() -> int:
     return 0 if not catalog.errors else 1
 
 
-def cmd_runs(as_json: bool, demo: bool) -> int:
-    """``vtc runs``: the history the board shows."""
-    from tui.store.history import RunStore
-
-    store = RunStore.in_data_dir("demo-runs.sqlite" if demo else "runs.sqlite")
-    records = store.list()
-    store.close()
-    if as_json:
-        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2))
-        return 0
-    for r in records:
-        tput = f"{r.bench.output_throughput:.1f} tok/s" if r.bench else ""
-        kind = r.diagnosis.kind if r.diagnosis else ""
-        print(f"{r.label or r.id:>5} {r.status.value:8} {r.flags.command_line()} {tput} {kind}")
-    return 0
-
-
 def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
     """``vtc stop``: stop the server the state file records (its whole tree); 1 if none."""
     from tui.server.adopted import stop_recorded_server
@@ -201,8 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cli_setup_cpu_vllm(force=args.force, cache_dir=args.cache_dir)
     if args.command == "presets":
         return cmd_presets()
-    if args.command == "runs":
-        return cmd_runs(args.json, args.demo)
+    if args.command in ("runs", "export", "report"):
+        return run_board_command(args)
     if args.command == "stop":
         return cmd_stop(args.demo, args.grace)
     return run_console(ConsoleOptions.from_args(args, serve_args))

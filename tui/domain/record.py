@@ -57,7 +57,14 @@ class RunEnded:
     why: str = ""
 
 
-RunEvent = ServerEvent | LoadRecorded | RunEnded
+@dataclass(frozen=True)
+class Reproduced:
+    """What it takes to run it again (argv, environment names, machine), read at launch."""
+
+    repro: Reproduction
+
+
+RunEvent = ServerEvent | LoadRecorded | RunEnded | Reproduced
 """Everything that can change a run record."""
 
 
@@ -69,6 +76,8 @@ def apply(record: RunRecord, event: RunEvent) -> RunRecord:
         return _load_recorded(record, event)
     if isinstance(event, RunEnded):
         return _ended(record, event)
+    if isinstance(event, Reproduced):
+        return record.model_copy(update={"repro": event.repro})
     return _server_event(record, event)
 
 

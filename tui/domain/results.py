@@ -184,6 +184,10 @@ class RunRecord(BaseModel):
     series: list[SeriesPoint] = Field(default_factory=list)
     repro: Reproduction | None = None
     sweep: SweepTag | None = None
+    # The console session that made the run (one id per ``vtc`` process), so "the first
+    # served run of this session" (the board's default baseline) is knowable; ``None`` on
+    # records from before sessions were recorded.
+    session: str | None = None
     log_path: str | None = None
     exit_code: int | None = None
     ended_because: str = ""  # one line, when the status alone does not say why it ended

@@ -24,17 +24,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
+from tui.domain.secret_names import MIN_SECRET_LEN, SECRET_NAME
 from tui.server.logbuffer import clean_line, redact
 
-SECRET_KEY = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
-"""Environment variables whose values are secrets (redacted from every stored line)."""
-MIN_SECRET_LEN = 6  # shorter values ("1", "true") would redact ordinary text
+SECRET_KEY = SECRET_NAME  # environment variables whose values are redacted (declared once)
 LINE_LIMIT = 1 << 20  # vLLM's engine-config line is long; 1 MiB per line is plenty
 SYNC_ENV = "VTC_RELAY_SYNC"
 CUT_MARK = " [vtc: line cut at 1 MiB]"

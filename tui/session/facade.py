@@ -24,6 +24,7 @@ from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import LoadFinished, SessionEvent, SessionInfo
 from tui.session.preflight import Preflight
+from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
 
@@ -51,9 +52,11 @@ class Session:
         preflight: Preflight,
         loads: LoadService,
         release: ReleaseWaiter | None = None,
+        repro: ReproRecorder | None = None,
     ) -> None:
         self.info, self._bus, self._book, self._slot = info, bus, book, slot
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
+        self._repro = repro
         self._closed = self.detached = False
         slot.listen(self._on_server_event)
 
@@ -92,11 +95,6 @@ class Session:
     def pid(self) -> int | None:
         """The current server's root pid, when local."""
         return self._slot.pid
-
-    @property
-    def load_running(self) -> bool:
-        """Whether a load run is in progress."""
-        return self._loads.running
 
     @property
     def vllm_cli(self) -> VllmCli | None:
@@ -185,9 +183,7 @@ class Session:
         await self._preflight.aclose()
         await self._loads.cancel()
         await self._hub.unwatch_server()
-        self.detached = await self._slot.detach()
-        if not self.detached:  # it cannot be left running safely: stop what is left
-            await self._slot.stop()
+        self.detached = await self._slot.detach_or_stop()
         await self._shutdown()
         return self.detached
 
@@ -225,6 +221,8 @@ class Session:
         self._book.apply(event)
         if isinstance(event, Launched):
             self._hub.server_pid = event.pid
+            if self._repro is not None:
+                self._repro.launched(event)
         elif isinstance(event, Ready) and self._slot.base_url is not None:
             self._hub.watch_server(self._slot.base_url)
         elif isinstance(event, Failed | Exited):
@@ -232,6 +230,8 @@ class Session:
         self._bus.emit(event)
 
     async def _shutdown(self) -> None:
+        if self._repro is not None:
+            await self._repro.aclose()
         if not self.detached:  # still live (an attached server): nobody will watch it now
             self._book.apply(RunEnded(RunStatus.LOST, UNWATCHED_WHY))
         await self._hub.aclose()

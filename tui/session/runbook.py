@@ -44,7 +44,11 @@ class RunBook:
         store: RunStoreLike,
         history: Collection[RunRecord],
         on_update: Callable[[RunUpdated], None],
+        *,
+        session_id: str | None = None,
     ) -> None:
+        self.session_id = session_id
+        """Stamped on every run this book opens (the board's "this session")."""
         self._store = store
         self._on_update = on_update
         self._runs: list[RunRecord] = list(history)
@@ -65,7 +69,9 @@ class RunBook:
         return self._current
 
     async def open(self, record: RunRecord) -> RunRecord:
-        """Store ``record`` as a new run (awaiting the insert), make it current."""
+        """Store ``record`` as a new run of this session (awaiting the insert), make it current."""
+        if record.session is None and self.session_id is not None:
+            record = record.model_copy(update={"session": self.session_id})
         stored = await asyncio.wrap_future(self._writer.submit(self._store.add, record))
         self._runs.append(stored)
         self._current = stored

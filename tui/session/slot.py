@@ -181,6 +181,13 @@ class ServerSlot:
         self._generation += 1  # whatever it says from now on is no longer ours
         return True
 
+    async def detach_or_stop(self) -> bool:
+        """:meth:`detach`; a server that cannot be left running safely is stopped instead."""
+        if await self.detach():
+            return True
+        await self.stop()
+        return False
+
     def abandon(self) -> None:
         """Last resort once the event loop is gone (a crash): SIGKILL the server's group.
 

@@ -1,0 +1,96 @@
+"""``vtc runs``, ``vtc export`` and ``vtc report`` headless, on a history in a temp dir."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from fakes.runs import failed_run, served_run
+
+from tui.cli import main
+from tui.store.history import RunStore
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VTC_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _store(path: Path, runs: list) -> None:  # type: ignore[type-arg]
+    store = RunStore(path)
+    for run in runs:
+        store.add(run.model_copy(update={"id": None, "label": ""}))
+    store.close()
+
+
+def test_empty_history_says_where_it_looked_and_that_demo_runs_live_apart(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _store(data_dir / "demo-runs.sqlite", [served_run(1), served_run(2)])
+    assert main(["runs"]) == 0
+    err = capsys.readouterr().err
+    assert str(data_dir / "runs.sqlite") in err and str(data_dir / "demo-runs.sqlite") in err
+    assert "(2 there)" in err and "`vtc runs --demo`" in err
+    assert not (data_dir / "runs.sqlite").exists()  # looking does not create a history
+    assert main(["export", "last", "--as", "command"]) == 2
+    assert "demo runs are kept apart" in capsys.readouterr().err
+
+
+def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _store(data_dir / "runs.sqlite",
+           [failed_run(1, max_model_len=30576), served_run(2, max_num_seqs=256),
+            served_run(3, tput=990, max_num_seqs=512)])  # fmt: skip
+    assert main(["runs", "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "| #1 | failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
+    assert (
+        main(["runs", "--format", "csv", "--show", "served", "--sort", "out tok/s", "--desc"]) == 0
+    )
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [r["label"] for r in rows] == ["#3", "#2"]
+    assert main(["runs", "--format", "json", "--baseline", "3"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["label"] == "#3" and doc["baseline"]["reason"] == "pinned"
+    assert main(["runs", "--where", "max_num_seqs=512"]) == 0
+    assert "#3" in capsys.readouterr().out
+    assert main(["runs", "--compare", "#2", "#3"]) == 0
+    assert "| Metric | Before (#2) | After (#3) | Improvement |" in capsys.readouterr().out
+    assert main(["runs", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 3
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [(["runs", "--sort", "nope"], "no column 'nope'"),
+     (["runs", "--where", "max_num_seqs"], "expected NAME=VALUE"),
+     (["runs", "--baseline", "#42"], "no run '#42'"),
+     (["export", "9", "--as", "yaml"], "no run '9'")],
+)  # fmt: skip
+def test_bad_requests_are_one_line_and_exit_2(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    _store(data_dir / "runs.sqlite", [served_run(1)])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vtc: ") and message in err and err.count("\n") == 1
+
+
+def test_export_and_report_write_files(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _store(data_dir / "demo-runs.sqlite", [served_run(1), served_run(2, max_num_seqs=512)])
+    out = data_dir / "run.yaml"
+    assert main(["export", "#2", "--as", "yaml", "--demo", "-o", str(out)]) == 0
+    assert "max-num-seqs: 512" in out.read_text() and "simulator" in out.read_text()
+    assert main(["export", "last", "--as", "command", "--demo"]) == 0
+    assert (
+        "vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 512" in capsys.readouterr().out
+    )
+    page = data_dir / "board.html"
+    assert main(["report", "--demo", "-o", str(page), "--latency", "e2el"]) == 0
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and "<svg" in html and "#2" in html
+    assert main(["report", "--demo", "-o", str(data_dir / "missing" / "x.html")]) == 2
+    assert "cannot write" in capsys.readouterr().err

@@ -1,0 +1,202 @@
+"""The board as text: a plain table, Markdown in seed 000's shape, CSV, JSON; Before/After.
+
+All of them render :class:`~.view.Board`'s table, so every surface shows the same columns,
+values and verdicts. Deltas read ``+12.0%`` (against the baseline), ``~+3.1%`` (inside the
+spread of repeated runs: noise) or ``(other load)`` (a different workload: not compared).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from typing import Any
+
+from tui.domain.board.baseline import run_label
+from tui.domain.board.before_after import BeforeAfter
+from tui.domain.board.noise import Comparison, Verdict
+from tui.domain.board.table import Cell, Column, ColumnKind, Row
+from tui.domain.board.view import Board
+from tui.domain.flags import format_value
+from tui.domain.results import RunRecord
+
+LEGEND = (
+    "`+x%`: change against the baseline · `~+x%`: inside the spread of repeated runs "
+    "(noise, not a gain) · `(other load)`: a different workload or machine, not compared"
+)
+
+
+def delta_text(comparison: Comparison | None) -> str:
+    """``+12.0%``, ``~+3.1%`` (noise), ``(other load)`` or ``""`` (baseline, N/A)."""
+    if comparison is None:
+        return ""
+    if comparison.verdict is Verdict.OTHER_LOAD:
+        return "(other load)"
+    if comparison.percent is None or comparison.verdict in (Verdict.BASELINE, Verdict.NA):
+        return ""
+    change = f"{comparison.percent:+.1f}%"
+    return "~" + change if comparison.verdict is Verdict.NOISE else change
+
+
+def cell_text(row: Row, column: Column, cell: Cell) -> str:
+    """A cell as text renderers show it: the label marks the baseline, metrics their delta."""
+    if column.kind is ColumnKind.LABEL and row.is_baseline:
+        return f"{cell.text} (base)"
+    if column.kind is ColumnKind.METRIC:
+        delta = delta_text(cell.comparison)
+        return f"{cell.text} {delta}" if delta else cell.text
+    return cell.text
+
+
+def machine_line(runs: Sequence[RunRecord]) -> str | None:
+    """``NVIDIA H100 80GB ×1 · vLLM 0.32.0 · driver 550.54 · CUDA 12.4`` when all runs agree."""
+    facts = {(r.repro.gpu_name, r.repro.gpu_count, r.repro.vllm_version, r.repro.driver_version,
+              r.repro.cuda_version) for r in runs if r.repro is not None}  # fmt: skip
+    if len(facts) != 1:
+        return None
+    gpu, count, vllm, driver, cuda = facts.pop()
+    parts = [f"{gpu} ×{count}" if gpu and count else gpu, f"vLLM {vllm}" if vllm else None,
+             f"driver {driver}" if driver else None, f"CUDA {cuda}" if cuda else None]  # fmt: skip
+    shown = [p for p in parts if p]
+    return " · ".join(shown) if shown else None
+
+
+# -- plain text ---------------------------------------------------------------------------------
+def board_text(board: Board) -> str:
+    """An aligned plain-text table with the header line (``vtc runs``)."""
+    table = board.table
+    grid = [[c.title for c in table.columns]]
+    grid += [[cell_text(r, c, r.cells[i]) for i, c in enumerate(table.columns)] for r in table.rows]
+    widths = [max(len(line[i]) for line in grid) for i in range(len(table.columns))]
+    lines = [board.header()]
+    for n, line in enumerate(grid):
+        cells = [
+            text.rjust(w) if col.numeric and n > 0 else text.ljust(w)
+            for text, w, col in zip(line, widths, table.columns, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    causes = [f"  {r.label}: {r.cause}" for r in table.rows if r.cause]
+    if causes:
+        lines += ["", "causes:", *causes]
+    return "\n".join(lines) + "\n"
+
+
+# -- Markdown -------------------------------------------------------------------------------------
+def _md(text: str) -> str:
+    return " ".join(text.replace("|", "\\|").split())
+
+
+def board_markdown(board: Board) -> str:
+    """Markdown in seed 000's shape: flags that differ as columns, failures with their cause."""
+    table = board.table
+    notes = any(r.cause for r in table.rows)
+    titles = [f"`{c.title}`" if c.kind is ColumnKind.FLAG else c.title for c in table.columns]
+    titles += ["notes"] if notes else []
+    aligns = ["---:" if c.numeric else "---" for c in table.columns] + (["---"] if notes else [])
+    lines = [f"**Runs**: {board.header()}", ""]
+    machine = machine_line(board.runs)
+    if machine:
+        lines += [f"**Machine**: {machine}", ""]
+    lines += ["| " + " | ".join(titles) + " |", "|" + "|".join(aligns) + "|"]
+    for row in table.rows:
+        cells = [_md_cell(row, c, row.cells[i]) for i, c in enumerate(table.columns)]
+        cells += [_md(row.cause or "")] if notes else []
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", LEGEND]
+    return "\n".join(lines) + "\n"
+
+
+def _md_cell(row: Row, column: Column, cell: Cell) -> str:
+    text = _md(cell_text(row, column, cell))
+    if cell.differs:
+        return f"**{text}**"  # differs from the baseline's value
+    return text
+
+
+# -- CSV and JSON ---------------------------------------------------------------------------------
+def board_csv(board: Board) -> str:
+    """One line per run: raw numbers (no units), deltas in percent, for a spreadsheet."""
+    table = board.table
+    metrics = [(i, c) for i, c in enumerate(table.columns) if c.kind is ColumnKind.METRIC]
+    others = [(i, c) for i, c in enumerate(table.columns)
+              if c.kind in (ColumnKind.FLAG, ColumnKind.WORKLOAD)]  # fmt: skip
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "label", "baseline", "state", *(c.title for _, c in others),
+                     *(_metric_title(c) for _, c in metrics),
+                     *(f"{c.title} vs baseline %" for _, c in metrics), "cause"])  # fmt: skip
+    for row in table.rows:
+        values = [row.cells[i].comparison for i, _ in metrics]
+        writer.writerow([
+            row.run.id if row.run.id is not None else "", row.label, int(row.is_baseline),
+            row.state, *(row.cells[i].text for i, _ in others),
+            *("" if v is None or v.value is None else repr(v.value) for v in values),
+            *("" if v is None or v.percent is None else f"{v.percent:.2f}" for v in values),
+            row.cause or "",
+        ])  # fmt: skip
+    return out.getvalue()
+
+
+def _metric_title(column: Column) -> str:
+    return column.metric.title if column.metric is not None else column.title
+
+
+def board_json(board: Board) -> dict[str, Any]:
+    """The table as JSON: columns, then rows keyed by column key (values, deltas, verdicts)."""
+    baseline = board.baseline
+    return {
+        "header": board.header(),
+        "baseline": None if baseline is None else {
+            "id": baseline.run.id, "label": baseline.label, "reason": baseline.reason.value,
+        },
+        "columns": [{"key": c.key, "title": c.title, "kind": c.kind.value}
+                    for c in board.table.columns],
+        "rows": [_json_row(board, row) for row in board.table.rows],
+    }  # fmt: skip
+
+
+def _json_row(board: Board, row: Row) -> dict[str, Any]:
+    cells: dict[str, Any] = {}
+    for column, cell in zip(board.table.columns, row.cells, strict=True):
+        entry: dict[str, Any] = {"text": cell.text, "value": cell.sort}
+        if column.kind in (ColumnKind.FLAG, ColumnKind.WORKLOAD):
+            entry["differs_from_baseline"] = cell.differs
+        if cell.comparison is not None:
+            entry.update(percent=cell.comparison.percent, verdict=cell.comparison.verdict.value,
+                         confirmed=cell.comparison.confirmed)  # fmt: skip
+        if cell.spread is not None:
+            entry["spread"] = {"low": cell.spread.low, "high": cell.spread.high,
+                               "n": cell.spread.n}  # fmt: skip
+        cells[column.key] = entry
+    lfl = row.like_for_like
+    return {
+        "id": row.run.id, "label": row.label, "baseline": row.is_baseline, "state": row.state,
+        "cause": row.cause, "repeats": row.repeats,
+        "like_for_like": None if lfl is None else {"ok": lfl.ok, "reasons": list(lfl.reasons)},
+        "flag_changes": [{"flag": c.name, "baseline": format_value(c.old),
+                          "run": format_value(c.new)} for c in row.flag_changes],
+        "cells": cells,
+    }  # fmt: skip
+
+
+# -- Before / After --------------------------------------------------------------------------------
+def before_after_markdown(ba: BeforeAfter) -> str:
+    """Seed 003's table: ``| Metric | Before | After | Improvement |``, then what changed."""
+    before, after = run_label(ba.before), run_label(ba.after)
+    lines = [f"| Metric | Before ({before}) | After ({after}) | Improvement |",
+             "|--------|--------|-------|-------------|"]  # fmt: skip
+    for row in ba.rows:
+        c = row.comparison
+        lines.append(f"| **{row.metric.label}** | {row.metric.format(c.reference)} | "
+                     f"{row.metric.format(c.value)} | {row.change} |")  # fmt: skip
+    lines.append("")
+    if ba.flag_changes:
+        changed = ", ".join(
+            f"`{c.name}` {format_value(c.old)} → {format_value(c.new)}" for c in ba.flag_changes
+        )
+        lines.append(f"Flags changed: {changed}")
+    else:
+        lines.append("Flags changed: none (a repeat: any difference is noise)")
+    if not ba.like_for_like.ok:
+        lines.append("Not like for like: " + "; ".join(ba.like_for_like.reasons))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,314 @@
+"""The board as a table: one row per run, the flags that differ as columns, then metrics.
+
+Pure, so the console's DataTable, ``vtc runs`` (text, Markdown, CSV, JSON) and the HTML
+report all render the same :class:`BoardTable`. Columns, in order: the run's label, its
+state (a failed start shows its diagnosis kind), one column per flag whose effective value
+differs anywhere among the listed runs and the baseline (seed 000's parameter table), one
+per workload field when the runs' workloads differ, then :func:`~.metrics.table_metrics`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+from tui.domain.board.baseline import run_label, same_run
+from tui.domain.board.metrics import MetricSpec, table_metrics
+from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
+from tui.domain.errors import VtcError
+from tui.domain.flags import FlagChange, diff_flags, flag_spec, flag_specs, format_value
+from tui.domain.results import RunRecord, RunStatus
+from tui.domain.secrets import without_secret_args
+from tui.domain.workload import LoadSpec
+
+
+class BoardError(VtcError):
+    """A board request that cannot be met (unknown column, flag or run)."""
+
+
+class ColumnKind(StrEnum):
+    """What a column holds."""
+
+    LABEL = "label"
+    STATE = "state"
+    FLAG = "flag"
+    WORKLOAD = "workload"
+    METRIC = "metric"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: a stable ``key`` (``flag:max_num_seqs``, ``metric:p99_ttft_ms``...)."""
+
+    key: str
+    title: str
+    kind: ColumnKind
+    name: str = ""  # the flag, workload field or metric key
+    metric: MetricSpec | None = None
+
+    @property
+    def numeric(self) -> bool:
+        """Whether the column's values are numbers (right-aligned)."""
+        return self.kind is ColumnKind.METRIC
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One value: its text, what it sorts by (``None``: N/A, always last), and context.
+
+    Metric cells carry the :class:`~.noise.Comparison` with the baseline and the spread of
+    the run's group of repeats; flag and workload cells say whether they differ from the
+    baseline's value.
+    """
+
+    text: str
+    sort: float | str | None
+    comparison: Comparison | None = None
+    spread: Spread | None = None
+    differs: bool = False
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run on the board."""
+
+    run: RunRecord
+    label: str
+    state: str
+    cells: tuple[Cell, ...]
+    is_baseline: bool = False
+    cause: str | None = None  # a failed start's diagnosis summary
+    flag_changes: tuple[FlagChange, ...] = ()  # against the baseline
+    like_for_like: LikeForLike | None = None  # against the baseline
+    repeats: int = 1  # runs sharing its flags and setting, itself included
+
+
+#: Short titles of workload fields (:class:`~tui.domain.workload.LoadSpec`).
+WORKLOAD_TITLES: dict[str, str] = {
+    "endpoint": "endpoint", "input_len": "in len", "output_len": "out len",
+    "range_ratio": "range", "prefix_len": "prefix", "num_prompts": "prompts",
+    "max_concurrency": "concurrency", "request_rate": "rate", "burstiness": "burstiness",
+    "seed": "seed", "ignore_eos": "ignore eos", "request_timeout_s": "timeout s",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BoardTable:
+    """Columns and rows; :meth:`sorted_by` returns a re-ordered copy."""
+
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+
+    def index(self, key: str) -> int:
+        """The position of column ``key``; :class:`BoardError` if there is none."""
+        for i, column in enumerate(self.columns):
+            if column.key == key or column.name == key or column.title == key:
+                return i
+        known = ", ".join(c.key for c in self.columns)
+        raise BoardError(f"no column {key!r} on this board", hint=f"columns: {known}")
+
+    def sorted_by(self, key: str, *, descending: bool = False) -> BoardTable:
+        """Rows ordered by column ``key``: numbers as numbers, text as text, N/A last."""
+        i = self.index(key)
+        known = [r for r in self.rows if r.cells[i].sort is not None]
+        missing = [r for r in self.rows if r.cells[i].sort is None]
+        known.sort(key=lambda r: _sort_key(r.cells[i].sort), reverse=descending)
+        return replace(self, rows=(*known, *missing))
+
+
+def _sort_key(value: float | str | None) -> tuple[int, float, str]:
+    if isinstance(value, int | float):
+        return (0, float(value), "")
+    return (1, 0.0, str(value).casefold())
+
+
+class StateFilter(StrEnum):
+    """Which runs a filter keeps by how they went."""
+
+    ALL = "all"
+    SERVED = "served"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class FlagMatch:
+    """Keep runs whose effective ``name`` equals ``value`` (``model`` allowed)."""
+
+    name: str
+    value: Any
+
+    def matches(self, run: RunRecord) -> bool:
+        """Whether ``run``'s effective value of the flag is ``value``."""
+        return flag_value(run, self.name) == self.value
+
+    def describe(self) -> str:
+        """``max_num_seqs=256``."""
+        return f"{self.name}={format_value(self.value)}"
+
+
+@dataclass(frozen=True)
+class RowFilter:
+    """Which runs the table lists: by state, and by flag values (all must match)."""
+
+    state: StateFilter = StateFilter.ALL
+    flags: tuple[FlagMatch, ...] = ()
+
+    def accepts(self, run: RunRecord) -> bool:
+        """Whether ``run`` passes the filter."""
+        if self.state is StateFilter.SERVED and not run.served:
+            return False
+        if self.state is StateFilter.FAILED and run.status is not RunStatus.FAILED:
+            return False
+        return all(m.matches(run) for m in self.flags)
+
+
+def parse_flag_match(text: str) -> FlagMatch:
+    """``NAME=VALUE`` (``max-num-seqs=256``, ``dtype=float16``, ``model=m``) as a match.
+
+    The value is typed as the flag's own parser types it (``4k``, ``on``), so it equals the
+    effective value it should match. Raises :class:`BoardError`.
+    """
+    name, eq, raw = text.partition("=")
+    name = name.strip().lstrip("-").replace("-", "_")
+    if not eq or not name:
+        raise BoardError(f"filter {text!r}: expected NAME=VALUE, e.g. max_num_seqs=256")
+    if name in ("model", "extra_args"):
+        return FlagMatch(name, raw.strip())
+    try:
+        spec = flag_spec(name)
+    except KeyError:
+        raise BoardError(f"filter {text!r}: no flag named {name!r}") from None
+    try:
+        return FlagMatch(name, spec.parse(raw))
+    except ValueError as exc:
+        raise BoardError(f"filter {text!r}: {exc}") from None
+
+
+def flag_value(run: RunRecord, name: str) -> Any:
+    """The effective value of flag ``name`` for ``run`` (``model``/``extra_args`` too)."""
+    if name == "model":
+        return run.flags.model
+    if name == "extra_args":
+        return " ".join(run.flags.extra_args)
+    return run.flags.effective(name)
+
+
+def state_text(run: RunRecord) -> str:
+    """``ready``, ``stopped``, ``replaced``, ``lost``, ``failed: kv_cache_too_small``..."""
+    if run.status is not RunStatus.FAILED:
+        return run.status.value
+    word = "died" if run.served else "failed"  # died after ready vs a failed start
+    return f"{word}: {run.diagnosis.kind}" if run.diagnosis is not None else word
+
+
+def build_table(
+    runs: Sequence[RunRecord],
+    *,
+    baseline: RunRecord | None = None,
+    groups: Groups | None = None,
+    row_filter: RowFilter | None = None,
+) -> BoardTable:
+    """The table of the ``runs`` that pass ``row_filter``, measured against ``baseline``."""
+    runs = [without_secret_args(r) for r in runs]
+    if baseline is not None:
+        baseline = without_secret_args(baseline)
+    groups = groups if groups is not None else Groups(runs)
+    shown = [r for r in runs if (row_filter or RowFilter()).accepts(r)]
+    columns = _columns(shown, baseline)
+    rows = tuple(_row(run, columns, baseline, groups) for run in shown)
+    return BoardTable(columns, rows)
+
+
+def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Column, ...]:
+    listed = baseline is None or any(same_run(r, baseline) for r in runs)
+    everyone = runs if listed or baseline is None else [*runs, baseline]
+    columns = [Column("label", "run", ColumnKind.LABEL), Column("state", "state", ColumnKind.STATE)]
+    columns += [
+        Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in differing_flags(everyone)
+    ]
+    columns += [
+        Column(f"load:{name}", WORKLOAD_TITLES.get(name, name), ColumnKind.WORKLOAD, name)
+        for name in differing_workload(everyone)
+    ]
+    columns += [
+        Column(f"metric:{m.key}", m.label, ColumnKind.METRIC, m.key, m)
+        for m in table_metrics(list(runs))
+    ]
+    return tuple(columns)
+
+
+def differing_flags(runs: Sequence[RunRecord]) -> list[str]:
+    """Flags whose effective value differs anywhere among ``runs``, in declaration order."""
+    if not runs:
+        return []
+    names = {c.name for run in runs[1:] for c in diff_flags(runs[0].flags, run.flags)}
+    order = ["model", *(s.name for s in flag_specs()), "extra_args"]
+    return [n for n in order if n in names]
+
+
+def differing_workload(runs: Sequence[RunRecord]) -> list[str]:
+    """Workload fields that differ among the runs that have a workload."""
+    loads = [r.workload for r in runs if r.workload is not None]
+    if len(loads) < 2:
+        return []
+    dumps = [w.model_dump() for w in loads]
+    return [k for k in LoadSpec.model_fields if any(d[k] != dumps[0][k] for d in dumps[1:])]
+
+
+def _row(
+    run: RunRecord, columns: Sequence[Column], baseline: RunRecord | None, groups: Groups
+) -> Row:
+    is_baseline = baseline is not None and same_run(run, baseline)
+    cells = tuple(_cell(run, c, baseline, groups) for c in columns)
+    return Row(
+        run=run,
+        label=run_label(run),
+        state=state_text(run),
+        cells=cells,
+        is_baseline=is_baseline,
+        cause=run.diagnosis.summary if run.diagnosis is not None else None,
+        flag_changes=tuple(diff_flags(baseline.flags, run.flags)) if baseline else (),
+        like_for_like=like_for_like(run, baseline) if baseline else None,
+        repeats=len(groups.members(run)),
+    )
+
+
+def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Groups) -> Cell:
+    if column.kind is ColumnKind.LABEL:
+        return Cell(run_label(run), run.id if run.id is not None else run_label(run))
+    if column.kind is ColumnKind.STATE:
+        return Cell(state_text(run), state_text(run))
+    if column.kind is ColumnKind.FLAG:
+        value = flag_value(run, column.name)
+        differs = baseline is not None and flag_value(baseline, column.name) != value
+        return Cell(format_value(value), _sortable(value), differs=differs)
+    if column.kind is ColumnKind.WORKLOAD:
+        return _workload_cell(run, column.name, baseline)
+    assert column.metric is not None
+    comparison = compare(column.metric, run, baseline, groups)
+    spread = groups.spread(run, column.metric)
+    return Cell(
+        column.metric.format(comparison.value),
+        comparison.value,
+        comparison=comparison,
+        spread=spread if spread is not None and spread.n > 1 else None,
+    )
+
+
+def _workload_cell(run: RunRecord, name: str, baseline: RunRecord | None) -> Cell:
+    if run.workload is None:
+        return Cell("N/A", None)
+    value = getattr(run.workload, name)
+    theirs = baseline.workload if baseline is not None else None
+    differs = theirs is not None and getattr(theirs, name) != value
+    return Cell(format_value(value), _sortable(value), differs=differs)
+
+
+def _sortable(value: Any) -> float | str | None:
+    if value is None:
+        return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    return format_value(value)

@@ -1,0 +1,122 @@
+"""What it takes to run a server again, captured at launch (:class:`Reproduction`).
+
+Built from values the caller already has (the argv it executes, the environment it passes,
+the GPU sample it polls, the vLLM version it introspected), so the session calls
+:func:`capture_reproduction` once per launch and stores the result on the run. Secrets are
+kept by *name* only: the values of ``--api-key``/``--hf-token`` and of any variable whose
+name marks a secret (:mod:`tui.domain.secrets`) never reach the record.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tui.domain.results import Reproduction
+from tui.domain.secrets import is_secret_name, scrub_secret_args
+from tui.domain.telemetry import GpuSample
+from tui.telemetry.nvml import nvml_query
+
+#: Inherited variables that change what vLLM, PyTorch, CUDA or the Hub client do. Variables
+#: the launch sets itself are all kept; inherited ones only when they match these.
+RELEVANT_PREFIXES: tuple[str, ...] = (
+    "VLLM_", "CUDA_", "NCCL_", "NVIDIA_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_",
+    "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "TOKENIZERS_", "OMP_", "MKL_",
+)  # fmt: skip
+#: vtc's own plumbing, not the operator's choice (the supervisor sets it for line-buffered
+#: logs), so it is not part of the reproduction.
+IGNORED: frozenset[str] = frozenset({"PYTHONUNBUFFERED"})
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """The accelerator a run used: model name, how many, driver and CUDA versions."""
+
+    name: str | None = None
+    count: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+
+
+def gpu_facts(
+    sample: GpuSample | None, *, driver_version: str | None = None, cuda_version: str | None = None
+) -> GpuFacts:
+    """:class:`GpuFacts` from a telemetry sample (names, count) and the driver's versions.
+
+    Mixed GPUs are named together (``A100 + H100``); no sample (no driver, a CPU build)
+    leaves name and count unknown rather than zero.
+    """
+    devices = sample.devices if sample is not None else ()
+    names = list(dict.fromkeys(d.name for d in devices if d.name))
+    return GpuFacts(
+        name=" + ".join(names) or None,
+        count=len(devices) or None,
+        driver_version=driver_version,
+        cuda_version=cuda_version,
+    )
+
+
+def nvml_versions(nvml: Any) -> tuple[str | None, str | None]:
+    """The driver version and the CUDA version the driver supports, from an initialised NVML.
+
+    ``nvmlSystemGetCudaDriverVersion_v2`` answers an int such as 12040 (CUDA 12.4).
+    Either is ``None`` when NVML cannot tell.
+    """
+    driver = nvml_query(nvml, "nvmlSystemGetDriverVersion")
+    if isinstance(driver, bytes):
+        driver = driver.decode(errors="replace")
+    cuda = nvml_query(nvml, "nvmlSystemGetCudaDriverVersion_v2")
+    if cuda is None:
+        cuda = nvml_query(nvml, "nvmlSystemGetCudaDriverVersion")
+    cuda_text = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda else None
+    return (str(driver) if driver else None), cuda_text
+
+
+def local_host() -> str | None:
+    """This machine's host name (``None`` when the platform cannot tell)."""
+    return platform.node() or None
+
+
+def capture_reproduction(
+    argv: Sequence[str],
+    *,
+    launch_env: Mapping[str, str] | None = None,
+    inherited_env: Mapping[str, str] | None = None,
+    vllm_version: str | None = None,
+    gpu: GpuFacts | None = None,
+    host: str | None = None,
+) -> Reproduction:
+    """The reproduction facts of one launch.
+
+    ``argv`` is exactly what was executed (``vllm serve MODEL ...``); a secret option in it
+    is dropped and recorded as the variable vLLM reads instead. ``launch_env`` is what the
+    launch set for the server (all kept, secrets by name), ``inherited_env`` the
+    environment it inherited (only :data:`RELEVANT_PREFIXES`; secrets by name).
+    """
+    scrubbed = scrub_secret_args(argv)
+    env: dict[str, str] = {}
+    secrets: list[str] = list(scrubbed.secret_env)
+    merged = {k: v for k, v in (inherited_env or {}).items() if k.startswith(RELEVANT_PREFIXES)}
+    merged.update(launch_env or {})
+    for name in sorted(merged):
+        if name in IGNORED:
+            continue
+        if is_secret_name(name):
+            if name not in secrets:
+                secrets.append(name)
+        else:
+            env[name] = merged[name]
+    gpu = gpu or GpuFacts()
+    return Reproduction(
+        argv=list(scrubbed.args),
+        env=env,
+        secret_env=secrets,
+        vllm_version=vllm_version,
+        gpu_name=gpu.name,
+        gpu_count=gpu.count,
+        driver_version=gpu.driver_version,
+        cuda_version=gpu.cuda_version,
+        host=host,
+    )

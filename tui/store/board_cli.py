@@ -1,0 +1,199 @@
+"""``vtc runs``, ``vtc export`` and ``vtc report``: the board without the console.
+
+All three read the run history with :class:`~tui.store.history.RunStore` and render the
+same :func:`~tui.domain.board.view.build_board` the console shows. The console's runs and
+the demo's (``--demo``) live in separate files; when one is empty, the commands say where
+they looked and where the other runs are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tui.domain.board.metrics import LATENCY_AXES
+from tui.domain.board.render import (
+    before_after_markdown,
+    board_csv,
+    board_json,
+    board_markdown,
+    board_text,
+)
+from tui.domain.board.table import RowFilter, StateFilter, parse_flag_match
+from tui.domain.board.view import Board, BoardView, build_board, find_run
+from tui.domain.errors import VtcError
+from tui.domain.export import EXPORT_FORMATS, export_run
+from tui.domain.export.launch import ExportOptions
+from tui.domain.results import RunRecord
+from tui.store.history import RunStore, default_data_dir
+from tui.store.report import report_html, write_report
+
+RUNS_FILE, DEMO_RUNS_FILE = "runs.sqlite", "demo-runs.sqlite"
+FORMATS = ("table", "md", "csv", "json")
+
+
+def history_path(demo: bool) -> Path:
+    """Where the console's (or the demo's) run history lives."""
+    return default_data_dir() / (DEMO_RUNS_FILE if demo else RUNS_FILE)
+
+
+def read_history(path: Path) -> list[RunRecord]:
+    """The runs in ``path``, oldest first; none when the file does not exist (not created)."""
+    if not path.exists():
+        return []
+    store = RunStore(path)
+    try:
+        return store.list()
+    finally:
+        store.close()
+
+
+def empty_message(demo: bool) -> str:
+    """Where ``vtc runs`` looked, and where the other kind of runs is kept."""
+    here, other = history_path(demo), history_path(not demo)
+    kind, other_kind = ("demo runs", "console runs") if demo else ("runs", "demo runs")
+    count = len(read_history(other))
+    there = f" ({count} there)" if count else ""
+    flag = "" if demo else " --demo"
+    return (
+        f"no {kind} in {here}; {other_kind} are kept apart in {other}{there}: "
+        f"`vtc runs{flag}` lists them"
+    )
+
+
+def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``runs``, ``export`` and ``report`` on the ``vtc`` subcommand parser."""
+    runs = sub.add_parser("runs", help="print the board: every run, differing flags, metrics")
+    runs.add_argument("--demo", action="store_true", help="the demo's history")
+    runs.add_argument("--format", choices=FORMATS, default="table", help="default: table")
+    runs.add_argument("--json", action="store_true", help="the full stored records as JSON")
+    _view_arguments(runs)
+    runs.add_argument("--sort", metavar="COLUMN", help="e.g. out tok/s, max_num_seqs, state")
+    runs.add_argument("--desc", action="store_true", help="sort descending")
+    runs.add_argument("--show", choices=[s.value for s in StateFilter], default="all")
+    runs.add_argument(
+        "--where", action="append", default=[], metavar="FLAG=VALUE",
+        help="only runs with this effective flag value (repeatable)",
+    )  # fmt: skip
+    runs.add_argument(
+        "--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+        help="print the Before / After table of two runs instead",
+    )  # fmt: skip
+
+    export = sub.add_parser("export", help="write a run as a command, config YAML, compose...")
+    export.add_argument("run", metavar="RUN", help="run id, #id, label, or last")
+    export.add_argument("--as", dest="fmt", choices=EXPORT_FORMATS, required=True)
+    export.add_argument("--demo", action="store_true", help="a run of the demo's history")
+    export.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
+    export.add_argument("--exec", dest="executable", help="systemd: absolute path of vllm")
+
+    report = sub.add_parser("report", help="write the board as one self-contained HTML page")
+    report.add_argument("--demo", action="store_true", help="the demo's history")
+    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+    _view_arguments(report)
+    report.add_argument("--selected", metavar="RUN", help="the run marked as selected")
+
+
+def _view_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--baseline", metavar="RUN", help="pin the baseline (default: the "
+                        "first served run of the newest session)")  # fmt: skip
+    parser.add_argument("--latency", choices=list(LATENCY_AXES), default="ttft")
+
+
+def run_board_command(args: argparse.Namespace) -> int:
+    """Dispatch ``runs``/``export``/``report``; a :class:`VtcError` is one line, exit 2."""
+    try:
+        if args.command == "runs":
+            return _runs(args)
+        if args.command == "export":
+            return _export(args)
+        return _report(args)
+    except VtcError as exc:
+        print(f"vtc: {exc.one_line()}", file=sys.stderr)
+        return 2
+
+
+def _board(
+    runs: list[RunRecord],
+    args: argparse.Namespace,
+    *,
+    row_filter: RowFilter | None = None,
+    selected: int | None = None,
+) -> Board:
+    pinned = find_run(runs, args.baseline).id if args.baseline else None
+    view = BoardView(
+        pinned=pinned,
+        sort=getattr(args, "sort", None),
+        descending=getattr(args, "desc", False),
+        filter=row_filter or RowFilter(),
+        latency=args.latency,
+        selected=selected,
+    )
+    return build_board(runs, view)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    runs = read_history(history_path(args.demo))
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
+        return 0
+    if not runs:
+        print(f"vtc runs: {empty_message(args.demo)}", file=sys.stderr)
+        return 0
+    if args.compare:
+        board = _board(runs, args)
+        print(before_after_markdown(board.before_after(*args.compare)), end="")
+        return 0
+    row_filter = RowFilter(StateFilter(args.show), tuple(parse_flag_match(w) for w in args.where))
+    board = _board(runs, args, row_filter=row_filter)
+    if args.format == "json":
+        print(json.dumps(board_json(board), indent=2))
+    else:
+        render = {"table": board_text, "md": board_markdown, "csv": board_csv}[args.format]
+        print(render(board), end="")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    runs = read_history(history_path(args.demo))
+    if not runs:
+        raise VtcError(empty_message(args.demo))
+    run = find_run(runs, args.run)
+    options = ExportOptions(demo=args.demo)
+    if args.executable:
+        options = ExportOptions(executable=args.executable, demo=args.demo)
+    exported = export_run(run, args.fmt, options)
+    if args.output is None:
+        print(exported.text, end="")
+        return 0
+    _write(args.output, exported.text)
+    print(f"vtc export: wrote {args.output} (usually named {exported.filename})", file=sys.stderr)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    path = history_path(args.demo)
+    runs = read_history(path)
+    if not runs:
+        raise VtcError(empty_message(args.demo))
+    selected = find_run(runs, args.selected).id if args.selected else runs[-1].id
+    board = _board(runs, args, selected=selected)
+    html = report_html(
+        board, generated=datetime.now(UTC), source=str(path), options=ExportOptions(demo=args.demo)
+    )
+    try:
+        write_report(args.output, html)
+    except OSError as exc:
+        raise VtcError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    print(f"vtc report: wrote {args.output} ({len(board.table.rows)} runs)", file=sys.stderr)
+    return 0
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise VtcError(f"cannot write {path}: {exc.strerror or exc}") from exc
