@@ -21,7 +21,7 @@ from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.scrape import MAX_PAGE_BYTES, MAX_REASON_CHARS, ScrapeError, scrape
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
-CAPTURE = (Path(__file__).resolve().parent.parent / "captures" / "metrics_after_load.txt")
+CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "metrics_after_load.txt"
 DEADLINE_S = 1.5
 # The invariant is "ends at its deadline, not never"; the slack only absorbs a busy machine.
 SLACK_S = 20.0

@@ -20,7 +20,9 @@ def window(n: int = 10, **values: object) -> list[ServerMetrics]:
 
 
 def gpu(used_gib: float, total_gib: float = 80) -> GpuSample:
-    device = GpuDevice(0, "H100", memory_used=int(used_gib * GIB), memory_total=int(total_gib * GIB))
+    device = GpuDevice(
+        0, "H100", memory_used=int(used_gib * GIB), memory_total=int(total_gib * GIB)
+    )
     return GpuSample(t=9.0, source="nvml", status=SourceStatus.OK, devices=(device,))
 
 
@@ -43,9 +45,7 @@ def test_kv_saturated_with_waiting_asks_for_the_free_gpu_memory_first() -> None:
 
 def test_kv_saturated_on_a_full_gpu_suggests_fp8_kv() -> None:
     samples = window(kv_cache_usage=0.99, num_waiting=5.0, num_running=30.0)
-    assert codes(AdviceInputs(samples, FLAGS, gpu(79)))["kv_saturated"] == {
-        "kv_cache_dtype": "fp8"
-    }
+    assert codes(AdviceInputs(samples, FLAGS, gpu(79)))["kv_saturated"] == {"kv_cache_dtype": "fp8"}
     fp8 = FLAGS.replace(kv_cache_dtype="fp8")
     (advice,) = advise(AdviceInputs(samples, fp8, gpu(79)))
     assert advice.fix is None and "tensor_parallel_size" in advice.message
@@ -87,9 +87,7 @@ def test_low_prefix_hit_rate_with_caching_on() -> None:
 
 def test_largest_request_far_below_max_model_len() -> None:
     samples = window(largest_request_tokens=700.0)
-    assert codes(AdviceInputs(samples, FLAGS))["max_model_len_headroom"] == {
-        "max_model_len": 1024
-    }
+    assert codes(AdviceInputs(samples, FLAGS))["max_model_len_headroom"] == {"max_model_len": 1024}
     # the server's real max_model_len beats the flags (a default left unset)
     real = codes(AdviceInputs(samples, ServeFlags(model="m"), max_model_len=2048))
     assert real["max_model_len_headroom"] == {"max_model_len": 1024}
