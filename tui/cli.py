@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tui import __version__
 from tui.load.bench_cli import add_bench_parser, run_bench
+from tui.telemetry import top as top_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     add_bench_parser(sub)
+    top_cli.add_parser(sub)
     sub.add_parser("presets", help="list the shipped and user presets")
     runs = sub.add_parser("runs", help="list the run history")
     runs.add_argument("--json", action="store_true", help="print the runs as JSON")
@@ -201,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(own)
     if args.command == "bench":
         return run_bench(args)
+    if args.command == "top":
+        return top_cli.run(args)
     if args.command == "diagnose":
         return cmd_diagnose(args.logfile, args.json)
     if args.command == "setup-cpu-vllm":

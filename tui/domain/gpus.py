@@ -194,15 +194,15 @@ def gpu_for_attached(
 
     The page's own DCGM gauges win (the simulator, a server behind a DCGM-aware proxy);
     else ``local`` (this machine's NVML, passed only when the server is on this machine);
-    else "remote GPU not visible" with the flag to pass. A page that could not be read
-    gives a DOWN reading with its reason.
+    else, when the page could not be read, a DOWN reading with its reason; else "remote GPU
+    not visible" with the flag to pass.
     """
     if metrics.gpu is not None:
         return metrics.gpu
-    if metrics.status is not SourceStatus.OK:
-        return GpuSample(t=now, source="remote", status=SourceStatus.DOWN, message=metrics.message)
     if local is not None:
         return local
+    if metrics.status is not SourceStatus.OK:
+        return GpuSample(t=now, source="remote", status=SourceStatus.DOWN, message=metrics.message)
     return remote_gpu_not_visible(now)
 
 
