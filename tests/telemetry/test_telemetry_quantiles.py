@@ -171,3 +171,23 @@ def test_bucket_around_and_largest_observed() -> None:
     assert largest_observed(ttft) == 0.04
     assert largest_observed(page("fresh_idle").histograms["ttft"]) is None
     assert page("after_load").largest_request_tokens is not None
+
+
+def test_run_telemetry_summarises_the_load_span_and_keeps_a_series() -> None:
+    from tui.domain.run_telemetry import RunTelemetry
+    from tui.telemetry.vllm_metrics import server_metrics
+
+    run = RunTelemetry(launched_t=0.0)
+    idle = server_metrics(page("after_load", t=10.0))
+    run.on_metrics(idle)
+    assert run.load_finished() is None  # no load yet
+    run.load_started()  # from the newest good scrape (t=10) on
+    busy = server_metrics(page("after_prefix_load", t=40.0))
+    run.on_metrics(busy)
+    latency = run.load_finished()
+    assert latency is not None and latency.window_s == 30.0
+    assert latency.ttft is not None and latency.ttft.count == 16
+    assert latency.ttft.p50 == pytest.approx(80.0 + 20.0 * 7 / 15)
+    points = run.series()
+    assert [round(p.t) for p in points] == [10, 40]
+    assert points[0].kv_cache_usage is not None
