@@ -126,9 +126,11 @@ class TopWatcher:
         self._pollers = [
             Poller(self._metrics.sample, self._on_metrics, interval=self.interval_s, name="top")
         ]
-        gpu_source = self._dcgm.sample if self._dcgm is not None else None
-        if gpu_source is None and self._nvml is not None:
-            gpu_source = self._nvml.sample  # type: ignore[assignment]
+        gpu_source: Callable[[], Any] | None = None
+        if self._dcgm is not None:
+            gpu_source = self._dcgm.sample
+        elif self._nvml is not None:
+            gpu_source = self._nvml.sample  # synchronous: the poller runs it in a thread
         if gpu_source is not None:
             self._pollers.append(
                 Poller(gpu_source, self._on_gpu, interval=self.interval_s, name="top-gpu")
@@ -186,9 +188,14 @@ async def top_once(
     interval_s: float = DEFAULT_INTERVAL_S,
     deadline_s: float = DEFAULT_DEADLINE_S,
     gpu_metrics_url: str | None = None,
+    on_report: Callable[[TopReport], object] | None = None,
 ) -> TopReport:
     """One report within ``deadline_s``: after two readings ``interval_s`` apart, the first
-    failure, or the deadline, whichever comes first."""
+    failure, or the deadline, whichever comes first.
+
+    ``on_report`` gets the report before the watcher is stopped: stopping may wait for a
+    page still being parsed in its thread (bounded by the size cap), the answer does not.
+    """
     # Each scrape gets at most a third of the deadline: two scrapes and the interval fit.
     scrape_deadline = max(0.5, min(3.0, (deadline_s - interval_s) / 3))
     watcher = TopWatcher(
@@ -207,10 +214,14 @@ async def top_once(
         pass
     elapsed = time.monotonic() - started
     try:
-        return watcher.report(no_answer=f"no complete answer from {watcher.url} in {elapsed:.0f} s")
+        report = watcher.report(
+            no_answer=f"no complete answer from {watcher.url} in {elapsed:.0f} s"
+        )
+        if on_report is not None:
+            on_report(report)
+        return report
     finally:
-        # Bounded: a scrape in flight ends at its own deadline.
-        await watcher.stop()
+        await watcher.stop()  # cancels a scrape in flight
 
 
 async def top_watch(
@@ -282,17 +293,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         print(f"vtc: {one_line(str(exc), 300)}", file=sys.stderr)
         return 2
     if args.once:
+
+        def emit(report: TopReport) -> None:
+            text = json.dumps(report.to_json_dict(), indent=2) if args.json else text_line(report)
+            print(text, file=out, flush=True)
+
         report = asyncio.run(
             top_once(
                 url,
                 interval_s=args.interval,
                 deadline_s=args.deadline,
                 gpu_metrics_url=args.gpu_metrics_url,
+                on_report=emit,
             )
-        )
-        print(
-            json.dumps(report.to_json_dict(), indent=2) if args.json else text_line(report),
-            file=out,
         )
         return 0 if report.state == "ok" else 1
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
