@@ -24,6 +24,7 @@ from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
 from tui.store.board_cli import add_board_parsers, run_board_command
+from tui.telemetry import top as top_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -88,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     add_bench_parser(sub)
+    top_cli.add_parser(sub)
     sub.add_parser("presets", help="list the shipped and user presets")
     add_board_parsers(sub)
     stop = sub.add_parser(
@@ -177,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(own)
     if args.command == "bench":
         return run_bench(args)
+    if args.command == "top":
+        return top_cli.run(args)
     if args.command == "diagnose":
         return cmd_diagnose(args.logfile, args.json)
     if args.command == "setup-cpu-vllm":

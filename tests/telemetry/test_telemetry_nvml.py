@@ -1,4 +1,5 @@
-"""NvmlGpuSource against a fake pynvml module that raises the real pynvml exception classes."""
+"""NvmlGpuSource against a fake pynvml module that raises the real pynvml exception classes
+(``fakes.pynvml``)."""
 
 from __future__ import annotations
 
@@ -8,98 +9,10 @@ from typing import Any
 
 import pynvml
 import pytest
+from fakes.pynvml import GIB, FakeNvml, h100
 
 from tui.domain.telemetry import SourceStatus
 from tui.telemetry.nvml import NvmlGpuSource, nvml_query
-
-GIB = 1024**3
-
-
-class FakeNvml:
-    """Just enough of pynvml. A device field set to an exception instance raises it."""
-
-    NVML_TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
-    nvmlMemory_v2 = pynvml.nvmlMemory_v2
-
-    def __init__(self, devices: list[dict[str, Any]], init_error: BaseException | None = None):
-        self.devices = devices
-        self.init_error = init_error
-        self.calls: list[str] = []
-        self.initialized = 0
-        # The real exception classes, as the source finds them on the module.
-        for name in dir(pynvml):
-            if name.startswith("NVMLError") or name == "NVMLLibraryMismatchError":
-                setattr(self, name, getattr(pynvml, name))
-
-    def _field(self, handle: int, key: str) -> Any:
-        value = self.devices[handle][key]
-        if isinstance(value, BaseException):
-            raise value
-        return value
-
-    def nvmlInit(self) -> None:
-        self.calls.append("nvmlInit")
-        if self.init_error is not None:
-            raise self.init_error
-        self.initialized += 1
-
-    def nvmlShutdown(self) -> None:
-        self.calls.append("nvmlShutdown")
-        self.initialized -= 1
-
-    def nvmlDeviceGetCount(self) -> int:
-        self.calls.append("nvmlDeviceGetCount")
-        return len(self.devices)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
-        self.calls.append("nvmlDeviceGetHandleByIndex")
-        return index
-
-    def nvmlDeviceGetName(self, handle: int) -> str:
-        self.calls.append("nvmlDeviceGetName")
-        return str(self._field(handle, "name"))
-
-    def nvmlDeviceGetMemoryInfo(self, handle: int, version: int | None = None) -> Any:
-        self.calls.append("nvmlDeviceGetMemoryInfo" if version is None else "MemoryInfo_v2")
-        return self._field(handle, "memory" if version is None else "memory_v2")
-
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> Any:
-        self.calls.append("nvmlDeviceGetUtilizationRates")
-        return SimpleNamespace(gpu=self._field(handle, "util"), memory=0)
-
-    def nvmlDeviceGetTemperature(self, handle: int, sensor: int) -> int:
-        assert sensor == pynvml.NVML_TEMPERATURE_GPU
-        self.calls.append("nvmlDeviceGetTemperature")
-        return int(self._field(handle, "temp"))
-
-    def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
-        self.calls.append("nvmlDeviceGetPowerUsage")
-        return int(self._field(handle, "power_mw"))
-
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:
-        self.calls.append("nvmlDeviceGetComputeRunningProcesses")
-        return [
-            SimpleNamespace(pid=pid, usedGpuMemory=used)
-            for pid, used in self._field(handle, "procs")
-        ]
-
-
-def mem(used: int, total: int) -> SimpleNamespace:
-    return SimpleNamespace(used=used, total=total, free=total - used)
-
-
-def h100(**overrides: Any) -> dict[str, Any]:
-    device: dict[str, Any] = {
-        "name": "NVIDIA H100 80GB HBM3",
-        "memory_v2": mem(70 * GIB, 80 * GIB),
-        "memory": mem(71 * GIB, 80 * GIB),
-        "util": 93,
-        "temp": 61,
-        "power_mw": 612_345,
-        "procs": [(4242, 69 * GIB)],
-    }
-    device.update(overrides)
-    return device
 
 
 def test_normal_device_reads_every_field() -> None:

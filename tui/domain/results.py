@@ -10,7 +10,23 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.flags import ServeFlags
+from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
 from tui.domain.workload import LoadSpec
+
+# The telemetry summaries a run keeps are declared with the telemetry samples; re-exported here.
+__all__ = [
+    "BenchResult",
+    "LatencyQuantiles",
+    "Reproduction",
+    "RunRecord",
+    "RunStatus",
+    "SeriesPoint",
+    "ServerLatency",
+    "StageTiming",
+    "StartupProfile",
+    "SweepTag",
+    "TelemetryPeaks",
+]
 
 
 class BenchResult(BaseModel):
@@ -104,40 +120,6 @@ class TelemetryPeaks(BaseModel):
     gpu_util: float | None = None  # percent
     gpu_mem_used_bytes: float | None = None
     server_rss_bytes: float | None = None
-
-
-class LatencyQuantiles(BaseModel):
-    """Server-side quantiles of one latency histogram, in milliseconds."""
-
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    count: float | None = None  # observations in the window
-
-
-class ServerLatency(BaseModel):
-    """Latency as the server's own /metrics histograms saw it over a window (ms)."""
-
-    window_s: float = 60.0
-    ttft: LatencyQuantiles | None = None
-    itl: LatencyQuantiles | None = None
-    e2el: LatencyQuantiles | None = None
-    queue: LatencyQuantiles | None = None
-    prefill: LatencyQuantiles | None = None
-    decode: LatencyQuantiles | None = None
-
-
-class SeriesPoint(BaseModel):
-    """One downsampled telemetry point, ``t`` seconds after the run was launched."""
-
-    t: float
-    kv_cache_usage: float | None = None
-    num_running: float | None = None
-    num_waiting: float | None = None
-    prompt_tokens_per_s: float | None = None
-    generation_tokens_per_s: float | None = None
-    gpu_mem_used_bytes: float | None = None
-    gpu_util: float | None = None
 
 
 class Reproduction(BaseModel):

@@ -21,7 +21,7 @@ import httpx
 from prometheus_client.metrics_core import Metric
 
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
-from tui.telemetry.scrape import ScrapeError, check_metrics_url, fetch_families
+from tui.telemetry.scrape import DEFAULT_DEADLINE_S, ScrapeError, check_metrics_url, scrape
 
 MIB = 1024 * 1024
 
@@ -41,6 +41,7 @@ class _Gpu:
     order: int
     gpu_label: str
     name: str
+    uuid: str
     values: dict[str, float] = field(default_factory=dict)
 
 
@@ -61,7 +62,7 @@ def gpu_from_families(families: Iterable[Metric], t: float, source: str) -> GpuS
             key = (labels.get("gpu", ""), labels.get("UUID", ""), labels.get("GPU_I_ID", ""))
             gpu = gpus.get(key)
             if gpu is None:
-                gpu = _Gpu(order=len(gpus), gpu_label=key[0], name=_model_name(labels))
+                gpu = _Gpu(len(gpus), key[0], _model_name(labels), key[1])
                 gpus[key] = gpu
             if s.name not in gpu.values and math.isfinite(s.value):
                 gpu.values[s.name] = float(s.value)
@@ -92,6 +93,7 @@ def _device(gpu: _Gpu) -> GpuDevice:
         utilization=v.get(GPU_UTIL),
         temperature_c=v.get(GPU_TEMP),
         power_w=v.get(POWER_USAGE),
+        uuid=gpu.uuid or None,
     )
 
 
@@ -111,7 +113,7 @@ class DcgmGpuSource:
         url: str,
         client: httpx.AsyncClient | None = None,
         *,
-        timeout_s: float = 2.0,
+        timeout_s: float = DEFAULT_DEADLINE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = check_metrics_url(url)
@@ -125,17 +127,22 @@ class DcgmGpuSource:
         """Scrape once. Never raises: unreachable pages give status DOWN with the reason."""
         if self._client is None:
             self._client = httpx.AsyncClient()
+        source = self.source
         try:
-            families = await fetch_families(self._client, self.url, self._timeout_s)
+            found = await scrape(
+                self._client,
+                self.url,
+                lambda families, t: gpu_from_families(families, t, source),
+                deadline_s=self._timeout_s,
+                clock=self._clock,
+            )
         except ScrapeError as exc:
             return GpuSample(
                 t=self._clock(), source=self.source, status=SourceStatus.DOWN, message=str(exc)
             )
-        t = self._clock()
-        found = gpu_from_families(families, t, self.source)
         if found is None:
             return GpuSample(
-                t=t,
+                t=self._clock(),
                 source=self.source,
                 status=SourceStatus.UNAVAILABLE,
                 message=f"no DCGM_FI_DEV_* gauges at {self.url}",

@@ -13,14 +13,16 @@ from typing import Any
 import psutil
 
 from tui.domain.telemetry import HostSample
+from tui.telemetry.wsl import host_label, this_wsl
 
 
-def process_tree_usage(root_pid: int, ps: Any = psutil) -> tuple[int | None, int | None]:
-    """(summed RSS bytes, process count) of ``root_pid`` and its descendants.
+def process_tree(root_pid: int, ps: Any = psutil) -> tuple[int | None, tuple[int, ...]]:
+    """(summed RSS bytes, pids) of ``root_pid`` and its descendants; ``(None, ())`` if the
+    root process is gone or unreadable.
 
-    ``(None, None)`` if the root process is gone or unreadable. RSS counts shared pages once
-    per process, so the sum overstates the tree's real footprint; it is what ``ps``/``top``
-    show per process, which is what an operator cross-checks against.
+    RSS counts shared pages once per process, so the sum overstates the tree's real
+    footprint; it is what ``ps``/``top`` show per process, which is what an operator
+    cross-checks against. The pids mark the tree's processes in NVML's process lists.
     """
     gone = (ps.NoSuchProcess, ps.AccessDenied, ps.ZombieProcess)
     try:
@@ -28,16 +30,22 @@ def process_tree_usage(root_pid: int, ps: Any = psutil) -> tuple[int | None, int
         members = [root, *root.children(recursive=True)]
         root_rss = root.memory_info().rss
     except gone:
-        return None, None
+        return None, ()
     total = int(root_rss)
-    count = 1
+    pids = [int(root.pid)]
     for proc in members[1:]:
         try:
             total += int(proc.memory_info().rss)
         except gone:
             continue  # exited (or was reaped) between listing and reading
-        count += 1
-    return total, count
+        pids.append(int(proc.pid))
+    return total, tuple(pids)
+
+
+def process_tree_usage(root_pid: int, ps: Any = psutil) -> tuple[int | None, int | None]:
+    """(summed RSS bytes, process count) of ``root_pid``'s tree; ``(None, None)`` if gone."""
+    rss, pids = process_tree(root_pid, ps)
+    return (None, None) if rss is None else (rss, len(pids))
 
 
 class HostSource:
@@ -46,7 +54,7 @@ class HostSource:
     ``root_pid`` is the server's process: a pid, a function returning the current one (read
     at each sample, as servers come and go), or ``None`` for no server (tree fields ``None``).
     It is a plain attribute and may be reassigned. ``ps`` is the psutil module, injectable
-    for tests.
+    for tests. ``wsl``: ``"WSL2"``/``"WSL1"`` to label the host so, ``None`` to detect it.
     """
 
     def __init__(
@@ -55,10 +63,13 @@ class HostSource:
         *,
         ps: Any = psutil,
         clock: Callable[[], float] = time.monotonic,
+        wsl: str | None = None,
+        hostname: str | None = None,
     ) -> None:
         self.root_pid = root_pid
         self._ps = ps
         self._clock = clock
+        self.label = host_label(hostname, wsl if wsl is not None else this_wsl())
         # cpu_percent(None) measures since the previous call; the first call has no
         # baseline and returns 0.0, so make it here rather than in the first sample.
         self._cpu_percent()
@@ -75,17 +86,20 @@ class HostSource:
             used = total - int(mem.available)
         except (OSError, RuntimeError):  # RuntimeError: NotImplementedError on odd platforms
             pass
-        rss = count = None
+        rss: int | None = None
+        pids: tuple[int, ...] = ()
         pid = self.root_pid() if callable(self.root_pid) else self.root_pid
         if pid is not None:
-            rss, count = process_tree_usage(pid, self._ps)
+            rss, pids = process_tree(pid, self._ps)
         return HostSample(
             t=t,
             cpu_percent=cpu,
             memory_used=used,
             memory_total=total,
             server_rss=rss,
-            server_processes=count,
+            server_processes=len(pids) if rss is not None else None,
+            server_pids=pids,
+            label=self.label,
         )
 
     def _cpu_percent(self) -> float | None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
+from tui.telemetry.nvml_errors import describe_nvml_error, explain_nvml_error
+from tui.telemetry.wsl import this_wsl
 
 SOURCE = "nvml"
 
@@ -72,22 +74,12 @@ def nvml_query(nvml: Any, name: str, *args: Any, strict: bool = False, **kwargs:
         return None
 
 
-def describe_init_failure(nvml: Any, exc: BaseException) -> str:
-    """The operator-facing reason NVML could not start."""
-    if isinstance(exc, _error_classes(nvml, ("NVMLError_LibraryNotFound",))):
-        return "no NVIDIA driver (NVML library libnvidia-ml.so.1 not found)"
-    if isinstance(exc, _error_classes(nvml, ("NVMLError_DriverNotLoaded",))):
-        return "no NVIDIA driver (NVML: driver not loaded)"
-    if isinstance(exc, _error_classes(nvml, ("NVMLError_LibRmVersionMismatch",))):
-        return "NVIDIA driver and NVML library versions differ (reload the driver or reboot)"
-    if isinstance(exc, _error_classes(nvml, ("NVMLError_NoPermission",))):
-        return "no permission to use the NVIDIA driver (NVML: insufficient permissions)"
-    return f"NVML init failed: {_describe(exc)}"
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+def describe_init_failure(nvml: Any, exc: BaseException, *, wsl: bool = False) -> str:
+    """The operator-facing reason NVML could not start: one line, with what to do."""
+    explained = explain_nvml_error(nvml, exc, wsl=wsl)
+    if explained is not None:
+        return explained
+    return f"NVML init failed: {describe_nvml_error(nvml, exc, wsl=wsl).removeprefix('NVML: ')}"
 
 
 def _bytes(value: Any) -> int | None:
@@ -108,6 +100,7 @@ class _Device:
     index: int
     handle: Any  # None when NVML would not give a handle (the device reads as all N/A)
     name: str
+    uuid: str | None = None
 
 
 class NvmlGpuSource:
@@ -118,9 +111,19 @@ class NvmlGpuSource:
     a fatal error later (driver unloaded, NVML shut down) gives one DOWN sample and a fresh
     init on the next. An init failure is permanent: every sample is UNAVAILABLE with the
     reason, and NVML is not retried.
+
+    ``wsl``: whether NVML here is WSL2's (per-process memory reads "N/A (WDDM)" and errors
+    are explained for Windows' driver); ``None`` detects it (``tui.telemetry.wsl``).
     """
 
-    def __init__(self, nvml: Any | None = None, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        nvml: Any | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wsl: bool | None = None,
+    ):
+        self.wsl = this_wsl() == "WSL2" if wsl is None else wsl
         self._nvml_arg = nvml
         self._clock = clock
         self._lock = threading.Lock()  # sample() runs in worker threads; close() may not
@@ -144,14 +147,22 @@ class NvmlGpuSource:
                         source=SOURCE,
                         status=SourceStatus.UNAVAILABLE,
                         message=self._unavailable,
+                        wsl=self.wsl,
                     )
                 devices = tuple(self._read(d) for d in self._devices)
-            except Exception as exc:
+            except Exception as exc:  # any NVML failure mid-run: DOWN with the reason, re-init
+                nvml = self._nvml
                 self._shutdown_quietly()
                 return GpuSample(
-                    t=t, source=SOURCE, status=SourceStatus.DOWN, message=f"NVML: {_describe(exc)}"
+                    t=t,
+                    source=SOURCE,
+                    status=SourceStatus.DOWN,
+                    message=describe_nvml_error(nvml, exc, wsl=self.wsl),
+                    wsl=self.wsl,
                 )
-            return GpuSample(t=t, source=SOURCE, status=SourceStatus.OK, devices=devices)
+            return GpuSample(
+                t=t, source=SOURCE, status=SourceStatus.OK, devices=devices, wsl=self.wsl
+            )
 
     def close(self) -> None:
         """Shut NVML down if this source initialised it. A later ``sample()`` starts afresh."""
@@ -170,20 +181,28 @@ class NvmlGpuSource:
             nvml = pynvml
         try:
             nvml_query(nvml, "nvmlInit", strict=True)
-        except Exception as exc:
-            self._unavailable = describe_init_failure(nvml, exc)
+        except Exception as exc:  # every init failure is a reason shown to the operator
+            self._unavailable = describe_init_failure(nvml, exc, wsl=self.wsl)
             return
         self._nvml = nvml
         self._initialized = True
-        count = nvml_query(nvml, "nvmlDeviceGetCount")
+        try:
+            # Strict: "blocked by the operating system" here must not read as "no GPU".
+            count = nvml_query(nvml, "nvmlDeviceGetCount", strict=True)
+        except Exception as exc:  # likewise a permanent, explained absence
+            self._unavailable = describe_init_failure(nvml, exc, wsl=self.wsl)
+            return
         if not count:
             self._unavailable = "NVML sees no NVIDIA GPU"
             return
         devices = []
         for i in range(int(count)):
             handle = nvml_query(nvml, "nvmlDeviceGetHandleByIndex", i)
-            name = None if handle is None else _text(nvml_query(nvml, "nvmlDeviceGetName", handle))
-            devices.append(_Device(index=i, handle=handle, name=name or f"GPU {i}"))
+            name = uuid = None
+            if handle is not None:
+                name = _text(nvml_query(nvml, "nvmlDeviceGetName", handle))
+                uuid = _text(nvml_query(nvml, "nvmlDeviceGetUUID", handle))
+            devices.append(_Device(index=i, handle=handle, name=name or f"GPU {i}", uuid=uuid))
         self._devices = tuple(devices)
 
     def _shutdown_quietly(self) -> None:
@@ -200,7 +219,7 @@ class NvmlGpuSource:
     def _read(self, device: _Device) -> GpuDevice:
         nvml, handle = self._nvml, device.handle
         if handle is None:
-            return GpuDevice(index=device.index, name=device.name)
+            return GpuDevice(index=device.index, name=device.name, uuid=device.uuid)
         used, total = self._memory(handle)
         rates = nvml_query(nvml, "nvmlDeviceGetUtilizationRates", handle)
         temperature = nvml_query(
@@ -216,6 +235,7 @@ class NvmlGpuSource:
             temperature_c=None if temperature is None else float(temperature),
             power_w=None if power_mw is None else power_mw / 1000.0,
             processes=self._processes(handle),
+            uuid=device.uuid,
         )
 
     def _memory(self, handle: Any) -> tuple[int | None, int | None]:

@@ -23,9 +23,29 @@ import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
-from tui.domain.telemetry import GpuSample, ServerMetrics, SourceStatus
+from tui.domain.quantiles import DEFAULT_WINDOW_S, LatencyTracker, largest_observed
+from tui.domain.telemetry import (
+    GpuSample,
+    Histogram,
+    ServerLatency,
+    ServerMetrics,
+    SourceStatus,
+)
 from tui.telemetry.dcgm import gpu_from_families
-from tui.telemetry.scrape import ScrapeError, check_metrics_url, fetch_families, parse_families
+from tui.telemetry.histograms import (
+    GENERATION_TOKENS_HISTOGRAM,
+    PROMPT_TOKENS_HISTOGRAM,
+    latency_histograms,
+    read_histogram,
+)
+from tui.telemetry.scrape import (
+    DEFAULT_DEADLINE_S,
+    MAX_PAGE_BYTES,
+    ScrapeError,
+    check_metrics_url,
+    parse_families,
+    scrape,
+)
 
 KV_USAGE_NAMES = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 RUNNING = "vllm:num_requests_running"
@@ -78,6 +98,19 @@ class VllmScrape:
     num_gpu_blocks: int | None = None
     block_size: int | None = None
     gpu: GpuSample | None = None
+    histograms: Mapping[str, Histogram] = field(default_factory=dict)
+    largest_request_tokens: float | None = None
+    cache: CacheConfigInfo | None = None
+
+
+@dataclass(frozen=True)
+class CacheConfigInfo:
+    """What ``vllm:cache_config_info``'s labels say (``None``: absent or "None")."""
+
+    num_gpu_blocks: int | None = None  # summed over engines
+    block_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    gpu_memory_utilization: float | None = None
 
 
 class _Index:
@@ -136,7 +169,7 @@ def scrape_from_families(
     for s in index.by_name.get(REQUEST_SUCCESS + "_total", ()):
         by_reason[s.labels.get("finished_reason", "")] += float(s.value)
 
-    blocks, block_size = _cache_config(index.by_name.get(CACHE_CONFIG_INFO, []))
+    cache = _cache_config(index.by_name.get(CACHE_CONFIG_INFO, []))
     return VllmScrape(
         t=t,
         has_vllm_metrics=True,
@@ -150,27 +183,48 @@ def scrape_from_families(
         preemptions=index.counter(PREEMPTIONS),
         request_success=index.counter(REQUEST_SUCCESS),
         request_success_by_reason=dict(by_reason),
-        num_gpu_blocks=blocks,
-        block_size=block_size,
+        num_gpu_blocks=cache.num_gpu_blocks,
+        block_size=cache.block_size,
         gpu=gpu,
+        histograms=latency_histograms(index.by_name),
+        largest_request_tokens=_largest_request(index.by_name),
+        cache=cache,
     )
 
 
-def _cache_config(samples: list[Sample]) -> tuple[int | None, int | None]:
-    """(num_gpu_blocks summed over engines, block_size) from ``vllm:cache_config_info`` labels.
+def _largest_request(by_name: Mapping[str, list[Sample]]) -> float | None:
+    """An upper bound on the longest request served (prompt + output tokens), from the
+    request size histograms' highest non-empty buckets; ``None`` before any request."""
+    prompt = largest_observed(read_histogram(by_name, PROMPT_TOKENS_HISTOGRAM))
+    output = largest_observed(read_histogram(by_name, GENERATION_TOKENS_HISTOGRAM))
+    if prompt is None or output is None:
+        return None
+    return prompt + output
+
+
+def _cache_config(samples: list[Sample]) -> CacheConfigInfo:
+    """``vllm:cache_config_info``'s labels; num_gpu_blocks summed over engines.
 
     Labels hold ``str()`` of CacheConfig fields, so "None" before the profiler has run.
     """
-    blocks: list[int] = []
-    sizes: list[int] = []
-    for s in samples:
-        b = _int_label(s.labels.get("num_gpu_blocks"))
-        if b is not None:
-            blocks.append(b)
-        size = _int_label(s.labels.get("block_size"))
-        if size is not None:
-            sizes.append(size)
-    return (sum(blocks) if blocks else None), (sizes[0] if sizes else None)
+    blocks = [b for s in samples if (b := _int_label(s.labels.get("num_gpu_blocks"))) is not None]
+    sizes = [b for s in samples if (b := _int_label(s.labels.get("block_size"))) is not None]
+    first = samples[0].labels if samples else {}
+    caching = {"True": True, "False": False}.get(first.get("enable_prefix_caching", ""))
+    return CacheConfigInfo(
+        num_gpu_blocks=sum(blocks) if blocks else None,
+        block_size=sizes[0] if sizes else None,
+        enable_prefix_caching=caching,
+        gpu_memory_utilization=_float_label(first.get("gpu_memory_utilization")),
+    )
+
+
+def _float_label(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _int_label(text: str | None) -> int | None:
@@ -204,8 +258,16 @@ def _value(counter: Counter | None) -> float | None:
     return None if counter is None else counter.value
 
 
-def server_metrics(current: VllmScrape, previous: VllmScrape | None = None) -> ServerMetrics:
-    """``ServerMetrics`` for ``current``; rates and the prefix hit rate need ``previous``."""
+def server_metrics(
+    current: VllmScrape,
+    previous: VllmScrape | None = None,
+    latency: ServerLatency | None = None,
+) -> ServerMetrics:
+    """``ServerMetrics`` for ``current``; rates and the prefix hit rate need ``previous``.
+
+    ``latency``: the window of quantiles the caller keeps over the scrapes (a
+    ``LatencyTracker``), passed through.
+    """
     if not current.has_vllm_metrics:
         return ServerMetrics(
             t=current.t, status=SourceStatus.OK, message=NO_VLLM_METRICS, gpu=current.gpu
@@ -247,6 +309,11 @@ def server_metrics(current: VllmScrape, previous: VllmScrape | None = None) -> S
         block_size=current.block_size,
         gpu=current.gpu,
         extra=extra,
+        histograms=current.histograms,
+        latency=latency,
+        prefix_caching=current.cache.enable_prefix_caching if current.cache else None,
+        gpu_memory_utilization=current.cache.gpu_memory_utilization if current.cache else None,
+        largest_request_tokens=current.largest_request_tokens,
     )
 
 
@@ -255,7 +322,9 @@ class VllmMetricsSource:
 
     ``client`` is injected (tests use ``httpx.MockTransport``); when omitted an
     ``httpx.AsyncClient`` is created on first use and closed by ``aclose()``. ``clock`` gives
-    the sample times (monotonic seconds) the rates divide by.
+    the sample times (monotonic seconds) the rates divide by. ``deadline_s`` bounds each
+    whole scrape and ``max_bytes`` its page (``tui.telemetry.scrape``); parsing runs in a
+    worker thread. ``window_s``: the sliding window of the latency quantiles.
     """
 
     def __init__(
@@ -263,35 +332,51 @@ class VllmMetricsSource:
         url: str,
         client: httpx.AsyncClient | None = None,
         *,
-        timeout_s: float = 2.0,
+        timeout_s: float = DEFAULT_DEADLINE_S,
+        max_bytes: int = MAX_PAGE_BYTES,
+        window_s: float = DEFAULT_WINDOW_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.url = check_metrics_url(url)
         self._client = client
         self._owns_client = client is None
         self._timeout_s = timeout_s
+        self._max_bytes = max_bytes
         self._clock = clock
         self._previous: VllmScrape | None = None
+        self._latency = LatencyTracker(window_s)
 
     async def sample(self) -> ServerMetrics:
         """Scrape once. Never raises: failures give status DOWN with the reason."""
         if self._client is None:
             self._client = httpx.AsyncClient()
+        gpu_source = f"dcgm:{self.url}"
         try:
-            families = await fetch_families(self._client, self.url, self._timeout_s)
+            current = await scrape(
+                self._client,
+                self.url,
+                lambda families, t: scrape_from_families(families, t, gpu_source),
+                deadline_s=self._timeout_s,
+                max_bytes=self._max_bytes,
+                clock=self._clock,
+            )
         except ScrapeError as exc:
             return ServerMetrics(t=self._clock(), status=SourceStatus.DOWN, message=str(exc))
-        scrape = scrape_from_families(families, self._clock(), gpu_source=f"dcgm:{self.url}")
-        metrics = server_metrics(scrape, self._previous)
-        if scrape.has_vllm_metrics:
+        latency = None
+        if current.has_vllm_metrics:
+            self._latency.observe(current.t, current.histograms)
+            latency = self._latency.latency(current.t)
+        metrics = server_metrics(current, self._previous, latency)
+        if current.has_vllm_metrics:
             # A DOWN spell keeps the last good scrape: the next rate spans the gap, and a
             # restart in between is recognised by the counters' _created stamps.
-            self._previous = scrape
+            self._previous = current
         return metrics
 
     def reset(self) -> None:
         """Forget the previous scrape (e.g. the console started a different server)."""
         self._previous = None
+        self._latency.reset()
 
     async def aclose(self) -> None:
         """Close the HTTP client if this source created it."""

@@ -1,0 +1,267 @@
+"""The console's own cost while it watches a server: CPU per second and memory (issue 11).
+
+    python benchmarks/console_cost.py            # 30 minutes at 1 Hz
+    python benchmarks/console_cost.py --quick    # 5 minutes
+
+Against the simulator (``python -m tui.sim serve``, simulated RTX 3080) under a steady load
+(``vtc bench --duration``, 4 req/s, in its own process), two watchers run side by side,
+each in its own process so psutil can measure it alone:
+
+- **vtc**: the console's telemetry path, headless: the /metrics source (bounded scrape,
+  parse in a thread, 60 s latency windows, rates), the host source (psutil over the
+  server's tree), history rings, a run's series recorder, and at every tick what the
+  panels compute (freshness of each source, GPU rows, advice);
+- **bare scrape** (the reference every monitor must pay): ``GET /metrics`` with httpx and
+  prometheus_client's parser, once a second, nothing else.
+
+This script samples each watcher's CPU time and RSS every 10 s (psutil) and prints CPU as
+a percentage of one core (after a 20 s warm-up), the ratio vtc / bare scrape, and RSS
+after a 150 s warm-up (the 60 s latency windows and the advisor's 120 raw samples full),
+at the end, its slope and its value minute by minute. Goal: under 5 % of a core; memory
+flat once the history rings are full (they are bounded: 10 numbers x 3600 samples, ~4 MB,
+full after an hour at 1 Hz, so a 30-minute run may see them grow by up to ~2 MB; the
+printed bound says how much).
+
+Every process started here is stopped by its process group, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks._procs import (  # noqa: E402
+    Server,
+    free_port,
+    load_average,
+    table,
+    terminate_on_sigterm,
+)
+
+MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+SAMPLE_EVERY_S = 10.0
+WARM_UP_S = 20.0  # CPU: after the imports and the first scrapes
+# RSS: after the bounded buffers that fill in the first minutes are full (the 60 s latency
+# windows, the 120 raw samples the advisor reads), so that what grows after is a leak.
+MEMORY_WARM_UP_S = 150.0
+RING_BYTES_BOUND = 10 * 3600 * 120  # 10 rings x 3600 (t, value) pairs x ~120 bytes
+
+
+async def _vtc_watcher(url: str, server_pid: int, duration_s: float, interval_s: float) -> None:
+    import httpx
+
+    from tui.domain.advice import AdviceInputs, advise
+    from tui.domain.freshness import freshness
+    from tui.domain.gpus import gpu_rows, server_gpu_indices
+    from tui.domain.history import SeriesRecorder, TelemetryHistory
+    from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
+    from tui.telemetry.host import HostSource
+    from tui.telemetry.poller import Poller
+    from tui.telemetry.vllm_metrics import VllmMetricsSource
+
+    client = httpx.AsyncClient(trust_env=False)
+    metrics = VllmMetricsSource(url, client)
+    host = HostSource(server_pid)
+    history = TelemetryHistory()
+    series = SeriesRecorder(time.monotonic())
+    latest: dict[str, object] = {}
+
+    def on_metrics(sample: ServerMetrics) -> None:
+        latest["metrics"] = sample
+        history.record_metrics(sample)
+        series.add_metrics(sample)
+        if sample.gpu is not None:
+            latest["gpu"] = sample.gpu
+            history.record_gpu(sample.gpu)
+            series.add_gpu(sample.gpu)
+
+    def on_host(sample: HostSample) -> None:
+        latest["host"] = sample
+        history.record_host(sample)
+
+    pollers = [
+        Poller(metrics.sample, on_metrics, interval=interval_s, name="metrics"),
+        Poller(host.sample, on_host, interval=interval_s, name="host"),
+    ]
+    for poller in pollers:
+        poller.start()
+    end = time.monotonic() + duration_s
+    while time.monotonic() < end:
+        await asyncio.sleep(interval_s)
+        now = time.monotonic()
+        m = latest.get("metrics")
+        gpu = latest.get("gpu")
+        h = latest.get("host")
+        for sample in (m, gpu, h):
+            freshness(sample, now, interval_s)  # type: ignore[arg-type]
+        if isinstance(gpu, GpuSample):
+            pids = h.server_pids if isinstance(h, HostSample) else ()
+            indices = server_gpu_indices(gpu.devices, server_pids=pids)
+            gpu_rows(gpu, server_indices=indices, server_pids=pids)
+            advise(AdviceInputs(history.recent_metrics(now - 60), gpu=gpu, server_gpus=indices))
+        series.points()
+    for poller in pollers:
+        await poller.stop()
+    await client.aclose()
+
+
+async def _bare_watcher(url: str, duration_s: float, interval_s: float) -> None:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    end = time.monotonic() + duration_s
+    async with httpx.AsyncClient(trust_env=False) as client:
+        while time.monotonic() < end:
+            started = time.monotonic()
+            try:
+                response = await client.get(url, timeout=3.0)
+                list(text_string_to_metric_families(response.text))
+            except (httpx.HTTPError, ValueError):
+                pass
+            await asyncio.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+
+
+@dataclass
+class Watched:
+    """One watcher process and its (wall, cpu seconds, rss bytes) samples."""
+
+    name: str
+    server: Server
+    samples: list[tuple[float, float, int]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        proc = psutil.Process(self.server.proc.pid)
+        times = proc.cpu_times()
+        self.samples.append((time.monotonic(), times.user + times.system, proc.memory_info().rss))
+
+    def after_warm_up(self, warm_up_s: float = WARM_UP_S) -> list[tuple[float, float, int]]:
+        start = self.samples[0][0] + warm_up_s
+        return [s for s in self.samples if s[0] >= start] or self.samples[-2:]
+
+    def cpu_percent(self) -> float:
+        kept = self.after_warm_up()
+        (w0, c0, _), (w1, c1, _) = kept[0], kept[-1]
+        return 100.0 * (c1 - c0) / (w1 - w0) if w1 > w0 else float("nan")
+
+    def rss(self) -> tuple[int, int, int, float]:
+        """(after warm-up, at the end, max, slope in MB per hour) of the RSS."""
+        kept = self.after_warm_up(MEMORY_WARM_UP_S)
+        walls = [w for w, _, _ in kept]
+        rss = [r for _, _, r in kept]
+        slope = 0.0
+        if len(kept) >= 3:
+            slope = statistics.linear_regression(walls, rss).slope * 3600 / 2**20
+        return rss[0], rss[-1], max(rss), slope
+
+
+def _spawn(role: str, url: str, args: argparse.Namespace, logs: Path, pid: int) -> Server:
+    argv = [sys.executable, __file__, "--role", role, "--url", url, "--server-pid", str(pid)]
+    argv += ["--duration", str(args.duration), "--interval", str(args.interval)]
+    return Server(argv, logs / f"{role}.log")
+
+
+def _measure(args: argparse.Namespace) -> int:
+    logs = Path(tempfile.mkdtemp(prefix="console-cost-"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    sim_argv = [sys.executable, "-m", "tui.sim", "serve", MODEL, "--sim-gpu", "rtx3080-10gb"]
+    sim_argv += ["--host", "127.0.0.1", "--port", str(port), "--sim-speed", "1"]
+    started: list[Server] = []
+    try:
+        sim = Server(sim_argv, logs / "sim.log")
+        started.append(sim)
+        sim.wait_ready(base + "/health", 120)
+        load_argv = [sys.executable, "-m", "tui.cli", "bench", "--base-url", base]
+        load_argv += ["--model", MODEL, "--request-rate", "4", "--max-concurrency", "64"]
+        load_argv += ["--random-input-len", "256", "--random-output-len", "128"]
+        load_argv += ["--duration", str(args.duration + 30), "--disable-tqdm"]
+        started.append(Server(load_argv, logs / "load.log"))
+        watched = [
+            Watched("vtc", _spawn("vtc", base + "/metrics", args, logs, sim.proc.pid)),
+            Watched("bare scrape", _spawn("bare", base + "/metrics", args, logs, sim.proc.pid)),
+        ]
+        started.extend(w.server for w in watched)
+        print(f"simulator {base}, {load_average()}, {args.duration:.0f} s at {args.interval:g} s")
+        end = time.monotonic() + args.duration
+        while time.monotonic() < end and all(w.server.proc.poll() is None for w in watched):
+            for w in watched:
+                w.sample()
+            time.sleep(min(SAMPLE_EVERY_S, max(0.1, end - time.monotonic())))
+        for w in watched:
+            if w.server.proc.poll() is not None:
+                print(f"{w.name} exited early:\n{w.server.tail()}")
+                return 1
+            w.sample()
+        _report(watched)
+        print(f"after: {load_average()}; logs in {logs}")
+        return 0
+    finally:
+        for server in reversed(started):
+            server.stop(grace_s=5)
+
+
+def _report(watched: list[Watched]) -> None:
+    vtc, bare = watched
+    rows = [["watcher", "CPU % of a core", "RSS after warm-up", "RSS at end", "RSS max", "slope"]]
+    for w in watched:
+        first, last, peak, slope = w.rss()
+        rows.append(
+            [
+                w.name,
+                f"{w.cpu_percent():.2f}",
+                f"{first / 2**20:.1f} MB",
+                f"{last / 2**20:.1f} MB",
+                f"{peak / 2**20:.1f} MB",
+                f"{slope:+.1f} MB/h",
+            ]
+        )
+    table(rows)
+    ratio = vtc.cpu_percent() / bare.cpu_percent() if bare.cpu_percent() > 0 else float("nan")
+    first, last, _, _ = vtc.rss()
+    growth = (last - first) / 2**20
+    print(f"vtc / bare scrape CPU: {ratio:.2f}x")
+    minutes = [f"{r / 2**20:.1f}" for w, _, r in vtc.samples if (w - vtc.samples[0][0]) % 60 < 10]
+    print("vtc RSS by minute (MB): " + " ".join(minutes))
+    print(
+        f"goal CPU < 5 % of a core: {'met' if vtc.cpu_percent() < 5 else 'NOT met'}; "
+        f"RSS grew {growth:+.1f} MB (history rings bounded at "
+        f"{RING_BYTES_BOUND / 2**20:.1f} MB when full)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point (also the watchers' child processes, by ``--role``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="5 minutes instead of 30")
+    parser.add_argument("--duration", type=float, help="seconds to measure (default 1800)")
+    parser.add_argument("--interval", type=float, default=1.0, help="poll interval (1 Hz)")
+    parser.add_argument("--role", choices=("measure", "vtc", "bare"), default="measure")
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.duration is None:
+        args.duration = 300.0 if args.quick else 1800.0
+    if args.role == "vtc":
+        asyncio.run(_vtc_watcher(args.url, args.server_pid, args.duration + 60, args.interval))
+        return 0
+    if args.role == "bare":
+        asyncio.run(_bare_watcher(args.url, args.duration + 60, args.interval))
+        return 0
+    terminate_on_sigterm()
+    return _measure(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
