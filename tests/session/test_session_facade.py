@@ -108,7 +108,7 @@ async def test_a_load_runner_that_raises_is_one_line_and_the_session_carries_on(
     (finished,) = [e for e in events if isinstance(e, LoadFinished)]
     assert finished.error == "ZeroDivisionError: float division by zero"
     assert session.current is not None and session.current.bench is None
-    assert not session.load_running
+    assert session.current.status is RunStatus.READY  # the server carries on
     await session.close()
 
 

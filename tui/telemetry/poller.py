@@ -140,7 +140,7 @@ class Poller(Generic[T]):
             result = await self._call_sample()
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # a failing source is reported; polling goes on
             await self._report(exc, in_callback=False)
             return
         try:
@@ -149,7 +149,7 @@ class Poller(Generic[T]):
                 await delivered
         except asyncio.CancelledError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # a failing consumer is reported; polling goes on
             await self._report(exc, in_callback=True)
 
     async def _call_sample(self) -> T:
@@ -183,7 +183,7 @@ class Poller(Generic[T]):
                 await reported
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception:  # the failure handler itself failed: log it, keep polling
             log.exception("poller %s: on_failure raised", self.name)
 
 
