@@ -16,7 +16,7 @@ from tui.domain.errors import VtcError
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.record import LoadRecorded, RunEnded
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
@@ -133,11 +133,9 @@ class Session:
         elif self.info.autostart and self.can_restart:
             await self.restart(self.info.initial_flags)
 
-    async def restart(self, flags: ServeFlags) -> RunRecord:
-        """Stop what runs (load first) and launch ``flags`` as a new run; returns the run.
-
-        Returns once launched; readiness or failure arrive as events and run updates.
-        """
+    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord:
+        """Stop what runs (load first), launch ``flags`` as a new run (``sweep``: a trial's
+        tag); returns once launched, readiness or failure arrive as events and run updates."""
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
         old_pids, old_run = self._slot.live_pids(), self._book.current
@@ -151,8 +149,10 @@ class Session:
         estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
         startup = StartupProfile(kv_estimate_tokens=estimate.kv_tokens if estimate else None)
         record = await self._book.open(
-            RunRecord(flags=flags, executable=self.info.executable, startup=startup)
+            RunRecord(flags=flags, executable=self.info.executable, startup=startup, sweep=sweep)
         )
+        if self._closed:  # closed while stopping: launch nothing the session would not stop
+            raise VtcError("the session is closing: no new server")
         launch = flags if flags.port is not None else flags.replace(port=self.info.port)
         await self._slot.launch(launch, run_id=record.id)
         return self._book.current or record
@@ -195,12 +195,13 @@ class Session:
         self._book.end_now(RunEnded(RunStatus.STOPPED, why or "the console ended abruptly"))
 
     # -- load --------------------------------------------------------------------------------
-    async def run_load(self, spec: LoadSpec) -> BenchResult | None:
-        """Run ``spec`` against the ready server; the result lands on the current run."""
+    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None:
+        """Run ``spec`` (``model``: a LoRA adapter to address) against the ready server; the
+        result lands on the current run."""
         record, url = self._book.current, self._slot.base_url
         if self.state is not ServerState.READY or record is None or url is None:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
-        model = record.flags.served_model_name or record.flags.model
+        model = model or record.flags.served_model_name or record.flags.model
         self._hub.begin_peaks()
         try:
             result = await self._loads.run(spec, base_url=url, model=model)

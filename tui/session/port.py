@@ -14,7 +14,8 @@ from typing import Protocol
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
-from tui.domain.results import BenchResult, RunRecord
+from tui.domain.results import BenchResult, RunRecord, SweepTag
+from tui.domain.sweep import SweepSpec, SweepStatus
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
@@ -35,10 +36,54 @@ class LoadFinished:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class SweepUpdated:
+    """A sweep's status changed: a trial started or finished, it stopped or ended."""
+
+    status: SweepStatus
+
+
 SessionEvent = (
-    ServerEvent | RunUpdated | LoadFinished | LoadProgress | GpuSample | ServerMetrics | HostSample
+    ServerEvent
+    | RunUpdated
+    | LoadFinished
+    | LoadProgress
+    | GpuSample
+    | ServerMetrics
+    | HostSample
+    | SweepUpdated
 )
 """Everything a session reports to its subscribers, on its event loop, in order."""
+
+
+class SweepControl(Protocol):
+    """The sweeps a session runs on its own server (``tui.tune.service`` implements it).
+
+    While one runs it drives the session as the operator would (restart, load), so the
+    console refuses its own restarts and loads; its progress arrives as ``SweepUpdated``.
+    """
+
+    @property
+    def status(self) -> SweepStatus | None:
+        """The running or last sweep's status (``None`` before the first)."""
+        ...
+
+    @property
+    def running(self) -> bool:
+        """Whether a sweep is running (or stopping)."""
+        ...
+
+    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
+        """Start ``spec`` (resuming its journal if it ran before); ``VtcError`` if busy."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop the running sweep (the trial in progress is cut short and run again later)."""
+        ...
+
+    async def resumable(self) -> list[SweepSpec]:
+        """Sweeps of this data dir that did not finish, newest first."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +93,8 @@ class SessionInfo:
     ``label`` names the mode in the console's header; ``port`` is where launched runs
     listen when their flags name none; ``protected_runs`` are stored runs still live under
     another console (never marked lost by this one); ``no_flag_list`` says why the
-    installed vLLM's flag list will never load in this mode (``None``: it loads).
+    installed vLLM's flag list will never load in this mode (``None``: it loads);
+    ``sweeps``: the sweeps it can run on its server.
     """
 
     label: str
@@ -62,6 +108,7 @@ class SessionInfo:
     port: int = 8000
     protected_runs: frozenset[int] = frozenset()
     no_flag_list: str | None = None
+    sweeps: SweepControl | None = None  # None: this mode runs no sweeps (attached)
 
 
 class SessionPort(Protocol):
@@ -86,8 +133,8 @@ class SessionPort(Protocol):
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def start(self) -> None: ...
-    async def restart(self, flags: ServeFlags) -> RunRecord: ...
-    async def run_load(self, spec: LoadSpec) -> BenchResult | None: ...
+    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord: ...
+    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None: ...
     async def cancel_load(self) -> None: ...
     async def stop_server(self) -> None: ...
     async def close(self) -> None: ...

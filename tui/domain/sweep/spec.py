@@ -1,0 +1,255 @@
+"""A sweep, as a ``presets/sweeps/*.toml`` file (or the console's sweep form) declares it.
+
+Every flag value goes through ``ServeFlags`` (or the pass-through table of
+:mod:`.tunables`), the workload through ``LoadSpec``: a spec that loads can only propose
+flags vtc would launch and loads vtc can run. The layout::
+
+    name = "..."            strategy = "search"     objective = "output_throughput"
+    [base]        model, extra_args; [base.flags] fixed flags
+    [parameters]  name = [values] | {start, stop, step}
+    [workload]    LoadSpec's fields, cache_hit_pct, lora_adapter
+    [slo]         p99_e2el_ms = 13000, min_prefix_cache_hit_pct = 30 ...
+    [goodput]     ttft/tpot/e2el thresholds in ms (default: the p99 limits)
+    [budget]      max_starts, max_wall_s
+    [auto_tune] / [grid] / [search]   each strategy's options
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tui.domain.flags import ServeFlags, problems_from_error
+from tui.domain.sweep.slo import GOODPUT_METRICS, Objective, SloLimits
+from tui.domain.sweep.tunables import Value, build_flags, check_value, tunable_names
+from tui.domain.workload import LoadSpec
+
+StrategyName = Literal["auto_tune", "grid", "search"]
+STRATEGIES: tuple[str, ...] = ("auto_tune", "grid", "search")
+RatePolicy = Literal["none", "descent", "bisect"]
+"""How a configuration whose SLOs fail at the workload's rate is measured further: not at
+all, auto_tune.sh's descent by 1 req/s, or a bisection of the SLO-bounded rate."""
+
+
+class ParamRange(BaseModel):
+    """``start`` to ``stop`` inclusive by ``step`` (negative to count down)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    start: float
+    stop: float
+    step: float
+
+    @model_validator(mode="after")
+    def _direction(self) -> ParamRange:
+        if self.step == 0 or (self.stop - self.start) * self.step < 0:
+            raise ValueError(f"range {self.start}..{self.stop} never ends with step {self.step}")
+        if abs((self.stop - self.start) / self.step) > 10_000:
+            raise ValueError("range has more than 10,000 values")
+        return self
+
+    def values(self) -> list[float | int]:
+        """The values, rounded to the step's decimals; ints when all three are whole."""
+        whole = all(float(x).is_integer() for x in (self.start, self.stop, self.step))
+        decimals = max(_decimals(self.start), _decimals(self.step))
+        count = math.floor((self.stop - self.start) / self.step + 1e-9) + 1
+        out: list[float | int] = []
+        for i in range(count):
+            value = round(self.start + i * self.step, decimals)
+            out.append(int(value) if whole else value)
+        return out
+
+
+def _decimals(x: float) -> int:
+    text = repr(float(x))
+    return len(text.split(".")[1].rstrip("0")) if "." in text and "e" not in text else 6
+
+
+class SweepBase(BaseModel):
+    """The fixed part of every trial's command: the model, flags, extra arguments."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(min_length=1)
+    flags: dict[str, Value] = Field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _valid(self) -> SweepBase:
+        try:
+            build_flags(self.model, self.flags, self.extra_args)
+        except ValidationError as exc:
+            raise ValueError(f"base flags: {_first(exc)}") from exc
+        return self
+
+    def flags_for(self, choice: dict[str, Value]) -> ServeFlags:
+        """The base with ``choice`` over it (``ValidationError``: the flag rules refuse it)."""
+        return build_flags(self.model, {**self.flags, **choice}, self.extra_args)
+
+
+def _first(exc: ValidationError) -> str:
+    problem = problems_from_error(exc)[0]
+    return f"{problem.field}: {problem.message}" if problem.field else problem.message
+
+
+class SweepWorkload(BaseModel):
+    """vtc bench's workload (``LoadSpec``), a shared prefix for a cache-hit target, an adapter.
+
+    ``cache_hit_pct`` sizes a shared prefix as auto_tune.sh does: ``prefix_len =
+    input_len * pct / 100`` and the random part ``input_len - prefix_len`` (applied by the
+    tuner with the load room's ``shared_prefix_spec``). ``lora_adapter``: the adapter the
+    requests address when a trial enables LoRA (else the base model). Without
+    ``max_concurrency`` there is no cap, as in ``vllm bench serve``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    load: LoadSpec
+    cache_hit_pct: float | None = Field(default=None, ge=0, lt=100)
+    lora_adapter: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat(cls, data: Any) -> Any:
+        """Accept the flat TOML table: LoadSpec's fields beside ours."""
+        if not isinstance(data, dict) or "load" in data:
+            return data
+        ours = {k: data[k] for k in ("cache_hit_pct", "lora_adapter") if k in data}
+        load = {k: v for k, v in data.items() if k not in ours}
+        load.setdefault("max_concurrency", None)
+        return {**ours, "load": load}
+
+
+class Budget(BaseModel):
+    """When a sweep stops on its own: server starts and wall time (``None``: unbounded)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_starts: int | None = Field(default=None, ge=1)
+    max_wall_s: float | None = Field(default=None, gt=0)
+
+
+class AutoTuneOptions(BaseModel):
+    """auto_tune.sh's constants (reference section 5)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    probe_start: float = Field(default=0.98, gt=0, le=1)
+    probe_stop: float = Field(default=0.90, gt=0, le=1)
+    probe_step: float = Field(default=0.01, gt=0)
+    first_prompts: int = Field(default=1000, ge=1)  # the rate-inf run
+    descent_prompts: int = Field(default=100, ge=1)  # each step of the rate descent
+    settle_s: float = Field(default=0.0, ge=0)  # the script sleeps 5 s after each reset
+
+    def probe_values(self) -> list[float]:
+        """0.98, 0.97, ... 0.90: the utilizations the probe tries, highest first."""
+        if self.probe_stop > self.probe_start:
+            return []
+        span = ParamRange(start=self.probe_start, stop=self.probe_stop, step=-self.probe_step)
+        return [float(v) for v in span.values()]
+
+
+class GridOptions(BaseModel):
+    """The Cartesian product, optionally ``vllm bench sweep serve``'s parameter files.
+
+    ``serve_params`` / ``bench_params``: its JSON (a list of records, or a dict of named
+    records), each record a set of ``vllm serve`` / ``vllm bench serve`` settings;
+    ``link_vars``: ``serve_key=bench_key`` pairs that must be equal (its ``--link-vars``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    serve_params: list[dict[str, Any]] | None = None
+    bench_params: list[dict[str, Any]] | None = None
+    link_vars: tuple[tuple[str, str], ...] = ()
+    rate_search: RatePolicy = "none"
+
+
+class SearchOptions(BaseModel):
+    """The model-based search's knobs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = 0
+    startup_trials: int = Field(default=5, ge=1)  # random points before TPE models
+    patience: int = Field(default=6, ge=1)  # starts without improvement before stopping
+    short_fraction: float = Field(default=0.25, gt=0, le=1)  # prompts of a short benchmark
+    min_short_prompts: int = Field(default=16, ge=1)
+    promote_within: float = Field(default=0.10, ge=0, le=1)  # of the best short result
+    confirm_seeds: int = Field(default=3, ge=1)  # the best, re-run; reported by its worst
+    rate_search: RatePolicy = "bisect"
+    bisect_steps: int = Field(default=5, ge=1)
+
+
+class SweepSpec(BaseModel):
+    """A whole sweep. Construct with :meth:`model_validate`; invalid specs never load."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    source: str = ""
+    strategy: StrategyName = "search"
+    objective: Objective = "output_throughput"
+    sim_gpu: str | None = None  # --demo: the simulated GPU
+    base: SweepBase
+    parameters: dict[str, list[Value] | ParamRange] = Field(default_factory=dict)
+    workload: SweepWorkload
+    slo: SloLimits = Field(default_factory=SloLimits)
+    goodput: dict[str, float] = Field(default_factory=dict)
+    budget: Budget = Field(default_factory=Budget)
+    auto_tune: AutoTuneOptions = Field(default_factory=AutoTuneOptions)
+    grid: GridOptions = Field(default_factory=GridOptions)
+    search: SearchOptions = Field(default_factory=SearchOptions)
+
+    @model_validator(mode="after")
+    def _parameters(self) -> SweepSpec:
+        for name, space in self.parameters.items():
+            if name not in tunable_names():
+                raise ValueError(f"parameter {name!r} is not a tunable flag")
+            values = space.values() if isinstance(space, ParamRange) else space
+            if not values:
+                raise ValueError(f"parameter {name} has no values")
+            for value in values:
+                check_value(name, value)
+        for metric, ms in self.goodput.items():
+            if metric not in GOODPUT_METRICS or not ms >= 0:
+                raise ValueError(f"goodput {metric}:{ms}: keys {GOODPUT_METRICS}, ms >= 0")
+        if self.strategy == "auto_tune":
+            missing = {"max_num_seqs", "max_num_batched_tokens"} - set(self.parameters)
+            if missing:
+                raise ValueError(f"auto_tune sweeps {', '.join(sorted(missing))}: list them")
+        return self
+
+    def values(self, name: str) -> tuple[Value, ...]:
+        """Parameter ``name``'s values in declared order, each checked (floats coerced)."""
+        space = self.parameters[name]
+        raw = space.values() if isinstance(space, ParamRange) else space
+        out: list[Value] = []
+        for value in raw:
+            checked = check_value(name, value)
+            if checked not in out:
+                out.append(checked)
+        return tuple(out)
+
+    def space_size(self) -> int:
+        """How many combinations the parameters make."""
+        return math.prod(len(self.values(name)) for name in self.parameters)
+
+    def goodput_slos(self) -> dict[str, float]:
+        """bench serve's ``--goodput`` thresholds: declared, else the p99 limits."""
+        return dict(self.goodput) or self.slo.goodput_defaults()
+
+    def fingerprint(self) -> str:
+        """A short hash of everything that decides the trials (resume finds them by it)."""
+        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def sweep_id(self) -> str:
+        """``<name>-<fingerprint>``: the same spec resumes the same sweep."""
+        safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in self.name)
+        return f"{safe}-{self.fingerprint()}"

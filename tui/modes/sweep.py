@@ -1,0 +1,246 @@
+"""The sweep mode: ``vtc sweep``'s sessions, one per GPU lane, built like demo/local's.
+
+Each lane is a session of its own (its launcher pinned to its GPUs with
+``CUDA_VISIBLE_DEVICES``, its own port and state file) over the same run history, so every
+trial is a run on the board of ``vtc`` (or ``vtc --demo``). The servers run with
+``VLLM_SERVER_DEV_MODE=1``, as auto_tune.sh and ``vllm bench sweep serve`` start them, for
+``/reset_prefix_cache``. A lane's state file names the server it runs, so a sweep killed
+mid-way (its servers live on in their own sessions) has them stopped by the next run
+before it resumes. The load runner carries the spec's goodput thresholds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tui.domain.credentials import Credentials
+from tui.domain.preflight import DeviceMemory
+from tui.domain.sweep.spec import SweepSpec
+from tui.load.runner import LoadRunner
+from tui.modes.common import STOP_GRACE_S, Services, assemble, free_port, open_history
+from tui.modes.demo import (
+    DEFAULT_SIM_GPU,
+    sim_catalog_config,
+    sim_gpu_device,
+    simulated_gpu_absent,
+    simulator_command,
+)
+from tui.modes.options import ConsoleOptions, SetupError
+from tui.modes.sources import MetricsReader, NvmlReader, local_client
+from tui.server.adopted import ServerStateKeeper, stop_recorded_server
+from tui.server.kv_estimator import (
+    KvEstimator,
+    console_children,
+    cpu_node_memory,
+    gpu_device_from_sample,
+    is_cpu_build,
+)
+from tui.server.model_config import find_model_config
+from tui.server.supervisor import ProcessLauncher
+from tui.session.facade import Session
+from tui.session.port import SessionInfo
+from tui.session.slot import ServerSlot
+from tui.store.history import default_data_dir
+from tui.store.server_state import ServerStateError, ServerStateFile
+from tui.telemetry.nvml import NvmlGpuSource
+from tui.tune.gpus import gpus_per_trial, lanes, visible_gpus
+from tui.tune.prune import Estimator
+
+DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+
+
+@dataclass
+class LaneParts:
+    """One lane: its name (its GPUs), the session's facts and adapters, its estimator."""
+
+    name: str
+    info: SessionInfo
+    services: Services
+    estimator: Estimator | None
+
+
+class SweepMode:
+    """Builds the lanes' sessions for a spec (``--demo``: simulators, else local vLLM).
+
+    ``sim_gpus``: how many simulated GPUs the demo has (one lane each); ``gpus``: the GPUs
+    to use (default: every visible one).
+    """
+
+    label = "sweep"
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        *,
+        sim_gpus: int = 1,
+        gpus: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.sim_gpus = max(1, sim_gpus)
+        self.gpus = list(gpus) if gpus else None
+        self.env = dict(os.environ if env is None else env)
+
+    def build(self, options: ConsoleOptions) -> Session:
+        """The first lane's session."""
+        info, services = self.parts(options)
+        return assemble(info, services, poll_interval_s=options.poll_interval_s)
+
+    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
+        """The first lane's facts and adapters."""
+        first = self.lane_parts(options)[0]
+        return first.info, first.services
+
+    def data_dir(self, options: ConsoleOptions) -> Path:
+        """Where the runs, logs, state files and journals go."""
+        return options.data_dir or default_data_dir()
+
+    def lane_parts(self, options: ConsoleOptions) -> list[LaneParts]:
+        """Every lane (raises :class:`SetupError` for what cannot run)."""
+        data_dir = self.data_dir(options)
+        if options.demo:
+            return [self._demo_lane(options, data_dir, i) for i in range(self.sim_gpus)]
+        resolved = shutil.which(options.vllm)
+        if resolved is None:
+            raise SetupError(
+                f"vllm executable not found: {options.vllm!r}",
+                hint="pass --vllm PATH, run `vtc setup-cpu-vllm`, or sweep the simulator: --demo",
+            )
+        if is_cpu_build(resolved):
+            return [self._local_lane(options, data_dir, resolved, 0, None, None)]
+        nvml = NvmlGpuSource()
+        groups = lanes(
+            self.gpus or visible_gpus(self.env, lambda: _count(nvml)), gpus_per_trial(self.spec)
+        )
+        if not groups:
+            raise SetupError(
+                "no GPU visible for the sweep", hint="check nvidia-smi, CUDA_VISIBLE_DEVICES"
+            )
+        return [
+            self._local_lane(options, data_dir, resolved, i, g, nvml) for i, g in enumerate(groups)
+        ]
+
+    def _common(self, data_dir: Path, index: int, *, demo: bool) -> tuple[Credentials, Path]:
+        """Credentials and the run store; a server a killed sweep left on this lane: stopped."""
+        kind = "demo" if demo else "vllm"
+        state = ServerStateFile(data_dir / f"sweep-{kind}-lane{index}.json")
+        if state.exists():
+            stop_recorded_server(state, grace_s=STOP_GRACE_S)
+        store = data_dir / ("demo-runs.sqlite" if demo else "runs.sqlite")
+        return Credentials.from_env(self.env), store
+
+    def _demo_lane(self, options: ConsoleOptions, data_dir: Path, index: int) -> LaneParts:
+        credentials, store_path = self._common(data_dir, index, demo=True)
+        gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_SIM_GPU
+        env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
+        launcher = ProcessLauncher(
+            simulator_command(), env=env, log_dir=data_dir / "demo-logs",
+            startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
+        )  # fmt: skip
+        per_trial = gpus_per_trial(self.spec)
+        args = [
+            "--sim-gpu",
+            gpu,
+            "--sim-speed",
+            f"{options.sim_speed:g}",
+            "--sim-gpus",
+            str(per_trial),
+        ]
+        estimator = KvEstimator(
+            lambda: sim_gpu_device(gpu), env={**self.env, **env},
+            find_config=lambda m: find_model_config(m, env=self.env, fallback=sim_catalog_config),
+        )  # fmt: skip
+        name = f"sim{index}"
+        return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
+                          estimator, launch_args=args, gpu_absent=True, demo=True)  # fmt: skip
+
+    def _local_lane(
+        self,
+        options: ConsoleOptions,
+        data_dir: Path,
+        vllm: str,
+        index: int,
+        group: str | None,
+        nvml: NvmlGpuSource | None,
+    ) -> LaneParts:
+        credentials, store_path = self._common(data_dir, index, demo=False)
+        env = {**credentials.server_env(), **DEV_MODE_ENV}
+        if group is not None:
+            env["CUDA_VISIBLE_DEVICES"] = group
+        launcher = ProcessLauncher(
+            [vllm], env=env, log_dir=data_dir / "logs",
+            startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
+        )  # fmt: skip
+        first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
+        estimator = KvEstimator(_device_reader(nvml, first), env={**self.env, **env})
+        name = f"gpu{group}" if group is not None else "cpu"
+        reader = NvmlReader(nvml) if nvml is not None and index == 0 else None
+        return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
+                          estimator, gpu=reader, executable=vllm)  # fmt: skip
+
+    def _lane(
+        self,
+        options: ConsoleOptions,
+        data_dir: Path,
+        index: int,
+        name: str,
+        launcher: ProcessLauncher,
+        store_path: Path,
+        credentials: Credentials,
+        estimator: KvEstimator,
+        *,
+        launch_args: Sequence[str] = (),
+        gpu_absent: bool = False,
+        gpu: NvmlReader | None = None,
+        executable: str | None = None,
+        demo: bool = False,
+    ) -> LaneParts:
+        store, history = open_history(store_path)
+        kind = "demo" if demo else "vllm"
+        keeper = ServerStateKeeper(
+            ServerStateFile(data_dir / f"sweep-{kind}-lane{index}.json"), mode=kind
+        )
+        services = Services(
+            store=store, history=history,
+            slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
+            metrics=MetricsReader(local_client(credentials)),
+            runner=LoadRunner(api_key=credentials.api_key, goodput=self.spec.goodput_slos()),
+            gpu=gpu, gpu_absent=simulated_gpu_absent() if gpu_absent else None,
+            estimator=estimator,
+        )  # fmt: skip
+        flags = self.spec.base.flags_for({})
+        info = SessionInfo(
+            label=f"sweep {self.spec.name} · {name}",
+            initial_flags=flags,
+            executable=executable or " ".join(simulator_command()),
+            port=flags.port or free_port(),
+            protected_runs=_watched(data_dir, demo),
+        )
+        return LaneParts(name, info, services, estimator)
+
+
+def _count(nvml: NvmlGpuSource) -> int:
+    return len(nvml.sample().devices)
+
+
+def _device_reader(nvml: NvmlGpuSource | None, index: int) -> Callable[[], DeviceMemory | None]:
+    if nvml is None:
+        return cpu_node_memory
+    return lambda: gpu_device_from_sample(nvml.sample(), index, console_children())
+
+
+def _watched(data_dir: Path, demo: bool) -> frozenset[int]:
+    """The run a console watches in this data dir right now: never marked lost by a sweep."""
+    try:
+        record = ServerStateFile.in_data_dir(data_dir, demo=demo).read()
+    except ServerStateError:
+        return frozenset()
+    return (
+        frozenset({record.run_id})
+        if record is not None and record.run_id is not None
+        else frozenset()
+    )

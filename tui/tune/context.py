@@ -1,0 +1,346 @@
+"""The trial loop every strategy shares: lanes, the journal, the budget, stopping, progress.
+
+A strategy hands :class:`TrialPlan` s to :meth:`SweepContext.run_trials`; each plan is run
+on the next free lane (one per GPU, so a batch runs in parallel), or replayed from the
+journal when a previous run of the same sweep finished it. A plan's procedure measures the
+trial's server through :class:`TrialBench`. Every finished trial is journaled and reported
+(``emit``) as a :class:`~tui.domain.sweep.SweepStatus`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from tui.domain.errors import VtcError
+from tui.domain.flags import ServeFlags
+from tui.domain.results import SweepTag
+from tui.domain.sweep.outcome import (
+    KEPT_METRICS,
+    Measurement,
+    SweepState,
+    SweepStatus,
+    TrialOutcome,
+    TrialState,
+    best_trial,
+)
+from tui.domain.sweep.slo import objective_value
+from tui.domain.sweep.spec import SweepSpec
+from tui.domain.workload import LoadSpec
+from tui.tune.journal import Journal
+from tui.tune.lanes import Lane, LaneError, LaneInterrupted
+from tui.tune.prune import Pruner
+from tui.tune.space import Choice, describe, request_model
+
+Clock = Callable[[], float]
+
+
+class SweepStopped(Exception):
+    """The sweep was asked to stop (the operator, a quit): it resumes later."""
+
+
+class BudgetSpent(Exception):
+    """The sweep's budget (server starts or wall time) is spent."""
+
+
+class SweepFailed(VtcError):
+    """The sweep cannot go on (e.g. no utilization starts the server)."""
+
+
+@dataclass
+class Evaluated:
+    """What a procedure measured, and which measurement stands for the trial."""
+
+    measurements: list[Measurement] = field(default_factory=list)
+    chosen: int | None = None
+
+
+Procedure = Callable[["TrialBench"], Awaitable[Evaluated]]
+
+
+async def nothing(bench: TrialBench) -> Evaluated:
+    """A procedure that only starts the server (auto_tune's memory probe)."""
+    return Evaluated()
+
+
+@dataclass
+class TrialPlan:
+    """One server start and what to measure on it."""
+
+    choice: Choice
+    flags: ServeFlags
+    note: str
+    procedure: Procedure
+    kind: str = "trial"
+
+    def key(self) -> str:
+        """Finds the trial again in the journal: its kind, note and exact argv."""
+        text = json.dumps([self.kind, self.note, self.flags.to_argv()])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class TrialBench:
+    """The trial's ready server, as its procedure measures it."""
+
+    def __init__(self, ctx: SweepContext, lane: Lane, model: str | None) -> None:
+        self._ctx, self._lane, self._model = ctx, lane, model
+
+    async def measure(self, load: LoadSpec, phase: str) -> Measurement:
+        """Run ``load``; its numbers, SLO verdict and objective. Raises ``LaneError``."""
+        spec = self._ctx.spec
+        self._ctx.note_activity(f"{self._lane.name}: {phase} benchmark ({load.num_prompts})")
+        run = await self._lane.bench(load, model=self._model, goodput=self._ctx.goodput)
+        result = run.result
+        if result.cancelled:
+            raise LaneInterrupted("the load was cancelled")
+        metrics = {k: float(v) for k in KEPT_METRICS if (v := result.metric(k)) is not None}
+        return Measurement(
+            phase=phase,
+            load=load,
+            metrics=metrics,
+            prefix_hit_pct=run.prefix_hit_pct,
+            verdict=spec.slo.verdict(result, run.prefix_hit_pct),
+            objective=objective_value(spec.objective, result),
+        )
+
+    async def reset_prefix_cache(self) -> bool:
+        """Empty the server's prefix cache (auto_tune.sh does it before each descent step)."""
+        return await self._lane.reset_prefix_cache()
+
+
+class SweepContext:
+    """The state of one sweep run: its trials, lanes, journal, budget and progress."""
+
+    def __init__(
+        self,
+        spec: SweepSpec,
+        lanes: Sequence[Lane],
+        journal: Journal | None = None,
+        *,
+        emit: Callable[[SweepStatus], None] | None = None,
+        clock: Clock = time.monotonic,
+        baseline_run_id: int | None = None,
+        pruner: Pruner | None = None,
+    ) -> None:
+        if not lanes:
+            raise ValueError("a sweep needs at least one lane")
+        self.spec = spec
+        self.sweep_id = spec.sweep_id()
+        self.lanes = list(lanes)
+        self.goodput = spec.goodput_slos()
+        self.pruner = pruner
+        self.planned: int | None = None
+        self.best_override: TrialOutcome | None = None
+        self.notes: list[str] = []
+        self._journal = journal
+        self._emit = emit
+        self._clock = clock
+        self._started = clock()
+        self._baseline = baseline_run_id
+        self._free: asyncio.Queue[Lane] = asyncio.Queue()
+        for lane in self.lanes:
+            self._free.put_nowait(lane)
+        self._busy: set[Lane] = set()
+        self._outcomes: dict[int, TrialOutcome] = {}
+        self._next_index = 1
+        self._reserved = 0  # starts in flight, counted against the budget
+        self._stop = False
+        self._aborts: list[asyncio.Future[None]] = []
+        self._resumed = 0
+        self._resumed_s = 0.0
+        self._message = ""
+
+    # -- what strategies read -----------------------------------------------------------------
+    @property
+    def trials(self) -> list[TrialOutcome]:
+        """Finished trials in index order."""
+        return [self._outcomes[i] for i in sorted(self._outcomes)]
+
+    @property
+    def starts(self) -> int:
+        """Server starts so far (resumed ones included), plus those in flight."""
+        return sum(1 for t in self._outcomes.values() if t.started) + self._reserved
+
+    @property
+    def stop_requested(self) -> bool:
+        """Whether :meth:`request_stop` was called."""
+        return self._stop
+
+    def starts_left(self) -> int | None:
+        """Starts the budget still allows (``None``: unbounded)."""
+        cap = self.spec.budget.max_starts
+        return None if cap is None else max(0, cap - self.starts)
+
+    def check(self) -> None:
+        """Raise :class:`SweepStopped` or :class:`BudgetSpent` when the sweep must end."""
+        if self._stop:
+            raise SweepStopped()
+        wall = self.spec.budget.max_wall_s
+        if wall is not None and self.elapsed() >= wall:
+            raise BudgetSpent(f"wall-time budget of {wall:g} s spent")
+        left = self.starts_left()
+        if left is not None and left <= 0:
+            raise BudgetSpent(f"budget of {self.spec.budget.max_starts} starts spent")
+
+    def elapsed(self) -> float:
+        """Seconds this sweep has run, earlier runs of it (resumed trials) included."""
+        return self._clock() - self._started + self._resumed_s
+
+    # -- running trials -----------------------------------------------------------------------
+    async def run_trials(self, plans: Sequence[TrialPlan]) -> list[TrialOutcome]:
+        """Run ``plans`` on the free lanes (in parallel when there are several), in order.
+
+        Raises :class:`SweepStopped` / :class:`BudgetSpent` once every started one ended.
+        """
+        indexed = [(self._take_index(), plan) for plan in plans]
+        tasks = [asyncio.create_task(self._run(i, p)) for i, p in indexed]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return [r for r in results if isinstance(r, TrialOutcome)]
+
+    async def run_trial(self, plan: TrialPlan) -> TrialOutcome:
+        """Run one plan (see :meth:`run_trials`)."""
+        (outcome,) = await self.run_trials([plan])
+        return outcome
+
+    def prune(
+        self, choice: Choice, flags: ServeFlags | None, reason: str, note: str = ""
+    ) -> TrialOutcome:
+        """Record a choice that will not be started, with why (never journaled: recomputed)."""
+        outcome = TrialOutcome(
+            index=self._take_index(), key="", note=note or describe(choice), params=choice,
+            flags=flags, state=TrialState.PRUNED, diagnosis=reason,
+        )  # fmt: skip
+        self._finish(outcome)
+        return outcome
+
+    def request_stop(self) -> None:
+        """Stop: cut the running trials short; they are not journaled and run again later."""
+        if self._stop:
+            return
+        self._stop = True
+        self._message = "stopping: cutting the running trial short"
+        self.publish(SweepState.STOPPING)
+        self._aborts = [asyncio.ensure_future(lane.abort()) for lane in list(self._busy)]
+
+    def note_activity(self, message: str) -> None:
+        """What the sweep is doing now (the progress line)."""
+        self._message = message
+        self.publish(SweepState.STOPPING if self._stop else SweepState.RUNNING)
+
+    def _take_index(self) -> int:
+        index = self._next_index
+        self._next_index += 1
+        return index
+
+    async def _run(self, index: int, plan: TrialPlan) -> TrialOutcome:
+        key = plan.key()
+        done = self._journal.finished.get(key) if self._journal is not None else None
+        if done is not None:
+            self._resumed += 1
+            self._resumed_s += done.seconds
+            self._finish(done.model_copy(update={"index": index}))
+            return self._outcomes[index]
+        self.check()
+        self._reserved += 1
+        lane = await self._free.get()
+        self._busy.add(lane)
+        try:
+            return await self._on_lane(index, plan, key, lane)
+        finally:
+            self._busy.discard(lane)
+            self._free.put_nowait(lane)
+
+    async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
+        started_at = self._clock()
+        base: dict[str, Any] = {"index": index, "key": key, "note": plan.note,
+                                "params": plan.choice, "flags": plan.flags, "lane": lane.name,
+                                "started": True}  # fmt: skip
+        try:
+            self.check()
+            self.note_activity(f"{lane.name}: trial {index} starting: {plan.note}")
+            tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
+            try:
+                start = await lane.start(plan.flags, tag)
+            except LaneInterrupted as exc:
+                self._interrupted(exc)
+            if self._stop:
+                raise SweepStopped()
+            if not start.ok:
+                outcome = TrialOutcome(
+                    **base, state=TrialState.FAILED_START, run_id=start.run_id,
+                    diagnosis=start.diagnosis, diagnosis_kind=start.diagnosis_kind,
+                    seconds=self._clock() - started_at,
+                )  # fmt: skip
+            else:
+                outcome = await self._measure(plan, lane, base, start.run_id, started_at)
+        finally:
+            self._reserved -= 1
+        if self._journal is not None:  # before it is reported: a crash now keeps it
+            await asyncio.to_thread(self._journal.record, outcome)
+        self._finish(outcome)
+        return outcome
+
+    async def _measure(
+        self, plan: TrialPlan, lane: Lane, base: dict[str, Any], run_id: int | None, t0: float
+    ) -> TrialOutcome:
+        bench = TrialBench(self, lane, request_model(self.spec, plan.choice))
+        try:
+            evaluated = await plan.procedure(bench)
+        except LaneInterrupted as exc:
+            self._interrupted(exc)
+        except LaneError as exc:
+            if self._stop:
+                raise SweepStopped() from exc
+            return TrialOutcome(
+                **base, state=TrialState.BENCH_FAILED, run_id=run_id,
+                diagnosis=exc.one_line(), seconds=self._clock() - t0,
+            )  # fmt: skip
+        state = TrialState.MEASURED if evaluated.measurements else TrialState.UP
+        return TrialOutcome(
+            **base, state=state, run_id=run_id, measurements=evaluated.measurements,
+            chosen=evaluated.chosen, seconds=self._clock() - t0,
+        )  # fmt: skip
+
+    def _interrupted(self, exc: LaneInterrupted) -> NoReturn:
+        """A trial cut short from outside: the whole sweep stops (it resumes later)."""
+        self._stop = True
+        self._message = f"stopped: {exc.one_line()}"
+        raise SweepStopped() from exc
+
+    def _finish(self, outcome: TrialOutcome) -> None:
+        self._outcomes[outcome.index] = outcome
+        self.publish(SweepState.STOPPING if self._stop else SweepState.RUNNING)
+
+    # -- progress ----------------------------------------------------------------------------
+    def status(self, state: SweepState, message: str | None = None) -> SweepStatus:
+        """The sweep as it stands, for the console and the headless progress."""
+        trials = tuple(self.trials)
+        return SweepStatus(
+            sweep_id=self.sweep_id, name=self.spec.name, strategy=self.spec.strategy,
+            objective=self.spec.objective, state=state, trials=trials, planned=self.planned,
+            elapsed_s=self.elapsed(), eta_s=self._eta(trials),
+            message=self._message if message is None else message,
+            best=self.best_override or best_trial(trials), baseline_run_id=self._baseline,
+            resumed=self._resumed, slo=self.spec.slo.describe(), notes=tuple(self.notes),
+        )  # fmt: skip
+
+    def publish(self, state: SweepState, message: str | None = None) -> None:
+        """Send the status to the sweep's listener."""
+        if self._emit is not None:
+            self._emit(self.status(state, message))
+
+    def _eta(self, trials: tuple[TrialOutcome, ...]) -> float | None:
+        ran = [t.seconds for t in trials if t.started and t.seconds > 0]
+        if self.planned is None or not ran:
+            return None
+        left = max(0, self.planned - sum(1 for t in trials if t.state is not TrialState.PRUNED))
+        return math.fsum(ran) / len(ran) * left / len(self.lanes)

@@ -1,0 +1,129 @@
+"""The sweep's journal: a file in the data dir that makes a sweep resumable.
+
+One JSON object per line: a header (the sweep id, the spec), then every finished trial as
+it finishes, and a ``done`` line at the end. A trial is written only once it has finished,
+so after a crash (a SIGKILL included) the journal holds exactly the finished trials; a
+half-written last line is ignored. Trials are found again by their key (the strategy's
+note and the exact argv), so a resumed sweep replays them without starting a server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tui.domain.sweep.outcome import TrialOutcome
+from tui.domain.sweep.spec import SweepSpec
+
+SWEEPS_DIR = "sweeps"
+
+
+def journal_path(data_dir: Path, sweep_id: str) -> Path:
+    """``<data dir>/sweeps/<sweep id>.jsonl``."""
+    return data_dir / SWEEPS_DIR / f"{sweep_id}.jsonl"
+
+
+@dataclass(frozen=True)
+class JournalSummary:
+    """What the console lists of a journal: which sweep, how far it got."""
+
+    path: Path
+    sweep_id: str
+    name: str
+    strategy: str
+    trials: int
+    done: bool
+
+
+class Journal:
+    """Append-only trial log of one sweep."""
+
+    def __init__(self, path: Path, spec: SweepSpec) -> None:
+        self.path = path
+        self.spec = spec
+        self.finished: dict[str, TrialOutcome] = {}
+        self.was_done = False
+        if path.exists():
+            self._read()
+
+    def _read(self) -> None:
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+            if not isinstance(data, dict):
+                continue
+            if data.get("event") == "done":
+                self.was_done = True
+            elif "trial" in data:
+                try:
+                    outcome = TrialOutcome.model_validate(data["trial"])
+                except ValidationError:
+                    continue
+                self.finished[outcome.key] = outcome
+
+    def _write(self, data: dict[str, object]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fresh = not self.path.exists()
+        with self.path.open("a", encoding="utf-8") as f:
+            if fresh:
+                header = {
+                    "sweep_id": self.spec.sweep_id(),
+                    "spec": self.spec.model_dump(mode="json"),
+                }
+                f.write(json.dumps(header) + "\n")
+            f.write(json.dumps(data) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def record(self, outcome: TrialOutcome) -> None:
+        """Write a finished trial (blocking: call it from a worker thread)."""
+        self._write({"trial": outcome.model_dump(mode="json")})
+        self.finished[outcome.key] = outcome
+
+    def close_done(self) -> None:
+        """Mark the sweep finished (a later run with the same spec replays it whole)."""
+        self._write({"event": "done"})
+        self.was_done = True
+
+
+def list_journals(data_dir: Path) -> list[JournalSummary]:
+    """Every sweep journal in ``data_dir``, newest first."""
+    folder = data_dir / SWEEPS_DIR
+    if not folder.is_dir():
+        return []
+    out = []
+    paths = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in paths:
+        summary = _summarise(path)
+        if summary is not None:
+            out.append(summary)
+    return out
+
+
+def _summarise(path: Path) -> JournalSummary | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        header = json.loads(lines[0]) if lines else None
+    except (OSError, json.JSONDecodeError):
+        return None
+    if not isinstance(header, dict) or "spec" not in header:
+        return None
+    spec = header["spec"]
+    trials = sum(1 for line in lines[1:] if line.startswith('{"trial"'))
+    done = any(line.startswith('{"event": "done"') for line in lines[1:])
+    return JournalSummary(
+        path, str(header.get("sweep_id", path.stem)), str(spec.get("name", "?")),
+        str(spec.get("strategy", "?")), trials, done,
+    )  # fmt: skip
+
+
+def load_spec_from_journal(path: Path) -> SweepSpec:
+    """The spec a journal was started with (to resume it from the console)."""
+    header = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    return SweepSpec.model_validate(header["spec"])

@@ -1,0 +1,75 @@
+"""What a trial needs of a server, one lane per GPU: start, benchmark, reset, stop.
+
+A lane is where trials run one after another: a console session on one GPU (its launcher
+pinned with ``CUDA_VISIBLE_DEVICES``), or the simulator's virtual clock. Several lanes run
+trials in parallel, one per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from tui.domain.errors import VtcError
+from tui.domain.flags import ServeFlags
+from tui.domain.results import BenchResult, SweepTag
+from tui.domain.workload import LoadSpec
+
+
+class LaneError(VtcError):
+    """A lane could not measure (the load failed, the server went away)."""
+
+
+class LaneInterrupted(LaneError):
+    """Somebody else cut the trial short (a cancelled load, a server stopped under it):
+    the sweep stops, and the trial runs again when it resumes."""
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """How a trial's start went: up, or the diagnosis of why not."""
+
+    ok: bool
+    run_id: int | None = None
+    diagnosis: str = ""
+    diagnosis_kind: str | None = None
+    kv_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One load's result and the prefix-cache hit rate the server counted meanwhile (%)."""
+
+    result: BenchResult
+    prefix_hit_pct: float | None = None
+
+
+class Lane(Protocol):
+    """One place trials run, one at a time."""
+
+    @property
+    def name(self) -> str:
+        """``gpu0``, ``console``, ``whatif``: shown beside each trial."""
+        ...
+
+    async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
+        """Replace the lane's server by one with ``flags``; return once ready or failed."""
+        ...
+
+    async def bench(
+        self, load: LoadSpec, *, model: str | None, goodput: Mapping[str, float]
+    ) -> BenchRun:
+        """Run ``load`` against the ready server (``model``: an adapter to address).
+
+        ``goodput``: bench serve's ``--goodput`` thresholds (ms). Raises :class:`LaneError`.
+        """
+        ...
+
+    async def reset_prefix_cache(self) -> bool:
+        """``POST /reset_prefix_cache`` (a dev-mode endpoint); ``False`` if refused."""
+        ...
+
+    async def abort(self) -> None:
+        """Cut the running load or start short (the sweep is being stopped)."""
+        ...

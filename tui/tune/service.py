@@ -1,0 +1,138 @@
+"""The console's sweeps: one at a time, on the session the operator drives.
+
+The mode builds it with what a sweep needs besides the session (the data dir of its
+journals, an HTTP client for /metrics and the dev endpoint, the pre-flight estimator, the
+load runner's goodput adapter) and binds it to the session once built. Its progress goes
+out on the session's bus as :class:`~tui.session.port.SweepUpdated`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+from tui.domain.errors import VtcError, one_line
+from tui.domain.sweep.outcome import SweepState, SweepStatus
+from tui.domain.sweep.spec import SweepSpec
+from tui.session.port import SessionEvent, SweepUpdated
+from tui.tune.goodput import GoodputRunner
+from tui.tune.journal import Journal, journal_path, list_journals, load_spec_from_journal
+from tui.tune.prune import Estimator, Pruner
+from tui.tune.run import SweepRun
+from tui.tune.session_lane import SessionLane, SweepTarget
+
+logger = logging.getLogger(__name__)
+
+
+class SweepBusy(VtcError):
+    """A sweep is already running."""
+
+
+class SweepService:
+    """Implements ``tui.session.port.SweepControl`` over one session."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        emit: Callable[[SessionEvent], None],
+        client: httpx.AsyncClient,
+        estimator: Estimator | None = None,
+        runner: GoodputRunner | None = None,
+        ready_timeout_s: float = 900.0,
+    ) -> None:
+        self._data_dir = data_dir
+        self._emit = emit
+        self._client = client
+        self._estimator = estimator
+        self._runner = runner
+        self._timeout = ready_timeout_s
+        self._lane: SessionLane | None = None
+        self._run: SweepRun | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._status: SweepStatus | None = None
+
+    def bind(self, session: SweepTarget) -> None:
+        """The session whose server the sweeps drive (once, when the mode built it)."""
+        self._lane = SessionLane(
+            session, self._client, name="console", ready_timeout_s=self._timeout,
+            runner=self._runner, on_note=self._note,
+        )  # fmt: skip
+
+    @property
+    def status(self) -> SweepStatus | None:
+        """The running or last sweep's status."""
+        return self._status
+
+    @property
+    def running(self) -> bool:
+        """Whether a sweep runs (or is stopping)."""
+        return self._task is not None and not self._task.done()
+
+    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
+        """Start ``spec`` in the background (its journal, if any, is resumed)."""
+        if self.running:
+            raise SweepBusy(
+                "a sweep is already running", hint="stop it first (x on the sweep screen)"
+            )
+        if self._lane is None:
+            raise VtcError("this session runs no sweeps")
+        self._task = asyncio.create_task(self._go(spec, baseline_run_id), name="vtc-sweep")
+
+    async def stop(self) -> None:
+        """Stop the running sweep and wait until it has (the trial in flight is cut short)."""
+        if self._run is not None and self.running:
+            self._run.stop()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def resumable(self) -> list[SweepSpec]:
+        """Unfinished sweeps of this data dir, newest first (read in a thread)."""
+        return await asyncio.to_thread(self._unfinished)
+
+    def _unfinished(self) -> list[SweepSpec]:
+        out = []
+        for summary in list_journals(self._data_dir):
+            if summary.done:
+                continue
+            try:
+                out.append(load_spec_from_journal(summary.path))
+            except (OSError, ValueError):  # a journal from another version: not offered
+                continue
+        return out
+
+    def _publish(self, status: SweepStatus) -> None:
+        self._status = status
+        self._emit(SweepUpdated(status))
+
+    def _note(self, text: str) -> None:
+        if self._run is not None:
+            self._run.context.notes.append(text)
+
+    async def _go(self, spec: SweepSpec, baseline: int | None) -> None:
+        assert self._lane is not None
+        path = journal_path(self._data_dir, spec.sweep_id())
+        try:
+            journal = await asyncio.to_thread(Journal, path, spec)
+            self._run = SweepRun(
+                spec, [self._lane], journal=journal, pruner=Pruner(self._estimator),
+                emit=self._publish, baseline_run_id=baseline,
+            )  # fmt: skip
+            await self._run.run()
+        except Exception as exc:  # the console reports it on the sweep screen and stays up
+            logger.exception("sweep %s failed", spec.name)
+            self._publish(
+                SweepStatus(
+                    sweep_id=spec.sweep_id(),
+                    name=spec.name,
+                    strategy=spec.strategy,
+                    objective=spec.objective,
+                    state=SweepState.FAILED,
+                    message=one_line(exc),
+                    trials=self._status.trials if self._status else (),
+                )
+            )

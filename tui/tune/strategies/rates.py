@@ -1,0 +1,85 @@
+"""Measuring a configuration whose SLOs fail at the workload's rate.
+
+- :func:`descent`: auto_tune.sh's (reference section 5, step 4): start at
+  ``int(throughput) + 1`` req/s and count down by 1, emptying the prefix cache before each
+  step, each step a short run; the first rate that meets the limits wins.
+- :func:`bisect`: the SLO-bounded rate found by bisection between 0 and the throughput the
+  server reached (it cannot sustain more), each probe a short run; the rate found is then
+  measured in full. Steps halve the interval, so 5 steps land within 1/32 of it where the
+  descent needs up to ``throughput`` runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from tui.domain.sweep.outcome import Measurement
+from tui.domain.workload import LoadSpec
+from tui.tune.context import Evaluated, TrialBench
+
+
+def at_rate(load: LoadSpec, rate: float, prompts: int) -> LoadSpec:
+    """``load`` at ``rate`` req/s with ``prompts`` prompts."""
+    return load.model_copy(update={"request_rate": rate, "num_prompts": prompts})
+
+
+def best_met(measurements: list[Measurement]) -> int | None:
+    """The index of the met measurement with the highest objective (``None``: none met)."""
+    met = [i for i, m in enumerate(measurements) if m.verdict.met]
+    return max(met, key=lambda i: measurements[i].objective) if met else None
+
+
+async def descent(
+    bench: TrialBench,
+    first: Measurement,
+    *,
+    prompts: int,
+    settle_s: float = 0.0,
+) -> Evaluated:
+    """auto_tune.sh's request-rate descent after ``first`` missed (its ``throughput``)."""
+    out = [first]
+    rate = int(first.metrics.get("request_throughput", 0.0)) + 1
+    while rate > 0:
+        await bench.reset_prefix_cache()
+        if settle_s:
+            await asyncio.sleep(settle_s)
+        m = await bench.measure(at_rate(first.load, rate, prompts), f"rate {rate}")
+        out.append(m)
+        if m.verdict.met:
+            return Evaluated(out, len(out) - 1)
+        rate -= 1
+    return Evaluated(out, len(out) - 1)
+
+
+async def bisect(
+    bench: TrialBench,
+    first: Measurement,
+    *,
+    short_prompts: int,
+    full_prompts: int,
+    steps: int,
+) -> Evaluated:
+    """The highest rate that meets the SLOs, by bisection, then measured in full."""
+    out = [first]
+    ceiling = first.metrics.get("request_throughput", 0.0)
+    if math.isfinite(first.load.request_rate):
+        ceiling = min(ceiling, first.load.request_rate) or first.load.request_rate
+    lo, hi = 0.0, float(ceiling)
+    for _ in range(steps):
+        if hi <= 0:
+            break
+        mid = (lo + hi) / 2
+        await bench.reset_prefix_cache()
+        m = await bench.measure(
+            at_rate(first.load, round(mid, 3), short_prompts), f"rate {mid:.3g}"
+        )
+        out.append(m)
+        lo, hi = (mid, hi) if m.verdict.met else (lo, mid)
+    if lo <= 0:
+        return Evaluated(out, len(out) - 1)
+    await bench.reset_prefix_cache()
+    full = await bench.measure(at_rate(first.load, round(lo, 3), full_prompts), f"rate {lo:.3g}")
+    out.append(full)
+    chosen = len(out) - 1 if full.verdict.met else best_met(out)
+    return Evaluated(out, chosen if chosen is not None else len(out) - 1)
