@@ -25,6 +25,7 @@ from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
 from tui.store.board_cli import add_board_parsers, run_board_command
 from tui.telemetry import top as top_cli
+from tui.tune.headless import add_sweep_parser, run_sweep_command
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -92,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     top_cli.add_parser(sub)
     sub.add_parser("presets", help="list the shipped and user presets")
     add_board_parsers(sub)
+    add_sweep_parser(sub)
     stop = sub.add_parser(
         "stop", help="stop the server a vtc console started and left running (after a hang-up)"
     )
@@ -193,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_board_command(args)
     if args.command == "stop":
         return cmd_stop(args.demo, args.grace)
+    if args.command == "sweep":
+        return run_sweep_command(args)
     return run_console(ConsoleOptions.from_args(args, serve_args))
 
 

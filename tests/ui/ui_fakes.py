@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,12 +19,13 @@ from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.record import apply
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
+from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
+from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import attach, demo
-from tui.session.port import RunUpdated, SessionEvent, SessionInfo
+from tui.session.port import RunUpdated, SessionEvent, SessionInfo, SweepUpdated
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM_CLI_FIXTURE = Path(__file__).parent.parent / "domain" / "vllm_cli_fixture.json"
@@ -68,6 +70,7 @@ class FakeSession:
         self.loads: list[LoadSpec] = []
         self.preflighted: list[ServeFlags] = []
         self.closed = False
+        self.sweeps: FakeSweeps | None = FakeSweeps(self) if can_restart else None
 
     # -- the session surface ----------------------------------------------------------------
     @property
@@ -86,6 +89,7 @@ class FakeSession:
             initial_preset=self.initial_preset,
             notices=self.notices,
             no_flag_list=never,
+            sweeps=self.sweeps,
         )
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
@@ -96,7 +100,7 @@ class FakeSession:
         """Nothing to start."""
         self.calls.append("start")
 
-    async def restart(self, flags: ServeFlags) -> RunRecord:
+    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord:
         """Add a STARTING run and announce it, like the real session."""
         self.calls.append("restart")
         self.restarted_with.append(flags)
@@ -105,6 +109,7 @@ class FakeSession:
             created_at=FIXED_TIME,
             label=f"#{len(self.runs) + 1}",
             flags=flags,
+            sweep=sweep,
         )
         self.runs.append(record)
         self.current = record
@@ -112,7 +117,7 @@ class FakeSession:
         self.emit(RunUpdated(record))
         return record
 
-    async def run_load(self, spec: LoadSpec) -> BenchResult | None:
+    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None:
         """Record the request (no load is generated)."""
         self.calls.append("run_load")
         self.loads.append(spec)
@@ -162,6 +167,48 @@ class FakeSession:
         if self.current is not None and self.current.id == record.id:
             self.current = record
         self.emit(RunUpdated(record))
+
+
+class FakeSweeps:
+    """The session's sweeps as the console sees them: starts recorded, status set by tests."""
+
+    def __init__(self, session: FakeSession) -> None:
+        self._session = session
+        self.status: SweepStatus | None = None
+        self.started: list[tuple[SweepSpec, int | None]] = []
+        self.stops = 0
+        self.unfinished: list[SweepSpec] = []
+
+    @property
+    def running(self) -> bool:
+        """Whether the scripted status says it runs."""
+        return self.status is not None and self.status.live
+
+    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
+        """Record the spec and announce a running sweep."""
+        self.started.append((spec, baseline_run_id))
+        self.publish(
+            SweepStatus(
+                sweep_id=spec.sweep_id(), name=spec.name, strategy=spec.strategy,
+                objective=spec.objective, state=SweepState.RUNNING,
+                baseline_run_id=baseline_run_id,
+            )
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """Record the stop and announce it."""
+        self.stops += 1
+        if self.status is not None:
+            self.publish(replace(self.status, state=SweepState.STOPPED, message="stopped"))
+
+    async def resumable(self) -> list[SweepSpec]:
+        """The scripted unfinished sweeps."""
+        return list(self.unfinished)
+
+    def publish(self, status: SweepStatus) -> None:
+        """Set the status and deliver it, as the real service does."""
+        self.status = status
+        self._session.emit(SweepUpdated(status))
 
 
 # -- fixed data -------------------------------------------------------------------------------

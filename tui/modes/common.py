@@ -8,6 +8,7 @@ pieces here are the ones they share: where the form starts (preset, ``-- serve``
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from tui.domain.vllm_config_yaml import ConfigYamlError, import_config_yaml
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import HostReader, MetricsReader
+from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
 from tui.session.facade import ReleaseWaiter, Session
@@ -37,6 +38,8 @@ from tui.session.slot import ServerSlot
 from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateError, ServerStateFile
+from tui.tune.goodput import GoodputRunner
+from tui.tune.service import SweepService
 
 STOP_GRACE_S = 10.0
 """Seconds between SIGTERM and SIGKILL when the console stops a server."""
@@ -156,8 +159,20 @@ class Services:
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
-    """A session over the services a mode built (the one place they are joined)."""
+    """A session over the services a mode built (the one place they are joined).
+
+    A session that launches servers also runs sweeps on them (``tui.tune``): its load runner
+    reports goodput for a sweep's thresholds, its journals live beside the run history.
+    """
     bus = EventBus()
+    runner = GoodputRunner(services.runner)
+    sweeps = None
+    if services.slot.can_launch:
+        sweeps = SweepService(
+            data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
+            estimator=services.estimator, runner=runner,
+        )  # fmt: skip
+        info = dataclasses.replace(info, sweeps=sweeps)
     hub = TelemetryHub(
         emit=bus.emit,
         interval_s=poll_interval_s,
@@ -166,16 +181,19 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         metrics=services.metrics,
         gpu_absent=services.gpu_absent,
     )
-    return Session(
+    session = Session(
         info,
         bus=bus,
         book=RunBook(services.store, services.history, bus.emit),
         slot=services.slot,
         hub=hub,
         preflight=Preflight(services.estimator, services.cli),
-        loads=LoadService(services.runner, bus.emit),
+        loads=LoadService(runner, bus.emit),
         release=services.release,
     )
+    if sweeps is not None:
+        sweeps.bind(session)
+    return session
 
 
 @dataclass

@@ -146,7 +146,7 @@ class SweepContext:
         self._free: asyncio.Queue[Lane] = asyncio.Queue()
         for lane in self.lanes:
             self._free.put_nowait(lane)
-        self._busy: set[Lane] = set()
+        self._busy: dict[int, Lane] = {}  # by id: lanes need not be hashable
         self._outcomes: dict[int, TrialOutcome] = {}
         self._next_index = 1
         self._reserved = 0  # starts in flight, counted against the budget
@@ -177,15 +177,16 @@ class SweepContext:
         cap = self.spec.budget.max_starts
         return None if cap is None else max(0, cap - self.starts)
 
-    def check(self) -> None:
-        """Raise :class:`SweepStopped` or :class:`BudgetSpent` when the sweep must end."""
+    def check(self, *, starts: bool = True) -> None:
+        """Raise :class:`SweepStopped` or :class:`BudgetSpent` when the sweep must end
+        (``starts``: the budget of starts counts too)."""
         if self._stop:
             raise SweepStopped()
         wall = self.spec.budget.max_wall_s
         if wall is not None and self.elapsed() >= wall:
             raise BudgetSpent(f"wall-time budget of {wall:g} s spent")
         left = self.starts_left()
-        if left is not None and left <= 0:
+        if starts and left is not None and left <= 0:
             raise BudgetSpent(f"budget of {self.spec.budget.max_starts} starts spent")
 
     def elapsed(self) -> float:
@@ -229,7 +230,7 @@ class SweepContext:
         self._stop = True
         self._message = "stopping: cutting the running trial short"
         self.publish(SweepState.STOPPING)
-        self._aborts = [asyncio.ensure_future(lane.abort()) for lane in list(self._busy)]
+        self._aborts = [asyncio.ensure_future(lane.abort()) for lane in list(self._busy.values())]
 
     def note_activity(self, message: str) -> None:
         """What the sweep is doing now (the progress line)."""
@@ -252,11 +253,11 @@ class SweepContext:
         self.check()
         self._reserved += 1
         lane = await self._free.get()
-        self._busy.add(lane)
+        self._busy[id(lane)] = lane
         try:
             return await self._on_lane(index, plan, key, lane)
         finally:
-            self._busy.discard(lane)
+            self._busy.pop(id(lane), None)
             self._free.put_nowait(lane)
 
     async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
@@ -265,7 +266,7 @@ class SweepContext:
                                 "params": plan.choice, "flags": plan.flags, "lane": lane.name,
                                 "started": True}  # fmt: skip
         try:
-            self.check()
+            self.check(starts=False)  # its own start is already counted
             self.note_activity(f"{lane.name}: trial {index} starting: {plan.note}")
             tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
             try:

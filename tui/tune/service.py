@@ -40,7 +40,7 @@ class SweepService:
         *,
         data_dir: Path,
         emit: Callable[[SessionEvent], None],
-        client: httpx.AsyncClient,
+        client: Callable[[], httpx.AsyncClient],
         estimator: Estimator | None = None,
         runner: GoodputRunner | None = None,
         ready_timeout_s: float = 900.0,
@@ -51,17 +51,14 @@ class SweepService:
         self._estimator = estimator
         self._runner = runner
         self._timeout = ready_timeout_s
-        self._lane: SessionLane | None = None
+        self._session: SweepTarget | None = None
         self._run: SweepRun | None = None
         self._task: asyncio.Task[None] | None = None
         self._status: SweepStatus | None = None
 
     def bind(self, session: SweepTarget) -> None:
         """The session whose server the sweeps drive (once, when the mode built it)."""
-        self._lane = SessionLane(
-            session, self._client, name="console", ready_timeout_s=self._timeout,
-            runner=self._runner, on_note=self._note,
-        )  # fmt: skip
+        self._session = session
 
     @property
     def status(self) -> SweepStatus | None:
@@ -79,7 +76,7 @@ class SweepService:
             raise SweepBusy(
                 "a sweep is already running", hint="stop it first (x on the sweep screen)"
             )
-        if self._lane is None:
+        if self._session is None:
             raise VtcError("this session runs no sweeps")
         self._task = asyncio.create_task(self._go(spec, baseline_run_id), name="vtc-sweep")
 
@@ -114,12 +111,17 @@ class SweepService:
             self._run.context.notes.append(text)
 
     async def _go(self, spec: SweepSpec, baseline: int | None) -> None:
-        assert self._lane is not None
+        assert self._session is not None
         path = journal_path(self._data_dir, spec.sweep_id())
+        client = self._client()
+        lane = SessionLane(
+            self._session, client, name="console", ready_timeout_s=self._timeout,
+            runner=self._runner, on_note=self._note,
+        )  # fmt: skip
         try:
             journal = await asyncio.to_thread(Journal, path, spec)
             self._run = SweepRun(
-                spec, [self._lane], journal=journal, pruner=Pruner(self._estimator),
+                spec, [lane], journal=journal, pruner=Pruner(self._estimator),
                 emit=self._publish, baseline_run_id=baseline,
             )  # fmt: skip
             await self._run.run()
@@ -136,3 +138,5 @@ class SweepService:
                     trials=self._status.trials if self._status else (),
                 )
             )
+        finally:
+            await client.aclose()

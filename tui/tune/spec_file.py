@@ -83,7 +83,7 @@ def auto_tune_from_env(env: Mapping[str, str], spec: SweepSpec | None = None) ->
                                 "base": {"model": "-", "flags": {"enable_prefix_caching": True}},
                                 "workload": {}}  # fmt: skip
     else:
-        data = spec.model_dump(mode="json", exclude_none=True)
+        data = spec.model_dump(mode="json")
         data["strategy"] = "auto_tune"
     base, workload = data["base"], data["workload"]
     flags = base.setdefault("flags", {})
@@ -125,7 +125,9 @@ def _apply_env(
         target = data["workload"]
         target["cache_hit_pct"] = pct
     if "MAX_LATENCY_ALLOWED_MS" in given:
-        data.setdefault("slo", {})["p99_e2el_ms"] = float(given["MAX_LATENCY_ALLOWED_MS"])
+        slo = data.setdefault("slo", {})
+        limits = slo.setdefault("limits", {}) if "limits" in slo else slo
+        limits["p99_e2el_ms"] = float(given["MAX_LATENCY_ALLOWED_MS"])
     params = data.setdefault("parameters", {})
     if "NUM_SEQS_LIST" in given:
         params["max_num_seqs"] = _ints(given["NUM_SEQS_LIST"], "NUM_SEQS_LIST")

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from tui.domain.flags import ServeFlags
-from tui.domain.results import SweepTag
+from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
 from tui.load.stats import RequestRecord, build_result
 from tui.server.diagnose import diagnose
@@ -112,7 +112,9 @@ def _bench(scenario: Scenario, workload: Workload, goodput: dict[str, float]) ->
     return BenchRun(result_of(outcome, workload, goodput), 100.0 * outcome.prefix_hit_rate)
 
 
-def result_of(outcome: Outcome, workload: Workload, goodput: Mapping[str, float]):
+def result_of(
+    outcome: Outcome, workload: Workload, goodput: Mapping[str, float]
+) -> BenchResult:
     """bench serve's result for a what-if run (failed: requests that never got a token)."""
     records = []
     end = 0.0

@@ -21,6 +21,7 @@ class Command:
     action: str
     label: str
     help: str
+    footer: bool = True  # shown in the footer (else only in the help and its F-key)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -35,6 +36,11 @@ COMMANDS: tuple[Command, ...] = (
             "Cancel the running load (partial results are kept)."),
     Command("s", "s", "f9", "stop_server", "Stop",
             "Stop the server this console started."),
+    Command("w", "w", "f4", "sweep", "Sweep",
+            "The sweep screen: compose a sweep from the form's flags (parameters, SLOs, "
+            "budget, strategy), watch its trials on the board, stop it, apply its best, "
+            "Before/After of baseline vs best. While a sweep runs, r, b and f are refused.",
+            footer=False),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 
@@ -46,7 +52,9 @@ def screen_bindings() -> list[BindingType]:
     """The main screen's bindings: letters (shown in the footer) plus priority F-keys."""
     bindings: list[BindingType] = []
     for cmd in COMMANDS:
-        bindings.append(Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display))
+        bindings.append(
+            Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display, show=cmd.footer)
+        )
         bindings.append(Binding(cmd.fkey, cmd.action, cmd.label, show=False, priority=True))
     bindings.append(Binding("escape", "leave_field", "Leave field", show=False))
     return bindings

@@ -150,15 +150,15 @@ class Search:
         space = axes(spec)
         study = _study(opts.seed, opts.startup_trials)
         rng = random.Random(opts.seed)
-        since_better, best = 0, -math.inf
+        since_better, best, started = 0, -math.inf, 0
         procedure = search_procedure(spec, ledger)
         while True:
             left = ctx.starts_left()
             if left is not None and left <= 1:  # one start is kept for the confirmation
                 return
             ctx.check()
-            if since_better >= opts.patience and len(ledger.values) >= opts.startup_trials:
-                return
+            if since_better >= opts.patience and started >= opts.startup_trials + opts.patience:
+                return  # TPE had ``patience`` guided starts and none improved
             unseen = [c for c in feasible if _key(c) not in ledger.values]
             if feasible and not unseen:
                 return
@@ -169,6 +169,7 @@ class Search:
             plans = [TrialPlan(c, f, describe(c), procedure, "search") for _, c, f in batch]
             outcomes = await ctx.run_trials(plans)
             for (trial, choice, _), outcome in zip(batch, outcomes, strict=True):
+                started += 1
                 pruner.learn(outcome)
                 value, constraint = _score(outcome)
                 ledger.values[_key(choice)] = (value, constraint)

@@ -17,10 +17,11 @@ from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, Ser
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
-from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort
+from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, SweepUpdated
 from tui.ui.compare import latest_failed
 from tui.ui.keys import screen_bindings
 from tui.ui.screens.help import HelpScreen
+from tui.ui.screens.sweep import ApplyBest, SweepScreen
 from tui.ui.server_view import project
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -59,6 +60,7 @@ class MainScreen(Screen[None]):
         self._view = project(session.current, session.state)
         self._restarting = False
         self._loading = False
+        self._sweep_screen: SweepScreen | None = None
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
 
@@ -141,6 +143,8 @@ class MainScreen(Screen[None]):
             self.query_one(LoadPanel).show_finished(event.result, event.error)
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
+        elif isinstance(event, SweepUpdated):
+            self._sweep_updated(event)
         elif isinstance(event, RunUpdated):
             self.board.show(list(self.session.runs))
             current = self.session.current
@@ -212,6 +216,8 @@ class MainScreen(Screen[None]):
 
     def action_restart(self) -> None:
         """Validate the form; if it holds, restart the server with it."""
+        if self._sweep_refuses("r"):
+            return
         if not self.session.can_restart:
             self.notify(
                 "Attached to a server this console did not start: it cannot restart it.",
@@ -242,6 +248,8 @@ class MainScreen(Screen[None]):
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
+        if self._sweep_refuses("b"):
+            return
         state = self.session.state
         if state is not ServerState.READY:
             self.notify(
@@ -275,6 +283,8 @@ class MainScreen(Screen[None]):
 
     def action_fix(self) -> None:
         """One-key fix: put the latest failed run's first fix into the form and restart."""
+        if self._sweep_refuses("f"):
+            return
         runs = list(self.session.runs)
         found = latest_failed(runs)
         if found is None:
@@ -318,3 +328,37 @@ class MainScreen(Screen[None]):
         """Esc in a form field: focus the board, so letter keys act again."""
         if isinstance(self.focused, Input | Select):
             self.board.focus()
+
+    # -- sweeps -------------------------------------------------------------------------------
+    def _sweep_refuses(self, key: str) -> bool:
+        """A sweep drives the server: the operator's own restarts and loads wait (one line)."""
+        sweeps = self.session.info.sweeps
+        if sweeps is None or not sweeps.running:
+            return False
+        self.notify(f"A sweep is running: {key} is refused (w shows it; x there stops it).",
+                    severity="warning")  # fmt: skip
+        return True
+
+    def _sweep_updated(self, event: SweepUpdated) -> None:
+        if self._sweep_screen is not None and self._sweep_screen.is_attached:
+            self._sweep_screen.show(event.status)
+        if not event.status.live and event.status.message:
+            self.notify(f"Sweep {event.status.name}: {event.status.message}", timeout=8)
+
+    def action_sweep(self) -> None:
+        """Open the sweep screen, starting from the form's flags and workload."""
+        if self.session.info.sweeps is None:
+            self.notify("This console runs no sweeps (attached to a server).", severity="warning")
+            return
+        flags, _ = self.form.validate_flags()
+        load, _ = self.form.validate_workload()
+        info = self.session.info
+        screen = SweepScreen(self.session, flags or info.initial_flags, load or info.initial_load)
+        self._sweep_screen = screen
+        self.app.push_screen(screen, callback=self._sweep_closed)
+
+    def _sweep_closed(self, result: ApplyBest | None) -> None:
+        self._sweep_screen = None
+        if result is not None:
+            self.form.load_flags(result.flags)
+            self.notify(f"The sweep's best (trial {result.trial}) is in the form: r restarts it.")

@@ -1,0 +1,219 @@
+"""How much cheaper ``search`` is than ``grid`` for the same best: starts, gap, failures.
+
+    python benchmarks/sweep_efficiency.py [--quick] [--seeds N]
+
+Runs both strategies on simulated scenarios with the simulator's virtual clock
+(``tui.tune.whatif_lane``: the same configuration checks, memory plan, scheduler and cost
+model as ``vtc-sim serve``, no sockets, no sleeping), each search under several seeds:
+
+- ``rtx3080-8b-fp8``: seed 000's RTX 3080 10 GB with Llama-3.1-8B fp8 (a tight KV cache:
+  many combinations cannot start);
+- ``a100-8b``: an A100 80 GB with Llama-3.1-8B in bf16;
+- ``h100-long``: an H100 80 GB with 4096-token prompts sharing a 1024-token prefix.
+
+The grid starts every combination the flag rules allow (as ``vllm bench sweep serve``
+would); the search prunes with the pre-flight estimate and runs TPE with halving. Per
+(scenario, seed): search's starts / grid's starts, the gap of search's best (its worst
+confirmation seed) to the grid's best feasible objective, search's failed starts. It ends
+with ONE line of medians over all (scenario, seed) pairs::
+
+    sweep efficiency: starts ratio R, gap G%, failed starts F
+
+Goal: R <= 1/3, G <= 2%, F <= 1. Runtime here: ~6 minutes (``--quick``: ~2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tui.domain.sweep import SweepSpec  # noqa: E402
+from tui.modes.demo import sim_catalog_config, sim_gpu_device  # noqa: E402
+from tui.server.kv_estimator import KvEstimator  # noqa: E402
+from tui.server.model_config import find_model_config  # noqa: E402
+from tui.tune.prune import Pruner  # noqa: E402
+from tui.tune.run import SweepRun  # noqa: E402
+from tui.tune.whatif_lane import Cache, WhatIfLane  # noqa: E402
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One simulated machine, model, workload, SLOs and parameter space."""
+
+    name: str
+    gpu: str
+    spec: dict[str, Any]
+    quick_parameters: dict[str, list[Any]]
+
+    def build(self, strategy: str, seed: int, quick: bool) -> SweepSpec:
+        """The spec for one run of ``strategy``."""
+        data = dict(self.spec)
+        if quick:
+            data["parameters"] = self.quick_parameters
+        data["strategy"] = strategy
+        data["search"] = {**data.get("search", {}), "seed": seed}
+        return SweepSpec.model_validate(data)
+
+
+CASES = (
+    Case(
+        "rtx3080-8b-fp8",
+        "rtx3080-10gb",
+        {
+            "name": "rtx3080-8b-fp8",
+            "objective": "output_throughput",
+            "base": {"model": LLAMA_8B, "flags": {"quantization": "fp8", "dtype": "float16"}},
+            "parameters": {
+                "gpu_memory_utilization": [0.88, 0.9, 0.92, 0.94],
+                "max_model_len": [512, 1024],
+                "max_num_seqs": [32, 64, 128, 256],
+                "max_num_batched_tokens": [512, 1024, 2048],
+                "block_size": [16, 32],
+                "kv_cache_dtype": ["auto", "fp8"],
+            },
+            "workload": {"input_len": 256, "output_len": 128, "num_prompts": 200},
+            "slo": {"p99_itl_ms": 150},
+        },
+        {
+            "gpu_memory_utilization": [0.9, 0.92, 0.94],
+            "max_num_seqs": [32, 64, 128, 256],
+            "max_num_batched_tokens": [512, 1024, 2048],
+            "kv_cache_dtype": ["auto", "fp8"],
+        },
+    ),
+    Case(
+        "a100-8b",
+        "a100-80gb",
+        {
+            "name": "a100-8b",
+            "objective": "output_throughput",
+            "base": {"model": LLAMA_8B, "flags": {"max_model_len": 4096}},
+            "parameters": {
+                "gpu_memory_utilization": [0.85, 0.9, 0.95],
+                "max_num_seqs": [32, 64, 128, 256],
+                "max_num_batched_tokens": [1024, 2048, 4096, 8192],
+                "kv_cache_dtype": ["auto", "fp8"],
+            },
+            "workload": {"input_len": 512, "output_len": 128, "num_prompts": 200},
+            "slo": {"p99_itl_ms": 60},
+        },
+        {
+            "max_num_seqs": [32, 64, 128, 256],
+            "max_num_batched_tokens": [1024, 2048, 4096, 8192],
+            "kv_cache_dtype": ["auto", "fp8"],
+        },
+    ),
+    Case(
+        "h100-long",
+        "h100-80gb",
+        {
+            "name": "h100-long",
+            "objective": "output_throughput",
+            "base": {"model": LLAMA_8B, "flags": {}},
+            "parameters": {
+                "max_model_len": [8192, 16384],
+                "max_num_seqs": [16, 32, 64],
+                "max_num_batched_tokens": [2048, 4096, 8192],
+                "enable_prefix_caching": [True, False],
+                "kv_cache_dtype": ["auto", "fp8"],
+            },
+            "workload": {"input_len": 4096, "output_len": 128, "num_prompts": 64,
+                         "cache_hit_pct": 25},
+            "slo": {"p99_itl_ms": 120},
+        },
+        {
+            "max_num_seqs": [16, 32, 64],
+            "max_num_batched_tokens": [2048, 4096, 8192],
+            "enable_prefix_caching": [True, False],
+        },
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One strategy's run: its starts, failed starts, best feasible objective."""
+
+    starts: int
+    failed: int
+    best: float | None
+    seconds: float
+
+
+def estimator(gpu: str) -> KvEstimator:
+    """The demo's pre-flight estimator for a catalogue GPU and model."""
+    return KvEstimator(
+        lambda: sim_gpu_device(gpu),
+        find_config=lambda m: find_model_config(m, fallback=sim_catalog_config),
+    )
+
+
+async def run(case: Case, strategy: str, seed: int, quick: bool, cache: Cache) -> Result:
+    """One sweep of ``case`` on the virtual clock."""
+    spec = case.build(strategy, seed, quick)
+    lane = WhatIfLane(["--sim-gpu", case.gpu], cache=cache)
+    pruner = Pruner(estimator(case.gpu)) if strategy == "search" else None
+    t0 = time.perf_counter()
+    status = await SweepRun(spec, [lane], pruner=pruner).run()
+    best = status.best
+    value = best.objective if best is not None and best.slo_met else None
+    return Result(status.starts, status.failed_starts, value, time.perf_counter() - t0)
+
+
+async def main_async(quick: bool, seeds: int) -> int:
+    """Every case: the grid once, the search per seed; the medians line at the end."""
+    ratios: list[float] = []
+    gaps: list[float] = []
+    failed: list[int] = []
+    print(
+        f"{'scenario':16} {'seed':>4} {'grid starts':>11} {'search starts':>13} "
+        f"{'ratio':>6} {'grid best':>10} {'search best':>11} {'gap %':>6} {'failed':>6}"
+    )
+    for case in CASES:
+        cache: Cache = {}
+        grid = await run(case, "grid", 0, quick, cache)
+        if grid.best is None:
+            print(f"{case.name}: no grid configuration met the SLOs; scenario skipped")
+            continue
+        for seed in range(seeds):
+            search = await run(case, "search", seed, quick, cache)
+            ratio = search.starts / grid.starts
+            gap = 100.0 * max(0.0, (grid.best - (search.best or 0.0)) / grid.best)
+            ratios.append(ratio)
+            gaps.append(gap)
+            failed.append(search.failed)
+            print(f"{case.name:16} {seed:>4} {grid.starts:>11} {search.starts:>13} "
+                  f"{ratio:>6.3f} {grid.best:>10.1f} {search.best or 0:>11.1f} {gap:>6.2f} "
+                  f"{search.failed:>6}")  # fmt: skip
+            sys.stdout.flush()
+    if not ratios:
+        print("sweep efficiency: no scenario had a feasible grid best")
+        return 1
+    r, g, f = statistics.median(ratios), statistics.median(gaps), statistics.median(failed)
+    print(f"sweep efficiency: starts ratio {r:.3f}, gap {g:.2f}%, failed starts {f:g}")
+    return 0
+
+
+def main() -> int:
+    """Parse the options and run."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller spaces, two seeds")
+    parser.add_argument("--seeds", type=int, default=None, help="search seeds per scenario")
+    args = parser.parse_args()
+    seeds = args.seeds or (2 if args.quick else 3)
+    return asyncio.run(main_async(args.quick, seeds))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""The sweep screen (w): compose and start, progress and verdicts, stop, resume, apply best,
+Before/After; the main screen refuses r/b/f while a sweep runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import DataTable, Input
+from ui_fakes import FIXED_TIME, FakeSession, baseline_flags, bench
+
+from tui.domain.results import RunRecord, RunStatus, SweepTag
+from tui.domain.sweep import (
+    Measurement,
+    SweepSpec,
+    SweepState,
+    SweepStatus,
+    TrialOutcome,
+    TrialState,
+)
+from tui.domain.sweep.slo import SloVerdict
+from tui.domain.workload import LoadSpec
+from tui.ui.app import create_app
+from tui.ui.screens.sweep import SweepScreen
+from tui.ui.widgets.sweep_before_after import SweepBeforeAfter
+from tui.ui.widgets.sweep_status import SweepStatusLine
+
+SIZE = (120, 40)
+
+
+def trial(index: int, run_id: int, seqs: int, value: float, met: bool = True) -> TrialOutcome:
+    flags = baseline_flags().replace(max_num_seqs=seqs)
+    verdict = SloVerdict(met=met, violations=() if met else ("p99_itl_ms 300 > 200",), margin=0.5)
+    return TrialOutcome(
+        index=index, key=f"k{index}", note=f"max_num_seqs={seqs}", params={"max_num_seqs": seqs},
+        flags=flags, state=TrialState.MEASURED, lane="console", run_id=run_id, started=True,
+        measurements=[Measurement(phase="full", load=LoadSpec(), verdict=verdict, objective=value)],
+        chosen=0,
+    )  # fmt: skip
+
+
+def status(state: SweepState, trials: list[TrialOutcome], best: TrialOutcome | None) -> SweepStatus:
+    return SweepStatus(
+        sweep_id="s-1", name="console-search", strategy="search", objective="output_throughput",
+        state=state, trials=tuple(trials), planned=6, elapsed_s=60.0, eta_s=120.0,
+        best=best, baseline_run_id=1, slo="p99_itl_ms <= 200", message="console: trial 3 starting",
+    )  # fmt: skip
+
+
+def runs() -> list[RunRecord]:
+    """A baseline with numbers, then two sweep trials on the board."""
+    base = RunRecord(
+        id=1, label="#1", created_at=FIXED_TIME, flags=baseline_flags(),
+        status=RunStatus.READY, bench=bench(300.0, 2.3, 900, 2400, 25.0, 60),
+    )  # fmt: skip
+    out = [base]
+    for rid, seqs, tps in ((2, 64, 420.0), (3, 128, 520.0)):
+        out.append(
+            RunRecord(
+                id=rid,
+                label=f"#{rid}",
+                created_at=FIXED_TIME,
+                flags=baseline_flags().replace(max_num_seqs=seqs),
+                status=RunStatus.READY,
+                bench=bench(tps, tps / 130, 700, 1800, 20.0, 45),
+                sweep=SweepTag(sweep_id="s-1", trial=rid - 1),
+            )
+        )
+    return out
+
+
+async def open_sweep(pilot: Any) -> SweepScreen:
+    await pilot.press("w")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, SweepScreen)
+    return screen
+
+
+async def test_w_composes_from_the_form_and_starts_a_sweep() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sweep(pilot)
+        screen.query_one("#sweep-pvalues-0", Input).value = "64, 128, 256"
+        screen.query_one("#sweep-p99_itl_ms", Input).value = "200"
+        screen.query_one("#sweep-trials", DataTable).focus()
+        await pilot.press("g")
+        await pilot.pause()
+        assert session.sweeps is not None
+        ((spec, baseline),) = session.sweeps.started
+        assert isinstance(spec, SweepSpec) and spec.strategy == "search"
+        assert spec.values("max_num_seqs") == (64, 128, 256)
+        assert spec.slo.limits == {"p99_itl_ms": 200.0}
+        assert spec.base.model == baseline_flags().model
+        assert baseline == session.current.id  # type: ignore[union-attr]
+
+
+async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sweep(pilot)
+        t1, t2 = trial(1, 2, 64, 420.0, met=False), trial(2, 3, 128, 520.0)
+        assert session.sweeps is not None
+        session.sweeps.publish(status(SweepState.RUNNING, [t1, t2], t2))
+        await pilot.pause()
+        head = str(screen.query_one(SweepStatusLine).render())
+        assert "2/6 trials" in head and "ETA 2m00s" in head
+        assert "best: trial 2 run #3" in head and "520.0" in head
+        table = screen.query_one("#sweep-trials", DataTable)
+        assert table.row_count == 2
+        assert "missed: p99_itl_ms 300 > 200" in str(table.get_row_at(0))
+        assert table.get_row_at(1)[0] == "*2" and table.get_row_at(1)[4] == "met"
+        assert not screen.query_one("#sweep-composer").display  # running: no form
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("r")
+        await pilot.pause()
+        assert "restart" not in session.calls
+        await pilot.press("b")
+        await pilot.pause()
+        assert "run_load" not in session.calls
+
+
+async def test_x_stops_and_u_resumes_the_newest_unfinished_sweep() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sweep(pilot)
+        sweeps = session.sweeps
+        assert sweeps is not None
+        sweeps.publish(status(SweepState.RUNNING, [trial(1, 2, 64, 420.0)], None))
+        await pilot.pause()
+        screen.query_one("#sweep-trials", DataTable).focus()
+        await pilot.press("x")
+        await pilot.pause()
+        await pilot.pause()
+        assert sweeps.stops == 1 and not sweeps.running
+        unfinished = SweepSpec.model_validate(
+            {
+                "name": "left",
+                "base": {"model": "m"},
+                "parameters": {"max_num_seqs": [1, 2]},
+                "workload": {},
+            }
+        )
+        sweeps.unfinished = [unfinished]
+        await pilot.press("u")
+        await pilot.pause()
+        await pilot.pause()
+        assert sweeps.started[-1][0] is unfinished
+
+
+async def test_a_applies_the_best_to_the_form_and_v_shows_before_after() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sweep(pilot)
+        best = trial(2, 3, 128, 520.0)
+        assert session.sweeps is not None
+        session.sweeps.publish(status(SweepState.DONE, [trial(1, 2, 64, 420.0), best], best))
+        await pilot.pause()
+        screen.query_one("#sweep-trials", DataTable).focus()
+        await pilot.press("v")
+        await pilot.pause()
+        view = screen.query_one(SweepBeforeAfter)
+        assert view.display
+        shown = view.shown
+        assert shown is not None
+        assert (shown.before.id, shown.after.id) == (1, 3)  # the baseline run, the best's run
+        assert [(c.name, c.new) for c in shown.flag_changes] == [("max_num_seqs", 128)]
+        tps = {row.metric.key: row.comparison for row in shown.rows}["output_throughput"]
+        assert (tps.reference, tps.value) == (300.0, 520.0)
+        await pilot.press("a")
+        await pilot.pause()
+        assert not isinstance(app.screen, SweepScreen)
+        flags, problems = app.main_screen.form.validate_flags()
+        assert not problems and flags is not None and flags.max_num_seqs == 128
+
+
+def test_sweep_screen_snapshot_80x24(snap_compare: Any) -> None:
+    session = FakeSession(runs=runs())
+    assert session.sweeps is not None
+    t1, t2 = trial(1, 2, 64, 420.0, met=False), trial(2, 3, 128, 520.0)
+    session.sweeps.status = status(SweepState.RUNNING, [t1, t2], t2)
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.press("w")
+        await pilot.pause()
+
+    assert snap_compare(create_app(session, clock=None, autostart=False), terminal_size=(80, 24),
+                        run_before=run_before)  # fmt: skip
+
+
+def test_sweep_form_snapshot_120x40(snap_compare: Any) -> None:
+    session = FakeSession(runs=runs())
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.press("w")
+        await pilot.pause()
+
+    assert snap_compare(create_app(session, clock=None, autostart=False), terminal_size=(120, 40),
+                        run_before=run_before)  # fmt: skip

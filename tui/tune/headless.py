@@ -1,0 +1,210 @@
+"""``vtc sweep SPEC.toml [--demo] [--strategy auto_tune|grid|search] [--json FILE]``.
+
+Builds the sweep mode's sessions (one per GPU lane), runs the strategy over them, prints
+progress (one updating line on a terminal, plain lines otherwise, a line per finished
+trial either way), writes the JSON (``best``, ``trials``, ``starts``, ``strategy``...) and,
+for ``auto_tune``, auto_tune.sh's ``result.txt``. Exit 0 when a configuration met the
+SLOs, 1 when none did (or the sweep was stopped before one did), 2 for a setup error.
+Ctrl-C (or SIGTERM) stops the sweep: the trial in flight is cut short, the servers are
+stopped, and the next run of the same spec resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from tui.domain.credentials import Credentials
+from tui.domain.errors import VtcError
+from tui.domain.sweep.outcome import SweepStatus
+from tui.domain.sweep.spec import STRATEGIES, SweepSpec
+from tui.modes.common import assemble
+from tui.modes.options import ConsoleOptions, SetupError
+from tui.modes.sources import local_client
+from tui.modes.sweep import SweepMode
+from tui.tune.journal import Journal, journal_path
+from tui.tune.prune import Pruner
+from tui.tune.report import progress_line, result_txt, sweep_json, trial_line
+from tui.tune.run import SweepRun
+from tui.tune.session_lane import SessionLane
+from tui.tune.spec_file import auto_tune_from_env, load_spec
+
+
+def add_sweep_parser(subparsers: Any) -> None:
+    """Register ``vtc sweep``."""
+    p = subparsers.add_parser(
+        "sweep",
+        help="tune serve flags headless: auto_tune.sh's search, a grid, or a model-based search",
+        description="Run a sweep spec (presets/sweeps/*.toml) against real servers (the "
+        "simulator with --demo). Resumes a stopped sweep of the same spec.",
+    )
+    p.add_argument("spec", nargs="?", type=Path, help="the spec (TOML); optional for auto_tune")
+    p.add_argument("--demo", action="store_true", help="sweep the built-in simulator")
+    p.add_argument("--strategy", choices=STRATEGIES, help="override the spec's strategy")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--fresh", action="store_true", help="start over instead of resuming")
+    p.add_argument("--vllm", default="vllm", metavar="PATH", help="the vllm executable")
+    p.add_argument("--gpus", help="GPUs to use, e.g. 0,1,2,3 (default: every visible one)")
+    p.add_argument("--sim-gpu", help="demo: the simulated GPU (default: the spec's)")
+    p.add_argument("--sim-gpus", type=int, default=1, help="demo: simulated GPUs (lanes)")
+    p.add_argument("--sim-speed", type=float, default=4.0, help="demo: simulator time scale")
+    p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds per start")
+    p.add_argument("--max-starts", type=int, help="override the spec's budget of starts")
+    p.add_argument("--result-dir", type=Path, help="auto_tune: where result.txt goes")
+
+
+def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
+    """The spec file, the strategy override, auto_tune.sh's environment, the budget."""
+    spec = load_spec(args.spec) if args.spec is not None else None
+    strategy = args.strategy or (spec.strategy if spec is not None else None)
+    if strategy == "auto_tune":
+        spec = auto_tune_from_env(env, spec)
+    if spec is None:
+        raise SetupError("name a sweep spec", hint="e.g. vtc sweep presets/sweeps/003-*.toml")
+    changes: dict[str, Any] = {"strategy": strategy or spec.strategy}
+    if args.max_starts:
+        changes["budget"] = spec.budget.model_copy(update={"max_starts": args.max_starts})
+    return spec.model_copy(update=changes)
+
+
+class Printer:
+    """Progress: a line per finished trial; on a terminal one line updated in place too."""
+
+    def __init__(self, out: TextIO, tty: bool) -> None:
+        self._out, self._tty = out, tty
+        self._seen: set[int] = set()
+        self._last = ""
+
+    def show(self, status: SweepStatus) -> None:
+        """Print what is new in ``status``."""
+        fresh = [t for t in status.trials if t.index not in self._seen]
+        for trial in fresh:
+            self._seen.add(trial.index)
+            self._print(trial_line(trial, status.objective))
+        line = progress_line(status)
+        if self._tty:
+            text = f"{line} · {status.message}" if status.message else line
+            self._out.write("\r\x1b[2K" + text[:200])
+            self._out.flush()
+        elif fresh and line != self._last:
+            self._print(line)
+        self._last = line
+
+    def _print(self, text: str) -> None:
+        prefix = "\r\x1b[2K" if self._tty else ""
+        self._out.write(prefix + text + "\n")
+        self._out.flush()
+
+    def end(self) -> None:
+        """Leave the updating line behind."""
+        if self._tty:
+            self._out.write("\n")
+
+
+def run_sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """``vtc sweep``: 0 when a configuration met the SLOs, 1 otherwise, 2 on setup errors."""
+    out = out or sys.stdout
+    try:
+        spec = resolve_spec(args, os.environ)
+        return asyncio.run(_sweep(spec, args, out))
+    except VtcError as exc:
+        print(f"vtc: {exc.one_line()}", file=sys.stderr)
+        return 2
+
+
+async def _sweep(spec: SweepSpec, args: argparse.Namespace, out: TextIO) -> int:
+    options = ConsoleOptions(
+        demo=args.demo, vllm=args.vllm, sim_gpu=args.sim_gpu, sim_speed=args.sim_speed,
+        startup_timeout=args.startup_timeout, autostart=False,
+    )  # fmt: skip
+    gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
+    mode = SweepMode(spec, sim_gpus=args.sim_gpus, gpus=gpus)
+    parts = await asyncio.to_thread(mode.lane_parts, options)
+    data_dir = mode.data_dir(options)
+    journal = await asyncio.to_thread(_journal, data_dir, spec, args.fresh)
+    sessions = [
+        assemble(p.info, p.services, poll_interval_s=options.poll_interval_s) for p in parts
+    ]
+    client = local_client(Credentials.from_env(os.environ))
+    lanes = [
+        SessionLane(s, client, name=p.name, ready_timeout_s=args.startup_timeout)
+        for s, p in zip(sessions, parts, strict=True)
+    ]
+    printer = Printer(out, out.isatty())
+    print(f"sweep {spec.sweep_id()}: {spec.strategy} over {len(lanes)} lane(s)", file=out)
+    if journal.finished:
+        print(f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}", file=out)
+    run = SweepRun(
+        spec, lanes, journal=journal, pruner=Pruner(parts[0].estimator), emit=printer.show
+    )
+    started = datetime.now()
+    with _stop_on_signals(run):
+        try:
+            for session in sessions:
+                await session.start()
+            final = await run.run()
+        finally:
+            for session in sessions:
+                await session.close()
+            await client.aclose()
+    printer.end()
+    _outputs(final, spec, args, data_dir, started, out)
+    return 0 if final.best is not None and final.best.slo_met else 1
+
+
+def _journal(data_dir: Path, spec: SweepSpec, fresh: bool) -> Journal:
+    path = journal_path(data_dir, spec.sweep_id())
+    if fresh and path.exists():
+        path.replace(path.with_suffix(f".{datetime.now():%Y%m%d%H%M%S}.old"))
+    return Journal(path, spec)
+
+
+@contextlib.contextmanager
+def _stop_on_signals(run: SweepRun) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, run.stop)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _outputs(
+    final: SweepStatus,
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    data_dir: Path,
+    started: datetime,
+    out: TextIO,
+) -> None:
+    for note in final.notes:
+        print(f"note: {note}", file=out)
+    print(f"{final.state.value}: {final.message}", file=out)
+    print(progress_line(final), file=out)
+    best = final.best
+    if best is not None and best.flags is not None:
+        verdict = "meets the SLOs" if best.slo_met else "MISSES the SLOs"
+        print(f"best (trial {best.index}, {verdict}): {best.flags.command_line()}", file=out)
+    if args.json is not None:
+        args.json.write_text(json.dumps(sweep_json(final, spec), indent=2) + "\n", encoding="utf-8")
+        print(f"json: {args.json}", file=out)
+    if spec.strategy == "auto_tune":
+        folder = args.result_dir or data_dir / "auto-benchmark" / f"{started:%Y_%m_%d_%H_%M}"
+        folder.mkdir(parents=True, exist_ok=True)
+        version = "vtc-sim (vLLM 0.32.0 API)" if args.demo else f"vllm at {args.vllm}"
+        (folder / "result.txt").write_text(result_txt(final, spec, version), encoding="utf-8")
+        print(f"result file: {folder / 'result.txt'}", file=out)

@@ -1,0 +1,192 @@
+"""The sweep screen (``w``): compose a sweep, watch it, stop it, apply its best.
+
+While a sweep runs it drives the same session the operator does: its trials are runs on
+the board (tagged with the sweep), and the main screen refuses ``r``/``b``/``f`` with one
+line. Keys here: ``g`` start the composed sweep (F2), ``x`` stop (F3), ``u`` resume the
+newest unfinished sweep, ``a`` apply the best to the flags form, ``v`` Before / After of
+the baseline and the best, ``Esc``/``w`` close (the sweep runs on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Footer
+
+from tui.domain.board.before_after import BeforeAfter, before_after
+from tui.domain.errors import VtcError, one_line
+from tui.domain.flags import ServeFlags
+from tui.domain.results import RunRecord
+from tui.domain.sweep import SweepStatus
+from tui.domain.sweep.compose import ComposeError
+from tui.domain.workload import LoadSpec
+from tui.session.port import SessionPort, SweepControl
+from tui.ui.widgets.sweep_before_after import SweepBeforeAfter
+from tui.ui.widgets.sweep_composer import SweepComposer
+from tui.ui.widgets.sweep_status import SweepStatusLine
+from tui.ui.widgets.sweep_trials import SweepTrials
+
+STYLES = Path(__file__).parent.parent / "styles"
+SWEEP_KEYS_HELP = (
+    "Sweep screen: g start the composed sweep (F2) · x stop (F3) · u resume the newest "
+    "unfinished sweep · a apply the best to the form · v Before/After of baseline vs best · "
+    "Esc/w close (the sweep runs on)"
+)
+
+
+@dataclass(frozen=True)
+class ApplyBest:
+    """The screen closed asking for the best trial's flags in the form."""
+
+    flags: ServeFlags
+    trial: int
+
+
+def _served(runs: list[RunRecord], run_id: int | None) -> RunRecord | None:
+    found = next((r for r in runs if r.id == run_id), None) if run_id is not None else None
+    return found if found is not None and found.bench is not None else None
+
+
+def baseline_and_best(
+    runs: list[RunRecord], status: SweepStatus | None
+) -> tuple[BeforeAfter | None, str]:
+    """The Before / After of the sweep's baseline (the run it started from, else the first
+    run with numbers) and its best trial's run; or why there is none."""
+    if status is None or status.best is None:
+        return None, "No best trial yet."
+    best = _served(runs, status.best.run_id)
+    if best is None:
+        return None, "The best trial's run has no numbers on the board."
+    base = _served(runs, status.baseline_run_id)
+    if base is None:
+        base = next((r for r in runs if r.bench is not None and r.id != best.id), None)
+    if base is None:
+        return None, "No baseline run with numbers: bench a run before sweeping."
+    return before_after(base, best), ""
+
+
+class SweepScreen(ModalScreen[ApplyBest | None]):
+    """Progress, trials and verdicts of the session's sweep; the form to start one."""
+
+    CSS_PATH = STYLES / "sweep.tcss"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,w", "close", "Close", key_display="Esc"),
+        Binding("g", "go", "Start"),
+        Binding("f2", "go", "Start", show=False, priority=True),
+        Binding("x", "stop", "Stop"),
+        Binding("f3", "stop", "Stop", show=False, priority=True),
+        Binding("u", "resume", "Resume"),
+        Binding("a", "apply_best", "Apply best"),
+        Binding("v", "before_after", "Before/After"),
+    ]
+
+    def __init__(self, session: SessionPort, flags: ServeFlags, load: LoadSpec) -> None:
+        super().__init__()
+        self.session = session
+        self._flags, self._load = flags, load
+
+    @property
+    def control(self) -> SweepControl:
+        """The session's sweeps (the main screen opens this screen only when there are)."""
+        sweeps = self.session.info.sweeps
+        assert sweeps is not None
+        return sweeps
+
+    def compose(self) -> ComposeResult:
+        """Head, the form, the trials, the Before / After."""
+        with Vertical(id="sweep-box"):
+            yield SweepStatusLine(id="sweep-status")
+            yield SweepComposer(self._flags, self._load, id="sweep-composer")
+            yield SweepTrials(id="sweep-trials")
+            yield SweepBeforeAfter(id="sweep-ba")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        """Title, then the sweep as it stands."""
+        box = self.query_one("#sweep-box")
+        box.border_title = "Sweep"
+        box.border_subtitle = f"from {self._flags.model}"
+        self.query_one(SweepBeforeAfter).display = False
+        self.show(self.control.status)
+
+    def show(self, status: SweepStatus | None) -> None:
+        """Render ``status`` (the main screen forwards every ``SweepUpdated``)."""
+        self.query_one(SweepStatusLine).show(status)
+        self.query_one(SweepTrials).show(status)
+        self.query_one(SweepComposer).display = not self.control.running
+        ba = self.query_one(SweepBeforeAfter)
+        if ba.display:
+            ba.show(*baseline_and_best(list(self.session.runs), status))
+
+    # -- actions -----------------------------------------------------------------------------
+    def _baseline(self) -> int | None:
+        current = self.session.current
+        return current.id if current is not None and current.bench is not None else None
+
+    def action_go(self) -> None:
+        """Start the composed sweep (a spec that ran before resumes)."""
+        if self.control.running:
+            self.notify("A sweep is running: x stops it.", severity="warning")
+            return
+        try:
+            spec = self.query_one(SweepComposer).spec()
+            self.control.start(spec, baseline_run_id=self._baseline())
+        except (ComposeError, VtcError) as exc:
+            self.notify(one_line(exc), title="Sweep not started", severity="error")
+            return
+        self.notify(f"Sweep {spec.name} started: {spec.strategy}, {spec.space_size()} combinations")
+        self.show(self.control.status)
+
+    def action_stop(self) -> None:
+        """Stop the running sweep (the trial in flight runs again when it resumes)."""
+        if not self.control.running:
+            self.notify("No sweep is running.", severity="warning")
+            return
+        self.notify("Stopping the sweep: the trial in flight is cut short.")
+        self.run_worker(self.control.stop(), group="sweep-stop", exit_on_error=False)
+
+    def action_resume(self) -> None:
+        """Resume the newest sweep that did not finish."""
+        if self.control.running:
+            self.notify("A sweep is running.", severity="warning")
+            return
+
+        async def resume() -> None:
+            specs = await self.control.resumable()
+            if not specs:
+                self.notify("No unfinished sweep to resume.", severity="warning")
+                return
+            try:
+                self.control.start(specs[0], baseline_run_id=self._baseline())
+            except VtcError as exc:
+                self.notify(exc.one_line(), title="Not resumed", severity="error")
+                return
+            self.notify(f"Resuming {specs[0].name}: finished trials are not run again.")
+
+        self.run_worker(resume(), group="sweep-resume", exit_on_error=False)
+
+    def action_apply_best(self) -> None:
+        """Close, loading the best trial's flags into the form."""
+        status = self.control.status
+        best = status.best if status is not None else None
+        if best is None or best.flags is None:
+            self.notify("No best trial yet.", severity="warning")
+            return
+        self.dismiss(ApplyBest(best.flags, best.index))
+
+    def action_before_after(self) -> None:
+        """Show (or hide) the Before / After of the baseline and the best."""
+        view = self.query_one(SweepBeforeAfter)
+        view.display = not view.display
+        if view.display:
+            view.show(*baseline_and_best(list(self.session.runs), self.control.status))
+
+    def action_close(self) -> None:
+        """Close the screen; a running sweep goes on."""
+        self.dismiss(None)

@@ -1,0 +1,97 @@
+"""The sweep form: strategy, objective, the parameters to vary, the SLOs, the budget.
+
+The base is the run the sweep starts from (the flags form's flags and workload, given by
+the main screen); :func:`tui.domain.sweep.compose.compose` turns the fields into a spec,
+validated as a TOML spec is.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Input, Label, Select
+
+from tui.domain.flags import ServeFlags
+from tui.domain.sweep import SweepSpec
+from tui.domain.sweep.compose import ComposeError, compose
+from tui.domain.workload import LoadSpec
+
+STRATEGY_CHOICES = (("search (TPE, pruned)", "search"), ("grid", "grid"),
+                    ("auto_tune.sh", "auto_tune"))  # fmt: skip
+OBJECTIVE_CHOICES = (("output tok/s", "output_throughput"), ("req/s", "request_throughput"),
+                     ("goodput", "goodput"))  # fmt: skip
+DEFAULT_PARAMS = (("max_num_seqs", "64, 128, 256"), ("max_num_batched_tokens", "1024, 2048, 4096"),
+                  ("", ""))  # fmt: skip
+SLO_FIELDS = (("p99_ttft_ms", "p99 TTFT ms"), ("p99_itl_ms", "p99 ITL ms"),
+              ("p99_e2el_ms", "p99 E2EL ms"))  # fmt: skip
+
+
+class SweepComposer(Vertical):
+    """A compact form; :meth:`spec` reads it."""
+
+    def __init__(
+        self,
+        flags: ServeFlags,
+        load: LoadSpec,
+        *,
+        id: str | None = None,
+        classes: str | None = None,
+    ) -> None:
+        super().__init__(id=id, classes=classes)
+        self._flags, self._load = flags, load
+
+    def compose(self) -> ComposeResult:
+        """Strategy, objective, budget; three parameter rows; three SLO limits."""
+        with Horizontal(classes="sweep-row"):
+            yield Select(STRATEGY_CHOICES, value="search", allow_blank=False, compact=True,
+                         id="sweep-strategy")  # fmt: skip
+            yield Select(OBJECTIVE_CHOICES, value="output_throughput", allow_blank=False,
+                         compact=True, id="sweep-objective")  # fmt: skip
+            yield Label("starts", classes="sweep-label")
+            yield Input("12", compact=True, id="sweep-starts", classes="sweep-small")
+        for i, (name, values) in enumerate(DEFAULT_PARAMS):
+            with Horizontal(classes="sweep-row"):
+                yield Input(name, placeholder="flag", compact=True, id=f"sweep-pname-{i}",
+                            classes="sweep-pname")  # fmt: skip
+                yield Input(values, placeholder="a, b, c  or  start..stop:step", compact=True,
+                            id=f"sweep-pvalues-{i}", classes="sweep-pvalues")  # fmt: skip
+        with Horizontal(classes="sweep-row"):
+            for key, label in SLO_FIELDS:
+                yield Label(label, classes="sweep-label")
+                yield Input("", placeholder="-", compact=True, id=f"sweep-{key}",
+                            classes="sweep-small")  # fmt: skip
+
+    def set_base(self, flags: ServeFlags, load: LoadSpec) -> None:
+        """The run the sweep starts from."""
+        self._flags, self._load = flags, load
+
+    def spec(self) -> SweepSpec:
+        """The composed spec; ``ComposeError`` (one line) when a field is wrong."""
+        params = {}
+        for i in range(len(DEFAULT_PARAMS)):
+            name = self.query_one(f"#sweep-pname-{i}", Input).value.strip()
+            values = self.query_one(f"#sweep-pvalues-{i}", Input).value
+            if name:
+                params[name] = values
+        slo: dict[str, float] = {}
+        for key, label in SLO_FIELDS:
+            text = self.query_one(f"#sweep-{key}", Input).value.strip()
+            if text:
+                slo[key] = _number(text, label)
+        starts_text = self.query_one("#sweep-starts", Input).value.strip()
+        starts = int(_number(starts_text, "starts")) if starts_text else None
+        strategy = str(self.query_one("#sweep-strategy", Select).value)
+        objective = str(self.query_one("#sweep-objective", Select).value)
+        names = "-".join(params) or "sweep"
+        return compose(
+            name=f"console-{strategy}-{names}", flags=self._flags, load=self._load,
+            strategy=strategy, objective=objective, parameters=params, slo=slo,
+            max_starts=starts,
+        )  # fmt: skip
+
+
+def _number(text: str, label: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ComposeError(f"{label}: {text!r} is not a number") from None
