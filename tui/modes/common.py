@@ -9,6 +9,7 @@ pieces here are the ones they share: where the form starts (preset, ``-- serve``
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from tui.session.hub import GpuReader, TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
+from tui.session.repro import Reproducer, ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
 from tui.store.history import RunStore
@@ -153,11 +155,13 @@ class Services:
     estimator: Estimator | None = None
     cli: CliLoader | None = None
     release: ReleaseWaiter | None = None
+    reproducer: Reproducer | None = None
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
     """A session over the services a mode built (the one place they are joined)."""
     bus = EventBus()
+    book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])
     hub = TelemetryHub(
         emit=bus.emit,
         interval_s=poll_interval_s,
@@ -169,12 +173,13 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     return Session(
         info,
         bus=bus,
-        book=RunBook(services.store, services.history, bus.emit),
+        book=book,
         slot=services.slot,
         hub=hub,
         preflight=Preflight(services.estimator, services.cli),
         loads=LoadService(services.runner, bus.emit),
         release=services.release,
+        repro=ReproRecorder(services.reproducer, book, hub),
     )
 
 

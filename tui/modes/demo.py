@@ -30,11 +30,13 @@ from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.kv_estimator import KvEstimator
 from tui.server.model_config import ModelConfig, find_model_config
+from tui.server.repro import MachineReproducer
 from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
+from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
@@ -120,6 +122,12 @@ class DemoMode:
             runner=LoadRunner(api_key=credentials.api_key),
             host=HostReader(),
             gpu_absent=simulated_gpu_absent(),
+            reproducer=MachineReproducer(
+                launch_env=credentials.server_env(),
+                inherited_env=env,
+                version=lambda: SIM_VLLM_VERSION,
+                gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
+            ),
             estimator=KvEstimator(
                 lambda: sim_gpu_device(gpu),
                 env={**env, **credentials.server_env()},

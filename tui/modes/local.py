@@ -30,7 +30,12 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
-from tui.server.introspect import introspect_vllm, python_for_vllm
+from tui.server.introspect import (
+    IntrospectError,
+    introspect_vllm,
+    python_for_vllm,
+    vllm_dist_version,
+)
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
@@ -38,6 +43,7 @@ from tui.server.kv_estimator import (
     gpu_device_from_sample,
     is_cpu_build,
 )
+from tui.server.repro import MachineReproducer
 from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.hub import GpuReader
@@ -113,6 +119,12 @@ class LocalVllmMode:
             ),
             cli=_cli_loader(resolved),
             release=NvmlRelease(nvml) if nvml is not None else None,
+            reproducer=MachineReproducer(
+                launch_env=credentials.server_env(),
+                inherited_env=env,
+                version=functools.partial(_vllm_version, resolved),
+                versions=nvml.versions if nvml is not None else None,
+            ),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",
@@ -138,6 +150,17 @@ def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:
 def _cli_loader(vllm_executable: str) -> CliLoader | None:
     python = python_for_vllm(vllm_executable)  # the #! line of the vllm console script
     return functools.partial(introspect_vllm, python) if python is not None else None
+
+
+def _vllm_version(vllm_executable: str) -> str | None:
+    """The installed vLLM's version (its own Python, without importing vLLM)."""
+    python = python_for_vllm(vllm_executable)
+    if python is None:
+        return None
+    try:
+        return vllm_dist_version(python)
+    except IntrospectError:  # an unknown version is recorded as unknown, never a failure
+        return None
 
 
 def _port(flags: ServeFlags) -> int:
