@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import platformdirs
 
+from tui.domain.errors import VtcError
 from tui.domain.vllm_cli import CliDumpError, VllmCli, parse_serve_help
 
 SCRIPT = Path(__file__).with_name("introspect_script.py")
@@ -42,17 +43,18 @@ _TAIL_CHARS = 2000
 IntrospectErrorKind = Literal["python-missing", "vllm-missing", "failed", "timeout", "bad-output"]
 
 
-class IntrospectError(RuntimeError):
+class IntrospectError(VtcError):
     """vLLM's flags could not be read; ``kind`` says why, the message says what to do.
 
     ``python-missing``: the interpreter does not exist or cannot run; ``vllm-missing``: it has
     no vLLM installed; ``failed``: vLLM failed to import or to build its parser (``detail``
-    holds the stderr tail); ``timeout``; ``bad-output``: the script's output was not the
-    expected JSON.
+    holds the stderr tail, its last line is the hint); ``timeout``; ``bad-output``: the
+    script's output was not the expected JSON.
     """
 
     def __init__(self, kind: IntrospectErrorKind, message: str, detail: str = "") -> None:
-        super().__init__(message + (f"\n{detail}" if detail else ""))
+        last = next((line for line in reversed(detail.splitlines()) if line.strip()), "")
+        super().__init__(message, hint=last[-200:] or None)
         self.kind = kind
         self.detail = detail
 
