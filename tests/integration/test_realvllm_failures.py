@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes.supervisor import Supervisor
 from realvllm_support import (
     CPU_BLOCK_SIZE,
     KV_64M,
@@ -40,7 +41,6 @@ from tui.domain.diagnosis import Diagnosis
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerState
 from tui.domain.flags import ServeFlags
 from tui.server.provision import ProvisionedVllm
-from tui.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.realvllm
 

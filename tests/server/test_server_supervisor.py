@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from fakes.net import free_port, gone
 from fakes.prober import FakeProber
+from fakes.supervisor import Supervisor
 from fakes.waiting import Recorder, until
 
 from tui.domain.events import (
@@ -39,8 +40,8 @@ from tui.domain.events import (
 from tui.domain.flags import ServeFlags
 from tui.server.backend import LAUNCHED
 from tui.server.launched import LaunchedServer
+from tui.server.launcher import DEFAULT_HOST, ProcessLauncher, with_default_host
 from tui.server.spawn import ExitWatch
-from tui.server.supervisor import DEFAULT_HOST, ProcessLauncher, Supervisor, with_default_host
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_vllm.py"

@@ -29,9 +29,9 @@ from tui.modes.common import (
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.kv_estimator import KvEstimator
+from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
 from tui.server.repro import MachineReproducer
-from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot

@@ -43,8 +43,8 @@ from tui.server.kv_estimator import (
     gpu_device_from_sample,
     is_cpu_build,
 )
+from tui.server.launcher import ProcessLauncher
 from tui.server.repro import MachineReproducer
-from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.hub import GpuReader
 from tui.session.port import SessionInfo

@@ -1,12 +1,12 @@
 """A server this console launched: its whole lifecycle as one task.
 
-:class:`LaunchedServer` is made by :class:`tui.server.supervisor.ProcessLauncher`. One
+:class:`LaunchedServer` is made by :class:`tui.server.launcher.ProcessLauncher`. One
 asyncio task (``_run``) launches it, decides readiness, notices the exit or the timeout,
 carries out the console's requests (stop, detach, release) and reports every step as an
 event; nothing else writes its state. Which end happened is taken from what happened first
 (the process's exit or the console's request), and a failure is diagnosed from the log as
 it stood when the server exited, before the console's own teardown could add to it.
-The events and their order are listed in :mod:`tui.server.supervisor`.
+The events and their order are listed in :mod:`tui.server.launcher`.
 """
 
 from __future__ import annotations
