@@ -168,7 +168,8 @@ class Resolution:
     """What vLLM's parser makes of one argv token.
 
     ``option`` is the token after vLLM's rewrites; ``flag`` the action it selects;
-    ``candidates`` the option strings an ambiguous prefix could mean.
+    ``candidates`` the option strings an ambiguous prefix could mean; ``glued`` the value of
+    a single-dash option written together with it (``-qawq``: ``-q`` and ``awq``).
     """
 
     token: str
@@ -176,6 +177,7 @@ class Resolution:
     status: ResolutionStatus
     flag: CliFlag | None = None
     candidates: tuple[str, ...] = ()
+    glued: str | None = None
 
 
 @dataclass(frozen=True)
@@ -405,7 +407,11 @@ class VllmCli:
         if len(matches) > 1:
             return Resolution(token, arg, "ambiguous", candidates=tuple(matches))
         if len(matches) == 1:
-            return Resolution(token, matches[0], "known", index[matches[0]])
+            match = matches[0]
+            glued = None
+            if arg[1] != "-" and match == arg[:2] and len(arg) > 2 and "=" not in token:
+                glued = arg[2:]  # argparse: a short option's explicit value, "-qawq"
+            return Resolution(token, match, "known", index[match], glued=glued)
         if NEGATIVE_NUMBER.match(arg) and not self._negative_like:
             return Resolution(token, arg, "positional")
         if " " in arg:
