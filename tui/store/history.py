@@ -123,10 +123,10 @@ class RunStore:
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open {self.path}: {exc}") from None
         try:
+            _check(conn)  # before anything writes to the file: a bad one is moved as it was
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-            _check(conn)
         except sqlite3.DatabaseError as exc:
             conn.close()
             if _is_corruption(exc):
@@ -256,7 +256,7 @@ def _read_row(row_id: object, text: object, context: dict[str, object]) -> RunRe
 def _check(conn: sqlite3.Connection) -> None:
     """Raise :class:`_Unreadable` unless the file is a sound vtc history."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)").fetchall()}
-    if not columns >= _COLUMNS:
+    if columns and not columns >= _COLUMNS:  # no table yet: a new history
         raise _Unreadable(f"its runs table lacks {', '.join(sorted(_COLUMNS - columns))}")
     result = conn.execute("PRAGMA quick_check").fetchall()
     if not result or result[0][0] != "ok":
