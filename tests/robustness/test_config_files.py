@@ -77,11 +77,14 @@ _KEY = st.one_of(
 @given(
     st.dictionaries(
         _KEY,
-        st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3), st.dictionaries(st.text(max_size=5),
-                                                                             _SCALAR)),
+        st.one_of(
+            _SCALAR,
+            st.lists(_SCALAR, max_size=3),
+            st.dictionaries(st.text(max_size=5), _SCALAR, max_size=3),
+        ),
         max_size=6,
     )
-)  # fmt: skip
+)
 def test_any_yaml_document_gives_flags_or_one_config_error(doc: dict[str, Any]) -> None:
     text = yaml.safe_dump(doc)
     try:

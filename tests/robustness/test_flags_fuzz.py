@@ -113,7 +113,7 @@ def test_ten_thousand_generated_command_lines_and_forms() -> None:
         outcomes["argv accepted"] += 1
         assert flags_from_argv(flags.to_argv()) == flags, argv
     for _ in range(10_000):
-        flags, problems = validate_form("m", random_form(rng))
+        flags, _ = validate_form("m", random_form(rng))
         outcomes["form accepted" if flags is not None else "form refused"] += 1
     print(dict(outcomes))  # figures for the report (pytest -s)
     # every set ended one of the two ways above; anything else would have raised here

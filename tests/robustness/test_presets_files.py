@@ -98,8 +98,11 @@ def test_vtc_presets_lists_the_good_and_names_the_bad_without_a_traceback(
 _SCALAR = st.one_of(
     st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=30)
 )
-_VALUE = st.one_of(_SCALAR, st.lists(_SCALAR, max_size=3), st.dictionaries(st.text(max_size=8),
-                                                                             _SCALAR, max_size=3))  # fmt: skip
+_VALUE = st.one_of(
+    _SCALAR,
+    st.lists(_SCALAR, max_size=3),
+    st.dictionaries(st.text(max_size=8), _SCALAR, max_size=3),
+)
 _KEYS = st.sampled_from(
     ["name", "description", "source", "model", "sim_gpu", "flags", "workload", "other"]
 )
