@@ -31,14 +31,25 @@ FIELD = "extra_args"
 
 @dataclass
 class ExtraCheck:
-    """What the extra arguments say: typed values by dest, and the problems found."""
+    """What the extra arguments say: typed values by dest, and the problems found.
+
+    ``unrecognized`` holds the tokens argparse would list as "unrecognized arguments" (the
+    first problem says the same in words).
+    """
 
     values: dict[str, Any] = field(default_factory=dict)
     problems: list[FlagProblem] = field(default_factory=list)
+    unrecognized: list[str] = field(default_factory=list)
 
 
-def extra_args_problems(extra: Sequence[str], cli: VllmCli) -> ExtraCheck:
-    """Check ``extra`` (tokens after ``vllm serve MODEL`` and the declared flags)."""
+def extra_args_problems(
+    extra: Sequence[str], cli: VllmCli, *, last_wins: bool = False
+) -> ExtraCheck:
+    """Check ``extra`` (tokens after ``vllm serve MODEL`` and the declared flags).
+
+    ``last_wins``: an option given twice keeps its last value, as vLLM does (the
+    simulator's reading); else that is a problem (vtc's: never silently doubled).
+    """
     out = ExtraCheck()
     tokens = lex(extra)
     stray: list[str] = []
@@ -62,12 +73,11 @@ def extra_args_problems(extra: Sequence[str], cli: VllmCli) -> ExtraCheck:
                 stray.append(token.spelled)
             i += 1
             continue
-        i += 1 + _option(out, tokens, i, res, seen)
-    if stray:
-        out.problems.insert(
-            0, FlagProblem(FIELD, "unrecognized arguments: " + " ".join(stray))
-        )  # argparse's words for every option it does not know, and stray values
+        i += 1 + _option(out, tokens, i, res, None if last_wins else seen)
     out.problems.extend(frontend_problems(out.values))
+    out.unrecognized = stray
+    if stray:  # argparse's words, after parsing, for unknown options and stray values
+        out.problems.append(FlagProblem(FIELD, "unrecognized arguments: " + " ".join(stray)))
     return out
 
 
@@ -76,7 +86,7 @@ def _option(
     tokens: Sequence[ArgToken],
     i: int,
     res: Resolution,
-    seen: dict[str, str],
+    seen: dict[str, str] | None,
 ) -> int:
     """Check one known option at ``tokens[i]``; returns how many values it consumed."""
     token = tokens[i]
@@ -119,7 +129,9 @@ def _option(
     return consumed
 
 
-def _once(out: ExtraCheck, flag: CliFlag, written: str, seen: dict[str, str]) -> None:
+def _once(out: ExtraCheck, flag: CliFlag, written: str, seen: dict[str, str] | None) -> None:
+    if seen is None:
+        return
     first = seen.get(flag.dest)
     if first is not None:
         out.problems.append(

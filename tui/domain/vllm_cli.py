@@ -252,6 +252,16 @@ class VllmCli:
             "actions": [f.to_json() for f in self.flags],
         }
 
+    def only(self, dests: Iterable[str]) -> VllmCli:
+        """This parser with only the flags named by ``dests`` (and ``--help``): for a program
+        that accepts a subset of vLLM's options, such as the simulator."""
+        keep = set(dests) | {"help"}
+        return VllmCli(
+            version=self.version,
+            flags=tuple(f for f in self.flags if f.dest in keep),
+            group_descriptions=self.group_descriptions,
+        )
+
     # -- lookup ------------------------------------------------------------------------------
     @property
     def option_strings(self) -> tuple[str, ...]:
