@@ -11,9 +11,50 @@ checks that the shipped table still equals the provisioned vLLM's parser.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 from tui.server.introspect import dump_vllm_cli
+
+# Run by the vLLM venv's Python: the range constraints (pydantic ge/gt/le/lt) each serve
+# option's config class declares, by dest (the first class that declares the field wins).
+BOUNDS_SCRIPT = """
+import dataclasses, json, os, sys
+out_fd = os.dup(1); os.dup2(2, 1)
+import annotated_types
+import vllm.config as C
+from vllm.engine.arg_utils import EngineArgs
+from vllm.entrypoints.launchers.cli_args import FrontendArgs
+dests = {f.name for cls in (EngineArgs, FrontendArgs) for f in dataclasses.fields(cls)}
+classes = [getattr(C, n) for n in sorted(dir(C))] + [FrontendArgs]
+out = {}
+for cls in classes:
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if not isinstance(cls, type) or not fields:
+        continue
+    for name, info in fields.items():
+        if name not in dests or name in out or name.startswith("_"):
+            continue
+        bounds = {}
+        for meta in info.metadata:
+            for attr in ("ge", "gt", "le", "lt"):
+                if isinstance(meta, getattr(annotated_types, attr.capitalize())):
+                    bounds[attr] = getattr(meta, attr)
+        if bounds:
+            out[name] = [cls.__name__, bounds]
+os.write(out_fd, json.dumps(out, sort_keys=True).encode())
+"""
+
+
+def config_bounds(python: str) -> dict[str, list[object]]:
+    """``{dest: [config class, {"ge": 1, ...}]}`` from the vLLM installed for ``python``."""
+    done = subprocess.run(
+        [python, "-c", BOUNDS_SCRIPT], capture_output=True, text=True, check=True, timeout=300
+    )
+    data: dict[str, list[object]] = json.loads(done.stdout)
+    return data
+
 
 HEADER = '''"""vLLM 0.32.0's ``vllm serve`` parser as data: each option, its action, type, arity.
 
@@ -26,10 +67,13 @@ them, and to refuse unknown options before a launch.
 
 Row: ``(dest, option strings, action, type name, optional, nargs, choices, default)``;
 ``default`` only when it is a plain scalar. Help texts are left out (introspect for them).
+``BOUNDS``: the range each option's vLLM config class declares (pydantic ``ge``/``gt``/
+``le``/``lt``), checked for the extra arguments with pydantic's words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -42,6 +86,8 @@ ROWS: tuple[tuple[Any, ...], ...] = (
 '''
 
 FOOTER = ''')
+
+BOUNDS: Mapping[str, tuple[str, Mapping[str, float]]] = {BOUNDS}
 # fmt: on
 
 
@@ -88,7 +134,12 @@ def main(python: str) -> None:
             default,
         )
         out.append(f"    {row!r},\n")
-    out.append(FOOTER)
+    bounds = {
+        dest: (str(cls), dict(sorted(limits.items())))  # type: ignore[call-overload]
+        for dest, (cls, limits) in sorted(config_bounds(python).items())
+    }
+    body = "{\n" + "".join(f"    {d!r}: {b!r},\n" for d, b in bounds.items()) + "}"
+    out.append(FOOTER.replace("{BOUNDS}", body))
     sys.stdout.write("".join(out))
 
 

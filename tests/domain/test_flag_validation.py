@@ -125,8 +125,12 @@ def test_booleans_in_files_are_true_or_false() -> None:
         (["--config", "x.yaml"], "vtc --config FILE"),
         (["-h"], "vLLM would print its help and exit"),
         (["--quantization", "fbgemm_fp8"], "To bypass, set `--allow-deprecated-quantization`."),
+        (["--stream-interval", "0"],
+         "--stream-interval 0: Input should be greater than or equal to 1 (SchedulerConfig)"),
+        (["--kv-cache-metrics-sample", "nan"], "Input should be greater than 0"),
+        (["--shutdown-timeout", "-1"], "greater than or equal to 0 (VllmConfig)"),
     ],
-)
+)  # fmt: skip
 def test_extra_arguments_are_read_as_vllms_parser_reads_them(argv: list[str], line: str) -> None:
     assert line in _refused(argv)
 

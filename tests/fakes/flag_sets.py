@@ -48,6 +48,10 @@ EXTRA_OPTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("--max-num", ("5",)),
     ("--api-key", ("sk-test-123",)),
     ("--enable-auto-tool-choice", ()),
+    ("--stream-interval", ("1", "4", "0", "-1")),
+    ("--shutdown-timeout", ("0", "30", "-1")),
+    ("--max-num-queued-reqs", ("0", "8", "-1")),
+    ("--kv-cache-metrics-sample", ("0.5", "1", "0", "1.5", "nan")),
 )
 ABBREVIATIONS = {
     "max_model_len": "--max-model",

@@ -20,6 +20,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,18 +131,14 @@ def test_every_set_vtc_accepts_vllm_accepts(real_vllm: ProvisionedVllm, oracle: 
     assert accepted >= SETS // 10  # the generator reaches sets vtc accepts
 
 
-def test_the_shipped_parser_table_is_the_provisioned_vllms(
-    real_vllm: ProvisionedVllm, tmp_path: Path
-) -> None:
-    installed = introspect_vllm(real_vllm.python)
-    shipped = vllm_032_cli()
-    assert installed.version.split("+")[0] == shipped.version
-
-    def shape(cli: object) -> dict[str, tuple[object, ...]]:
-        flags = getattr(cli, "flags")  # noqa: B009 - both are VllmCli
-        return {
-            f.dest: (f.option_strings, f.action, f.type_name, f.optional, f.nargs, f.choices)
-            for f in flags
-        }
-
-    assert shape(shipped) == shape(installed)
+def test_the_shipped_parser_table_is_the_provisioned_vllms(real_vllm: ProvisionedVllm) -> None:
+    """``tools/gen_vllm_serve_options.py`` run against the provisioned vLLM writes exactly
+    the module vtc ships (options, actions, types, arities, choices, config ranges)."""
+    root = Path(__file__).resolve().parents[2]
+    generated = subprocess.run(
+        [sys.executable, str(root / "tools" / "gen_vllm_serve_options.py"), str(real_vllm.python)],
+        capture_output=True, text=True, check=True, timeout=600, cwd=root,
+    ).stdout  # fmt: skip
+    shipped = (root / "tui" / "domain" / "vllm_serve_options.py").read_text()
+    assert generated == shipped
+    assert introspect_vllm(real_vllm.python).version.split("+")[0] == vllm_032_cli().version

@@ -29,6 +29,8 @@ from tui.domain.flags import ServeFlags
 from tui.domain.vllm_defaults import (
     CPU_BLOCK_SIZE,
     GPU_BLOCK_SIZE,
+    KV_CACHE_DTYPE,
+    PERFORMANCE_MODE,
     BatchDefaults,
     DeviceKind,
     batch_defaults,
@@ -243,7 +245,7 @@ def resolve_engine(
     kind: DeviceKind = "gpu",
     checkpoint_quantization: str | None = None,
     embedding_params: float | None = None,
-    performance_mode: str = "balanced",
+    performance_mode: str = PERFORMANCE_MODE,
 ) -> EngineConfig:
     """Apply vLLM's defaults to ``flags`` for ``shape`` on a device (reference 1.3 and 1.4)."""
     derived = shape.max_position_embeddings
@@ -261,7 +263,7 @@ def resolve_engine(
         ),
         dtype=resolved_dtype(shape, flags.dtype),
         quantization=resolved_quantization(flags.quantization, checkpoint_quantization),
-        kv_cache_dtype=flags.kv_cache_dtype or "auto",
+        kv_cache_dtype=flags.kv_cache_dtype or KV_CACHE_DTYPE,
         block_size=flags.block_size or default_block_size(kind),
         derived_max_model_len=derived,
         max_model_len=max_model_len,

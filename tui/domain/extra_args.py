@@ -16,7 +16,7 @@ JSON itself and validates it against its config class.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,17 +40,24 @@ class ExtraCheck:
     values: dict[str, Any] = field(default_factory=dict)
     problems: list[FlagProblem] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
+    bounds: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
 
 
 def extra_args_problems(
-    extra: Sequence[str], cli: VllmCli, *, last_wins: bool = False
+    extra: Sequence[str],
+    cli: VllmCli,
+    *,
+    last_wins: bool = False,
+    bounds: Mapping[str, tuple[str, Mapping[str, float]]] | None = None,
 ) -> ExtraCheck:
     """Check ``extra`` (tokens after ``vllm serve MODEL`` and the declared flags).
 
     ``last_wins``: an option given twice keeps its last value, as vLLM does (the
     simulator's reading); else that is a problem (vtc's: never silently doubled).
+    ``bounds``: each option's range as its vLLM config class declares it (``{dest:
+    (class, {"ge": 1})}``, :data:`tui.domain.vllm_serve_options.BOUNDS` for vLLM 0.32).
     """
-    out = ExtraCheck()
+    out = ExtraCheck(bounds=bounds or {})
     tokens = lex(extra)
     stray: list[str] = []
     seen: dict[str, str] = {}
@@ -122,11 +129,35 @@ def _option(
         if problem:
             out.problems.append(FlagProblem(FIELD, f"argument {name}: {problem}"))
             return consumed
+        limit = out_of_bounds(out.bounds.get(flag.dest), converted)
+        if limit:
+            out.problems.append(FlagProblem(FIELD, limit, flag.name, value))
+            return consumed
         typed.append(converted)
     out.values[flag.dest] = typed if flag.nargs in ("+", "*") else typed[0]
     if flag.action != "append":
         _once(out, flag, " ".join([token.spelled, *values]), seen)
     return consumed
+
+
+def out_of_bounds(bound: tuple[str, Mapping[str, float]] | None, value: Any) -> str | None:
+    """pydantic's words when ``value`` breaks its config field's range (``None`` if not)."""
+    if bound is None or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    config, limits = bound
+    # Written as pydantic compares, so NaN breaks every limit as it does there.
+    checks = (
+        ("ge", lambda v, x: v >= x, "greater than or equal to"),
+        ("gt", lambda v, x: v > x, "greater than"),
+        ("le", lambda v, x: v <= x, "less than or equal to"),
+        ("lt", lambda v, x: v < x, "less than"),
+    )
+    for key, ok, words in checks:
+        if key in limits and not ok(value, limits[key]):
+            limit = limits[key]
+            shown = int(limit) if float(limit).is_integer() else limit
+            return f"Input should be {words} {shown} ({config})"
+    return None
 
 
 def _once(out: ExtraCheck, flag: CliFlag, written: str, seen: dict[str, str] | None) -> None:

@@ -40,7 +40,8 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.secrets import split_secrets
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.vllm_defaults import PERFORMANCE_MODE
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_serve_options import BOUNDS, vllm_032_cli
+from tui.domain.vllm_serve_options import VERSION as VLLM_TABLE_VERSION
 
 # Methods that need the checkpoint's own quantization config: on an unquantized model vLLM
 # 0.32 refuses them ("Cannot find the config file for awq", config/vllm.py) or fails to
@@ -90,6 +91,13 @@ class ValidationContext:
         """The parser table the checks use."""
         return self.cli if self.cli is not None else vllm_032_cli()
 
+    @property
+    def bounds(self) -> Mapping[str, tuple[str, Mapping[str, float]]]:
+        """vLLM 0.32's config ranges, when the parser is vLLM 0.32's (else none known)."""
+        if self.cli is None or self.cli.version.split("+")[0] == VLLM_TABLE_VERSION:
+            return BOUNDS
+        return {}
+
 
 _NO_CONTEXT = ValidationContext()
 
@@ -98,7 +106,7 @@ _NO_CONTEXT = ValidationContext()
 def check_flags(flags: ServeFlags, context: ValidationContext | None = None) -> list[FlagProblem]:
     """Every problem vLLM would find in ``flags`` that ``ServeFlags`` itself cannot see."""
     ctx = context or _NO_CONTEXT
-    extra = extra_args_problems(flags.extra_args, ctx.parser)
+    extra = extra_args_problems(flags.extra_args, ctx.parser, bounds=ctx.bounds)
     problems = list(extra.problems)
     problems += _device_problems(flags, ctx, extra.values.get("performance_mode"))
     problems += _model_problems(flags, ctx)

@@ -9,10 +9,13 @@ them, and to refuse unknown options before a launch.
 
 Row: ``(dest, option strings, action, type name, optional, nargs, choices, default)``;
 ``default`` only when it is a plain scalar. Help texts are left out (introspect for them).
+``BOUNDS``: the range each option's vLLM config class declares (pydantic ``ge``/``gt``/
+``le``/``lt``), checked for the extra arguments with pydantic's words.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
@@ -340,6 +343,58 @@ ROWS: tuple[tuple[Any, ...], ...] = (
     ('kda_decode_backend', ('--kda-decode-backend',), 'store', 'str', False, None, ('auto', 'native', 'flashinfer', 'triton'), None),
     ('enable_log_requests', ('--enable-log-requests', '--no-enable-log-requests'), 'boolean_optional', 'bool', False, 0, None, False),
 )
+
+BOUNDS: Mapping[str, tuple[str, Mapping[str, float]]] = {
+    'block_size': ('CacheConfig', {'gt': 0}),
+    'cpu_offload_gb': ('UVAOffloadConfig', {'ge': 0}),
+    'data_parallel_rank': ('ParallelConfig', {'ge': 0}),
+    'data_parallel_rpc_port': ('ParallelConfig', {'ge': 1, 'le': 65535}),
+    'data_parallel_size': ('ParallelConfig', {'ge': 1}),
+    'data_parallel_size_local': ('ParallelConfig', {'ge': 0}),
+    'dbo_decode_token_threshold': ('ParallelConfig', {'ge': 0}),
+    'dbo_prefill_token_threshold': ('ParallelConfig', {'ge': 0}),
+    'decode_context_parallel_size': ('ParallelConfig', {'ge': 1}),
+    'dp_sync_interval': ('ParallelConfig', {'ge': 1}),
+    'elastic_ep_max_dp_size': ('ParallelConfig', {'ge': 1}),
+    'gpu_memory_utilization': ('CacheConfig', {'gt': 0, 'le': 1}),
+    'kv_cache_metrics_sample': ('ObservabilityConfig', {'gt': 0, 'le': 1}),
+    'long_prefill_token_threshold': ('SchedulerConfig', {'ge': 0}),
+    'mamba_block_size': ('CacheConfig', {'gt': 0}),
+    'max_logprobs': ('ModelConfig', {'ge': -1}),
+    'max_lora_cls_labels': ('LoRAConfig', {'ge': 1}),
+    'max_loras': ('LoRAConfig', {'ge': 1}),
+    'max_model_len': ('ModelConfig', {'ge': -1}),
+    'max_num_active_seqs': ('SchedulerConfig', {'ge': 1}),
+    'max_num_batched_tokens': ('SchedulerConfig', {'ge': 1}),
+    'max_num_queued_reqs': ('SchedulerConfig', {'ge': 0}),
+    'max_num_queued_tokens': ('SchedulerConfig', {'ge': 0}),
+    'max_num_scheduled_tokens': ('SchedulerConfig', {'ge': 1}),
+    'max_num_seqs': ('SchedulerConfig', {'ge': 1}),
+    'max_parallel_loading_workers': ('ParallelConfig', {'ge': 1}),
+    'mm_encoder_fp8_scale_save_margin': ('MultiModalConfig', {'gt': 0.0}),
+    'mm_ipc_gpu_memory_gb': ('MultiModalConfig', {'ge': 0}),
+    'mm_processor_cache_gb': ('MultiModalConfig', {'ge': 0}),
+    'mm_shm_cache_max_object_size_mb': ('MultiModalConfig', {'ge': 0}),
+    'nnodes': ('ParallelConfig', {'ge': 1}),
+    'node_rank': ('ParallelConfig', {'ge': 0}),
+    'offload_group_size': ('PrefetchOffloadConfig', {'ge': 0}),
+    'offload_num_in_group': ('PrefetchOffloadConfig', {'ge': 1}),
+    'offload_prefetch_step': ('PrefetchOffloadConfig', {'ge': 0}),
+    'pipeline_parallel_size': ('ParallelConfig', {'ge': 1}),
+    'prefill_context_parallel_size': ('ParallelConfig', {'ge': 1}),
+    'prefill_schedule_interval': ('SchedulerConfig', {'ge': 1}),
+    'prefix_cache_retention_interval': ('CacheConfig', {'ge': 0}),
+    'prefix_match_unit': ('CacheConfig', {'gt': 0}),
+    'replayssm_buffer_len': ('CacheConfig', {'gt': 0}),
+    'safetensors_prefetch_block_size': ('LoadConfig', {'ge': 1}),
+    'safetensors_prefetch_num_threads': ('LoadConfig', {'ge': 1}),
+    'shutdown_timeout': ('VllmConfig', {'ge': 0}),
+    'stream_interval': ('SchedulerConfig', {'ge': 1}),
+    'tensor_parallel_size': ('ParallelConfig', {'ge': 1}),
+    'ubatch_size': ('ParallelConfig', {'ge': 0}),
+    'video_pruning_rate': ('MultiModalConfig', {'ge': 0.0, 'lt': 1.0}),
+    'watermark': ('SchedulerConfig', {'ge': 0.0, 'lt': 1.0}),
+}
 # fmt: on
 
 
