@@ -95,7 +95,8 @@ class DemoMode:
         """What :meth:`build` joins: the session's facts and the adapters it chose."""
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
-        store, history = open_history(data_dir / "demo-runs.sqlite")
+        said: list[str] = []
+        store, history = open_history(data_dir / "demo-runs.sqlite", said)
         point = starting_point(options, default_preset=DEMO_PRESET)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         preset = point.preset
@@ -142,7 +143,7 @@ class DemoMode:
             initial_load=point.load,
             presets=point.presets,
             initial_preset=preset.name if preset is not None and back.flags is None else None,
-            notices=[*point.notices, *back.notices],
+            notices=[*said, *point.notices, *back.notices],
             autostart=options.autostart,
             executable=" ".join(simulator_command()),
             port=point.flags.port or free_port(),

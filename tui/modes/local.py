@@ -87,7 +87,8 @@ class LocalVllmMode:
             )
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
-        store, history = open_history(data_dir / "runs.sqlite")
+        said: list[str] = []
+        store, history = open_history(data_dir / "runs.sqlite", said)
         probe = Credentials.from_env(env)
         back = reattach(data_dir, demo=False, credentials=probe, history=history)
         named = options.serve_args or options.config or options.preset or options.model
@@ -132,7 +133,7 @@ class LocalVllmMode:
             initial_load=point.load,
             presets=point.presets,
             initial_preset=point.preset.name if point.preset is not None else None,
-            notices=[*point.notices, *back.notices],
+            notices=[*said, *point.notices, *back.notices],
             executable=resolved,
             port=_port(point.flags),
             protected_runs=back.protected,
