@@ -208,7 +208,8 @@ def test_a_clean_run_is_not_misdiagnosed(name: str) -> None:
     d = diagnose(_log(name), exit_code=0)
     assert d.kind == "unknown"
     assert d.fixes == []
-    assert "no known failure" in d.summary
+    assert "no failure found" in d.summary
+    assert d.failure_found is False
 
 
 def test_same_log_same_diagnosis() -> None:

@@ -1,0 +1,392 @@
+"""Reading a ``vllm serve`` log the way operators paste it: wrapped, quoted, trimmed.
+
+A log reaches the diagnosis straight from the server's pipe, or pasted from a terminal or an
+issue tracker, which break long lines at the window's width (mid-word, or at a space they then
+drop), quote each line with ``> ``, keep or drop the ``(EngineCore pid=N)`` prefix on the
+continuation lines, trim timestamps, and leave colour codes and invisible characters behind.
+
+:class:`LogView` undoes what it can, without guessing at the failure:
+
+- every physical line is cleaned (colour codes, control and zero-width characters, quote
+  marks, container and timestamp prefixes) and split into vLLM's prefix and its message;
+- detection searches one *flat* text: the messages joined with nothing between them, with
+  the patterns compiled by :func:`tolerant` so that every space in a pattern matches any
+  run of whitespace, none included. A message broken anywhere (mid-word, at a kept or a
+  dropped space, with or without a repeated prefix) reads the same as the unbroken one;
+- *logical lines* rejoin the physical lines that look wrapped (see :func:`_continues`), for
+  what needs a message's end: the arguments argparse rejects, an exception's text, pydantic
+  blocks, the evidence shown to the operator.
+
+Inputs are bounded: text above :data:`MAX_CHARS` keeps its head and tail (the banner and
+``non-default args`` come first, the failure last) and says how much was left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Final
+
+from tui.domain.flags import ServeFlags, flag_specs
+
+HEAD_CHARS: Final = 256 * 1024
+TAIL_CHARS: Final = 4 * 1024 * 1024
+MAX_CHARS: Final = HEAD_CHARS + TAIL_CHARS
+"""Longest text diagnosed whole; a longer one keeps its first ``HEAD_CHARS`` and last
+``TAIL_CHARS`` characters (about 2 s of matching on a busy core)."""
+
+# -- cleaning one physical line ------------------------------------------------------------
+_ANSI: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_INVISIBLE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2060\ufeff\ufffd]")
+_SPACES: Final = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2007": " ", "\t": "    "})
+_QUOTE: Final = re.compile(r"^(?:[ ]{0,3}>)+[ ]?")
+_CONTAINER: Final = re.compile(r"^[\w.-]+[ ]+\|[ ]")  # docker compose: "vllm-1  | "
+_OUTER_TIME: Final = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ ]+"
+    r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "  # journald
+)
+_PID: Final = re.compile(r"^\((?P<proc>[^()]{1,80}?) pid=(?P<pid>\d+)(?:, ip=[\w.:]+)?\)[ ]?")
+_LEVELS: Final = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL"
+# vLLM's record header, whole or trimmed: "INFO 11-21 05:48:04 [api_utils.py:286] " (0.7+),
+# "INFO 05-01 10:00:00 llm_engine.py:100] " (0.4-0.6), "[core.py:1510] ", "05:48:04 [x.py:1] ".
+_HEADER: Final = re.compile(
+    rf"^(?:(?P<level>{_LEVELS})[ ]+)?[\d:.,\- ]*?"
+    r"(?:\[(?P<src>[\w./<>-]+:\d+)\]|(?P<old>[\w./<>-]+\.py:\d+)\])[ ]?"
+)
+_HEADER_NO_SOURCE: Final = re.compile(
+    rf"^(?P<level>{_LEVELS})[ ]+(?:\d\d-\d\d[ ]+)?\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?[ ]"
+)
+# Lines that start something of their own even without a vLLM header.
+_STRUCTURAL: Final = re.compile(
+    r"^(?:Traceback \(most recent call last\)|  File \"|During handling of the above|"
+    r"The above exception was|[A-Za-z_][\w.]*(?:Error|Exception|Warning|Exit|Interrupt)\b[^ ]*:|"
+    r"usage: |[\w ]+: error: |(?:INFO|ERROR|WARNING|DEBUG|CRITICAL):  |\[rank\d+\]|"
+    r"\d+ validation errors? for )"
+)
+
+
+@dataclass(frozen=True)
+class PhysicalLine:
+    """One line as cleaned: ``raw`` (prefix kept, for evidence), ``message``, ``width``."""
+
+    raw: str
+    message: str
+    headed: bool
+    width: int
+    level: str | None = None
+
+
+def clean_line(line: str) -> PhysicalLine:
+    """One physical line without noise, split into vLLM's prefix and the message."""
+    text = _INVISIBLE.sub("", _ANSI.sub("", line)).translate(_SPACES).rstrip("\r\n")
+    text = _QUOTE.sub("", text, count=1)
+    width = len(text.rstrip())
+    text = _CONTAINER.sub("", text, count=1)
+    text = _OUTER_TIME.sub("", text, count=1)
+    rest = text
+    for _ in range(2):  # Ray inside a container can stack two process prefixes
+        m = _PID.match(rest)
+        if not m:
+            break
+        rest = rest[m.end() :]
+    header = _HEADER.match(rest) or _HEADER_NO_SOURCE.match(rest)
+    level = None
+    if header is not None:
+        rest = rest[header.end() :]
+        level = header.group("level")
+    return PhysicalLine(
+        raw=text.strip(), message=rest, headed=header is not None, width=width, level=level
+    )
+
+
+def tolerant(pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """Compile ``pattern`` so that each space in it matches any whitespace, or none.
+
+    Searched over :attr:`LogView.flat`, where line breaks vanish, the pattern then matches a
+    message however a terminal or a tracker wrapped it. Write no spaces inside character
+    classes or quantified groups of a tolerant pattern.
+    """
+    return re.compile(pattern.replace(" ", r"\s*"), flags)
+
+
+def _first_word(text: str) -> str:
+    return text.split(" ", 1)[0]
+
+
+def _continues(prev: PhysicalLine, nxt: PhysicalLine, wrap: int | None) -> bool:
+    """Whether ``nxt`` is the rest of ``prev``, broken by a terminal or a tracker at ``wrap``.
+
+    A hard wrap fills the line to the width exactly; a word wrap breaks where the next word
+    would not have fit. Records of their own (a vLLM header, a traceback line, an exception,
+    uvicorn and argparse lines) never continue anything.
+    """
+    if wrap is None or nxt.headed or not nxt.message.strip():
+        return False
+    if _STRUCTURAL.match(nxt.message):
+        return False
+    if prev.width >= wrap:
+        return True
+    if nxt.message[:1].isspace():
+        return False
+    return prev.width * 2 >= wrap and prev.width + 1 + len(_first_word(nxt.message)) > wrap
+
+
+def _wrap_width(lines: list[PhysicalLine]) -> int | None:
+    """The width the log looks wrapped at, or ``None`` when it does not look wrapped."""
+    widths = [line.width for line in lines if line.width]
+    if not widths:
+        return None
+    wrap = max(widths)
+    exact = sum(1 for w in widths if w == wrap)
+    near = sum(1 for w in widths if w >= wrap - 12)
+    if wrap < 24 or (exact < 2 and near < 3):
+        return None
+    return wrap
+
+
+def bound_text(text: str) -> tuple[str, int]:
+    """``text`` cut to its head and tail when longer than :data:`MAX_CHARS`; chars left out."""
+    if len(text) <= MAX_CHARS:
+        return text, 0
+    omitted = len(text) - MAX_CHARS
+    marker = f"\n[vtc: {omitted} characters of the log left out here]\n"
+    return text[:HEAD_CHARS] + marker + text[-TAIL_CHARS:], omitted
+
+
+# -- the view --------------------------------------------------------------------------------
+class LogView:
+    """A log ready for the detectors: physical and logical lines, the flat text, the run.
+
+    ``flags`` (what the run was launched with, when known) and the log's own records of the
+    arguments (``non-default args``, the ``args: Namespace(...)`` of older servers, the
+    engine's ``with config:`` line) answer :meth:`value` and :meth:`explicit`.
+    """
+
+    def __init__(self, text: str, flags: ServeFlags | None, exit_code: int | None) -> None:
+        text, self.omitted_chars = bound_text(text)
+        self.flags = flags
+        self.exit_code = exit_code
+        self.physical = [clean_line(line) for line in text.splitlines()]
+        self._logical_of: list[int] = []
+        self.logical: list[str] = []
+        self.logical_raw: list[str] = []
+        self._join()
+        self._starts: list[int] = []
+        pos = 0
+        for line in self.physical:
+            self._starts.append(pos)
+            pos += len(line.message)
+        self.flat = "".join(line.message for line in self.physical)
+        self.skeleton = re.sub(r"\s+", "", self.flat)
+
+    def _join(self) -> None:
+        wrap = _wrap_width(self.physical)
+        prev: PhysicalLine | None = None
+        for line in self.physical:
+            if prev is not None and _continues(prev, line, wrap):
+                glue = "" if prev.width >= (wrap or 0) else " "
+                self.logical[-1] += glue + line.message
+                self.logical_raw[-1] += glue + line.message
+            else:
+                self.logical.append(line.message)
+                self.logical_raw.append(line.raw)
+            self._logical_of.append(len(self.logical) - 1)
+            prev = line
+
+    # -- searching ---------------------------------------------------------------------------
+    def has(self, needle: str) -> bool:
+        """Whether ``needle`` (spaces ignored) occurs anywhere: a cheap gate before a regex."""
+        return needle.replace(" ", "") in self.skeleton
+
+    def logical_at(self, offset: int) -> int:
+        """The logical line holding flat offset ``offset``."""
+        physical = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        return self._logical_of[physical] if self._logical_of else 0
+
+    def find(
+        self, pattern: re.Pattern[str], needle: str | None = None
+    ) -> tuple[re.Match[str], str] | None:
+        """The first match of ``pattern`` in the flat text, with its logical line's raw text."""
+        for match, evidence, _ in self.find_all(pattern, needle):
+            return match, evidence
+        return None
+
+    def find_all(
+        self, pattern: re.Pattern[str], needle: str | None = None
+    ) -> Iterator[tuple[re.Match[str], str, int]]:
+        """Every match in the flat text: (match, evidence, logical line index)."""
+        if needle is not None and not self.has(needle):
+            return
+        for match in pattern.finditer(self.flat):
+            index = self.logical_at(match.start())
+            yield match, self.logical_raw[index] if self.logical_raw else "", index
+
+    def find_line(
+        self, pattern: re.Pattern[str], needle: str | None = None
+    ) -> Iterator[tuple[re.Match[str], str, int]]:
+        """Matches of ``pattern`` in each logical line (for texts that end with their line)."""
+        if needle is not None and not self.has(needle):
+            return
+        for i, message in enumerate(self.logical):
+            m = pattern.search(message)
+            if m:
+                yield m, self.logical_raw[i], i
+
+    # -- what the run was given --------------------------------------------------------------
+    @cached_property
+    def non_default_args(self) -> dict[str, Any]:
+        """The ``non-default args: {...}`` dict vLLM 0.8+ logs (``api_utils.py:284-286``)."""
+        m = _NON_DEFAULT.search(self.flat) if self.has("non-default args:") else None
+        if m is None:
+            return {}
+        return _parse_dict(_balanced(self.flat, m.end() - 1, "{", "}"))
+
+    @cached_property
+    def namespace_args(self) -> dict[str, Any]:
+        """``args: Namespace(...)``: every argument, as the 0.4-0.7 servers log them."""
+        m = _NAMESPACE.search(self.flat) if self.has("Namespace(") else None
+        if m is None:
+            return {}
+        return _parse_pairs(_balanced(self.flat, m.end() - 1, "(", ")")[1:-1])
+
+    @cached_property
+    def engine_config(self) -> dict[str, Any]:
+        """The engine's ``... with config: model='...', dtype=..., max_seq_len=...`` pairs."""
+        m = _ENGINE_CONFIG.search(self.flat) if self.has("with config:") else None
+        if m is None:
+            return {}
+        line = self.logical[self.logical_at(m.start())]
+        at = line.find("with config:")
+        pairs = _parse_pairs(line[at + len("with config:") :] if at >= 0 else line)
+        out: dict[str, Any] = {}
+        for key, value in pairs.items():
+            name = _CONFIG_ALIASES.get(key, key)
+            if isinstance(value, str) and value.startswith("torch."):
+                value = value[len("torch.") :]
+            out[name] = value
+        return out
+
+    @cached_property
+    def version(self) -> str | None:
+        """The vLLM version the log names, when it names one."""
+        m = _VERSION.search(self.flat)
+        return m.group("v") if m else None
+
+    @cached_property
+    def device(self) -> str:
+        """``cpu`` or ``gpu`` by the backend the log shows, ``unknown`` when it shows neither."""
+        if _CPU_MARKERS.search(self.flat):
+            return "cpu"
+        if _GPU_MARKERS.search(self.flat):
+            return "gpu"
+        return "unknown"
+
+    def value(self, name: str) -> Any:
+        """The value the run used for ``name``: flags, then the log's own records."""
+        if self.flags is not None:
+            v = getattr(self.flags, name, None)
+            if v is not None:
+                return v
+        for source in (self.non_default_args, self.namespace_args, self.engine_config):
+            if source.get(name) is not None:
+                return source[name]
+        return None
+
+    def explicit(self, name: str) -> bool:
+        """Whether the run set ``name`` itself (not vLLM's default)."""
+        if self.flags is not None and getattr(self.flags, name, None) is not None:
+            return True
+        if name in self.non_default_args:
+            return True
+        logged = self.namespace_args.get(name)
+        if logged is None:
+            return False
+        default = _DEFAULTS.get(name)
+        return default is not None and logged != default
+
+
+_CPU_MARKERS: Final = re.compile(
+    r"\[cpu_worker\.py:|\[cpu_model_runner\.py:|\[cpu\.py:\d+\]|device_config=cpu\b|"
+    r"\bCPU KV cache size\b|CPU_ATTN|Available memory on node \d+|"
+    r"desired CPU memory utilization|Unsupported CPU attention"
+)
+# gpu_model_runner.py is no GPU marker: the CPU runner subclasses it (try_headdim16 capture).
+_GPU_MARKERS: Final = re.compile(
+    r"device_config=cuda\b|\bGPU KV cache size\b|\[gpu_worker\.py:|Free memory on device|"
+    r"CUDA out of memory|torch\.cuda\.|\bNCCL\b|CUDA graphs?\b|not enough GPU memory|"
+    r"# GPU blocks: |compute capability|\bNVIDIA\b|CUDA error"
+)
+_DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
+_NON_DEFAULT: Final = tolerant(r"non-default args: \{")
+_NAMESPACE: Final = tolerant(r"\bargs: Namespace\(")
+_ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ")
+_VERSION: Final = tolerant(
+    r"(?:vLLM API server version |engine \(v|LLM engine \(v|█ version )(?P<v>\d+\.\d+[\w.+-]*)"
+)
+_CONFIG_ALIASES: Final = {"max_seq_len": "max_model_len", "quantization_param_path": "_"}
+
+
+def _balanced(text: str, start: int, open_: str, close: str) -> str:
+    """``text[start:]`` up to the bracket matching the one at ``start`` (quotes respected)."""
+    depth = 0
+    quote = ""
+    limit = min(len(text), start + 20000)
+    for i in range(start, limit):
+        ch = text[i]
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == open_:
+            depth += 1
+        elif ch == close:
+            depth -= 1
+            if depth == 0:
+                return text[start : i + 1]
+    return text[start:limit]
+
+
+def _parse_dict(body: str) -> dict[str, Any]:
+    try:
+        value = ast.literal_eval(body)
+        return dict(value) if isinstance(value, dict) else {}
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        # A value that is not a literal (an enum repr): fall back to simple pairs.
+        pairs = re.findall(r"'(\w+)': ?('[^']*'|-?[\d.]+|True|False|None)", body)
+        out: dict[str, Any] = {}
+        for key, val in pairs:
+            literal = _literal(val)
+            if literal is not _NOT_LITERAL:
+                out[key] = literal
+        return out
+
+
+_NOT_LITERAL: Final = object()
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return _NOT_LITERAL
+
+
+_PAIR: Final = re.compile(
+    r"(?:^|,)\s*(?P<key>[a-z_]\w*)=(?P<value>'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\{[^}]*\}|"
+    r"<[^>]*>|[\w.+:/-]+(?:\([^()]*\))?)"
+)
+
+
+def _parse_pairs(body: str) -> dict[str, Any]:
+    """``key=value, key=value`` (a Namespace or a config repr): literals, else bare words."""
+    out: dict[str, Any] = {}
+    for m in _PAIR.finditer(body):
+        raw = m.group("value")
+        value = _literal(raw)
+        out[m.group("key")] = raw if value is _NOT_LITERAL else value
+    return out
