@@ -55,11 +55,23 @@ _DISK: Final = tolerant(
 )
 
 
+_HUB_MODEL: Final = tolerant(
+    r"(?:Access to model|Repo model) (?P<a>[\w.-]{1,96}/[\w.-]{1,96}) is|"
+    r"have access to it at https://huggingface\.co/(?P<b>[\w.-]{1,96}/[\w.-]{1,96}?)\.? |"
+    r"huggingface\.co/(?:api/models/)?(?P<c>[\w-]{1,96}/[\w.-]{1,96}?)/resolve/"
+)
+
+
 def _model(log: LogView, m: Any, *names: str) -> str | None:
     for name in names:
         value = m.groupdict().get(name)
         if value:
             return str(value)
+    found = log.find(_HUB_MODEL, "huggingface.co")
+    if found is None:
+        found = log.find(_HUB_MODEL, "is restricted")
+    if found is not None:
+        return next(v for v in found[0].groups() if v)
     model = log.value("model")
     return str(model) if model else None
 

@@ -21,7 +21,8 @@ DEFAULT_BLOCK_SIZE_GPU: Final = 16  # config/cache.py:72,344-347
 DEFAULT_BLOCK_SIZE_CPU: Final = 128  # platforms/cpu.py:292-293
 BLOCK_MULTIPLE_GPU: Final = 16
 BLOCK_MULTIPLE_CPU: Final = 32  # platforms/cpu.py:295-299; fail_b1 capture: MultipleOf(32)
-DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92  # 0.9 before vLLM 0.11
+DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92  # config/cache.py:102 (0.32)
+LEGACY_GPU_MEMORY_UTILIZATION: Final = 0.9  # config.py / config/cache.py:43, vLLM 0.4 to 0.11
 DEFAULT_PORT: Final = 8000
 
 
@@ -126,7 +127,19 @@ def spec_by_name(name: str) -> FlagSpec | None:
 def effective_util(log: LogView) -> float:
     """The gpu_memory_utilization the run used (its own, else vLLM's default)."""
     util = log.value("gpu_memory_utilization")
-    return float(util) if isinstance(util, int | float) else DEFAULT_GPU_MEMORY_UTILIZATION
+    if isinstance(util, int | float) and not isinstance(util, bool):
+        return float(util)
+    return LEGACY_GPU_MEMORY_UTILIZATION if _before(log.version, (0, 12)) else (
+        DEFAULT_GPU_MEMORY_UTILIZATION
+    )
+
+
+def _before(version: str | None, bound: tuple[int, int]) -> bool:
+    """Whether the vLLM ``version`` the log names is older than ``bound`` (False if unknown)."""
+    if not version:
+        return False
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return m is not None and (int(m.group(1)), int(m.group(2))) < bound
 
 
 def positive_int(log: LogView, name: str, default: int = 1) -> int:

@@ -114,8 +114,9 @@ def unsupported_dtype(log: LogView) -> Diagnosis | None:
 
 
 _QUANT_CAPABILITY: Final = tolerant(
-    r"The quantization method (?P<q>[\w-]{1,40}) is not supported for the current GPU\. "
-    r"Minimum capability: (?P<min>\d+)\. Current capability: (?P<cur>\d+)"
+    r"(?:The quantization method (?P<q>[\w-]{1,40}) is|Quantization scheme is) not supported "
+    r"for[\s',]{0,8}the current GPU\. (?:Minimum|Min) capability: (?P<min>\d+)\.[\s',]{0,8}"
+    r"Current capability: (?P<cur>\d+)"
 )
 _GPU_TOO_OLD: Final = tolerant(
     r"(?P<text>GPUs with compute capability below (?P<min>[\d.]+) are not supported|"
@@ -136,10 +137,11 @@ def _capability(text: str) -> str:
 
 def unsupported_gpu(log: LogView) -> Diagnosis | None:
     """The GPU is too old (or too new) for vLLM's kernels, or for the quantization method."""
-    found = log.find(_QUANT_CAPABILITY, "is not supported for the current GPU")
+    found = log.find(_QUANT_CAPABILITY, "the current GPU")
     if found:
         m, evidence = found
-        q, low, cur = m.group("q"), _capability(m.group("min")), _capability(m.group("cur"))
+        q = m.group("q") or str(log.value("quantization") or "the checkpoint's quantization")
+        low, cur = _capability(m.group("min")), _capability(m.group("cur"))
         fixes = []
         if log.explicit("quantization"):
             fixes.append(Fix(title=f"Unset --quantization {q}", set={"quantization": None}))

@@ -305,8 +305,7 @@ class LogView:
         logged = self.namespace_args.get(name)
         if logged is None:
             return False
-        default = _DEFAULTS.get(name)
-        return default is not None and logged != default
+        return bool(logged != _DEFAULTS.get(name))
 
 
 _CPU_MARKERS: Final = re.compile(
@@ -322,7 +321,7 @@ _GPU_MARKERS: Final = re.compile(
 )
 _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
 _NON_DEFAULT: Final = tolerant(r"non-default args: \{")
-_NAMESPACE: Final = tolerant(r"\bargs: Namespace\(")
+_NAMESPACE: Final = tolerant(r"args: Namespace\(")
 _ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ")
 _VERSION: Final = tolerant(
     r"(?:vLLM API server version |engine \(v|LLM engine \(v|█ version )(?P<v>\d+\.\d+[\w.+-]*)"
