@@ -55,8 +55,8 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     access.unsupported_model,
     # The platform: drivers, devices, what the GPU can run.
     platform.cuda_driver,
+    platform.unsupported_gpu,  # before the dtype: bfloat16 on a GPU vLLM cannot use at all
     platform.unsupported_dtype,
-    platform.unsupported_gpu,
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
     memory.weights_oom,

@@ -30,7 +30,9 @@ _MISSING: Final = tolerant(
     r"RepositoryNotFoundError|Repository Not Found for url|Invalid repository ID or local "
     r"directory "
     r"specified: '(?P<model2>[^']{1,200})'|does not appear to have a file named config\.json|"
-    r"Can't load the configuration of '(?P<model3>[^']{1,200})')"
+    r"Can't load the configuration of '(?P<model3>[^']{1,200})'|"
+    r"Repo id must be in the (?:form|from) 'repo_name' or 'namespace/repo_name': "
+    r"'(?P<model4>[^']{1,200})')"
 )
 _REMOTE_CODE: Final = tolerant(
     r"(?P<text>requires you to execute the (?:configuration|modeling) file in that repo|"
@@ -76,9 +78,14 @@ def _model(log: LogView, m: Any, *names: str) -> str | None:
     return str(model) if model else None
 
 
+_HTTP_AUTH: Final = tolerant(r"(?P<text>(?:401|403) Client Error)")
+
+
 def model_access(log: LogView) -> Diagnosis | None:
     """The Hub refused the model (gated, no token) or has no such model (name or path)."""
     found = log.find(_GATED)
+    if found is None and log.has("huggingface") and not log.has("RepositoryNotFound"):
+        found = log.find(_HTTP_AUTH, "Client Error")  # a paste cut after the status line
     if found:
         m, evidence = found
         model = _model(log, m, "model")
@@ -96,7 +103,7 @@ def model_access(log: LogView) -> Diagnosis | None:
     found = log.find(_MISSING)
     if found:
         m, evidence = found
-        model = _model(log, m, "model", "model2", "model3")
+        model = _model(log, m, "model", "model2", "model3", "model4")
         facts = {"error": " ".join(m.group("text").split())}
         if model:
             facts["model"] = model

@@ -11,6 +11,8 @@
   ``Required number of devices: W. Total number of devices: G.``); the placement-group wait
   ``Cannot provide a placement group of placement_group_specs=[...] within N seconds`` and
   0.32's ``Cannot provide a placement group requiring W GPUs``.
+- 0.32 Ray executor (``v1/executor/ray_utils.py:543``): ``Tensor parallel size (T) exceeds
+  available GPUs (G).``
 - 0.8-0.11 chose Ray when the world size exceeded the local GPUs, and without Ray said
   ``Unable to load Ray ... required for multi-node inference``.
 """
@@ -53,6 +55,10 @@ _FORMS: Final = (
             r"devices: (?P<gpus>\d+)\.)?"
         ),
         "in the placement group",
+    ),
+    (
+        tolerant(r"Tensor parallel size \((?P<tp>\d+)\) exceeds available GPUs \((?P<gpus>\d+)\)"),
+        "exceeds available GPUs",
     ),
     (tolerant(r"Cannot provide a placement group requiring (?P<ws>\d+) GPUs"), "placement group"),
     (

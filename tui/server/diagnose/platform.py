@@ -127,7 +127,7 @@ _GPU_TOO_OLD: Final = tolerant(
 )
 _SELECTOR: Final = tolerant(
     r"No valid attention backend found for \w{1,20} with (?P<config>.{0,600}?)\. Reasons: "
-    r"(?P<reasons>\{.{0,3000}?\})\."
+    r"(?P<reasons>\{.{0,3000}?\})"
 )
 
 
@@ -269,7 +269,7 @@ def unsupported_block_size(log: LogView) -> Diagnosis | None:
 
 
 _DRIVER_OLD: Final = tolerant(
-    r"(?P<text>The NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)|"
+    r"(?P<text>The NVIDIA driver on your system is too old(?: \(found version (?P<found>\d+)\))?|"
     r"CUDA driver version is insufficient for CUDA runtime version|"
     r"forward compatibility was attempted on non supported HW|"
     r"the provided PTX was compiled with an unsupported toolchain|"
@@ -281,7 +281,8 @@ _NO_GPU: Final = tolerant(
     r"Failed to infer device type|libcuda\.so\.1: cannot open shared object file|"
     r"NVML Shared Library Not Found|CUDA driver initialization failed, you might not have a CUDA "
     r"gpu|"
-    r"Torch not compiled with CUDA enabled)"
+    r"Torch not compiled with CUDA enabled|No platform detected, vLLM is running on "
+    r"UnspecifiedPlatform)"
 )
 
 

@@ -37,10 +37,24 @@ def port_in_use_diagnosis(
     )
 
 
+# vLLM's own ports (get_open_port, torch.distributed's TCPStore): not the one --port sets.
+_INTERNAL: Final = tolerant(r"in get_open_port|TCPStore|_create_c10d_store|MASTER_PORT|EADDRINUSE")
+
+
 def port_in_use(log: LogView) -> Diagnosis | None:
-    """The server could not bind its port."""
+    """The server could not bind its port (or one of vLLM's internal ports)."""
     found = log.find(_PORT_IN_USE)
     if not found:
         return None
+    if log.find(_INTERNAL) is not None and not log.has("bind on address"):
+        return make(
+            log,
+            "port_in_use",
+            "a port vLLM picks for its own processes (distributed init) is taken, not --port: "
+            "another vLLM or torch.distributed job on this machine holds it; stop it, or set "
+            "VLLM_PORT to a free range",
+            found[1],
+            {"internal_port": True},
+        )
     d = port_in_use_diagnosis(port(log), found[1])
     return make(log, d.kind, d.summary, d.evidence, d.facts, d.fixes)
