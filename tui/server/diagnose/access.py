@@ -22,7 +22,11 @@ _GATED: Final = tolerant(
     r"(?P<text>GatedRepoError|You are trying to access a gated repo|Cannot access gated repo for "
     r"url|Access to model (?P<model>[\w./-]{1,120}?) is restricted|"
     r"403 Client Error: Forbidden for url: https://huggingface\.co|"
-    r"401 Client Error: Unauthorized for url: https://huggingface\.co)"
+    r"401 Client Error: Unauthorized for url: https://huggingface\.co)",
+    "GatedRepo",
+    "gated repo",
+    "is restricted",
+    "Client Error",
 )
 _MISSING: Final = tolerant(
     r"(?P<text>(?P<model>[\w./~-]{1,200}) is not a local folder and is not a valid model "
@@ -32,35 +36,58 @@ _MISSING: Final = tolerant(
     r"specified: '(?P<model2>[^']{1,200})'|does not appear to have a file named config\.json|"
     r"Can't load the configuration of '(?P<model3>[^']{1,200})'|"
     r"Repo id must be in the (?:form|from) 'repo_name' or 'namespace/repo_name': "
-    r"'(?P<model4>[^']{1,200})')"
+    r"'(?P<model4>[^']{1,200})')",
+    "is not a local folder",
+    "RepositoryNotFound",
+    "Repository Not Found",
+    "Invalid repository ID",
+    "file named config.json",
+    "load the configuration of",
+    "Repo id must be",
 )
 _REMOTE_CODE: Final = tolerant(
     r"(?P<text>requires you to execute the (?:configuration|modeling) file in that repo|"
     r"contains custom code which must be executed|Failed to load the model config\. If the model "
     r"is a custom model|Please pass the argument `trust_remote_code=True`|set the option "
-    r"`trust_remote_code=True` to remove this error)"
+    r"`trust_remote_code=True` to remove this error)",
+    "trust_remote_code",
+    "custom code which must be executed",
 )
 _TOKENIZER: Final = tolerant(
     r"(?P<text>Failed to load the tokenizer|Tokenizer class (?P<cls>\w{1,80}) does not exist or "
     r"is not currently imported|Couldn't instantiate the backend tokenizer|requires the "
     r"SentencePiece library but it was not found|data did not match any variant of untagged enum "
     r"(?:ModelWrapper|PyPreTokenizerTypeWrapper|PyNormalizerTypeWrapper|PyDecoderWrapper)|"
-    r"requires you to execute the tokenizer file)"
+    r"requires you to execute the tokenizer file)",
+    "tokenizer",
+    "Tokenizer",
+    "SentencePiece",
+    "untagged enum",
 )
 _ARCH: Final = tolerant(
     r"(?P<text>Model architectures? (?P<arch>\[[^\]]{1,200}\]) (?:are|is) not supported for now|"
-    r"has model type `(?P<type>[\w-]{1,60})` but Transformers does not recognize this architecture)"
+    r"has model type `(?P<type>[\w-]{1,60})` but Transformers does not recognize this "
+    r"architecture)",
+    "are not supported for now",
+    "is not supported for now",
+    "does not recognize this architecture",
 )
 _DISK: Final = tolerant(
     r"(?P<text>\[Errno 28\] No space left on device|Not enough free disk space to download the "
-    r"file)(?:.{0,200}?The target location (?P<where>\S{1,200}) only has (?P<free>[\d.]+) MB free)?"
+    r"file)(?:.{0,200}?The target location (?P<where>\S{1,200}) only has (?P<free>[\d.]+) MB "
+    r"free)?",
+    "No space left on device",
+    "Not enough free disk space",
 )
 
 
 _HUB_MODEL: Final = tolerant(
     r"(?:Access to model|Repo model) (?P<a>[\w.-]{1,96}/[\w.-]{1,96}) is|"
     r"have access to it at https://huggingface\.co/(?P<b>[\w.-]{1,96}/[\w.-]{1,96}?)\.? |"
-    r"huggingface\.co/(?:api/models/)?(?P<c>[\w-]{1,96}/[\w.-]{1,96}?)/resolve/"
+    r"huggingface\.co/(?:api/models/)?(?P<c>[\w-]{1,96}/[\w.-]{1,96}?)/resolve/",
+    "huggingface.co",
+    "is restricted",
+    "is gated",
 )
 
 
@@ -78,7 +105,7 @@ def _model(log: LogView, m: Any, *names: str) -> str | None:
     return str(model) if model else None
 
 
-_HTTP_AUTH: Final = tolerant(r"(?P<text>(?:401|403) Client Error)")
+_HTTP_AUTH: Final = tolerant(r"(?P<text>(?:401|403) Client Error)", "Client Error")
 
 
 def model_access(log: LogView) -> Diagnosis | None:

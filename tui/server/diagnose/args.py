@@ -78,13 +78,16 @@ def unknown_flag(log: LogView) -> Diagnosis | None:
 
 _INVALID_CHOICE: Final = tolerant(
     r"argument (?P<flag>[^:]{1,120}?): invalid choice: '?(?P<value>[^'(]{0,200}?)'? "
-    r"\(choose from (?P<choices>[^)]{0,4000})\)"
+    r"\(choose from (?P<choices>[^)]{0,4000})\)",
+    "invalid choice",
 )
 _INVALID_TYPE: Final = tolerant(
-    r"argument (?P<flag>[^:]{1,120}?): invalid (?P<type>\w+) value: '?(?P<value>[^']{0,200})'?"
+    r"argument (?P<flag>[^:]{1,120}?): invalid (?P<type>\w+) value: '?(?P<value>[^']{0,200})'?",
+    ": invalid ",
 )
 _NOT_CONVERTIBLE: Final = tolerant(
-    r"Value (?P<value>\S{1,200}?) cannot be converted to (?P<type>[^.]{1,100}?)\."
+    r"Value (?P<value>\S{1,200}?) cannot be converted to (?P<type>[^.]{1,100}?)\.",
+    "cannot be converted to",
 )
 
 

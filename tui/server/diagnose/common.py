@@ -129,8 +129,10 @@ def effective_util(log: LogView) -> float:
     util = log.value("gpu_memory_utilization")
     if isinstance(util, int | float) and not isinstance(util, bool):
         return float(util)
-    return LEGACY_GPU_MEMORY_UTILIZATION if _before(log.version, (0, 12)) else (
-        DEFAULT_GPU_MEMORY_UTILIZATION
+    return (
+        LEGACY_GPU_MEMORY_UTILIZATION
+        if _before(log.version, (0, 12))
+        else (DEFAULT_GPU_MEMORY_UTILIZATION)
     )
 
 
@@ -163,9 +165,11 @@ def block_size(log: LogView) -> tuple[int, str]:
     return DEFAULT_BLOCK_SIZE_GPU, "GPU default"  # also when the log names no device
 
 
-_BIND: Final = tolerant(r"bind on address \('[^']*', (\d+)\)")
+_BIND: Final = tolerant(r"bind on address \('[^']*', (\d+)\)", "bind on address")
 _LISTEN: Final = tolerant(
-    r"(?:Starting vLLM (?:API )?server(?: \d+)?|Uvicorn running) on [\w.:/\[\]]+?:(\d+)"
+    r"(?:Starting vLLM (?:API )?server(?: \d+)?|Uvicorn running) on [\w.:/\[\]]+?:(\d+)",
+    "Starting vLLM",
+    "Uvicorn running",
 )
 
 

@@ -21,7 +21,8 @@ from tui.server.diagnose.reading import LogView, tolerant
 
 _DERIVED_MAX: Final = tolerant(
     r"User-specified max_model_len \((?P<mml>\d+)\) is greater than the derived max_model_len "
-    r"\((?P<key>\w+)=(?P<derived>[\d.]+|None)(?: or model_max_length=(?P<mdl>[\d.]+|None))?"
+    r"\((?P<key>\w+)=(?P<derived>[\d.]+|None)(?: or model_max_length=(?P<mdl>[\d.]+|None))?",
+    "User-specified max_model_len",
 )
 
 
@@ -55,14 +56,17 @@ def max_model_len_exceeds_model(log: LogView) -> Diagnosis | None:
 
 # Scheduler cross-field rules (config/scheduler.py:314-357; config.py _verify_args in 0.4-0.9).
 _MNBT_LT_MML: Final = tolerant(
-    r"max_num_batched_tokens \((?P<mnbt>\d+)\) is smaller than max_model_len \((?P<mml>\d+)\)"
+    r"max_num_batched_tokens \((?P<mnbt>\d+)\) is smaller than max_model_len \((?P<mml>\d+)\)",
+    "is smaller than max_model_len",
 )
 _MNBT_LT_MNS: Final = tolerant(
     r"max_num_batched_tokens \((?P<mnbt>\d+)\) must be greater than or equal to "
-    r"max_num_seqs \((?P<mns>\d+)\)"
+    r"max_num_seqs \((?P<mns>\d+)\)",
+    "must be greater than or equal to max_num_seqs",
 )
 _ACTIVE_GT_MNS: Final = tolerant(
-    r"max_num_active_seqs \((?P<active>\d+)\) cannot be greater than max_num_seqs \((?P<mns>\d+)\)"
+    r"max_num_active_seqs \((?P<active>\d+)\) cannot be greater than max_num_seqs \((?P<mns>\d+)\)",
+    "cannot be greater than max_num_seqs",
 )
 
 
@@ -126,7 +130,8 @@ def scheduler_rules(log: LogView) -> Diagnosis | None:
 
 # vLLM 0.4-0.9 CacheConfig._verify_args (config.py; config/cache.py in 0.10-0.11).
 _UTIL_ABOVE_ONE: Final = tolerant(
-    r"GPU memory utilization must be less than 1\.0\. Got (?P<value>-?[\d.]+)\."
+    r"GPU memory utilization must be less than 1\.0\. Got (?P<value>-?[\d.]+)\.",
+    "GPU memory utilization must be",
 )
 
 
@@ -149,7 +154,8 @@ def legacy_range_errors(log: LogView) -> Diagnosis | None:
 
 _TP_HEADS: Final = tolerant(
     r"Total number of attention heads \((?P<heads>\d+)\) must be divisible by tensor parallel "
-    r"size \((?P<tp>\d+)\)"
+    r"size \((?P<tp>\d+)\)",
+    "must be divisible by tensor parallel",
 )
 
 
@@ -182,7 +188,8 @@ def tp_not_divisible(log: LogView) -> Diagnosis | None:
 _BLOCK: Final = tolerant(
     r"(?P<n>\d+) validation errors? for (?P<config>\w{0,80}?(?:Config|Args|Params)|[A-Z]\w{0,80}?)"
     r"(?= ?(?:[a-z_][a-z0-9_.]{0,80} ?)?(?:Input |Value error|Assertion failed|Field required|"
-    r"Extra inputs|String should|List should|Unable to))"
+    r"Extra inputs|String should|List should|Unable to))",
+    "validation error",
 )
 _ERROR: Final = tolerant(
     r" ?(?P<field>[a-z_][a-z0-9_.\[\]]{0,80})? (?P<msg>(?:Input |Value error|Assertion failed|"

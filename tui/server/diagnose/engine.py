@@ -21,7 +21,9 @@ from tui.server.diagnose.reading import LogView, tolerant
 CPU_ATTENTION_HEAD_SIZES: Final = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 """Head sizes the CPU attention kernels support (vllm-cpu-findings.md)."""
 
-_CPU_ATTN: Final = tolerant(r"Unsupported CPU attention configuration: head_dim=(?P<hd>\d+)")
+_CPU_ATTN: Final = tolerant(
+    r"Unsupported CPU attention configuration: head_dim=(?P<hd>\d+)", "Unsupported CPU attention"
+)
 
 
 def unsupported_cpu_attention(log: LogView) -> Diagnosis | None:
@@ -43,10 +45,12 @@ def unsupported_cpu_attention(log: LogView) -> Diagnosis | None:
 
 _PROFILING_ERROR: Final = tolerant(
     r"Error in memory profiling\. Initial free memory (?P<init>[\d.]+) GiB, current free memory "
-    r"(?P<cur>[\d.]+) GiB"
+    r"(?P<cur>[\d.]+) GiB",
+    "Error in memory profiling",
 )
 _ENGINE_TIMEOUT: Final = tolerant(
-    r"Timed out waiting for engine core processes to start.{0,300}?Waited (?P<s>\d+)s"
+    r"Timed out waiting for engine core processes to start.{0,300}?Waited (?P<s>\d+)s",
+    "Timed out waiting for engine core",
 )
 
 
@@ -81,10 +85,13 @@ def profiling_or_engine_timeout(log: LogView) -> Diagnosis | None:
 
 _ENGINE_DEAD: Final = tolerant(
     r"EngineDeadError|EngineCore encountered a fatal error|Engine core process \S{1,40} died "
-    r"unexpectedly|EngineCore encountered an issue"
+    r"unexpectedly|EngineCore encountered an issue",
+    "EngineDeadError",
+    "EngineCore encountered",
+    "died unexpectedly",
 )
 _WORKER_FAILED: Final = re.compile(r"Worker failed with error '(?P<err>.+?)'(?:, please check|$)")
-_HTTP_500: Final = tolerant(r'" 500 Internal Server Error')
+_HTTP_500: Final = tolerant(r'" 500 Internal Server Error', "500 Internal Server Error")
 _EXCEPTION: Final = re.compile(
     r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Exit)): (?P<msg>.+)$"
 )
@@ -95,7 +102,10 @@ _WRAPPERS: Final = re.compile(
 )
 _WRAPPER: Final = tolerant(
     r"Engine core initialization failed\. See root cause above|Engine process failed to start\. "
-    r"See stack trace for the root cause|EngineCore failed to start"
+    r"See stack trace for the root cause|EngineCore failed to start",
+    "Engine core initialization failed",
+    "Engine process failed to start",
+    "EngineCore failed to start",
 )
 _TRACEBACK: Final = re.compile(r"Traceback \(most recent call last\)")
 

@@ -20,15 +20,20 @@ from tui.server.diagnose.reading import LogView, tolerant
 
 _FREE_GPU: Final = tolerant(
     r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on "
-    r"startup is less than desired GPU memory utilization \((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)"
+    r"startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+    r"(?P<req>[\d.]+) GiB\)",
+    "desired GPU memory utilization",
 )
 _FREE_CPU: Final = tolerant(
     r"Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on "
-    r"startup is less than desired CPU memory utilization \((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)"
+    r"startup is less than desired CPU memory utilization \((?P<util>[\d.]+), "
+    r"(?P<req>[\d.]+) GiB\)",
+    "desired CPU memory utilization",
 )
 _FREE_CPU_KV: Final = tolerant(
     r"Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on kv "
-    r"cache allocation is less than requested memory for kv(?: \((?P<req>[^)]{0,80})\))?"
+    r"cache allocation is less than requested memory for kv(?: \((?P<req>[^)]{0,80})\))?",
+    "less than requested memory for kv",
 )
 
 
@@ -114,27 +119,40 @@ def insufficient_free_memory(log: LogView) -> Diagnosis | None:
     return None
 
 
-_WEIGHTS_OOM: Final = tolerant(r"Failed to load model - not enough GPU memory")
-_TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)")
+_WEIGHTS_OOM: Final = tolerant(
+    r"Failed to load model - not enough GPU memory", "Failed to load model - not enough"
+)
+_TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)", "Tried to allocate")
 _CAPACITY: Final = tolerant(
     r"GPU (?P<gpu>\d+) has a total capac\w{0,3} of (?P<total>[\d.]+) (?P<tunit>GiB|MiB) of which "
-    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) is free"
+    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) is free",
+    "total capac",
 )
 _CAPACITY_OLD: Final = tolerant(
     r"\(GPU (?P<gpu>\d+); (?P<total>[\d.]+) (?P<tunit>GiB|MiB) total capacity; [^;]{0,40}; "
-    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) free"
+    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) free",
+    "total capacity;",
 )
 _CUDA_OOM: Final = tolerant(
     r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
-    r"HIP out of memory"
+    r"HIP out of memory",
+    "out of memory",
+    "OutOfMemoryError",
 )
 # Frames of the weight load (V0 and V1 model runners, the loaders) and the lines that say it
 # finished: an OOM with the first and without the second happened while loading the weights.
 _LOAD_FRAMES: Final = tolerant(
-    r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\."
+    r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.",
+    "load_model",
+    "load_weights",
+    "model_loader",
+    "_initialize_model",
+    "Loading model weights",
 )
 _LOADED: Final = tolerant(
-    r"Loading model weights took|Model loading took|Loading weights took|model weights took"
+    r"Loading model weights took|Model loading took|Loading weights took|model weights took",
+    "weights took",
+    "loading took",
 )
 
 
@@ -191,7 +209,8 @@ def weights_oom(log: LogView) -> Diagnosis | None:
 
 _SAMPLER_OOM: Final = tolerant(
     r"CUDA out of memory occurred when warming up (?:the )?(?P<what>sampler|pooler)\b.{0,40}? with "
-    r"(?P<n>\d+) dummy requests"
+    r"(?P<n>\d+) dummy requests",
+    "dummy requests",
 )
 
 

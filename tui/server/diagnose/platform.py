@@ -47,16 +47,19 @@ from tui.server.diagnose.reading import LogView, tolerant
 _BF16: Final = tolerant(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0\. Your "
     r"(?P<gpu>.{1,80}?) GPU (?:has compute capability (?P<cc>\d+\.\d+)|does not have a compute "
-    r"capability)"
+    r"capability)",
+    "Bfloat16 is only supported",
 )
 _QUANT_DTYPE: Final = tolerant(
     r"(?:torch\.)?(?P<dtype>\w{1,20}) is not supported for quantization method "
     r"(?P<q>[\w-]{1,40})\. "
-    r"Supported dtypes: \[(?P<dtypes>[^\]]{0,200})\]"
+    r"Supported dtypes: \[(?P<dtypes>[^\]]{0,200})\]",
+    "is not supported for quantization method",
 )
 _KV_DTYPE: Final = tolerant(
     r"(?P<what>FP8|bfloat16) KV cache is not supported .{0,200}?Re-run with --kv-cache-dtype "
-    r"(?P<suggested>[\w]{1,20})"
+    r"(?P<suggested>[\w]{1,20})",
+    "KV cache is not supported",
 )
 _DTYPE_NAMES: Final = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16",
                        "float32": "float32", "float": "float32"}  # fmt: skip
@@ -116,18 +119,25 @@ def unsupported_dtype(log: LogView) -> Diagnosis | None:
 _QUANT_CAPABILITY: Final = tolerant(
     r"(?:The quantization method (?P<q>[\w-]{1,40}) is|Quantization scheme is) not supported "
     r"for[\s',]{0,8}the current GPU\. (?:Minimum|Min) capability: (?P<min>\d+)\.[\s',]{0,8}"
-    r"Current capability: (?P<cur>\d+)"
+    r"Current capability: (?P<cur>\d+)",
+    "the current GPU",
 )
 _GPU_TOO_OLD: Final = tolerant(
     r"(?P<text>GPUs with compute capability below (?P<min>[\d.]+) are not supported|"
     r"no kernel image is available for execution on the device|"
     r"with CUDA capability (?P<sm>sm_\d+) is not compatible with the current PyTorch installation|"
     r"FlashAttention only supports (?:Ampere|Turing|Hopper) GPUs or newer|"
-    r"which is of cuda capability (?P<cc>[\d.]+)\. PyTorch no longer supports this GPU)"
+    r"which is of cuda capability (?P<cc>[\d.]+)\. PyTorch no longer supports this GPU)",
+    "compute capability below",
+    "no kernel image is available",
+    "is not compatible with the current PyTorch",
+    "FlashAttention only supports",
+    "PyTorch no longer supports this GPU",
 )
 _SELECTOR: Final = tolerant(
     r"No valid attention backend found for \w{1,20} with (?P<config>.{0,600}?)\. Reasons: "
-    r"(?P<reasons>\{.{0,3000}?\})"
+    r"(?P<reasons>\{.{0,3000}?\})",
+    "No valid attention backend",
 )
 
 
@@ -181,13 +191,19 @@ def unsupported_gpu(log: LogView) -> Diagnosis | None:
 
 
 _NO_COMMON_BLOCK: Final = tolerant(
-    r"No common block size for (?P<bs>\d+)(?: \((?P<detail>[^']{0,2000}?)\)\.)?"
+    r"No common block size for (?P<bs>\d+)(?: \((?P<detail>[^']{0,2000}?)\)\.)?",
+    "No common block size",
 )
-_FLASH_MULTIPLE: Final = tolerant(r"Block size must be a multiple of (?P<m>\d+)")
-_KERNEL_BLOCK: Final = tolerant(r"Unsupported block size: (?P<bs>\d+)")
-_ROCM_BLOCK: Final = tolerant(r"does not support block size (?P<bs>\d+)")
+_FLASH_MULTIPLE: Final = tolerant(
+    r"Block size must be a multiple of (?P<m>\d+)", "Block size must be a multiple of"
+)
+_KERNEL_BLOCK: Final = tolerant(r"Unsupported block size: (?P<bs>\d+)", "Unsupported block size")
+_ROCM_BLOCK: Final = tolerant(
+    r"does not support block size (?P<bs>\d+)", "does not support block size"
+)
 _SELECTED_INVALID: Final = tolerant(
-    r"Selected backend \S{1,80} is not valid for this configuration"
+    r"Selected backend \S{1,80} is not valid for this configuration",
+    "is not valid for this configuration",
 )
 _PAGED_KERNEL_SIZES: Final = (8, 16, 32)  # csrc/attention/attention_kernels.cu (vLLM 0.4)
 
@@ -274,7 +290,12 @@ _DRIVER_OLD: Final = tolerant(
     r"forward compatibility was attempted on non supported HW|"
     r"the provided PTX was compiled with an unsupported toolchain|"
     r"(?P<lib>libcudart\.so\.\d+|libcublas\w{0,4}\.so\.\d+|libnvrtc\.so\.\d+): cannot open "
-    r"shared object file)"
+    r"shared object file)",
+    "driver on your system is too old",
+    "driver version is insufficient",
+    "forward compatibility was attempted",
+    "unsupported toolchain",
+    "cannot open shared object file",
 )
 _NO_GPU: Final = tolerant(
     r"(?P<text>Found no NVIDIA driver on your system|No CUDA GPUs are available|"
@@ -282,7 +303,15 @@ _NO_GPU: Final = tolerant(
     r"NVML Shared Library Not Found|CUDA driver initialization failed, you might not have a CUDA "
     r"gpu|"
     r"Torch not compiled with CUDA enabled|No platform detected, vLLM is running on "
-    r"UnspecifiedPlatform)"
+    r"UnspecifiedPlatform)",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+    "Failed to infer device type",
+    "libcuda.so.1",
+    "NVML Shared Library Not Found",
+    "CUDA driver initialization failed",
+    "Torch not compiled with CUDA",
+    "UnspecifiedPlatform",
 )
 
 
@@ -322,12 +351,26 @@ _NCCL: Final = tolerant(
     r"error|internal error|invalid argument|invalid usage|remote process exited)|"
     r"nccl(?:System|Internal|UnhandledCuda|InvalidUsage|Remote)Error|"
     r"NCCL WARN .{0,120}?shared memory|peer access is not supported between these two devices|"
-    r"Failed to initialize (?:the )?NCCL)"
+    r"Failed to initialize (?:the )?NCCL)",
+    "NCCL error",
+    "nccl",
+    "NCCL WARN",
+    "peer access is not supported",
+    "NCCL",
 )
 _SHM: Final = tolerant(
-    r"/dev/shm/nccl-|Error while creating shared memory segment|No space left on device \(28\)"
+    r"/dev/shm/nccl-|Error while creating shared memory segment|No space left on device \(28\)",
+    "/dev/shm/nccl-",
+    "shared memory segment",
+    "(28)",
 )
-_P2P: Final = tolerant(r"peer access is not supported|P2P|custom_all_reduce|custom allreduce")
+_P2P: Final = tolerant(
+    r"peer access is not supported|P2P|custom_all_reduce|custom allreduce",
+    "peer access",
+    "P2P",
+    "custom_all_reduce",
+    "custom allreduce",
+)
 
 
 def nccl_error(log: LogView) -> Diagnosis | None:

@@ -11,7 +11,10 @@ from tui.server.diagnose.common import make, port
 from tui.server.diagnose.reading import LogView, tolerant
 
 _PORT_IN_USE: Final = tolerant(
-    r"\[Errno 98\] Address already in use|address already in use", re.IGNORECASE
+    r"\[Errno 98\] Address already in use|address already in use",
+    "lready in use",
+    "LREADY IN USE",
+    flags=re.IGNORECASE,
 )
 
 
@@ -38,7 +41,14 @@ def port_in_use_diagnosis(
 
 
 # vLLM's own ports (get_open_port, torch.distributed's TCPStore): not the one --port sets.
-_INTERNAL: Final = tolerant(r"in get_open_port|TCPStore|_create_c10d_store|MASTER_PORT|EADDRINUSE")
+_INTERNAL: Final = tolerant(
+    r"in get_open_port|TCPStore|_create_c10d_store|MASTER_PORT|EADDRINUSE",
+    "get_open_port",
+    "TCPStore",
+    "_create_c10d_store",
+    "MASTER_PORT",
+    "EADDRINUSE",
+)
 
 
 def port_in_use(log: LogView) -> Diagnosis | None:

@@ -22,14 +22,17 @@ from tui.server.diagnose.reading import LogView, tolerant
 
 _UNKNOWN_QUANT: Final = tolerant(
     r"Unknown quantization method: (?P<q>[^\s.]{1,60}(?:\.[^\s.]{1,60})*)\. Must be one of "
-    r"(?P<list>\[[^\]]{0,4000}\])?"
+    r"(?P<list>\[[^\]]{0,4000}\])?",
+    "Unknown quantization method",
 )
 _QUANT_MISMATCH: Final = tolerant(
     r"Quantization method specified in the model config \((?P<ckpt>[^)]{1,60})\) does not match "
-    r"the quantization method specified in the `quantization` argument \((?P<arg>[^)]{1,60})\)"
+    r"the quantization method specified in the `quantization` argument \((?P<arg>[^)]{1,60})\)",
+    "does not match the quantization method",
 )
 _QUANT_PLATFORM: Final = tolerant(
-    r"(?P<q>[\w-]{1,40}) quantization is currently not supported in (?P<device>[^.]{1,60})\."
+    r"(?P<q>[\w-]{1,40}) quantization is currently not supported in (?P<device>[^.]{1,60})\.",
+    "quantization is currently not supported",
 )
 _UNSET: Final = Fix(title="Unset --quantization", set={"quantization": None})
 

@@ -34,10 +34,10 @@ from typing import Any, Final
 from tui.domain.flags import ServeFlags, flag_specs
 
 HEAD_CHARS: Final = 256 * 1024
-TAIL_CHARS: Final = 4 * 1024 * 1024
+TAIL_CHARS: Final = 2 * 1024 * 1024
 MAX_CHARS: Final = HEAD_CHARS + TAIL_CHARS
 """Longest text diagnosed whole; a longer one keeps its first ``HEAD_CHARS`` and last
-``TAIL_CHARS`` characters (about 2 s of matching on a busy core)."""
+``TAIL_CHARS`` characters (about a second of reading on a busy core)."""
 
 # -- cleaning one physical line ------------------------------------------------------------
 _ANSI: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
@@ -49,6 +49,13 @@ _OUTER_TIME: Final = re.compile(
     r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ ]+"
     r"|^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]+ [\w./-]+(?:\[\d+\])?: "  # journald
 )
+# FastChat's "| ERROR | stderr | " after its timestamp; torchrun's "[rank0]: ".
+_PIPE_OR_RANK: Final = re.compile(
+    r"^\|[ ]*(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ ]*\|[ ]*)?(?:std(?:out|err)[ ]*\|[ ]*)?"
+    r"|^\[rank\d+\]:[ ]?"
+)
+# A process prefix in the middle of a line: the paste lost the line breaks before it.
+_GLUED: Final = re.compile(r"(?<=\S)(?=\([A-Za-z_][\w:. -]{0,60}? pid=\d+(?:, ip=[\w.:]+)?\) )")
 _PID: Final = re.compile(r"^\((?P<proc>[^()]{1,80}?) pid=(?P<pid>\d+)(?:, ip=[\w.:]+)?\)[ ]?")
 _LEVELS: Final = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL"
 # vLLM's record header, whole or trimmed: "INFO 11-21 05:48:04 [api_utils.py:286] " (0.7+),
@@ -82,14 +89,23 @@ class PhysicalLine:
 
 def clean_line(line: str) -> PhysicalLine:
     """One physical line without noise, split into vLLM's prefix and the message."""
-    text = _INVISIBLE.sub("", _ANSI.sub("", line)).translate(_SPACES).rstrip("\r\n")
-    text = _QUOTE.sub("", text, count=1)
+    text = line.rstrip("\r\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if not text.isascii() or not text.isprintable():  # the common line skips both passes
+        text = _INVISIBLE.sub("", text).translate(_SPACES)
+    if ">" in text[:8]:
+        text = _QUOTE.sub("", text, count=1)
     width = len(text.rstrip())
-    text = _CONTAINER.sub("", text, count=1)
-    text = _OUTER_TIME.sub("", text, count=1)
+    if "|" in text[:64]:
+        text = _CONTAINER.sub("", text, count=1)
+    if text[:1].isdigit() or text[:1] in "[JFMASOND":
+        text = _OUTER_TIME.sub("", text, count=1)
+    if text[:1] in "|[":
+        text = _PIPE_OR_RANK.sub("", text, count=1)
     rest = text
     for _ in range(2):  # Ray inside a container can stack two process prefixes
-        m = _PID.match(rest)
+        m = _PID.match(rest) if rest[:1] == "(" else None
         if not m:
             break
         rest = rest[m.end() :]
@@ -103,14 +119,48 @@ def clean_line(line: str) -> PhysicalLine:
     )
 
 
-def tolerant(pattern: str, flags: int = 0) -> re.Pattern[str]:
+class Tolerant:
+    """A pattern compiled by :func:`tolerant`, with the literal needles that gate its search.
+
+    ``needles``: strings (spaces ignored) of which at least one must occur in the log for the
+    pattern to match at all; checking them first skips a regex scan of a log that cannot match.
+    """
+
+    def __init__(self, pattern: str, needles: tuple[str, ...], flags: int = 0) -> None:
+        self.regex = re.compile(pattern.replace(" ", r"\s*"), flags)
+        self.needles = tuple(n.replace(" ", "") for n in needles)
+        self.pattern = self.regex.pattern
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        """``re.Pattern.search``."""
+        return self.regex.search(text, pos)
+
+    def match(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        """``re.Pattern.match``."""
+        return self.regex.match(text, pos)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        """``re.Pattern.finditer``."""
+        return self.regex.finditer(text)
+
+
+def _unglue(line: str) -> list[str]:
+    """``line``, split where a process prefix follows text (lines whose breaks were lost)."""
+    if "pid=" not in line or (line.count("pid=") < 2 and line.lstrip().startswith("(")):
+        return [line]
+    return _GLUED.split(line)
+
+
+def tolerant(pattern: str, *needles: str, flags: int = 0) -> Tolerant:
     """Compile ``pattern`` so that each space in it matches any whitespace, or none.
 
     Searched over :attr:`LogView.flat`, where line breaks vanish, the pattern then matches a
     message however a terminal or a tracker wrapped it. Write no spaces inside character
-    classes or quantified groups of a tolerant pattern.
+    classes or quantified groups of a tolerant pattern. ``needles`` (optional) gate the search:
+    literal pieces of which one must occur for the pattern to match (a wrap never splits them
+    in the flat text, which has no line breaks and is compared with its spaces removed).
     """
-    return re.compile(pattern.replace(" ", r"\s*"), flags)
+    return Tolerant(pattern, needles, flags)
 
 
 def _first_word(text: str) -> str:
@@ -170,7 +220,7 @@ class LogView:
         text, self.omitted_chars = bound_text(text)
         self.flags = flags
         self.exit_code = exit_code
-        self.physical = [clean_line(line) for line in text.splitlines()]
+        self.physical = [clean_line(piece) for line in text.splitlines() for piece in _unglue(line)]
         self._logical_of: list[int] = []
         self.logical: list[str] = []
         self.logical_raw: list[str] = []
@@ -202,13 +252,19 @@ class LogView:
         """Whether ``needle`` (spaces ignored) occurs anywhere: a cheap gate before a regex."""
         return needle.replace(" ", "") in self.skeleton
 
+    def _gated_out(self, pattern: Tolerant | re.Pattern[str], needle: str | None) -> bool:
+        if needle is not None:
+            return not self.has(needle)
+        needles = getattr(pattern, "needles", ())
+        return bool(needles) and not any(n in self.skeleton for n in needles)
+
     def logical_at(self, offset: int) -> int:
         """The logical line holding flat offset ``offset``."""
         physical = max(0, bisect.bisect_right(self._starts, offset) - 1)
         return self._logical_of[physical] if self._logical_of else 0
 
     def find(
-        self, pattern: re.Pattern[str], needle: str | None = None
+        self, pattern: Tolerant | re.Pattern[str], needle: str | None = None
     ) -> tuple[re.Match[str], str] | None:
         """The first match of ``pattern`` in the flat text, with its logical line's raw text."""
         for match, evidence, _ in self.find_all(pattern, needle):
@@ -216,20 +272,20 @@ class LogView:
         return None
 
     def find_all(
-        self, pattern: re.Pattern[str], needle: str | None = None
+        self, pattern: Tolerant | re.Pattern[str], needle: str | None = None
     ) -> Iterator[tuple[re.Match[str], str, int]]:
         """Every match in the flat text: (match, evidence, logical line index)."""
-        if needle is not None and not self.has(needle):
+        if self._gated_out(pattern, needle):
             return
         for match in pattern.finditer(self.flat):
             index = self.logical_at(match.start())
             yield match, self.logical_raw[index] if self.logical_raw else "", index
 
     def find_line(
-        self, pattern: re.Pattern[str], needle: str | None = None
+        self, pattern: Tolerant | re.Pattern[str], needle: str | None = None
     ) -> Iterator[tuple[re.Match[str], str, int]]:
         """Matches of ``pattern`` in each logical line (for texts that end with their line)."""
-        if needle is not None and not self.has(needle):
+        if self._gated_out(pattern, needle):
             return
         for i, message in enumerate(self.logical):
             m = pattern.search(message)
@@ -320,9 +376,9 @@ _GPU_MARKERS: Final = re.compile(
     r"# GPU blocks: |compute capability|\bNVIDIA\b|CUDA error"
 )
 _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
-_NON_DEFAULT: Final = tolerant(r"non-default args: \{")
-_NAMESPACE: Final = tolerant(r"args: Namespace\(")
-_ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ")
+_NON_DEFAULT: Final = tolerant(r"non-default args: \{", "non-default args:")
+_NAMESPACE: Final = tolerant(r"args: Namespace\(", "Namespace(")
+_ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ", "with config:")
 _VERSION: Final = tolerant(
     r"(?:vLLM API server version |engine \(v|LLM engine \(v|█ version )(?P<v>\d+\.\d+[\w.+-]*)"
 )
