@@ -118,9 +118,7 @@ def _read_stream(
             break
     tail_data = b"".join(tail)[-tail_bytes:] if tail else b""
     omitted = seen - len(head) - len(tail_data)
-    return LogExcerpt(
-        _decode(bytes(head), tail_data, omitted), seen, omitted, not stopped, stopped
-    )
+    return LogExcerpt(_decode(bytes(head), tail_data, omitted), seen, omitted, not stopped, stopped)
 
 
 def read_log_excerpt(

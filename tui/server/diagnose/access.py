@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.server.diagnose.common import make
-from tui.server.diagnose.reading import LogView, tolerant
+from tui.server.diagnose.reading import LogView, contains, tolerant
 
 _GATED: Final = tolerant(
     r"(?P<text>GatedRepoError|You are trying to access a gated repo|Cannot access gated repo for "
@@ -180,9 +180,9 @@ def tokenizer_error(log: LogView) -> Diagnosis | None:
     text = " ".join(m.group("text").split())
     facts: dict[str, Any] = {"error": text}
     fixes: list[Fix] = []
-    if "untagged enum" in text:
+    if contains(text, "untagged enum"):
         advice = "the tokenizer was saved by a newer `tokenizers`: upgrade transformers/tokenizers"
-    elif "SentencePiece" in text:
+    elif contains(text, "SentencePiece"):
         advice = "install sentencepiece in vLLM's environment"
     else:
         advice = "a custom tokenizer needs --trust-remote-code, or a newer transformers"

@@ -16,7 +16,7 @@ from tui.domain.flags import FlagSpec, flag_specs
 from tui.server.diagnose.common import make, spec_by_spelling, unset_title
 from tui.server.diagnose.reading import LogView, tolerant
 
-_UNRECOGNIZED: Final = re.compile(r"unrecognized arguments:\s*(?P<args>.+?)\s*$")
+_UNRECOGNIZED: Final = tolerant(r"unrecognized arguments:", "unrecognized arguments:")
 
 
 def _did_you_mean(options: list[str]) -> dict[str, str]:
@@ -48,11 +48,13 @@ def _removal(log: LogView, tokens: list[str], options: list[str]) -> dict[str, A
 
 def unknown_flag(log: LogView) -> Diagnosis | None:
     """``error: unrecognized arguments: --x 3``."""
-    found = next(log.find_line(_UNRECOGNIZED, "unrecognized arguments:"), None)
+    found = log.find(_UNRECOGNIZED)
     if found is None:
         return None
-    m, evidence, _ = found
-    tokens = m.group("args").split()
+    m, evidence = found
+    tokens = log.line_after(m, "arguments:").split()
+    if not tokens:
+        return None
     options = [t for t in tokens if t.startswith("-")]
     facts: dict[str, Any] = {"arguments": tokens}
     hint = ""

@@ -110,11 +110,24 @@ _WRAPPER: Final = tolerant(
 _TRACEBACK: Final = re.compile(r"Traceback \(most recent call last\)")
 
 
+def _wrapper_starts(log: LogView) -> list[int]:
+    return [m.start() for m, _, _ in log.find_all(_WRAPPER)]
+
+
+def _is_wrapper(log: LogView, index: int, message: str, starts: list[int]) -> bool:
+    """A wrapper line, even one cut by an unrecognised wrap (its text runs on below it)."""
+    if _WRAPPERS.search(message):
+        return True
+    begin = log.logical_start[index]
+    return any(begin <= s <= begin + len(message) for s in starts)
+
+
 def root_exception(log: LogView) -> tuple[str, str] | None:
     """The first exception line that is not a known wrapper: (text, evidence)."""
+    starts = _wrapper_starts(log)
     for i, message in enumerate(log.logical):
         m = _EXCEPTION.match(message.strip())
-        if m and not _WRAPPERS.search(message) and "Errno 24" not in message:
+        if m and not _is_wrapper(log, i, message, starts) and "Errno 24" not in message:
             text = f"{m.group('type')}: {m.group('msg')}"
             return (text if len(text) <= 500 else text[:499] + "…"), log.logical_raw[i]
     found = next(log.find_line(_WORKER_FAILED, "Worker failed with error"), None)

@@ -208,7 +208,7 @@ def weights_oom(log: LogView) -> Diagnosis | None:
 
 
 _SAMPLER_OOM: Final = tolerant(
-    r"CUDA out of memory occurred when warming up (?:the )?(?P<what>sampler|pooler)\b.{0,40}? with "
+    r"CUDA out of memory occurred when warming up (?:the )?(?P<what>sampler|pooler).{0,40}? with "
     r"(?P<n>\d+) dummy requests",
     "dummy requests",
 )

@@ -42,7 +42,7 @@ from tui.server.diagnose.common import (
     make,
     positive_int,
 )
-from tui.server.diagnose.reading import LogView, tolerant
+from tui.server.diagnose.reading import LogView, contains, tolerant
 
 _BF16: Final = tolerant(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0\. Your "
@@ -70,8 +70,9 @@ def unsupported_dtype(log: LogView) -> Diagnosis | None:
     found = log.find(_BF16, "Bfloat16 is only supported")
     if found:
         m, evidence = found
+        m = log.refine(m)
         cc = m.group("cc")
-        facts: dict[str, Any] = {"dtype": "bfloat16", "gpu": m.group("gpu").strip(),
+        facts: dict[str, Any] = {"dtype": "bfloat16", "gpu": " ".join(m.group("gpu").split()),
                                  "required_compute_capability": "8.0"}  # fmt: skip
         if cc:
             facts["compute_capability"] = cc
@@ -178,7 +179,7 @@ def unsupported_gpu(log: LogView) -> Diagnosis | None:
             facts,
         )
     found = log.find(_SELECTOR, "No valid attention backend")
-    if found and "compute capability not supported" in found[0].group("reasons"):
+    if found and contains(found[0].group("reasons"), "compute capability not supported"):
         m, evidence = found
         return make(
             log,
@@ -234,13 +235,15 @@ def _block_diagnosis(
 
 def _selector_block(log: LogView) -> Diagnosis | None:
     for m, evidence, _ in log.find_all(_SELECTOR, "No valid attention backend"):
-        if "block_size not supported" not in m.group("reasons"):
+        if not contains(m.group("reasons"), "block_size not supported"):
             continue
         logged = re.search(r"block_size=(\d+)", m.group("config"))
         bs = int(logged.group(1)) if logged else block_size(log)[0]
         return _block_diagnosis(log, evidence, bs, BLOCK_MULTIPLE_GPU, _nearest_block(bs, 16))
     found = log.find(_SELECTED_INVALID, "is not valid for this configuration")
-    if found and "block_size not supported" in log.flat[found[0].end() : found[0].end() + 400]:
+    if found and contains(
+        log.flat[found[0].end() : found[0].end() + 400], "block_size not supported"
+    ):
         bs = block_size(log)[0]
         return _block_diagnosis(log, found[1], bs, BLOCK_MULTIPLE_GPU, _nearest_block(bs, 16))
     return None

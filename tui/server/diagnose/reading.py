@@ -163,39 +163,52 @@ def tolerant(pattern: str, *needles: str, flags: int = 0) -> Tolerant:
     return Tolerant(pattern, needles, flags)
 
 
+def contains(text: str, needle: str) -> bool:
+    """Whether ``needle`` occurs in ``text``, whitespace ignored on both sides (a wrap may have
+    dropped or added a space anywhere in flat text)."""
+    return _WS.sub("", needle) in _WS.sub("", text)
+
+
+_WS: Final = re.compile(r"\s+")
+
+
 def _first_word(text: str) -> str:
     return text.split(" ", 1)[0]
 
 
-def _continues(prev: PhysicalLine, nxt: PhysicalLine, wrap: int | None) -> bool:
-    """Whether ``nxt`` is the rest of ``prev``, broken by a terminal or a tracker at ``wrap``.
+def _continues(prev: PhysicalLine, nxt: PhysicalLine, wrap: tuple[int, bool, bool] | None) -> bool:
+    """Whether ``nxt`` is the rest of ``prev``, broken by a terminal or a tracker.
 
+    ``wrap`` is the width the log looks wrapped at and whether many lines show it (``strong``).
     A hard wrap fills the line to the width exactly; a word wrap breaks where the next word
-    would not have fit. Records of their own (a vLLM header, a traceback line, an exception,
-    uvicorn and argparse lines) never continue anything.
+    would not have fit. With a single wrapped line in sight only the exact fill counts. Records
+    of their own (a vLLM header, a traceback line, an exception, uvicorn and argparse lines)
+    never continue anything.
     """
     if wrap is None or nxt.headed or not nxt.message.strip():
         return False
     if _STRUCTURAL.match(nxt.message):
         return False
-    if prev.width >= wrap:
+    width, strong, _ = wrap
+    if prev.width >= width:
         return True
-    if nxt.message[:1].isspace():
+    if not strong or nxt.message[:1].isspace():
         return False
-    return prev.width * 2 >= wrap and prev.width + 1 + len(_first_word(nxt.message)) > wrap
+    return prev.width * 2 >= width and prev.width + 1 + len(_first_word(nxt.message)) > width
 
 
-def _wrap_width(lines: list[PhysicalLine]) -> int | None:
-    """The width the log looks wrapped at, or ``None`` when it does not look wrapped."""
+def _wrap_width(lines: list[PhysicalLine]) -> tuple[int, bool, bool] | None:
+    """The width the log looks wrapped at, whether several lines show it, and whether the
+    wrap looks hard (lines filled to the width exactly) rather than word by word."""
     widths = [line.width for line in lines if line.width]
     if not widths:
         return None
     wrap = max(widths)
+    if wrap < 24:
+        return None
     exact = sum(1 for w in widths if w == wrap)
     near = sum(1 for w in widths if w >= wrap - 12)
-    if wrap < 24 or (exact < 2 and near < 3):
-        return None
-    return wrap
+    return wrap, exact >= 2 or near >= 3, exact * 2 >= near
 
 
 def bound_text(text: str) -> tuple[str, int]:
@@ -230,6 +243,9 @@ class LogView:
         for line in self.physical:
             self._starts.append(pos)
             pos += len(line.message)
+        self.logical_start = [0] * len(self.logical)
+        for physical in range(len(self.physical) - 1, -1, -1):
+            self.logical_start[self._logical_of[physical]] = self._starts[physical]
         self.flat = "".join(line.message for line in self.physical)
         self.skeleton = re.sub(r"\s+", "", self.flat)
 
@@ -237,8 +253,10 @@ class LogView:
         wrap = _wrap_width(self.physical)
         prev: PhysicalLine | None = None
         for line in self.physical:
-            if prev is not None and _continues(prev, line, wrap):
-                glue = "" if prev.width >= (wrap or 0) else " "
+            if prev is not None and wrap is not None and _continues(prev, line, wrap):
+                # A hard wrap breaks mid-word and keeps every character; a word wrap drops
+                # the space it broke at, even where the words filled the line exactly.
+                glue = "" if prev.width >= wrap[0] and wrap[2] else " "
                 self.logical[-1] += glue + line.message
                 self.logical_raw[-1] += glue + line.message
             else:
@@ -280,6 +298,34 @@ class LogView:
         for match in pattern.finditer(self.flat):
             index = self.logical_at(match.start())
             yield match, self.logical_raw[index] if self.logical_raw else "", index
+
+    def refine(self, match: re.Match[str]) -> re.Match[str]:
+        """``match`` (found in the flat text) found again in its logical line, when it fits one.
+
+        The logical line keeps the spaces a tracker's wrap dropped (``Tesla`` / ``T4`` reads
+        ``Tesla T4``, not ``TeslaT4``): use it for free text (names, messages), keep the flat
+        match for offsets.
+        """
+        index = self.logical_at(match.start())
+        if index != self.logical_at(max(match.start(), match.end() - 1)):
+            return match
+        again = match.re.search(self.logical[index])
+        return again if again is not None else match
+
+    def line_after(self, match: re.Match[str], marker: str) -> str:
+        """The rest of ``match``'s logical line after ``marker``, or the next line when empty.
+
+        For texts that run to the end of their line (argparse's unrecognized arguments).
+        """
+        index = self.logical_at(max(0, match.end() - 1))
+        line = self.logical[index]
+        at = line.rfind(marker)
+        rest = line[at + len(marker) :] if at >= 0 else ""
+        if not rest.strip() and index + 1 < len(self.logical):
+            nxt = self.logical[index + 1]
+            if nxt.strip() and not _STRUCTURAL.match(nxt):
+                rest = nxt
+        return rest
 
     def find_line(
         self, pattern: Tolerant | re.Pattern[str], needle: str | None = None
@@ -364,16 +410,16 @@ class LogView:
         return bool(logged != _DEFAULTS.get(name))
 
 
-_CPU_MARKERS: Final = re.compile(
-    r"\[cpu_worker\.py:|\[cpu_model_runner\.py:|\[cpu\.py:\d+\]|device_config=cpu\b|"
-    r"\bCPU KV cache size\b|CPU_ATTN|Available memory on node \d+|"
+_CPU_MARKERS: Final = tolerant(
+    r"\[cpu_worker\.py:|\[cpu_model_runner\.py:|\[cpu\.py:\d+\]|device_config=cpu|"
+    r"CPU KV cache size|CPU_ATTN|Available memory on node \d+|"
     r"desired CPU memory utilization|Unsupported CPU attention"
 )
 # gpu_model_runner.py is no GPU marker: the CPU runner subclasses it (try_headdim16 capture).
-_GPU_MARKERS: Final = re.compile(
-    r"device_config=cuda\b|\bGPU KV cache size\b|\[gpu_worker\.py:|Free memory on device|"
-    r"CUDA out of memory|torch\.cuda\.|\bNCCL\b|CUDA graphs?\b|not enough GPU memory|"
-    r"# GPU blocks: |compute capability|\bNVIDIA\b|CUDA error"
+_GPU_MARKERS: Final = tolerant(
+    r"device_config=cuda|GPU KV cache size|\[gpu_worker\.py:|Free memory on device|"
+    r"CUDA out of memory|torch\.cuda\.|NCCL|CUDA graphs?|not enough GPU memory|"
+    r"# GPU blocks: |compute capability|NVIDIA|CUDA error"
 )
 _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
 _NON_DEFAULT: Final = tolerant(r"non-default args: \{", "non-default args:")
