@@ -4,6 +4,7 @@ first, never the value that just failed, bounds computed when vLLM gives no esti
 from __future__ import annotations
 
 import math
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -60,7 +61,7 @@ def test_the_checker_sees_the_flags_each_fix_would_produce() -> None:
         return []
 
     d = diagnose(KV_TOO_SMALL, flags=flags, exit_code=1, check=check)
-    assert [s.max_model_len for s in seen][0] == 85984
+    assert seen[0].max_model_len == 85984
     assert all(s.enforce_eager is True for s in seen)  # the rest of the run's flags kept
     assert len(seen) == len(d.fixes)
 
@@ -133,7 +134,8 @@ def test_a_fix_that_changes_nothing_is_not_offered() -> None:
 
 def test_an_unknown_quantization_never_offers_itself() -> None:
     for q in ("fp8", "awq", "gptq"):
-        text = f"ValueError: Unknown quantization method: {q}. Must be one of ['{q}', 'aqlm', 'awq_marlin']."
+        listed = f"['{q}', 'aqlm', 'awq_marlin']"
+        text = f"ValueError: Unknown quantization method: {q}. Must be one of {listed}."
         d = diagnose(text, exit_code=1)
         assert {"quantization": q} not in _sets(d)
 
