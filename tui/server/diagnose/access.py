@@ -73,17 +73,21 @@ _ARCH: Final = tolerant(
     "does not recognize this architecture",
 )
 _DISK: Final = tolerant(
-    r"(?P<text>\[Errno 28\] No space left on device|Not enough free disk space to download the "
+    r"(?P<text>\[Errno 28\] No space left on device|code: 28, kind: StorageFull|"
+    r"No space left on device|Not enough free disk space to download the "
     r"file)(?:.{0,200}?The target location (?P<where>\S{1,200}) only has (?P<free>[\d.]+) MB "
     r"free)?",
     "No space left on device",
+    "StorageFull",
     "Not enough free disk space",
 )
 
 
+# A Hub repository named in the error, matched per logical line (a name ends with its line).
 _HUB_MODEL: Final = tolerant(
     r"(?:Access to model|Repo model) (?P<a>[\w.-]{1,96}/[\w.-]{1,96}) is|"
-    r"have access to it at https://huggingface\.co/(?P<b>[\w.-]{1,96}/[\w.-]{1,96}?)\.? |"
+    r"(?:have access to it|request access) at https://huggingface\.co/"
+    r"(?P<b>[\w-]{1,96}/[\w.-]{1,96})|"
     r"huggingface\.co/(?:api/models/)?(?P<c>[\w-]{1,96}/[\w.-]{1,96}?)/resolve/",
     "huggingface.co",
     "is restricted",
@@ -96,11 +100,11 @@ def _model(log: LogView, m: Any, *names: str) -> str | None:
         value = m.groupdict().get(name)
         if value:
             return str(value)
-    found = log.find(_HUB_MODEL, "huggingface.co")
-    if found is None:
-        found = log.find(_HUB_MODEL, "is restricted")
+    for hub, _, _ in log.find_line(_HUB_MODEL):
+        return next(v for v in hub.groups() if v).rstrip(".")
+    found = log.find(_HUB_MODEL)  # a name wrapped over lines the reader did not rejoin
     if found is not None:
-        return next(v for v in found[0].groups() if v)
+        return next(v for v in found[0].groups() if v).rstrip(".")
     model = log.value("model")
     return str(model) if model else None
 

@@ -190,12 +190,14 @@ _BLOCK: Final = tolerant(
     r"(?= ?(?:[a-z_][a-z0-9_.]{0,80} ?)?(?:Input |Value error|Assertion failed|Field required|"
     r"Extra inputs|String should|List should|Unable to))",
     "validation error",
+    ignore_case=False,
 )
 _ERROR: Final = tolerant(
     r" ?(?P<field>[a-z_][a-z0-9_.\[\]]{0,80})? (?P<msg>(?:Input |Value error|Assertion failed|"
     r"Field required|Extra inputs|String should|List should|Unable to).{0,3000}?) "
     r"\[type=(?P<type>\w+)(?:, input_value=(?P<value>.{0,300}?))?(?:, input_type=\w+)?\]"
-    r"(?: For further information visit https?://errors\.pydantic\.dev/[\d.]+/v/(?P=type))?"
+    r"(?: For further information visit https?://errors\.pydantic\.dev/[\d.]+/v/(?P=type))?",
+    ignore_case=False,
 )
 _BOUND: Final = tolerant(
     r"Input should be (?P<op>less than or equal to|greater than or equal to|less than|greater than)"

@@ -93,6 +93,12 @@ def _free_memory(log: LogView, found: tuple[Any, str], where: str) -> Diagnosis:
     )
 
 
+_FREE_WORDS: Final = tolerant(
+    r"Free memory on device.{0,40}? on startup is less than desired GPU memory utilization",
+    "on startup is less than desired GPU memory utilization",
+)
+
+
 def insufficient_free_memory(log: LogView) -> Diagnosis | None:
     """Free memory below what gpu_memory_utilization asks for (GPU, CPU node, CPU KV)."""
     for pattern, where, needle in (
@@ -115,6 +121,15 @@ def insufficient_free_memory(log: LogView) -> Diagnosis | None:
             evidence,
             {"free_gib": free, "total_gib": total, "requested": m.group("req")},
             [kv_fix] if kv_fix else [],
+        )
+    found = log.find(_FREE_WORDS)  # the words without the figures (a title, a cut paste)
+    if found:
+        return make(
+            log,
+            "insufficient_free_memory",
+            "less GPU memory is free at startup than gpu_memory_utilization asks for (the log "
+            "does not give the figures): free the GPU, or lower the utilization to the free share",
+            found[1],
         )
     return None
 

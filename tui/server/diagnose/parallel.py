@@ -13,6 +13,10 @@
   0.32's ``Cannot provide a placement group requiring W GPUs``.
 - 0.32 Ray executor (``v1/executor/ray_utils.py:543``): ``Tensor parallel size (T) exceeds
   available GPUs (G).``
+- 0.11.1-0.11.2 (quoted in vllm-project/vllm#28873 and NVIDIA-NeMo/Skills#1059):
+  ``Tensor parallel size (T) cannot be larger than the number of available GPUs (G)`` and the
+  Ray path's ``local_world_size (W) must be less than or equal to the number of visible
+  devices (G).`` (``v1/worker/gpu_worker.py:212``).
 - 0.8-0.11 chose Ray when the world size exceeded the local GPUs, and without Ray said
   ``Unable to load Ray ... required for multi-node inference``.
 """
@@ -59,6 +63,20 @@ _FORMS: Final = (
     (
         tolerant(r"Tensor parallel size \((?P<tp>\d+)\) exceeds available GPUs \((?P<gpus>\d+)\)"),
         "exceeds available GPUs",
+    ),
+    (
+        tolerant(
+            r"Tensor parallel size \((?P<tp>\d+)\) cannot be larger than the number of available "
+            r"GPUs \((?P<gpus>\d+)\)"
+        ),
+        "cannot be larger than the number of available GPUs",
+    ),
+    (
+        tolerant(
+            r"local_world_size \((?P<ws>\d+)\) must be less than or equal to the number of visible "
+            r"devices \((?P<gpus>\d+)\)"
+        ),
+        "number of visible devices",
     ),
     (tolerant(r"Cannot provide a placement group requiring (?P<ws>\d+) GPUs"), "placement group"),
     (

@@ -126,9 +126,13 @@ class Tolerant:
     pattern to match at all; checking them first skips a regex scan of a log that cannot match.
     """
 
-    def __init__(self, pattern: str, needles: tuple[str, ...], flags: int = 0) -> None:
+    def __init__(
+        self, pattern: str, needles: tuple[str, ...], flags: int = 0, ignore_case: bool = True
+    ) -> None:
+        if ignore_case:  # pasted logs get retyped, lower-cased, title-cased
+            flags |= re.IGNORECASE
         self.regex = re.compile(pattern.replace(" ", r"\s*"), flags)
-        self.needles = tuple(n.replace(" ", "") for n in needles)
+        self.needles = tuple(n.replace(" ", "").lower() for n in needles)
         self.pattern = self.regex.pattern
 
     def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
@@ -151,7 +155,7 @@ def _unglue(line: str) -> list[str]:
     return _GLUED.split(line)
 
 
-def tolerant(pattern: str, *needles: str, flags: int = 0) -> Tolerant:
+def tolerant(pattern: str, *needles: str, flags: int = 0, ignore_case: bool = True) -> Tolerant:
     """Compile ``pattern`` so that each space in it matches any whitespace, or none.
 
     Searched over :attr:`LogView.flat`, where line breaks vanish, the pattern then matches a
@@ -159,8 +163,10 @@ def tolerant(pattern: str, *needles: str, flags: int = 0) -> Tolerant:
     classes or quantified groups of a tolerant pattern. ``needles`` (optional) gate the search:
     literal pieces of which one must occur for the pattern to match (a wrap never splits them
     in the flat text, which has no line breaks and is compared with its spaces removed).
+    Matching ignores case unless ``ignore_case`` is False (patterns whose classes tell names
+    apart by case, such as pydantic's ``CacheConfig`` + ``gpu_memory_utilization``).
     """
-    return Tolerant(pattern, needles, flags)
+    return Tolerant(pattern, needles, flags, ignore_case)
 
 
 def contains(text: str, needle: str) -> bool:
@@ -247,7 +253,7 @@ class LogView:
         for physical in range(len(self.physical) - 1, -1, -1):
             self.logical_start[self._logical_of[physical]] = self._starts[physical]
         self.flat = "".join(line.message for line in self.physical)
-        self.skeleton = re.sub(r"\s+", "", self.flat)
+        self.skeleton = re.sub(r"\s+", "", self.flat).lower()
 
     def _join(self) -> None:
         wrap = _wrap_width(self.physical)
@@ -268,7 +274,7 @@ class LogView:
     # -- searching ---------------------------------------------------------------------------
     def has(self, needle: str) -> bool:
         """Whether ``needle`` (spaces ignored) occurs anywhere: a cheap gate before a regex."""
-        return needle.replace(" ", "") in self.skeleton
+        return needle.replace(" ", "").lower() in self.skeleton
 
     def _gated_out(self, pattern: Tolerant | re.Pattern[str], needle: str | None) -> bool:
         if needle is not None:
