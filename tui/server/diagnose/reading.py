@@ -381,8 +381,9 @@ class LogView:
     @cached_property
     def version(self) -> str | None:
         """The vLLM version the log names, when it names one."""
-        m = _VERSION.search(self.flat)
-        return m.group("v") if m else None
+        for m, _, _ in self.find_line(_VERSION):
+            return m.group("v")
+        return None
 
     @cached_property
     def device(self) -> str:
@@ -413,7 +414,8 @@ class LogView:
         logged = self.namespace_args.get(name)
         if logged is None:
             return False
-        return bool(logged != _DEFAULTS.get(name))
+        # Only 0.4-0.8 servers log a Namespace: compare with their defaults.
+        return bool(logged != _NAMESPACE_DEFAULTS.get(name, _DEFAULTS.get(name)))
 
 
 _CPU_MARKERS: Final = tolerant(
@@ -428,6 +430,9 @@ _GPU_MARKERS: Final = tolerant(
     r"# GPU blocks: |compute capability|NVIDIA|CUDA error"
 )
 _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
+# The defaults of the servers that log ``args: Namespace(...)`` (0.4-0.8: vllm/config.py and
+# engine/arg_utils.py of those versions) where they differ from 0.32's or depend on the device.
+_NAMESPACE_DEFAULTS: Final = {"gpu_memory_utilization": 0.9, "block_size": 16, "max_num_seqs": 256}
 _NON_DEFAULT: Final = tolerant(r"non-default args: \{", "non-default args:")
 _NAMESPACE: Final = tolerant(r"args: Namespace\(", "Namespace(")
 _ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ", "with config:")
