@@ -218,3 +218,17 @@ def test_seed_000_the_first_fix_is_vllms_estimate_rounded_to_blocks() -> None:
     est = d.facts["estimated_max_model_len"]
     assert d.fixes[0].set == {"max_model_len": est // 16 * 16}
     assert math.isclose(d.facts["max_model_len"], 30576)
+
+
+def test_a_fix_for_a_flag_also_takes_it_out_of_the_pass_through_args() -> None:
+    # The pass-through args follow the form's flags and vLLM keeps the last value: a
+    # `--dtype bf16` left there would beat the fixed dtype and fail the same way again.
+    text = (
+        "vllm serve: error: argument --dtype: invalid choice: 'bf16' (choose from 'auto', "
+        "'half', 'float16', 'bfloat16', 'float', 'float32')\n"
+    )
+    flags = ServeFlags(model="m", extra_args=("--seed", "3", "--dtype", "bf16"))
+    d = diagnose(text, flags=flags, exit_code=2)
+    assert d.fixes[0].set == {"dtype": "bfloat16", "extra_args": ("--seed", "3")}
+    argv = flags.replace(**d.fixes[0].set).to_argv()
+    assert "bf16" not in argv and argv[argv.index("--dtype") + 1] == "bfloat16"

@@ -189,3 +189,22 @@ def unset_title(spec: FlagSpec) -> str:
     """``Unset --flag (use X)``."""
     default = spec.vllm_default if spec.vllm_default is not None else "vLLM's default"
     return f"Unset {spec.cli} (use {default})"
+
+
+def without_flag(extra: tuple[str, ...], spec: FlagSpec) -> tuple[str, ...]:
+    """``extra`` without ``spec``'s occurrences (``--flag V``, ``--flag=V``, ``--no-flag``)."""
+    names = set(spec.spellings)
+    if spec.kind is FlagKind.BOOL:
+        names |= {"--no-" + n[2:] for n in spec.spellings if n.startswith("--")}
+    out: list[str] = []
+    i = 0
+    while i < len(extra):
+        token = extra[i]
+        name, eq, _ = token.partition("=")
+        norm = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+        if norm in names:
+            i += 2 if spec.kind is not FlagKind.BOOL and not eq else 1
+            continue
+        out.append(token)
+        i += 1
+    return tuple(out)

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.flags import FlagKind, FlagSpec
-from tui.server.diagnose.common import cast, literal, make, num, spec_by_name
+from tui.server.diagnose.common import cast, literal, make, num, spec_by_name, without_flag
 from tui.server.diagnose.reading import LogView, tolerant
 
 _DERIVED_MAX: Final = tolerant(
@@ -247,25 +246,6 @@ def pydantic_blocks(log: LogView) -> Iterator[tuple[str, list[PydanticError], st
         yield m.group("config"), errors, evidence
 
 
-def _without_flag(extra: tuple[str, ...], spec: FlagSpec) -> tuple[str, ...]:
-    """``extra`` without ``spec``'s occurrences (``--flag V``, ``--flag=V``, ``--no-flag``)."""
-    names = set(spec.spellings)
-    if spec.kind is FlagKind.BOOL:
-        names |= {"--no-" + n[2:] for n in spec.spellings if n.startswith("--")}
-    out: list[str] = []
-    i = 0
-    while i < len(extra):
-        token = extra[i]
-        name, eq, _ = token.partition("=")
-        norm = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
-        if norm in names:
-            i += 2 if spec.kind is not FlagKind.BOOL and not eq else 1
-            continue
-        out.append(token)
-        i += 1
-    return tuple(out)
-
-
 def _bound_text(err: PydanticError) -> str | None:
     if err.op is None or err.limit is None:
         return None
@@ -283,7 +263,7 @@ def _range_fix(log: LogView, chosen: list[PydanticError]) -> list[Fix]:
             continue
         # A bad value passed through verbatim would still follow (and beat) the fixed
         # flag on the command line: the fix removes it from the pass-through args.
-        extra = _without_flag(extra, spec)
+        extra = without_flag(extra, spec)
         if err.op in ("<=", ">=") and err.limit is not None:
             fix_set[spec.name] = cast(spec, err.limit)
             titles.append(f"{spec.name} {fix_set[spec.name]}")

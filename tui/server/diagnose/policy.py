@@ -1,7 +1,8 @@
 """What makes an offered fix worth applying, for every kind alike.
 
 The detectors compute fixes from the log's numbers; this module holds them to rules that do
-not depend on the kind:
+not depend on the kind (a fix that sets a flag also drops it from the pass-through args,
+where it would follow and beat the fixed value):
 
 1. **Overrides first.** ``kv_cache_memory_bytes`` and ``num_gpu_blocks_override`` size the KV
    cache whatever ``gpu_memory_utilization`` says. A memory failure in a run that set one of
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from tui.domain.diagnosis import Diagnosis, Fix, FixChecker
 from tui.domain.flags import ServeFlags
 from tui.domain.humanint import format_human_bytes
+from tui.server.diagnose.common import spec_by_name, without_flag
 from tui.server.diagnose.reading import LogView
 
 _MEMORY_KINDS: Final = frozenset(
@@ -73,6 +75,27 @@ def overrides_first(diagnosis: Diagnosis, log: LogView) -> list[Fix]:
             )
         fixes.append(fix)
     return fixes
+
+
+def pass_through_removed(log: LogView, fixes: list[Fix]) -> list[Fix]:
+    """A fix that sets a flag also takes it out of the pass-through args.
+
+    ``extra_args`` follow the form's flags on the command line and vLLM keeps the last
+    value: a ``--dtype bf16`` left there would beat the fix's ``dtype``.
+    """
+    if log.flags is None or not log.flags.extra_args:
+        return fixes
+    out: list[Fix] = []
+    for fix in fixes:
+        extra = tuple(fix.set.get("extra_args", log.flags.extra_args))
+        for name in fix.set:
+            spec = spec_by_name(name)
+            if spec is not None:
+                extra = without_flag(extra, spec)
+        if extra != tuple(fix.set.get("extra_args", log.flags.extra_args)):
+            fix = fix.model_copy(update={"set": {**fix.set, "extra_args": extra}})
+        out.append(fix)
+    return out
 
 
 def _rejected(diagnosis: Diagnosis) -> dict[str, Any]:
@@ -171,7 +194,8 @@ def _first_line(exc: BaseException) -> str:
 
 def finish(diagnosis: Diagnosis, log: LogView, check: FixChecker | None) -> Diagnosis:
     """The diagnosis with its fixes held to the three rules."""
-    fixes = drop_what_failed(diagnosis, log, overrides_first(diagnosis, log))
+    fixes = pass_through_removed(log, overrides_first(diagnosis, log))
+    fixes = drop_what_failed(diagnosis, log, fixes)
     offered, withheld = check_fixes(fixes, log.flags, check)
     facts = dict(diagnosis.facts)
     if withheld:
