@@ -46,13 +46,14 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     quant.unknown_quantization,
     config.tp_not_divisible,
     parallel.world_size_exceeds_gpus,
-    config.invalid_flag_value,  # generic pydantic blocks, after the specific texts they may carry
-    port_in_use,
-    # The model and its files (API server, before the engine).
+    # The model and its files (API server, before the engine; 0.32 raises some of them inside
+    # a pydantic ModelConfig block, so before the generic one).
     access.model_access,
     access.remote_code,
     access.tokenizer_error,
     access.unsupported_model,
+    config.invalid_flag_value,  # generic pydantic blocks, after the specific texts they may carry
+    port_in_use,
     # The platform: drivers, devices, what the GPU can run.
     platform.cuda_driver,
     platform.unsupported_gpu,  # before the dtype: bfloat16 on a GPU vLLM cannot use at all

@@ -282,14 +282,14 @@ def _range_fix(log: LogView, chosen: list[PydanticError]) -> list[Fix]:
 def invalid_flag_value(log: LogView) -> Diagnosis | None:
     """The first pydantic block with errors: the flag the operator set is the root cause."""
     for config, errors, evidence in pydantic_blocks(log):
-        if not errors:
-            continue
         fielded = [e for e in errors if e.field]
+        if not fielded:
+            continue  # a model-level "Value error, ..." names no flag: not a flag's value
         # The root cause is the flag the operator set: vLLM derives others from it (setting
         # max_num_seqs 0 also makes the derived max_num_batched_tokens 0, capture fail_b3).
         explicit = [e for e in fielded if e.field and log.explicit(e.field)]
         chosen = explicit or fielded
-        root = chosen[0] if chosen else errors[0]
+        root = chosen[0]
         facts: dict[str, Any] = {
             "config": config,
             "flag": root.field,

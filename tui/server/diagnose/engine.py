@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis
 from tui.server.diagnose.common import make
+from tui.server.diagnose.config import pydantic_blocks
 from tui.server.diagnose.reading import LogView, tolerant
 
 CPU_ATTENTION_HEAD_SIZES: Final = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
@@ -129,6 +130,11 @@ def root_exception(log: LogView) -> tuple[str, str] | None:
         m = _EXCEPTION.match(message.strip())
         if m and not _is_wrapper(log, i, message, starts) and "Errno 24" not in message:
             text = f"{m.group('type')}: {m.group('msg')}"
+            if "validation error" in message:  # say what the pydantic block says
+                for _, errors, _ in pydantic_blocks(log):
+                    if errors:
+                        text = f"{m.group('type')}: {errors[0].message}"
+                        break
             return (text if len(text) <= 500 else text[:499] + "…"), log.logical_raw[i]
     found = next(log.find_line(_WORKER_FAILED, "Worker failed with error"), None)
     if found:
