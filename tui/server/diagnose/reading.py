@@ -8,14 +8,17 @@ continuation lines, trim timestamps, and leave colour codes and invisible charac
 :class:`LogView` undoes what it can, without guessing at the failure:
 
 - every physical line is cleaned (colour codes, control and zero-width characters, quote
-  marks, container and timestamp prefixes) and split into vLLM's prefix and its message;
+  marks, container, CI, journald and timestamp prefixes, torchrun's ``[rank0]:``) and split
+  into vLLM's prefix and its message; a line that holds several records (a paste that lost
+  its line breaks) is split at each ``(Process pid=N)`` prefix;
 - detection searches one *flat* text: the messages joined with nothing between them, with
   the patterns compiled by :func:`tolerant` so that every space in a pattern matches any
-  run of whitespace, none included. A message broken anywhere (mid-word, at a kept or a
-  dropped space, with or without a repeated prefix) reads the same as the unbroken one;
+  run of whitespace, none included, and case is ignored. A message broken anywhere
+  (mid-word, at a kept or a dropped space, with or without a repeated prefix) reads the
+  same as the unbroken one; numbers are read there;
 - *logical lines* rejoin the physical lines that look wrapped (see :func:`_continues`), for
-  what needs a message's end: the arguments argparse rejects, an exception's text, pydantic
-  blocks, the evidence shown to the operator.
+  free text: the arguments argparse rejects, names, an exception's text, the evidence shown
+  to the operator (:meth:`LogView.refine` re-reads a flat match there).
 
 Inputs are bounded: text above :data:`MAX_CHARS` keeps its head and tail (the banner and
 ``non-default args`` come first, the failure last) and says how much was left out.
