@@ -24,7 +24,7 @@ def test_every_failure_capture_is_covered_here() -> None:
         "fail_b2_gpu_mem_util_1_5.log", "fail_b3_max_num_seqs_0.log",
         "fail_b4_unknown_flag.log", "fail_c1_maxlen_above_maxpos.log",
         "fail_d_port_in_use.log", "try_headdim16_kv1.log", "fail_e1_model_not_found.log",
-        "fail_e2_tp3.log", "fail_e3_trust_remote_code.log",
+        "fail_e2_tp3.log", "fail_e3_trust_remote_code.log", "fail_e4_tokenizer.log",
     }  # fmt: skip
     present = {p.name for p in CAPTURES.glob("fail_*.log")} | {"try_headdim16_kv1.log"}
     assert present == tested
@@ -224,6 +224,13 @@ def test_e3_custom_code_inside_a_pydantic_block() -> None:
     d = diagnose(_log("fail_e3_trust_remote_code.log"), flags=flags, exit_code=1)
     assert d.kind == "trust_remote_code_required"
     assert d.fixes[0].set == {"extra_args": ("--seed", "1", "--trust-remote-code")}
+
+
+def test_e4_a_tokenizer_that_cannot_be_built() -> None:
+    d = diagnose(_log("fail_e4_tokenizer.log"), exit_code=1)
+    assert d.kind == "tokenizer_error"
+    assert "sentencepiece" in d.summary
+    assert d.fixes == []
 
 
 @pytest.mark.parametrize("name", ["startup_eager_kv64M.log", "startup_pressure.log"])

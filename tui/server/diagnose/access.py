@@ -186,8 +186,11 @@ def tokenizer_error(log: LogView) -> Diagnosis | None:
     fixes: list[Fix] = []
     if contains(text, "untagged enum"):
         advice = "the tokenizer was saved by a newer `tokenizers`: upgrade transformers/tokenizers"
-    elif contains(text, "SentencePiece"):
-        advice = "install sentencepiece in vLLM's environment"
+    elif contains(text, "SentencePiece") or contains(text, "backend tokenizer"):
+        advice = (
+            "no tokenizer.json to read and no way to convert the slow one: install sentencepiece "
+            "(or tiktoken) in vLLM's environment, or restore the model's tokenizer.json"
+        )
     else:
         advice = "a custom tokenizer needs --trust-remote-code, or a newer transformers"
         fixes = _trust_fix(log)
