@@ -232,3 +232,19 @@ def test_a_fix_for_a_flag_also_takes_it_out_of_the_pass_through_args() -> None:
     assert d.fixes[0].set == {"dtype": "bfloat16", "extra_args": ("--seed", "3")}
     argv = flags.replace(**d.fixes[0].set).to_argv()
     assert "bf16" not in argv and argv[argv.index("--dtype") + 1] == "bfloat16"
+
+
+def test_an_override_the_detector_already_corrects_is_not_removed_instead() -> None:
+    # kv_cache_memory_bytes 0 on the CPU backend: the detector sets a working size (1G);
+    # "remove it" would fall back to the utilization sizing, which may not fit the node.
+    text = (
+        "(Worker pid=1) INFO 11-21 05:41:06 [cpu_worker.py:260] Explicitly set (0.0/8.34) GiB "
+        "for KV cache on node 0.\n"
+        "(EngineCore pid=2) ERROR 11-21 05:41:06 [core.py:1510] ValueError: No available memory "
+        "for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
+        "engine.\n"
+    )
+    d = diagnose(text, flags=ServeFlags(model="m", kv_cache_memory_bytes=0), exit_code=1)
+    assert d.kind == "no_kv_cache_memory"
+    assert d.fixes[0].set == {"kv_cache_memory_bytes": 2**30}
+    assert {"kv_cache_memory_bytes": None} not in [f.set for f in d.fixes]

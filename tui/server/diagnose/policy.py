@@ -65,7 +65,13 @@ def overrides_first(diagnosis: Diagnosis, log: LogView) -> list[Fix]:
         return list(diagnosis.fixes)
     fixes: list[Fix] = []
     if diagnosis.kind in _MEMORY_KINDS:
-        fixes += [_remove_override_fix(name, value) for name, value in overrides.items()]
+        # Unless the detector already corrects the override (a better value than none).
+        corrected = {name for fix in diagnosis.fixes for name in fix.set}
+        fixes += [
+            _remove_override_fix(name, value)
+            for name, value in overrides.items()
+            if name not in corrected
+        ]
     for fix in diagnosis.fixes:
         if "gpu_memory_utilization" in fix.set and not any(n in fix.set for n in overrides):
             removed = ", ".join(overrides)
