@@ -88,6 +88,7 @@ class PhysicalLine:
     headed: bool
     width: int
     level: str | None = None
+    source: str | None = None  # the header's file, e.g. "cpu_worker.py"
 
 
 def clean_line(line: str) -> PhysicalLine:
@@ -113,12 +114,19 @@ def clean_line(line: str) -> PhysicalLine:
             break
         rest = rest[m.end() :]
     header = _HEADER.match(rest) or _HEADER_NO_SOURCE.match(rest)
-    level = None
+    level = source = None
     if header is not None:
         rest = rest[header.end() :]
         level = header.group("level")
+        where = header.groupdict().get("src") or header.groupdict().get("old")
+        source = where.rsplit(":", 1)[0].rsplit("/", 1)[-1] if where else None
     return PhysicalLine(
-        raw=text.strip(), message=rest, headed=header is not None, width=width, level=level
+        raw=text.strip(),
+        message=rest,
+        headed=header is not None,
+        width=width,
+        level=level,
+        source=source,
     )
 
 
@@ -391,9 +399,10 @@ class LogView:
     @cached_property
     def device(self) -> str:
         """``cpu`` or ``gpu`` by the backend the log shows, ``unknown`` when it shows neither."""
-        if _CPU_MARKERS.search(self.flat):
+        sources = {line.source for line in self.physical if line.source}
+        if sources & _CPU_SOURCES or _CPU_MARKERS.search(self.flat):
             return "cpu"
-        if _GPU_MARKERS.search(self.flat):
+        if sources & _GPU_SOURCES or _GPU_MARKERS.search(self.flat):
             return "gpu"
         return "unknown"
 
@@ -421,12 +430,15 @@ class LogView:
         return bool(logged != _NAMESPACE_DEFAULTS.get(name, _DEFAULTS.get(name)))
 
 
+# The files whose records only one backend logs (headers), then texts only one backend prints.
+# gpu_model_runner.py is no GPU marker: the CPU runner subclasses it (try_headdim16 capture).
+_CPU_SOURCES: Final = frozenset({"cpu_worker.py", "cpu_model_runner.py", "cpu.py"})
+_GPU_SOURCES: Final = frozenset({"gpu_worker.py"})
 _CPU_MARKERS: Final = tolerant(
     r"\[cpu_worker\.py:|\[cpu_model_runner\.py:|\[cpu\.py:\d+\]|device_config=cpu|"
     r"CPU KV cache size|CPU_ATTN|Available memory on node \d+|"
     r"desired CPU memory utilization|Unsupported CPU attention"
 )
-# gpu_model_runner.py is no GPU marker: the CPU runner subclasses it (try_headdim16 capture).
 _GPU_MARKERS: Final = tolerant(
     r"device_config=cuda|GPU KV cache size|\[gpu_worker\.py:|Free memory on device|"
     r"CUDA out of memory|torch\.cuda\.|NCCL|CUDA graphs?|not enough GPU memory|"
