@@ -28,6 +28,7 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
+from tui.server.diagnose import preflight_checker
 from tui.server.kv_estimator import KvEstimator
 from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
@@ -102,8 +103,16 @@ class DemoMode:
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
+        estimator = KvEstimator(
+            lambda: sim_gpu_device(gpu),
+            env={**env, **credentials.server_env()},
+            find_config=lambda model: find_model_config(
+                model, env=env, fallback=sim_catalog_config
+            ),
+        )
         launcher = ProcessLauncher(
             simulator_command(),
+            fix_check=preflight_checker(estimator),
             env=credentials.server_env(),
             log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
@@ -129,13 +138,7 @@ class DemoMode:
                 version=lambda: SIM_VLLM_VERSION,
                 gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
             ),
-            estimator=KvEstimator(
-                lambda: sim_gpu_device(gpu),
-                env={**env, **credentials.server_env()},
-                find_config=lambda model: find_model_config(
-                    model, env=env, fallback=sim_catalog_config
-                ),
-            ),
+            estimator=estimator,
         )
         info = SessionInfo(
             label=f"demo · simulated {gpu}",

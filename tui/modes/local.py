@@ -30,6 +30,7 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
+from tui.server.diagnose import preflight_checker
 from tui.server.introspect import (
     IntrospectError,
     introspect_vllm,
@@ -100,8 +101,12 @@ class LocalVllmMode:
             gpu = DcgmReader(options.gpu_metrics_url, local_client())
         elif nvml is not None:
             gpu = NvmlReader(nvml)
+        estimator = KvEstimator(
+            functools.partial(_device, nvml), env={**env, **credentials.server_env()}
+        )
         launcher = ProcessLauncher(
             [resolved],
+            fix_check=preflight_checker(estimator),
             env=credentials.server_env(),
             log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
@@ -115,9 +120,7 @@ class LocalVllmMode:
             runner=LoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader(),
-            estimator=KvEstimator(
-                functools.partial(_device, nvml), env={**env, **credentials.server_env()}
-            ),
+            estimator=estimator,
             cli=_cli_loader(resolved),
             release=NvmlRelease(nvml) if nvml is not None else None,
             reproducer=MachineReproducer(

@@ -41,6 +41,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from tui.domain.diagnosis import FixChecker
 from tui.domain.flags import ServeFlags
 from tui.server.backend import EventSink
 from tui.server.launched import LaunchedServer, LaunchSettings
@@ -90,6 +91,7 @@ class ProcessLauncher:
         poll_interval_s: float = 0.25,
         default_host: str | None = DEFAULT_HOST,
         max_log_lines: int = DEFAULT_MAX_LINES,
+        fix_check: FixChecker | None = None,
     ) -> None:
         if isinstance(command, str) or not command:
             raise ValueError("command must be a non-empty argv list, e.g. ['vllm']")
@@ -103,6 +105,7 @@ class ProcessLauncher:
             grace_s=grace_s,
             poll_interval_s=poll_interval_s,
             max_log_lines=max_log_lines,
+            fix_check=fix_check,
         )
         self.default_host = default_host
         self._own_prober = prober is None
