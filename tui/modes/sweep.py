@@ -32,6 +32,7 @@ from tui.modes.demo import (
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import MetricsReader, NvmlReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
+from tui.server.diagnose import preflight_checker
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
@@ -39,8 +40,8 @@ from tui.server.kv_estimator import (
     gpu_device_from_sample,
     is_cpu_build,
 )
+from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import find_model_config
-from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
@@ -137,9 +138,14 @@ class SweepMode:
         credentials, store_path = self._common(data_dir, index, demo=True)
         gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_SIM_GPU
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
+        estimator = KvEstimator(
+            lambda: sim_gpu_device(gpu), env={**self.env, **env},
+            find_config=lambda m: find_model_config(m, env=self.env, fallback=sim_catalog_config),
+        )  # fmt: skip
         launcher = ProcessLauncher(
             simulator_command(), env=env, log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
+            fix_check=preflight_checker(estimator),
         )  # fmt: skip
         per_trial = gpus_per_trial(self.spec)
         args = [
@@ -150,10 +156,6 @@ class SweepMode:
             "--sim-gpus",
             str(per_trial),
         ]
-        estimator = KvEstimator(
-            lambda: sim_gpu_device(gpu), env={**self.env, **env},
-            find_config=lambda m: find_model_config(m, env=self.env, fallback=sim_catalog_config),
-        )  # fmt: skip
         name = f"sim{index}"
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
                           estimator, launch_args=args, gpu_absent=True, demo=True)  # fmt: skip
@@ -171,12 +173,13 @@ class SweepMode:
         env = {**credentials.server_env(), **DEV_MODE_ENV}
         if group is not None:
             env["CUDA_VISIBLE_DEVICES"] = group
+        first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
+        estimator = KvEstimator(_device_reader(nvml, first), env={**self.env, **env})
         launcher = ProcessLauncher(
             [vllm], env=env, log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
+            fix_check=preflight_checker(estimator),
         )  # fmt: skip
-        first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
-        estimator = KvEstimator(_device_reader(nvml, first), env={**self.env, **env})
         name = f"gpu{group}" if group is not None else "cpu"
         reader = NvmlReader(nvml) if nvml is not None and index == 0 else None
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
@@ -199,7 +202,8 @@ class SweepMode:
         executable: str | None = None,
         demo: bool = False,
     ) -> LaneParts:
-        store, history = open_history(store_path)
+        said: list[str] = []
+        store, history = open_history(store_path, said)
         kind = "demo" if demo else "vllm"
         keeper = ServerStateKeeper(
             ServerStateFile(data_dir / f"sweep-{kind}-lane{index}.json"), mode=kind
@@ -219,6 +223,7 @@ class SweepMode:
             executable=executable or " ".join(simulator_command()),
             port=flags.port or free_port(),
             protected_runs=_watched(data_dir, demo),
+            notices=said,
         )
         return LaneParts(name, info, services, estimator)
 
