@@ -12,14 +12,17 @@ model as ``vtc-sim serve``, no sockets, no sleeping), each search under several 
 - ``h100-long``: an H100 80 GB with 4096-token prompts sharing a 1024-token prefix.
 
 The grid starts every combination the flag rules allow (as ``vllm bench sweep serve``
-would); the search prunes with the pre-flight estimate and runs TPE with halving. Per
+would) and finds each one's SLO-bounded rate by bisection (the brute-force reference); the
+search prunes with the pre-flight estimate and runs TPE with halving. Per
 (scenario, seed): search's starts / grid's starts, the gap of search's best (its worst
 confirmation seed) to the grid's best feasible objective, search's failed starts. It ends
 with ONE line of medians over all (scenario, seed) pairs::
 
     sweep efficiency: starts ratio R, gap G%, failed starts F
 
-Goal: R <= 1/3, G <= 2%, F <= 1. Runtime here: ~6 minutes (``--quick``: ~2).
+Goal: R <= 1/3, G <= 2%, F <= 1. The named peer, auto_tune.sh (``auto_tune`` on the same
+scenario: its two lists after its utilization probe), is measured in the same run; the line
+before the last gives search's starts over its starts and search's best over its best.
 """
 
 from __future__ import annotations
@@ -63,6 +66,38 @@ class Case:
             data["parameters"] = self.quick_parameters
         data["strategy"] = strategy
         data["search"] = {**data.get("search", {}), "seed": seed}
+        # The brute-force reference: every combination, each at its SLO-bounded rate (found
+        # by bisection, as the search finds it), so both report the same kind of number.
+        data["grid"] = {**data.get("grid", {}), "rate_search": "bisect"}
+        return SweepSpec.model_validate(data)
+
+    def build_auto_tune(self, quick: bool) -> SweepSpec:
+        """auto_tune.sh on the same scenario: its two lists, its utilization probe.
+
+        The script tunes only max_num_seqs x max_num_batched_tokens (after probing the
+        utilization: the scenario's list, highest first, else 0.98..0.90); every other knob
+        is fixed as its operator would fix it: MAX_MODEL_LEN the smallest listed, prefix
+        caching on (the script passes --enable-prefix-caching), anything else its first
+        listed value. Its runs use the scenario's workload size (not 1000/100 prompts) so
+        the objectives compare like for like.
+        """
+        data = dict(self.spec)
+        params = dict(self.quick_parameters if quick else self.spec["parameters"])
+        flags = dict(data["base"].get("flags", {}))
+        for name, values in params.items():
+            if name in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+                continue
+            flags[name] = min(values) if name == "max_model_len" else values[0]
+        flags["enable_prefix_caching"] = True
+        data["base"] = {**data["base"], "flags": flags}
+        tuned = {k: params[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
+        if "gpu_memory_utilization" in params:
+            tuned["gpu_memory_utilization"] = sorted(params["gpu_memory_utilization"],
+                                                     reverse=True)  # fmt: skip
+        data["parameters"] = tuned
+        data["strategy"] = "auto_tune"
+        prompts = data["workload"].get("num_prompts", 200)
+        data["auto_tune"] = {"first_prompts": prompts, "descent_prompts": prompts}
         return SweepSpec.model_validate(data)
 
 
@@ -87,6 +122,7 @@ CASES = (
         },
         {
             "gpu_memory_utilization": [0.9, 0.92, 0.94],
+            "max_model_len": [512],
             "max_num_seqs": [32, 64, 128, 256],
             "max_num_batched_tokens": [512, 1024, 2048],
             "kv_cache_dtype": ["auto", "fp8"],
@@ -161,7 +197,9 @@ def estimator(gpu: str) -> KvEstimator:
 
 async def run(case: Case, strategy: str, seed: int, quick: bool, cache: Cache) -> Result:
     """One sweep of ``case`` on the virtual clock."""
-    spec = case.build(strategy, seed, quick)
+    spec = case.build_auto_tune(quick) if strategy == "auto_tune" else case.build(
+        strategy, seed, quick
+    )
     lane = WhatIfLane(["--sim-gpu", case.gpu], cache=cache)
     pruner = Pruner(estimator(case.gpu)) if strategy == "search" else None
     t0 = time.perf_counter()
@@ -172,10 +210,12 @@ async def run(case: Case, strategy: str, seed: int, quick: bool, cache: Cache) -
 
 
 async def main_async(quick: bool, seeds: int) -> int:
-    """Every case: the grid once, the search per seed; the medians line at the end."""
+    """Every case: auto_tune.sh and the grid once, the search per seed; medians at the end."""
     ratios: list[float] = []
     gaps: list[float] = []
     failed: list[int] = []
+    peer_ratios: list[float] = []
+    peer_gains: list[float] = []
     print(
         f"{'scenario':16} {'seed':>4} {'grid starts':>11} {'search starts':>13} "
         f"{'ratio':>6} {'grid best':>10} {'search best':>11} {'gap %':>6} {'failed':>6}"
@@ -183,6 +223,10 @@ async def main_async(quick: bool, seeds: int) -> int:
     for case in CASES:
         cache: Cache = {}
         grid = await run(case, "grid", 0, quick, cache)
+        peer = await run(case, "auto_tune", 0, quick, cache)
+        peer_best = f"{peer.best:.1f}" if peer.best is not None else "none met the SLOs"
+        print(f"{case.name:16} auto_tune.sh: {peer.starts} starts ({peer.failed} failed), "
+              f"best {peer_best}")  # fmt: skip
         if grid.best is None:
             print(f"{case.name}: no grid configuration met the SLOs; scenario skipped")
             continue
@@ -193,6 +237,9 @@ async def main_async(quick: bool, seeds: int) -> int:
             ratios.append(ratio)
             gaps.append(gap)
             failed.append(search.failed)
+            peer_ratios.append(search.starts / peer.starts)
+            if peer.best is not None:
+                peer_gains.append(100.0 * ((search.best or 0.0) - peer.best) / peer.best)
             print(f"{case.name:16} {seed:>4} {grid.starts:>11} {search.starts:>13} "
                   f"{ratio:>6.3f} {grid.best:>10.1f} {search.best or 0:>11.1f} {gap:>6.2f} "
                   f"{search.failed:>6}")  # fmt: skip
@@ -201,6 +248,9 @@ async def main_async(quick: bool, seeds: int) -> int:
         print("sweep efficiency: no scenario had a feasible grid best")
         return 1
     r, g, f = statistics.median(ratios), statistics.median(gaps), statistics.median(failed)
+    gain = f"{statistics.median(peer_gains):+.1f}%" if peer_gains else "n/a (auto_tune.sh met none)"
+    print(f"vs auto_tune.sh (same scenarios, same run): starts ratio "
+          f"{statistics.median(peer_ratios):.3f}, best objective {gain}")  # fmt: skip
     print(f"sweep efficiency: starts ratio {r:.3f}, gap {g:.2f}%, failed starts {f:g}")
     return 0
 

@@ -74,6 +74,7 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     runs.add_argument("--sort", metavar="COLUMN", help="e.g. out tok/s, max_num_seqs, state")
     runs.add_argument("--desc", action="store_true", help="sort descending")
     runs.add_argument("--show", choices=[s.value for s in StateFilter], default="all")
+    runs.add_argument("--sweep", metavar="ID", help="only the trials of this sweep (id prefix)")
     runs.add_argument(
         "--where", action="append", default=[], metavar="FLAG=VALUE",
         help="only runs with this effective flag value (repeatable)",
@@ -147,7 +148,11 @@ def _runs(args: argparse.Namespace) -> int:
         board = _board(runs, args)
         print(before_after_markdown(board.before_after(*args.compare)), end="")
         return 0
-    row_filter = RowFilter(StateFilter(args.show), tuple(parse_flag_match(w) for w in args.where))
+    row_filter = RowFilter(
+        StateFilter(args.show),
+        tuple(parse_flag_match(w) for w in args.where),
+        sweep=getattr(args, "sweep", None),
+    )
     board = _board(runs, args, row_filter=row_filter)
     if args.format == "json":
         print(json.dumps(board_json(board), indent=2))

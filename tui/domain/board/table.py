@@ -33,6 +33,7 @@ class ColumnKind(StrEnum):
 
     LABEL = "label"
     STATE = "state"
+    SWEEP = "sweep"  # which sweep and trial a run belongs to (shown when any run has one)
     FLAG = "flag"
     WORKLOAD = "workload"
     METRIC = "metric"
@@ -154,9 +155,15 @@ class RowFilter:
 
     state: StateFilter = StateFilter.ALL
     flags: tuple[FlagMatch, ...] = ()
+    sweep: str | None = None
+    """Only the trials of the sweep whose id starts with this."""
 
     def accepts(self, run: RunRecord) -> bool:
         """Whether ``run`` passes the filter."""
+        if self.sweep is not None and (
+            run.sweep is None or not run.sweep.sweep_id.startswith(self.sweep)
+        ):
+            return False
         if self.state is StateFilter.SERVED and not run.served:
             return False
         if self.state is StateFilter.FAILED and run.status is not RunStatus.FAILED:
@@ -203,6 +210,11 @@ def state_text(run: RunRecord) -> str:
     return f"{word}: {run.diagnosis.kind}" if run.diagnosis is not None else word
 
 
+def sweep_text(run: RunRecord) -> str:
+    """``<sweep id> t<trial>`` for a sweep's trial, empty for a hand run."""
+    return f"{run.sweep.sweep_id} t{run.sweep.trial}" if run.sweep is not None else ""
+
+
 def build_table(
     runs: Sequence[RunRecord],
     *,
@@ -225,6 +237,8 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
     listed = baseline is None or any(same_run(r, baseline) for r in runs)
     everyone = runs if listed or baseline is None else [*runs, baseline]
     columns = [Column("label", "run", ColumnKind.LABEL), Column("state", "state", ColumnKind.STATE)]
+    if any(r.sweep is not None for r in everyone):
+        columns.append(Column("sweep", "sweep", ColumnKind.SWEEP))
     columns += [
         Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in differing_flags(everyone)
     ]
@@ -280,6 +294,8 @@ def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Gr
         return Cell(run_label(run), run.id if run.id is not None else run_label(run))
     if column.kind is ColumnKind.STATE:
         return Cell(state_text(run), state_text(run))
+    if column.kind is ColumnKind.SWEEP:
+        return Cell(sweep_text(run), sweep_text(run))
     if column.kind is ColumnKind.FLAG:
         value = flag_value(run, column.name)
         differs = baseline is not None and flag_value(baseline, column.name) != value
