@@ -524,7 +524,7 @@ class Session:
         finally:
             self._loading = False
             self._runner = None
-        cancelled = bool((result.model_extra or {}).get("cancelled"))
+        cancelled = result.cancelled
         current = self.current
         if not (cancelled and current is not None and current.bench is not None):
             # A cancelled run's partial numbers never replace a completed result on the card.

@@ -136,8 +136,7 @@ async def test_console_session_runs_the_loop_and_closes_clean(
         took = time.monotonic() - t0
         assert took < session.launch.grace_s, f"close took {took:.1f} s: SIGKILL was needed"
         partial = await asyncio.wait_for(load, timeout=10)
-        assert partial is not None and partial.model_extra is not None
-        assert partial.model_extra["cancelled"] is True
+        assert partial is not None and partial.cancelled is True
         exited = [e for e in events if isinstance(e, Exited)]
         assert len(exited) == 1 and exited[0].requested and exited[0].exit_code == 0
         assert not [e for e in events if isinstance(e, Failed)]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.domain.errors import VtcError
 from tui.domain.workload import LoadSpec
 from tui.load.prompts import PromptRequest, Tokenizer
 
@@ -39,7 +40,7 @@ DEFAULT_CUSTOM_OUTPUT_LEN = 256
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 
 
-class DatasetError(ValueError):
+class DatasetError(VtcError, ValueError):
     """A dataset file that cannot be used, with a message saying why."""
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,19 +50,6 @@ def client_is_bottleneck(
     if itl_p50_ms is None or itl_p50_ms <= 0:
         return True  # late by more than the floor with nothing to compare against
     return mean_lag_ms >= LAG_FRACTION_OF_ITL * itl_p50_ms
-
-
-@dataclass(frozen=True)
-class LiveProgress(LoadProgress):
-    """:class:`LoadProgress` plus what tells a client-bound run from a server-bound one.
-
-    ``loop_lag_ms`` (inherited) is the worst lag of the interval; ``loop_lag_mean_ms`` its
-    mean; ``client_cpu_pct`` the client process's CPU over the interval (100 = one core).
-    """
-
-    loop_lag_mean_ms: float | None = None
-    client_cpu_pct: float | None = None
-    client_bound: bool = False
 
 
 def _thin(values: list[float], cap: int) -> list[float]:
@@ -136,7 +122,7 @@ class LiveStats:
         max_lag_s: float | None = None,
         mean_lag_s: float | None = None,
         cpu_s: float | None = None,
-    ) -> LiveProgress:
+    ) -> LoadProgress:
         """Harvest what is new and return the progress at ``now`` (``perf_counter``).
 
         ``cpu_s`` is the client's ``time.process_time()``: the CPU share is taken between
@@ -164,7 +150,7 @@ class LiveStats:
         ttft_p50, ttft_p99 = _p50_p99([v for _, b, _ in self._buckets for v in b])
         itl_p50, itl_p99 = _p50_p99([v for _, _, b in self._buckets for v in b])
         mean_lag_ms = None if mean_lag_s is None else mean_lag_s * 1000.0
-        return LiveProgress(
+        return LoadProgress(
             elapsed=elapsed,
             done=self.done,
             failed=self.failed,

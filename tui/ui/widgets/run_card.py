@@ -140,14 +140,13 @@ def _metric_line(metric: CardMetric, bench: BenchResult, context: CardContext) -
 
 def _load_caveats(bench: BenchResult) -> list[Content]:
     """Warnings that change how a result reads: failures, server aborts, a cancelled run."""
-    extra = bench.model_extra or {}
     out = []
     if bench.failed:
         out.append(Content.styled(f"{bench.failed} requests failed", "$error"))
-    aborted = extra.get("aborted_by_server") or 0
-    if aborted:
-        out.append(Content.styled(f"{aborted} streams aborted by the server", "$warning"))
-    if extra.get("cancelled"):
+    if bench.aborted_by_server:
+        text = f"{bench.aborted_by_server} streams aborted by the server"
+        out.append(Content.styled(text, "$warning"))
+    if bench.cancelled:
         out.append(Content.styled("cancelled: partial numbers", "$warning"))
     return out
 
