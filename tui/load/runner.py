@@ -68,12 +68,15 @@ class _Run:
         on_progress: ProgressCallback | None,
         interval_s: float,
         tick_s: float,
+        refreeze: bool,
     ) -> None:
         self.spec = spec
         self.client = client
         self.ledger = Ledger(0 if spec.timed else len(prompts), window_s)
         self.dispatcher = Dispatcher(spec, prompts, self.send)
-        self.ticker = Ticker(self.ledger.live, on_progress, interval_s=interval_s, tick_s=tick_s)
+        self.ticker = Ticker(
+            self.ledger.live, on_progress, interval_s=interval_s, tick_s=tick_s, refreeze=refreeze
+        )
         self.cancelled = False
         self._main: asyncio.Task[None] | None = None
         self._aux: list[asyncio.Task[None]] = []
@@ -151,8 +154,9 @@ class LoadRunner:
     to ``$OPENAI_API_KEY``. ``percentiles``, ``percentile_metrics`` and ``goodput`` (SLOs
     in ms, e.g. ``{"ttft": 200}``) shape the statistics as bench serve's flags do.
     ``collect_text`` keeps every response's text (bench serve's ``generated_texts``).
-    ``freeze_gc`` freezes the garbage collector's heap before the run, as bench serve does
-    (for processes that exist to run one load).
+    ``freeze_gc`` freezes the garbage collector's heap before the run, as bench serve does,
+    and again every lag tick during it (for processes that exist to run one load; see
+    :class:`~tui.load.account.Ticker`).
 
     After a run, :attr:`last_records` holds the sent requests' measurements in dispatch
     order and :attr:`last_prompts` their prompts (for bench serve's per-request fields).
@@ -308,6 +312,7 @@ class LoadRunner:
                     on_progress=on_progress,
                     interval_s=self._progress_interval_s,
                     tick_s=self._lag_tick_s,
+                    refreeze=self._freeze_gc,
                 )
                 start, end, cpu_s = await run.execute()
             finally:
