@@ -82,7 +82,8 @@ def tokens_of(data: dict[str, Any]) -> list[tuple[float, list[tuple[float, float
             [[0.0], np.cumsum(data["itls"][i])]
         )
         if len(writes) == len(stamps) and arrival:
-            out.append((float(arrival[0]) - data["start_times"][i], list(zip(stamps, writes, strict=True))))
+            pairs = list(zip(stamps, writes, strict=True))
+            out.append((float(arrival[0]) - data["start_times"][i], pairs))
     return out
 
 
