@@ -78,8 +78,10 @@ def tokens_of(data: dict[str, Any]) -> list[tuple[float, list[tuple[float, float
             continue
         writes = [float(w) for w in WRITE.findall(text)]
         arrival = ARRIVAL.findall(text)
-        stamps = data["start_times"][i] + data["ttfts"][i] + np.concatenate(
-            [[0.0], np.cumsum(data["itls"][i])]
+        stamps = (
+            data["start_times"][i]
+            + data["ttfts"][i]
+            + np.concatenate([[0.0], np.cumsum(data["itls"][i])])
         )
         if len(writes) == len(stamps) and arrival:
             pairs = list(zip(stamps, writes, strict=True))
