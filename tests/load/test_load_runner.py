@@ -10,9 +10,10 @@ import pytest
 from fakes.load import FakeVllm
 
 from tui.domain.workload import LoadProgress, LoadSpec
-from tui.load.client import TransportKind
+from tui.load.client import PreparedRequest, TransportKind
 from tui.load.prompts import PromptRequest
 from tui.load.runner import CANCELLED_ERROR, LoadRunner
+from tui.load.wire import BodyEnd, BodyFeed, Response
 
 TRANSPORTS: list[TransportKind] = ["native", "aiohttp"]
 
@@ -325,3 +326,45 @@ async def test_progress_carries_the_clients_own_health(fake_vllm: FakeVllm) -> N
     assert any(p.loop_lag_mean_ms is not None for p in seen)
     assert result.client_cpu_s >= 0 and result.client_max_loop_lag_ms >= 0
     assert result.client_bound_s >= 0
+
+
+class SurfacingTransport:
+    """A transport whose streams, when cut, fail with the transport's own error.
+
+    aiohttp can surface a connection closed under a cancel as ``ServerDisconnectedError``
+    rather than the cancel itself; the result must still say "cancelled".
+    """
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.streaming = asyncio.Event()
+        self.cut = asyncio.Event()
+
+    async def post(self, request: PreparedRequest, feed: BodyFeed, end: BodyEnd) -> Response:
+        self.open += 1
+        if self.open == 2:
+            self.streaming.set()
+        try:
+            await self.cut.wait()
+        except asyncio.CancelledError:
+            raise ConnectionError("Server disconnected") from None
+        raise AssertionError("never reached")
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_cancelled_stream_is_cancelled_whatever_error_the_transport_surfaces() -> None:
+    transport = SurfacingTransport()
+    runner = LoadRunner(transport=lambda n, t: transport)
+    run = asyncio.create_task(
+        runner.run(spec(num_prompts=6, max_concurrency=2), base_url="http://h:1", model="m")
+    )
+    await transport.streaming.wait()
+    partial = await runner.cancel()
+    assert partial is not None and partial.cancelled
+    # The two open streams were cut by the cancel: "cancelled", not the transport's error;
+    # the four never sent are left out; nothing is lost between the three.
+    assert partial.errors == [CANCELLED_ERROR] * 2
+    assert (partial.completed, partial.failed, partial.not_sent) == (0, 2, 4)
+    assert await run == partial

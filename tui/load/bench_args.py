@@ -16,17 +16,17 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tui.domain.errors import VtcError
 from tui.domain.workload import LoadSpec, WorkloadField, workload_fields
 from tui.load.client import TRANSPORT_KINDS
 from tui.load.datasets import DEFAULT_CUSTOM_OUTPUT_LEN, shared_prefix_spec
+from tui.load.errors import LoadError
 
 DATASETS = ("random", "shared-prefix", "custom", "sharegpt")
 BACKENDS = ("openai", "vllm", "openai-chat")
 GENERATED = ("random", "shared-prefix")  # bench serve forces ignore_eos for these
 
 
-class BenchError(VtcError):
+class BenchError(LoadError):
     """A ``vtc bench`` run that cannot start, with the line to print."""
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import math
 
-from tui.domain.errors import VtcError
 from tui.domain.workload import LoadSpec
+from tui.load.errors import LoadError
 
 #: Most memory a workload may need on the client (estimate, see :func:`workload_bytes`).
 MEMORY_BUDGET_BYTES = 2 * 1024**3
@@ -29,7 +29,7 @@ OUTPUT_BYTES_PER_TOKEN = 64
 TEXT_BYTES_PER_TOKEN = 16
 
 
-class WorkloadTooLarge(VtcError):
+class WorkloadTooLarge(LoadError):
     """A workload the server or the client's memory cannot take."""
 
 

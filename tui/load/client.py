@@ -41,6 +41,7 @@ import aiohttp
 
 from tui.domain.workload import Endpoint
 from tui.load.account import NO_VALID_CHUNK, StreamRecorder
+from tui.load.errors import LoadError
 from tui.load.prompts import PromptRequest
 from tui.load.stats import RequestRecord
 from tui.load.wire import (
@@ -239,7 +240,7 @@ def api_url(base_url: str, endpoint: Endpoint) -> str:
     """``base_url`` (with or without a trailing ``/v1``) plus the endpoint path."""
     base = base_url.strip().rstrip("/")
     if not base.startswith(("http://", "https://")):
-        raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+        raise LoadError(f"base_url must start with http:// or https://, got {base_url!r}")
     HttpTarget.from_url(base)  # a host is required
     base = base.removesuffix("/v1")
     path = "/v1/completions" if endpoint == "completions" else "/v1/chat/completions"
@@ -248,7 +249,7 @@ def api_url(base_url: str, endpoint: Endpoint) -> str:
 
 def _header_value(name: str, value: str) -> str:
     if "\r" in value or "\n" in value:
-        raise ValueError(f"{name} must not contain line breaks")
+        raise LoadError(f"{name} must not contain line breaks")
     return value
 
 

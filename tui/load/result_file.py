@@ -39,8 +39,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tui.domain.errors import VtcError
 from tui.domain.results import BenchResult
+from tui.load.errors import LoadError
 from tui.load.stats import RequestRecord, actual_output_len
 
 #: The per-request lists bench serve drops without ``--save-detailed``.
@@ -55,7 +55,7 @@ DETAILED_ONLY = (
 )
 
 
-class ResultPathError(VtcError):
+class ResultPathError(LoadError):
     """The result file cannot be written where asked."""
 
 
@@ -150,7 +150,7 @@ def result_json(
     for item in metadata:
         key, sep, value = item.partition("=")
         if not sep:
-            raise VtcError("Invalid metadata format. Please use KEY=VALUE format.")
+            raise LoadError("Invalid metadata format. Please use KEY=VALUE format.")
         head[key.strip()] = value.strip()
     head.update(
         BenchServeTraffic(

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from tui.domain.workload import LoadSpec
 from tui.load.arrivals import open_ended_times, send_times
+from tui.load.errors import LoadError
 from tui.load.prompts import PromptRequest
 
 #: Sends one request: ``(key, prompt, arrival)``; ``arrival`` is when it was due.
@@ -41,7 +42,7 @@ class Dispatcher:
 
     def __init__(self, spec: LoadSpec, prompts: Sequence[PromptRequest], send: Send) -> None:
         if not prompts:
-            raise ValueError("no prompts to send")
+            raise LoadError("no prompts to send")
         self._spec = spec
         self._prompts = prompts
         self._send = send

@@ -18,7 +18,7 @@ class SseError(ValueError):
 
 
 #: The longest unfinished event held (vLLM's chunks are a few hundred bytes).
-MAX_EVENT_BYTES = 16 * 1024 * 1024
+MAX_EVENT_BYTES = 1024 * 1024
 
 #: Marks a token chunk in vLLM's compact JSON without parsing it. Inside a JSON string
 #: every quote is escaped, so these bytes can only be the top-level key with a non-empty

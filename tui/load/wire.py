@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from tui.load.errors import LoadError
+
 #: Longest stretch of accounting work between two polls of the sockets.
 SLICE_S = 0.0005
 #: Bytes of a non-200 body kept for the error text.
@@ -67,7 +69,7 @@ class HttpTarget:
         """``http(s)://host[:port]/path`` (``ValueError`` for anything else)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise LoadError(f"not an http(s) URL with a host: {url!r}")
         tls = parts.scheme == "https"
         port = parts.port or (443 if tls else 80)
         host = parts.hostname
