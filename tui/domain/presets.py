@@ -75,7 +75,5 @@ def render_preset(preset: Preset) -> str:
         doc["sim_gpu"] = preset.sim_gpu
     doc["flags"] = preset.flags.to_toml_dict()
     if preset.workload is not None:
-        doc["workload"] = {
-            k: v for k, v in preset.workload.model_dump().items() if v != float("inf")
-        }
+        doc["workload"] = preset.workload.to_toml_dict()
     return tomli_w.dumps(doc)

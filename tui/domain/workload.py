@@ -147,6 +147,20 @@ class LoadSpec(BaseModel):
         bench_flag="--num-warmups",
     )  # fmt: skip
 
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_words(cls, data: Any) -> Any:
+        """A field's ``blank`` word (``max_concurrency = "unlimited"`` in TOML) means None."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for field in workload_fields():
+            value = out.get(field.name)
+            if field.kind.startswith("optional") and isinstance(value, str):
+                if value.strip().lower() == field.blank:
+                    out[field.name] = None
+        return out
+
     @model_validator(mode="after")
     def _closed_loop_needs_slots(self) -> LoadSpec:
         if self.closed_loop and self.max_concurrency is None:
@@ -155,6 +169,18 @@ class LoadSpec(BaseModel):
                 "concurrency (it is then a closed loop)"
             )
         return self
+
+    def to_toml_dict(self) -> dict[str, Any]:
+        """The fields that differ from the defaults, as TOML can hold them.
+
+        TOML has no null: a field set to None where its default is not (an unlimited
+        ``max_concurrency``) is written as its ``blank`` word, which reads back as None.
+        """
+        out: dict[str, Any] = {}
+        blanks = {f.name: f.blank for f in workload_fields()}
+        for name, value in self.model_dump(exclude_defaults=True).items():
+            out[name] = blanks[name] if value is None else value
+        return out
 
     @property
     def timed(self) -> bool:
