@@ -145,6 +145,9 @@ def test_api_key_stays_out_of_repr(monkeypatch: pytest.MonkeyPatch) -> None:
         async def post(self, request: PreparedRequest, feed: BodyFeed, end: BodyEnd) -> Response:
             raise AssertionError("not used")
 
+        async def preconnect(self, url: str, count: int) -> None:
+            return None
+
         async def aclose(self) -> None:
             return None
 

@@ -350,6 +350,9 @@ class SurfacingTransport:
             raise ConnectionError("Server disconnected") from None
         raise AssertionError("never reached")
 
+    async def preconnect(self, url: str, count: int) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

@@ -7,8 +7,11 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
+from tui.domain.workload import LoadSpec
 from tui.load import wire
 from tui.load.client import NativeTransport, PreparedRequest
+from tui.load.prompts import PromptRequest
+from tui.load.schedule import Dispatcher
 from tui.load.wire import (
     Connection,
     Exchange,
@@ -271,3 +274,57 @@ async def test_cancelling_a_request_closes_its_connection() -> None:
         await transport.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_connections_opened_ahead_carry_the_first_requests() -> None:
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while True:
+            try:
+                await read_request(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                break
+            writer.write(HEAD_CHUNKED + chunked(SSE))
+            await writer.drain()
+        writer.close()
+
+    server, url = await serve(handler)
+    transport = NativeTransport()
+    try:
+        await transport.preconnect(url, 3)
+        request = PreparedRequest(url, b"{}", {})
+        sinks = [Sink() for _ in range(3)]
+        responses = await asyncio.gather(
+            *(transport.post(request, s.feed, s.ended.append) for s in sinks)
+        )
+        assert [r.status for r in responses] == [200] * 3
+        assert all(s.data == SSE for s in sinks)
+    finally:
+        await transport.aclose()
+        server.close()
+        await server.wait_closed()
+    assert connections == 3  # opened ahead, none during the requests
+
+
+@pytest.mark.parametrize(
+    ("changes", "needed"),
+    [
+        ({"num_prompts": 8, "max_concurrency": 4}, 4),  # all at once: the cap
+        ({"num_prompts": 3, "max_concurrency": 4}, 3),  # ... or every prompt
+        ({"num_prompts": 8, "max_concurrency": None}, 8),
+        ({"num_prompts": 100, "max_concurrency": 64, "request_rate": 2.5}, 3),  # 1 s of arrivals
+        ({"num_prompts": 8, "max_concurrency": 4, "duration_s": 5.0}, 4),  # closed loop: slots
+        ({"num_prompts": 8, "max_concurrency": None, "request_rate": 5.0, "duration_s": 5.0}, 5),
+    ],
+)
+def test_connections_needed_before_the_start(changes: dict[str, object], needed: int) -> None:
+    spec = LoadSpec(**changes)  # type: ignore[arg-type]
+    prompts = [PromptRequest(i, "p", 1, 1) for i in range(spec.num_prompts)]
+
+    async def send(key: int, prompt: PromptRequest, arrival: float) -> None:
+        return None
+
+    assert Dispatcher(spec, prompts, send).connections_needed == needed

@@ -156,9 +156,9 @@ class LoadSpec(BaseModel):
         out = dict(data)
         for field in workload_fields():
             value = out.get(field.name)
-            if field.kind.startswith("optional") and isinstance(value, str):
-                if value.strip().lower() == field.blank:
-                    out[field.name] = None
+            optional = field.kind.startswith("optional")
+            if optional and isinstance(value, str) and value.strip().lower() == field.blank:
+                out[field.name] = None
         return out
 
     @model_validator(mode="after")

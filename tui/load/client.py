@@ -17,7 +17,10 @@ Measurement mirrors ``benchmarks/lib/endpoint_request_func.py`` (reference secti
   failed!`` (``:278-285``).
 
 Where bench serve stamps a read when its task resumes after aiohttp handed it the bytes,
-vtc stamps them where they arrive: the HTTP library sits behind :class:`Transport`, whose
+vtc stamps them where they arrive; and where bench serve opens each connection inside
+its first request (so the first ``max_concurrency`` TTFTs include a TCP, or TLS, handshake),
+vtc's own transport opens them before the clock starts
+(:meth:`OpenAIStreamClient.preconnect`). The HTTP library sits behind :class:`Transport`, whose
 default implementation is vtc's own (:mod:`tui.load.wire`: asyncio protocols that take the
 timestamp first and leave parsing and accounting for later,
 :class:`~tui.load.account.StreamRecorder`). aiohttp, bench serve's library, is the other
@@ -96,6 +99,10 @@ class Transport(Protocol):
         """
         ...
 
+    async def preconnect(self, url: str, count: int) -> None:
+        """Open ``count`` kept-alive connections to ``url`` ahead (best effort)."""
+        ...
+
     async def aclose(self) -> None:
         """Close every pooled connection."""
         ...
@@ -151,6 +158,11 @@ class NativeTransport:
             conn = await pool.connect()
         raise AssertionError("unreachable")
 
+    async def preconnect(self, url: str, count: int) -> None:
+        """Open ``count`` connections ahead, so no TTFT includes a TCP (or TLS) handshake."""
+        pool, _ = self._route(url)
+        await pool.fill(count)
+
     async def aclose(self) -> None:
         """Abort every connection."""
         for pool in self._pools.values():
@@ -201,6 +213,10 @@ class AiohttpTransport:
                 feed(clock(), data)  # stamped when this task resumes with the bytes
             end(clock())
             return Response(response.status, response.reason or "")
+
+    async def preconnect(self, url: str, count: int) -> None:
+        """Nothing: aiohttp opens each connection on its first request, as in bench serve."""
+        return None
 
     async def aclose(self) -> None:
         """Close the session and its connector."""
@@ -322,6 +338,11 @@ class OpenAIStreamClient:
         if request_id is not None:
             headers["x-request-id"] = request_id
         return headers
+
+    async def preconnect(self, count: int) -> None:
+        """Open ``count`` connections before the clock starts (see the transport)."""
+        if count > 0:
+            await self._transport.preconnect(self.url, count)
 
     def prepare(self, prompt: PromptRequest) -> PreparedRequest:
         """The POST for ``prompt`` (its index makes the ``x-request-id``)."""

@@ -118,6 +118,7 @@ class _Run:
 
         async def main() -> None:
             await self.dispatcher.warm_up(self.client.send)
+            await self.client.preconnect(self.dispatcher.connections_needed)
             await self.dispatcher.run(self._started)
 
         self._main = asyncio.create_task(main())

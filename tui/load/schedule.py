@@ -55,6 +55,23 @@ class Dispatcher:
         self.deadline = math.inf
         self.dispatched = 0  # requests whose task was created
 
+    @property
+    def connections_needed(self) -> int:
+        """Connections worth opening before the start: the streams open at once early on.
+
+        All at once (an infinite rate): the cap, or every prompt of a counted run. At a
+        finite rate: one second's arrivals, within the cap (more open as needed; idle ones
+        would only meet the server's keep-alive timeout).
+        """
+        spec = self._spec
+        limit = spec.max_concurrency or math.inf
+        if math.isinf(spec.request_rate):
+            first = len(self._prompts) if spec.duration_s is None else limit
+        else:
+            first = math.ceil(spec.request_rate)
+        wanted = min(limit, first, len(self._prompts) if spec.duration_s is None else math.inf)
+        return 0 if math.isinf(wanted) else int(wanted)
+
     async def warm_up(self, send: WarmUp) -> None:
         """``num_warmups`` copies of the first prompt under the cap (``serve.py:894-917``)."""
         count = self._spec.num_warmups

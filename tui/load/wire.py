@@ -447,6 +447,24 @@ class ConnectionPool:
             self._open.discard(conn)
         return await self.connect()
 
+    async def fill(self, count: int, batch: int = 64) -> int:
+        """Open connections until ``count`` are idle (``batch`` at a time); how many opened.
+
+        A connection that cannot be opened is skipped: the request that needs it will
+        open its own and report what went wrong.
+        """
+        opened = 0
+        while (missing := count - len(self._idle)) > 0:
+            results = await asyncio.gather(
+                *(self.connect() for _ in range(min(batch, missing))), return_exceptions=True
+            )
+            fresh = [c for c in results if isinstance(c, Connection)]
+            self._idle.extend(fresh)
+            opened += len(fresh)
+            if len(fresh) < len(results):
+                break  # the server refuses more: stop asking
+        return opened
+
     def exchange(self, conn: Connection, on_body: BodyFeed, on_end: BodyEnd) -> Exchange:
         """An exchange on ``conn`` that gives the connection back when it is done."""
         return Exchange(conn, on_body, on_end, self._release)
