@@ -315,7 +315,8 @@ async def test_connections_opened_ahead_carry_the_first_requests() -> None:
         ({"num_prompts": 8, "max_concurrency": 4}, 4),  # all at once: the cap
         ({"num_prompts": 3, "max_concurrency": 4}, 3),  # ... or every prompt
         ({"num_prompts": 8, "max_concurrency": None}, 8),
-        ({"num_prompts": 100, "max_concurrency": 64, "request_rate": 2.5}, 3),  # 1 s of arrivals
+        ({"num_prompts": 100, "max_concurrency": 64, "request_rate": 2.5}, 64),
+        ({"num_prompts": 100, "max_concurrency": None, "request_rate": 2.5}, 3),  # 1 s
         ({"num_prompts": 8, "max_concurrency": 4, "duration_s": 5.0}, 4),  # closed loop: slots
         ({"num_prompts": 8, "max_concurrency": None, "request_rate": 5.0, "duration_s": 5.0}, 5),
     ],

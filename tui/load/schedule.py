@@ -57,20 +57,20 @@ class Dispatcher:
 
     @property
     def connections_needed(self) -> int:
-        """Connections worth opening before the start: the streams open at once early on.
+        """Connections worth opening before the start: as many as can be open at once.
 
-        All at once (an infinite rate): the cap, or every prompt of a counted run. At a
-        finite rate: one second's arrivals, within the cap (more open as needed; idle ones
-        would only meet the server's keep-alive timeout).
+        The cap (or, for a counted run, every prompt if fewer); uncapped, every prompt of a
+        counted run sent all at once, else one second's arrivals (more open as needed). A
+        connection that sits idle past the server's keep-alive timeout is closed by it and
+        replaced on demand.
         """
         spec = self._spec
-        limit = spec.max_concurrency or math.inf
+        counted = len(self._prompts) if spec.duration_s is None else None
+        if spec.max_concurrency is not None:
+            return min(spec.max_concurrency, counted or spec.max_concurrency)
         if math.isinf(spec.request_rate):
-            first = len(self._prompts) if spec.duration_s is None else limit
-        else:
-            first = math.ceil(spec.request_rate)
-        wanted = min(limit, first, len(self._prompts) if spec.duration_s is None else math.inf)
-        return 0 if math.isinf(wanted) else int(wanted)
+            return counted or 0
+        return min(math.ceil(spec.request_rate), counted or math.ceil(spec.request_rate))
 
     async def warm_up(self, send: WarmUp) -> None:
         """``num_warmups`` copies of the first prompt under the cap (``serve.py:894-917``)."""
