@@ -371,3 +371,23 @@ async def test_a_cancelled_stream_is_cancelled_whatever_error_the_transport_surf
     assert partial.errors == [CANCELLED_ERROR] * 2
     assert (partial.completed, partial.failed, partial.not_sent) == (0, 2, 4)
     assert await run == partial
+
+
+async def test_a_flood_of_chunks_does_not_hold_a_cancel_back(fake_vllm: FakeVllm) -> None:
+    # No delay between chunks and thousands of them: the client always has bytes to
+    # account for. The accounting runs in slices, so the cancel still gets its turn (the
+    # runner used to yield every 5 ms of reading for this, at the cost of its timestamps).
+    fake_vllm.batch = 50
+    runner = LoadRunner()
+    run = asyncio.create_task(
+        runner.run(
+            spec(num_prompts=4, max_concurrency=4, output_len=200_000),
+            base_url=fake_vllm.base_url,
+            model="fake",
+        )
+    )
+    await until(fake_vllm, lambda: fake_vllm.open_streams == 4)
+    partial = await asyncio.wait_for(runner.cancel(), 120)  # a bound, not a speed target
+    assert partial is not None and partial.cancelled and partial.failed == 4
+    assert await run == partial
+    await until(fake_vllm, lambda: fake_vllm.open_streams == 0)
