@@ -65,7 +65,9 @@ def with_default_host(
         return flags
     if _sets_host(flags.extra_args) or _sets_host(extra_args):
         return flags
-    return flags.replace(host=host)
+    # Only the host changes, to vtc's own constant: the rest is judged by the launch gate
+    # (``ServerSlot.ensure_valid``), not here, so flags built unchecked pass through as given.
+    return flags.model_copy(update={"host": host})
 
 
 class ProcessLauncher:
