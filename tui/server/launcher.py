@@ -42,13 +42,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tui.domain.diagnosis import FixChecker
-from tui.domain.flags import ServeFlags
+from tui.domain.flags import LAUNCH_HOST, ServeFlags
 from tui.server.backend import EventSink
 from tui.server.launched import LaunchedServer, LaunchSettings
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber, HttpxProber
 
-DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HOST = LAUNCH_HOST  # declared with the flags (the form shows it as the default)
 """Where a launched server listens unless the operator sets ``--host``: the console only
 needs loopback, and vLLM's own default (all interfaces) would expose it to the network."""
 
