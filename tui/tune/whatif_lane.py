@@ -3,7 +3,7 @@
 ``tui.sim.whatif`` runs ``vtc-sim serve``'s configuration checks, memory plan, scheduler
 and cost model on a virtual clock, so a benchmark of a few hundred requests takes well
 under a second. This lane turns its per-request times into ``vllm bench serve``'s numbers
-with the load room's own statistics (``tui.load.stats.build_result``), and a refused start
+with the load room's own statistics (``tui.load.report.build_result``), and a refused start
 into the diagnosis the console would show (``tui.server.diagnose`` on vLLM's message). It
 is the proving ground of ``benchmarks/sweep_efficiency.py`` and of fast strategy tests;
 the product's sweeps run real servers (the simulator itself in ``--demo``).
@@ -23,7 +23,8 @@ from collections.abc import Mapping, Sequence
 from tui.domain.flags import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
-from tui.load.stats import RequestRecord, build_result
+from tui.load.report import build_result
+from tui.load.stats import RequestRecord
 from tui.server.diagnose import diagnose
 from tui.sim.whatif import Outcome, Scenario, ScenarioError, Workload
 from tui.tune.lanes import BenchRun, LaneError, StartResult
