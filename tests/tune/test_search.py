@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from fakes.sweep_lanes import ScriptedLane, saturating
 
 from tui.domain.flags import ServeFlags
@@ -127,3 +129,37 @@ async def test_the_slo_bounded_rate_is_found_by_bisection_not_one_step_at_a_time
     assert 18.8 - 37.6 / 32 <= rate <= 18.8
     first_trial = status.trials[0]
     assert len(first_trial.measurements) <= 2 + 5 + 1  # short, full, 5 probes, the final full
+
+
+def rate_inf_trap(flags: ServeFlags, load: LoadSpec) -> tuple[float, float]:
+    """More sequences always look faster at rate ``inf``, but each one slows every step:
+    under a latency SLO the middle of the range wins (max_num_seqs 128 here)."""
+    seqs = flags.max_num_seqs or 1
+    burst, base_ms = seqs / 4, 200.0 + 4.0 * seqs
+    rate = load.request_rate
+    if math.isinf(rate) or rate >= burst:
+        return burst, base_ms + 1000.0 * load.num_prompts / burst
+    return rate, base_ms * (1 + rate / burst)
+
+
+async def test_short_runs_at_the_incumbents_rate_when_the_slo_binds() -> None:
+    s = spec(
+        parameters={"max_num_seqs": SEQS, "max_num_batched_tokens": TOKENS},
+        slo={"p99_e2el_ms": 1500},
+        search={"confirm_seeds": 1},
+    )
+    grid = await SweepRun(
+        s.model_copy(update={"strategy": "grid", "grid": s.grid.model_copy(
+            update={"rate_search": "bisect"})}),
+        [ScriptedLane(model=rate_inf_trap)],
+    ).run()  # fmt: skip
+    lane = ScriptedLane(model=rate_inf_trap)
+    found = await SweepRun(s, [lane]).run()
+    assert grid.best is not None and found.best is not None and found.best.flags is not None
+    assert found.best.slo_met and found.best.flags.max_num_seqs == 128
+    assert (found.best.objective or 0) >= 0.98 * (grid.best.objective or 0)
+    assert found.starts < grid.starts
+    # once an incumbent is bound by the SLO, a newcomer's short run asks for its rate
+    shorts = [t.measurements[0] for t in found.trials if t.measurements and t.index > 2
+              and not t.note.startswith("confirm")]  # fmt: skip
+    assert shorts and all(math.isfinite(m.load.request_rate) for m in shorts)

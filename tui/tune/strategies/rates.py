@@ -59,13 +59,19 @@ async def bisect(
     short_prompts: int,
     full_prompts: int,
     steps: int,
+    floor: float = 0.0,
 ) -> Evaluated:
-    """The highest rate that meets the SLOs, by bisection, then measured in full."""
+    """The highest rate that meets the SLOs, by bisection, then measured in full.
+
+    ``floor``: a rate already seen to meet the SLOs (the search's short run at the
+    incumbent's rate), so the steps refine above it.
+    """
     out = [first]
     ceiling = first.metrics.get("request_throughput", 0.0)
     if math.isfinite(first.load.request_rate):
         ceiling = min(ceiling, first.load.request_rate) or first.load.request_rate
-    lo, hi = 0.0, float(ceiling)
+    hi = float(ceiling)
+    lo = floor if 0 < floor < hi else 0.0
     for _ in range(steps):
         if hi <= 0:
             break

@@ -7,9 +7,13 @@
    so TPE sees their order; flags and dtypes are categorical. A failed start, a pruned
    proposal or a missed SLO is an infeasible trial (its constraint > 0), so TPE learns
    which regions fail; a failed start also marks a memory region the pruner then skips.
-3. **Successive halving within each start.** A trial first runs a short benchmark; only
-   when it is within ``promote_within`` of the best short result so far does it run the
-   full benchmark (and, if that misses the SLOs, the SLO-bounded rate by bisection).
+3. **Successive halving within each start.** A trial first runs a short benchmark: at
+   the incumbent's request rate once the SLOs bound one (can this configuration hold it
+   within the SLOs?), else at the workload's rate. Only a promising one runs the full
+   benchmark (and, if that misses the SLOs, the SLO-bounded rate by bisection, above the
+   rate it already held): one that held the incumbent's rate within ``promote_within`` of
+   its objective, or, before such an incumbent, one within the SLOs near the best, or
+   one over them within ``promote_within`` of the best short result.
 4. **Stop** after ``patience`` starts without a better short result, when the feasible
    space is exhausted, or when the budget (one start kept back) is spent.
 5. **Confirm.** The best full result is started again and measured under ``confirm_seeds``
@@ -100,6 +104,26 @@ class Ledger:
     pruned: dict[str, int] = field(default_factory=dict)
     best_short: float = 0.0
     shorts: int = 0
+    best_feasible: float = 0.0
+    """The best objective a full benchmark measured within the SLOs (the incumbent)."""
+    best_rate: float | None = None
+    """The incumbent's request rate when the SLOs bound it (``None``: none, or ``inf``)."""
+
+    def promising(self, short: Measurement, keep: float, at_incumbent: bool) -> bool:
+        """Whether a short result earns the full benchmark (successive halving)."""
+        if at_incumbent:  # can it hold the incumbent's rate within the SLOs?
+            return short.verdict.met and short.objective >= keep * self.best_feasible
+        if short.verdict.met:  # a lower bound of its SLO-bounded objective
+            return short.objective >= keep * self.best_feasible
+        # over the SLOs at the workload's rate: an upper bound only, vs the other shorts
+        return self.shorts < 2 or short.objective >= keep * self.best_short
+
+    def incumbent(self, chosen: Measurement) -> None:
+        """Keep ``chosen`` as the incumbent when it met the SLOs better than the last."""
+        if chosen.verdict.met and chosen.objective > self.best_feasible:
+            self.best_feasible = chosen.objective
+            rate = chosen.load.request_rate
+            self.best_rate = rate if math.isfinite(rate) else None
 
     def count(self, why: str) -> None:
         """One more combination pruned for ``why``'s source."""
@@ -287,13 +311,21 @@ def _tell(study: optuna.Study, trial: optuna.trial.Trial, value: float, constrai
 
 
 def _score(outcome: TrialOutcome) -> tuple[float, float]:
-    """(short objective, constraint) for TPE: > 0 constraint is infeasible."""
+    """(objective, constraint) for TPE: > 0 constraint is infeasible.
+
+    Within the SLOs, the objective its measurement met them with (the SLO-bounded rate's
+    when the rate was cut), so TPE learns what the sweep maximises; over them, the short
+    benchmark's objective with the violation as the constraint.
+    """
     if outcome.state is not TrialState.MEASURED or not outcome.measurements:
         return 0.0, 1.0
     short = outcome.measurements[0]
-    margin = outcome.measurement.verdict.margin if outcome.measurement else short.verdict.margin
+    chosen = outcome.measurement
+    margin = chosen.verdict.margin if chosen else short.verdict.margin
     constraint = min(max(margin, -1.0), 10.0) if math.isfinite(margin) else 10.0
-    return short.objective, constraint if not outcome.slo_met else min(constraint, 0.0)
+    if outcome.slo_met and chosen is not None:
+        return chosen.objective, min(constraint, 0.0)
+    return short.objective, constraint
 
 
 def _pruned_note(ledger: Ledger) -> str:
@@ -320,11 +352,11 @@ def search_procedure(spec: SweepSpec, ledger: Ledger) -> Procedure:
     async def run(bench: TrialBench) -> Evaluated:
         if short_load == full_load:  # too few prompts to halve: one full benchmark
             return await _full_only(bench, full_load, opts.rate_search, opts.bisect_steps)
-        short = await bench.measure(short_load, "short")
+        rate = ledger.best_rate
+        probe = short_load if rate is None else at_rate(short_load, rate, short_load.num_prompts)
+        short = await bench.measure(probe, "short")
         out: list[Measurement] = [short]
-        promising = (
-            ledger.shorts < 2 or short.objective >= (1 - opts.promote_within) * ledger.best_short
-        )
+        promising = ledger.promising(short, 1 - opts.promote_within, rate is not None)
         ledger.shorts += 1
         ledger.best_short = max(ledger.best_short, short.objective)
         if not promising:
@@ -333,15 +365,19 @@ def search_procedure(spec: SweepSpec, ledger: Ledger) -> Procedure:
         full = await bench.measure(full_load, "full")
         out.append(full)
         if full.verdict.met or opts.rate_search != "bisect":
-            return Evaluated(out, 1)
-        more = await bisect(
-            bench,
-            full,
-            short_prompts=short_load.num_prompts,
-            full_prompts=full_load.num_prompts,
-            steps=opts.bisect_steps,
-        )
-        return Evaluated(out + more.measurements[1:], 1 + (more.chosen or 0))
+            evaluated = Evaluated(out, 1)
+        else:
+            more = await bisect(
+                bench,
+                full,
+                short_prompts=short_load.num_prompts,
+                full_prompts=full_load.num_prompts,
+                steps=opts.bisect_steps,
+                floor=rate if rate is not None and short.verdict.met else 0.0,
+            )
+            evaluated = Evaluated(out + more.measurements[1:], 1 + (more.chosen or 0))
+        ledger.incumbent(evaluated.measurements[evaluated.chosen or 0])
+        return evaluated
 
     return run
 
