@@ -11,9 +11,9 @@
    the incumbent's request rate once the SLOs bound one (can this configuration hold it
    within the SLOs?), else at the workload's rate. Only a promising one runs the full
    benchmark (and, if that misses the SLOs, the SLO-bounded rate by bisection, above the
-   rate it already held): one that held the incumbent's rate within ``promote_within`` of
-   its objective, or, before such an incumbent, one within the SLOs near the best, or
-   one over them within ``promote_within`` of the best short result.
+   rate it already held): one that held the incumbent's rate within the SLOs, or, before
+   such an incumbent, one within the SLOs near the best, or one over them within
+   ``promote_within`` of the best short result.
 4. **Stop** after ``patience`` starts without a better short result, when the feasible
    space is exhausted, or when the budget (one start kept back) is spent.
 5. **Confirm.** The best full result is started again and measured under ``confirm_seeds``
@@ -111,8 +111,9 @@ class Ledger:
 
     def promising(self, short: Measurement, keep: float, at_incumbent: bool) -> bool:
         """Whether a short result earns the full benchmark (successive halving)."""
-        if at_incumbent:  # can it hold the incumbent's rate within the SLOs?
-            return short.verdict.met and short.objective >= keep * self.best_feasible
+        if at_incumbent:  # can it hold the incumbent's rate within the SLOs? (a short run's
+            # objective at a finite rate is lower than a full one's: ramp and tail weigh more)
+            return short.verdict.met
         if short.verdict.met:  # a lower bound of its SLO-bounded objective
             return short.objective >= keep * self.best_feasible
         # over the SLOs at the workload's rate: an upper bound only, vs the other shorts
