@@ -37,9 +37,18 @@ def status_style(status: RunStatus) -> str:
     return STATUS_STYLES.get(status, "bold $text-muted")
 
 
+def shown_delta(comparison: Comparison | None) -> str:
+    """The domain's delta text, less a change that rounds to nothing (``~+0.0%``)."""
+    if comparison is None or comparison.verdict is Verdict.OTHER_LOAD:
+        return delta_text(comparison)
+    if comparison.percent is not None and round(comparison.percent, 1) == 0:
+        return ""
+    return delta_text(comparison)
+
+
 def delta_content(comparison: Comparison | None) -> Content:
     """``+12.0%`` green or red by the metric's direction, ``~+3.1%`` muted, ``(other load)``."""
-    text = delta_text(comparison)
+    text = shown_delta(comparison)
     if not text or comparison is None:
         return Content("")
     return Content.styled(text, VERDICT_STYLES.get(comparison.verdict, ""))

@@ -12,12 +12,11 @@ import shlex
 from textual.content import Content
 
 from tui.domain.board.noise import Verdict
-from tui.domain.board.render import delta_text
 from tui.domain.board.table import Column, ColumnKind, Row
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
-from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, status_style
+from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, shown_delta, status_style
 from tui.ui.format import gib, percent, seconds, tokens
 
 VERDICT_WORDS: dict[Verdict, str] = {
@@ -144,13 +143,15 @@ def metric_lines(row: Row, columns: tuple[Column, ...]) -> list[Content]:
         comparison = cell.comparison
         if comparison is not None:
             style = VERDICT_STYLES.get(comparison.verdict, "")
-            delta = delta_text(comparison)
+            delta = shown_delta(comparison)
             if delta:
                 parts.append((f"  {delta}", style))
-            word = VERDICT_WORDS.get(comparison.verdict)
+            word = VERDICT_WORDS.get(comparison.verdict) if delta else None
             if word:
-                confirmed = " (both repeated)" if comparison.confirmed else ""
-                parts.append((f"  {word}{confirmed}", style))
+                sure = comparison.confirmed or comparison.verdict is Verdict.OTHER_LOAD
+                parts.append((f"  {word}{'' if sure else ' (one run each: n repeats)'}", style))
+            elif comparison.percent is not None and comparison.verdict is not Verdict.BASELINE:
+                parts.append(("  no change", "$text-muted"))
         if cell.spread is not None:
             spread = cell.spread
             parts.append(
@@ -213,7 +214,8 @@ def startup_lines(run: RunRecord) -> list[Content]:
     for stage in startup.stages:
         took = seconds(stage.seconds) if stage.seconds is not None else "…"
         detail = f"  {stage.detail}" if stage.detail else ""
-        lines.append(Content(f"  +{stage.started_at:6.1f}s  {took:>7}  {stage.name}{detail}"))
+        began = f"+{stage.started_at:.1f}s"
+        lines.append(Content(f"  {began:>8}  {took:>7}  {stage.name}{detail}"))
     if not startup.stages:
         lines.append(Content.styled("  no stages recorded", "$text-muted"))
     facts = []
@@ -221,8 +223,10 @@ def startup_lines(run: RunRecord) -> list[Content]:
         facts.append(f"ready after {seconds(startup.seconds_to_ready)}")
     if startup.kv_cache_tokens is not None:
         facts.append(f"KV cache {tokens(startup.kv_cache_tokens)} tokens")
-    if startup.kv_estimate_tokens is not None:
-        facts.append(f"estimated {tokens(startup.kv_estimate_tokens)}")
+    est, logged = startup.kv_estimate_tokens, startup.kv_cache_tokens
+    if est is not None:
+        off = f", {(est - logged) / logged * 100:+.1f}%" if logged else ""
+        facts.append(f"pre-flight estimate {tokens(est)}{off}")
     if startup.max_concurrency is not None:
         facts.append(f"max concurrency {startup.max_concurrency:.2f}x")
     if facts:

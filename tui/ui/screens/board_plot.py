@@ -46,35 +46,44 @@ def scatter_notes(scatter: Scatter) -> Content:
     return Content.assemble(*parts)
 
 
+def _padded(values: Sequence[float], share: float = 0.08) -> tuple[float, float]:
+    """The range of ``values`` with a margin, so no point sits on the frame."""
+    low, high = min(values), max(values)
+    pad = (high - low) * share or max(abs(high) * 0.1, 1.0)
+    return low - pad, high + pad
+
+
 def draw(plot: PlotextPlot, scatter: Scatter) -> None:
-    """Put ``scatter`` on ``plot`` (cleared first)."""
+    """Put ``scatter`` on ``plot`` (cleared first): the frontier, then the points, labelled."""
     plt = plot.plt
     plt.clear_figure()
     plt.xlabel(f"{scatter.latency.label} (ms)")
     plt.ylabel(scatter.throughput.label)
-    usual = [p for p in scatter.points if p.comparable and not (p.is_baseline or p.is_selected)]
-    apart = [p for p in scatter.points if not p.comparable]
-    if usual:
-        plt.scatter(
-            [p.latency_ms for p in usual], [p.throughput for p in usual], marker="•", color="cyan"
-        )
-    if apart:
-        plt.scatter(
-            [p.latency_ms for p in apart], [p.throughput for p in apart], marker="x", color="orange"
-        )
+    points = scatter.points
+    if not points:
+        plot.refresh()
+        return
+    xs, ys = [p.latency_ms for p in points], [p.throughput for p in points]
+    (x_low, x_high), (y_low, y_high) = _padded(xs), _padded(ys)
+    plt.xlim(x_low, x_high)
+    plt.ylim(y_low, y_high)
     front = scatter.frontier
     if len(front) > 1:
-        plt.plot(
-            [p.latency_ms for p in front],
-            [p.throughput for p in front],
-            color="green",
-            marker="braille",
-        )
-    for point in scatter.points:
+        plt.plot([p.latency_ms for p in front], [p.throughput for p in front], color="green")
+    for point in points:
+        marker, color = "•", "cyan"
         if point.is_baseline:
-            plt.scatter([point.latency_ms], [point.throughput], marker="B", color="magenta")
+            marker, color = "B", "magenta"
         elif point.is_selected:
-            plt.scatter([point.latency_ms], [point.throughput], marker="S", color="yellow")
+            marker, color = "S", "yellow"
+        elif not point.comparable:
+            marker, color = "x", "orange"
+        plt.scatter([point.latency_ms], [point.throughput], marker=marker, color=color)
+        # the label just right of its point (a marker is one cell wide)
+        plt.text(
+            point.label, point.latency_ms + (x_high - x_low) * 0.025, point.throughput,
+            color=color, alignment="left",
+        )  # fmt: skip
     plot.refresh()
 
 
@@ -82,7 +91,9 @@ class PlotScreen(Screen[None]):
     """The scatter of the board's served runs; ``x`` switches the latency axis."""
 
     DEFAULT_CSS = """
-    PlotScreen #plot-title { height: 1; padding: 0 1; text-style: bold; }
+    PlotScreen #plot-title {
+        height: 1; padding: 0 1; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis;
+    }
     PlotScreen #plot { height: 1fr; }
     PlotScreen #plot-notes { height: auto; max-height: 3; padding: 0 1; }
     """
@@ -114,8 +125,8 @@ class PlotScreen(Screen[None]):
         return build_board(self._runs, self._view).scatter
 
     def _draw(self) -> None:
-        scatter = self.scatter
         board = build_board(self._runs, self._view)
+        scatter = board.scatter
         title = f"{scatter.throughput.label} vs {scatter.latency.label} · {board.header()}"
         self.query_one("#plot-title", Static).update(title)
         self.query_one("#plot-notes", Static).update(scatter_notes(scatter))

@@ -31,7 +31,7 @@ from tui.ui.run_detail_text import (
     startup_lines,
     summary_lines,
 )
-from tui.ui.widgets.run_card import CardContext, card_heading, kv_line
+from tui.ui.widgets.run_card import CardContext, card_heading
 from tui.ui.widgets.series_charts import SeriesCharts
 
 LOADING = "reading the log file…"
@@ -88,9 +88,7 @@ class RunDetailScreen(Screen[None]):
         with VerticalScroll(id="detail"):
             yield Static(detail_content(self._board, self._row), id="detail-card")
             yield Static("Startup profile", classes="detail-section")
-            kv = kv_line(run.startup)
-            yield Static(Content("\n").join([*startup_lines(run), *([kv] if kv else [])]),
-                         id="detail-startup")  # fmt: skip
+            yield Static(Content("\n").join(startup_lines(run)), id="detail-startup")
             yield Static("Telemetry over time", classes="detail-section")
             yield SeriesCharts(run.series, id="detail-charts")
             yield Static("Server log", classes="detail-section")

@@ -40,12 +40,19 @@ class CardStrip(HorizontalScroll, can_focus=False):
         return list(self.query(RunCard))
 
     @property
+    def selected_id(self) -> int | None:
+        """The run id of the selected card (the strip's own, ahead of any message)."""
+        return self._selected
+
+    @property
     def selected(self) -> RunCard | None:
         """The selected card, if any."""
         return next((c for c in self.cards if c.record.id == self._selected), None)
 
     def show(self, cards: Sequence[tuple[RunRecord, CardContext]], selected: int | None) -> None:
         """Draw these cards (update in place, add, drop) with ``selected`` highlighted."""
+        moved = selected != self._selected
+        self._selected = selected
         mounted = self.cards
         fresh: list[RunCard] = []
         for slot, (record, context) in enumerate(cards):
@@ -55,11 +62,11 @@ class CardStrip(HorizontalScroll, can_focus=False):
                 fresh.append(RunCard(record, context))
         for extra in mounted[len(cards) :]:
             extra.remove()
-        moved = selected != self._selected
-        self._selected = selected
+        for card in [*mounted[: len(cards)], *fresh]:
+            card.set_class(card.record.id == selected, "-selected")
         if fresh:
             self.mount_all(fresh)
-        self.call_after_refresh(self._mark_selected, moved or bool(fresh))
+        self._after_layout(moved or bool(fresh))
 
     def _mark_selected(self, reveal: bool) -> None:
         for card in self.cards:
@@ -76,6 +83,8 @@ class CardStrip(HorizontalScroll, can_focus=False):
         left = ids.index(self._selected) * CARD_STRIDE
         right = left + CARD_STRIDE - 1
         width = self.scrollable_content_region.width
+        if width <= 0:
+            return  # not laid out yet: on_resize reveals it
         if left < self.scroll_x:
             target = left
         elif right > self.scroll_x + width:
@@ -86,7 +95,14 @@ class CardStrip(HorizontalScroll, can_focus=False):
 
     def on_resize(self) -> None:
         """Keep the selected card in view when the board changes size."""
-        self.call_after_refresh(self._mark_selected, True)
+        self._after_layout(True)
+
+    def _after_layout(self, reveal: bool) -> None:
+        # After the next refresh the cards have their place; asking for a refresh makes
+        # sure there is one (an idle screen would otherwise run the callback only at the
+        # next key press).
+        self.call_after_refresh(self._mark_selected, reveal)
+        self.refresh(layout=True)
 
     def _select_index(self, index: int) -> None:
         cards = self.cards

@@ -319,8 +319,16 @@ class FlagForm(Vertical):
         self.notify(f"{preset.description}\n({preset.source})", title=f"preset {preset.name}")
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        """Show the focused field's help at the bottom of the form."""
+        """Show the focused field's help at the bottom of the form; mark its row."""
         for node in event.widget.ancestors_with_self:
             if isinstance(node, FlagField):
                 self.query_one("#field-help", Static).update(Content(node.help))
+                node.add_class("-editing")  # its label lights up (styles: .-editing)
+                return
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        """The row being left is no longer marked."""
+        for node in event.widget.ancestors_with_self:
+            if isinstance(node, FlagField):
+                node.remove_class("-editing")
                 return

@@ -44,6 +44,13 @@ from tui.ui.widgets.run_card import CardContext
 MAX_CARDS = 40  # cards mounted at most: the baseline plus the latest ones (the table has all)
 EMPTY_TEXT = "No runs yet. Edit the flags, then r starts the server with them."
 DEFAULT_REPEATS = 3
+EXPORT_CHOICES: dict[str, str] = {
+    "command": "the vllm serve command line (a shell script)",
+    "yaml": "vLLM's --config YAML",
+    "compose": "a docker compose service (GPU reservation, HF cache, shm)",
+    "systemd": "a systemd unit (secrets from its EnvironmentFile=)",
+    "k8s": "a Kubernetes Deployment (secrets from a Secret)",
+}
 
 
 # Card view: the board itself has focus and moves through the cards (the table, focused in
@@ -81,6 +88,7 @@ class ResultsBoard(Vertical, can_focus=True):
         self._view = BoardView()
         self._board: Board | None = None
         self._table_mode = False
+        self._fingerprint: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
         """The empty-board hint, the card strip and the (hidden) table."""
@@ -106,15 +114,34 @@ class ResultsBoard(Vertical, can_focus=True):
 
     @property
     def selected_run(self) -> RunRecord | None:
-        """The run the operator is on (among the runs the filter shows)."""
+        """The run the operator is on (among the runs the filter shows).
+
+        Read from the view shown, not from the last selection message: a key typed right
+        after a move acts on the run moved to.
+        """
         board = self._board
         if board is None:
             return None
-        return next((r.run for r in board.table.rows if r.run.id == self._view.selected), None)
+        if self._table_mode:
+            row = self.query_one(BoardGrid).cursor_row_data
+            chosen = row.run.id if row is not None else None
+        else:
+            chosen = self.query_one(CardStrip).selected_id
+        if chosen != self._view.selected:
+            self._view = replace(self._view, selected=chosen)
+        return next((r.run for r in board.table.rows if r.run.id == chosen), None)
 
     def show(self, runs: list[RunRecord]) -> None:
         """Draw ``runs`` (oldest first). The selection follows the newest run while it was on
-        the newest one, so a new run comes into view."""
+        the newest one, so a new run comes into view.
+
+        Skipped when nothing the board shows changed (a run's telemetry series grows while
+        it lives; the board is rebuilt only for what its cards and table show).
+        """
+        fingerprint = (self._live_id(), tuple(_shown_fields(r) for r in runs))
+        if fingerprint == self._fingerprint:
+            return
+        self._fingerprint = fingerprint
         newest_before = self._runs[-1].id if self._runs else None
         self._runs = list(runs)
         selected = self._view.selected
@@ -189,9 +216,9 @@ class ResultsBoard(Vertical, can_focus=True):
     @on(BoardGrid.RunHighlighted)
     def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
         event.stop()
-        if event.run_id != self._view.selected:
+        if event.run_id != self._view.selected and self._board is not None:
+            # the board's rows do not depend on the selection: no rebuild, only the mark
             self._view = replace(self._view, selected=event.run_id)
-            self._board = build_board(self._runs, self._view)
             if self._table_mode:
                 self.query_one(BoardGrid).show(self._board, event.run_id)
 
@@ -365,7 +392,7 @@ class ResultsBoard(Vertical, can_focus=True):
         run = self._need_selected()
         if run is None:
             return
-        choices = [Choice(fmt, fmt) for fmt in EXPORT_FORMATS]
+        choices = [Choice(fmt, f"{fmt:<8} {EXPORT_CHOICES.get(fmt, '')}") for fmt in EXPORT_FORMATS]
 
         def chosen(fmt: str | None) -> None:
             if fmt is None:
@@ -387,6 +414,12 @@ class ResultsBoard(Vertical, can_focus=True):
                 self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=f"board-{what.lower()}", exit_on_error=False)
+
+
+def _shown_fields(run: RunRecord) -> tuple[object, ...]:
+    """What of a run the cards and the table show (not its telemetry series or peaks)."""
+    return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
+            run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
 
 
 def _check_times(text: str) -> str | None:
