@@ -430,3 +430,18 @@ async def test_sweep_trials_are_marked_and_a_flag_filter_comes_from_the_cursor()
         await pilot.press("enter")
         await pilot.pause()
         assert row_labels(app) == ["#2"]
+
+
+async def test_help_lists_every_board_key_and_the_moving_keys() -> None:
+    app = create_app(board_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        keys = [str(w.render()) for w in app.screen.query(".help-key")]
+        for key in ("t", "Enter", "p", "v", "g", "n", "e", "l", "/", "[", "]", "ctrl+s",
+                    "←/→", "↑/↓", "PgUp/PgDn", "Home/End", "^PgUp/PgDn"):  # fmt: skip
+            assert key in keys, key
+        box = app.screen.query_one("#help-box")
+        await pilot.press("end")  # help scrolls by keyboard too
+        await pilot.pause()
+        assert box.max_scroll_y > 0 and box.scroll_y == box.max_scroll_y

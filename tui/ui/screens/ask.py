@@ -58,7 +58,7 @@ class AskScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         """The question as the box's title, the input, a hint and the error line."""
         with Vertical(id="ask-box"):
-            yield Input(self._value, id="ask-input", select_on_focus=False)
+            yield Input(self._value, id="ask-input", select_on_focus=False, compact=True)
             yield Static(self._hint, id="ask-hint")
             yield Static("", id="ask-error")
 

@@ -31,7 +31,7 @@ class ChoiceScreen(ModalScreen[str | None]):
         background: $background 60%;
     }
     #choice-list {
-        width: 60;
+        width: 76;
         max-width: 95%;
         height: auto;
         max-height: 80%;

@@ -147,9 +147,11 @@ class ResultsBoard(Vertical, can_focus=True):
         selected = self._view.selected
         if selected is None or selected == newest_before or all(r.id != selected for r in runs):
             self._view = replace(self._view, selected=runs[-1].id if runs else None)
-        self._redraw()
+        self._redraw(fallback=selected)
 
-    def _redraw(self) -> None:
+    def _redraw(self, fallback: int | None = None) -> None:
+        """Rebuild and draw the board; a selection the filter hides falls back to ``fallback``
+        (the run selected before), else to the last row."""
         try:
             board = build_board(self._runs, self._view)
         except BoardError:  # a sort column that is gone (its flag no longer differs)
@@ -157,7 +159,8 @@ class ResultsBoard(Vertical, can_focus=True):
             board = build_board(self._runs, self._view)
         rows = [r.run.id for r in board.table.rows]
         if rows and self._view.selected not in rows:
-            self._view = replace(self._view, selected=rows[-1])
+            chosen = fallback if fallback in rows else rows[-1]
+            self._view = replace(self._view, selected=chosen)
             board = build_board(self._runs, self._view)
         self._board = board
         self.query_one("#board-empty", Static).display = not self._runs
