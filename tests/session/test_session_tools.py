@@ -21,7 +21,7 @@ from tui.domain.errors import VtcError
 from tui.domain.events import Launched
 from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset, parse_preset
-from tui.domain.results import BenchResult, RunRecord, RunStatus
+from tui.domain.results import BenchResult, Reproduction, RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 from tui.session import Session, SessionInfo
 from tui.session.bus import EventBus
@@ -126,12 +126,16 @@ async def test_export_writes_the_format_under_the_data_dir_with_secrets_by_name(
     tmp_path: Path,
 ) -> None:
     session = session_over(tmp_path, FakeLauncher(), FakeRunner())
-    run = measured().model_copy(update={"flags": ServeFlags(
-        model="m", max_num_seqs=64, extra_args=("--api-key", "sk-very-secret"))})  # fmt: skip
+    # A secret never reaches the flags (ServeFlags refuses it); the run records its name, and
+    # even a value slipped into the recorded environment must not reach an export.
+    repro = Reproduction(env={"VLLM_API_KEY": "sk-very-secret"}, secret_env=["HF_TOKEN"])
+    run = measured().model_copy(
+        update={"flags": ServeFlags(model="m", max_num_seqs=64), "repro": repro})
     path = await session.tools.export(run, "compose")
     assert path == tmp_path / "data" / "exports" / "runs" / "7" / "compose.yaml"
     text = path.read_text()
-    assert "sk-very-secret" not in text and "${VLLM_API_KEY}" in text
+    assert "sk-very-secret" not in text
+    assert "${VLLM_API_KEY}" in text and "${HF_TOKEN}" in text
     assert yaml.safe_load(text)["services"]
     command = await session.tools.export(run, "command")
     assert command.stat().st_mode & 0o100  # a script the operator can run

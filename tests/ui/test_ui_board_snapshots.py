@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.widgets import Input
 from ui_fakes import board_session, detailed_run, three_session_runs
 
 from tui.domain.log_tail import LogTail
@@ -88,7 +89,12 @@ def test_key_bar_with_a_field_focused_snapshot(snap_compare: Any, size: tuple[in
 
     async def focus_field(pilot: Pilot[Any]) -> None:
         await settled(pilot)
-        pilot.app.main_screen.form.focus_field("max_num_seqs")  # type: ignore[attr-defined]
+        form = pilot.app.main_screen.form  # type: ignore[attr-defined]
+        field = form.field("max_num_seqs").editor
+        assert isinstance(field, Input)
+        field.cursor_blink = False  # the cursor drawn steadily: a blink phase is not the scene
+        form.focus_field("max_num_seqs")
         await settled(pilot)
+        assert pilot.app.focused is field
 
     assert snap_compare(scene(), terminal_size=size, run_before=focus_field)

@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
+from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
@@ -333,7 +334,7 @@ class MainScreen(Screen[None]):
             self.form.load_workload(run.workload)
         what = "flags and workload" if run.workload is not None else "flags"
         shown = "" if self.form.display else " (t shows the form)"
-        self.notify(f"r restarts with them{shown}.", title=f"{card_title(run)}'s {what} loaded")
+        self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
     def action_save_preset(self) -> None:
         """Ask a name, then save the form's flags and workload as one of the user's presets."""

@@ -26,11 +26,11 @@ from tui.domain.board.view import Board, BoardView, build_board
 from tui.domain.errors import one_line
 from tui.domain.events import ServerState
 from tui.domain.export import EXPORT_FORMATS
+from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort
 from tui.ui.board_query import check_filter, describe_view, parse_filter
-from tui.ui.compare import latest_failed
 from tui.ui.keys import board_bindings
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.before_after import BeforeAfterScreen
@@ -175,8 +175,7 @@ class ResultsBoard(Vertical, can_focus=True):
         if len(rows) > MAX_CARDS:
             base = [r for r in rows if r.is_baseline]
             rows = base + [r for r in rows[-(MAX_CARDS - len(base)) :] if not r.is_baseline]
-        failed = latest_failed(self._runs)
-        fix_id = failed[1].id if failed is not None else None
+        hint_id, hint = fix_hint(self._runs)
         live = self._live_id()
         base_label = board.baseline.label if board.baseline is not None else None
         return [
@@ -187,7 +186,7 @@ class ResultsBoard(Vertical, can_focus=True):
                     board.table.columns,
                     base_label,
                     live=row.run.id == live,
-                    fix_hint=row.run.id == fix_id,
+                    fix_hint=hint if row.run.id == hint_id else None,
                 ),
             )
             for row in rows
@@ -417,6 +416,16 @@ class ResultsBoard(Vertical, can_focus=True):
                 self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=f"board-{what.lower()}", exit_on_error=False)
+
+
+def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
+    """The run whose card says what ``f`` would do now, and what it says (``f``'s own choice,
+    :func:`~tui.domain.fix_loop.choose_fix`)."""
+    choice = choose_fix(runs)
+    if choice.run is None or choice.fix is None or choice.run.diagnosis is None:
+        return None, None
+    number = choice.run.diagnosis.fixes.index(choice.fix) + 1
+    return choice.run.id, f"f applies fix {number} and restarts"
 
 
 def _shown_fields(run: RunRecord) -> tuple[object, ...]:

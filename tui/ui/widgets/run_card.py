@@ -30,24 +30,15 @@ class CardContext:
 
     ``columns`` are the board's (the row's cells follow them); ``baseline`` the baseline's
     label (``None``: nothing has served yet); ``live``: the run whose server is ready now
-    (only it offers ``b``); ``fix_hint``: the latest failed start (``f`` applies its fix).
+    (only it offers ``b``); ``fix_hint``: what ``f`` would do with this run's fixes, on the
+    one run ``f`` takes its fix from.
     """
 
     row: Row
     columns: tuple[Column, ...]
     baseline: str | None = None
     live: bool = False
-    fix_hint: bool = False
-
-
-def card_title(record: RunRecord, number: int | None = None) -> str:
-    """``#3``, or the run's own label when it has one that is not its number."""
-    label = record.label.strip()
-    if label:
-        return label
-    if record.id is not None:
-        return f"#{record.id}"
-    return f"#{number}" if number is not None else "(new)"
+    fix_hint: str | None = None
 
 
 def _status_line(record: RunRecord) -> Content:
@@ -135,7 +126,7 @@ def _failure_lines(record: RunRecord, context: CardContext) -> list[Content]:
     for i, fix in enumerate(diagnosis.fixes, 1):
         lines.append(Content.assemble((f"fix {i}: ", "bold"), fix.title))
     if context.fix_hint and diagnosis.fixes:
-        lines.append(Content.styled("f applies fix 1 and restarts", "$accent"))
+        lines.append(Content.styled(context.fix_hint, "$accent"))
     return lines
 
 
