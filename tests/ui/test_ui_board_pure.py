@@ -10,11 +10,15 @@ from ui_fakes import presets
 
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import BoardError, FlagMatch, RowFilter, StateFilter
+from tui.domain.diagnosis import Diagnosis, Fix
+from tui.domain.flags import ServeFlags
+from tui.domain.results import RunRecord, RunStatus
 from tui.domain.telemetry import SeriesPoint
 from tui.domain.workload import LoadSpec
 from tui.ui.board_cells import shown_delta
 from tui.ui.board_query import check_filter, filter_text, parse_filter
 from tui.ui.presets_view import check_preset_name, holds, preset_from_form, preset_label
+from tui.ui.widgets.results_board import fix_hint
 from tui.ui.widgets.series_charts import chart_label, chart_rows
 
 
@@ -98,3 +102,21 @@ def test_charts_leave_out_series_without_values() -> None:
     assert values == [0.0, 10.0, 20.0, 30.0, 40.0]
     assert chart_label(chart, values).split() == ["KV", "cache", "%", "0%–40%"]
     assert chart_rows([]) == []
+
+
+def test_a_failed_card_says_which_fix_f_takes_now() -> None:
+    """The card's hint is ``f``'s own choice: the next untried fix, none when ``f`` stops."""
+    base = ServeFlags(model="m", max_model_len=30576)
+    util = Fix(title="Raise gpu_memory_utilization to 0.95", set={"gpu_memory_utilization": 0.95})
+    lower = Fix(title="Lower max_model_len to 928", set={"max_model_len": 928})
+
+    def failed(run_id: int, flags: ServeFlags, *fixes: Fix) -> RunRecord:
+        diagnosis = Diagnosis(kind="kv_cache_too_small", summary="too small", fixes=list(fixes))
+        return RunRecord(id=run_id, label=f"#{run_id}", flags=flags, status=RunStatus.FAILED,
+                         diagnosis=diagnosis)  # fmt: skip
+
+    assert fix_hint([failed(1, base, util, lower)]) == (1, "f applies fix 1 and restarts")
+    tried = failed(1, base.replace(gpu_memory_utilization=0.95))
+    assert fix_hint([tried, failed(2, base, util, lower)]) == (2, "f applies fix 2 and restarts")
+    assert fix_hint([failed(1, base)]) == (None, None)  # nothing to apply: no hint
+    assert fix_hint([]) == (None, None)
