@@ -194,6 +194,27 @@ async def test_cards_select_and_scroll_by_keyboard() -> None:
         assert board.view.selected == 3
 
 
+async def test_paging_the_cards_keeps_the_selected_card_whole_in_view() -> None:
+    """ctrl+PgUp / ctrl+PgDn move a screenful of runs, and the selected card is shown whole
+    (not left a column or two off), at 80 and at 120 columns."""
+    for size in ((80, 24), (120, 40)):
+        app = create_app(board_session(many_runs(12)), clock=None)
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            board = board_of(app)
+            strip = app.query_one("#board-cards")
+            seen = [board.view.selected]
+            for key in ("ctrl+pageup", "ctrl+pageup", "ctrl+pagedown", "home", "ctrl+pagedown"):
+                await pilot.press(key)
+                await pilot.pause()
+                selected = next(c for c in app.query(RunCard) if c.has_class("-selected"))
+                assert selected.record.id == board.view.selected
+                assert strip.region.contains_region(selected.region), (size, key)
+                seen.append(board.view.selected)
+            assert seen[0] == 12 and seen[1] < 12 and seen[2] < seen[1]  # back a page, twice
+            assert seen[3] > seen[2] and seen[4] == 1 and seen[5] > 1
+
+
 async def test_each_card_keeps_its_own_end_state_and_only_the_live_run_offers_a_load() -> None:
     flags = ServeFlags(model=MODEL)
     up = StartupProfile(seconds_to_ready=3.0)

@@ -30,7 +30,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("b", "b", "f6", "bench", "Bench",
             "Run the load (the form's Workload section) against the ready server."),
     Command("f", "f", "f7", "fix", "Fix",
-            "Apply the first fix of the latest failed run to the form and restart with it."),
+            "Apply the next untried fix of the latest failed run (its card says which) to the "
+            "form and restart with it; stops, saying why, when fixes fail the same way."),
     Command("c", "c", "f8", "cancel_load", "Cancel",
             "Cancel the running load (partial results are kept)."),
     Command("s", "s", "f9", "stop_server", "Stop",
