@@ -27,6 +27,7 @@ from tui.session.facade import Session
 from tui.session.hub import GpuReader
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.nvml import NvmlGpuSource
 
@@ -111,6 +112,7 @@ class AttachMode:
             gpu=gpu,
             host=HostReader() if local else None,
             gpu_absent=None if gpu is not None else remote_gpu_absent(url),
+            files=ConsoleFiles(data_dir),
         )
         info = SessionInfo(
             label=f"attached: {url}",

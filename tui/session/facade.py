@@ -27,6 +27,7 @@ from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
+from tui.session.tools import RunFiles, RunTools
 
 REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
@@ -53,12 +54,13 @@ class Session:
         loads: LoadService,
         release: ReleaseWaiter | None = None,
         repro: ReproRecorder | None = None,
+        files: RunFiles | None = None,
     ) -> None:
-        self.info, self._bus, self._book, self._slot = info, bus, book, slot
+        self.info, self._bus, self._book, self._slot, self._repro = info, bus, book, slot, repro
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
-        self._repro = repro
         self._closed = self.detached = False
         slot.listen(self._on_server_event)
+        self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
     # -- what the console reads --------------------------------------------------------------
     @property
@@ -196,8 +198,7 @@ class Session:
 
     # -- load --------------------------------------------------------------------------------
     async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None:
-        """Run ``spec`` (``model``: a LoRA adapter to address) against the ready server; the
-        result lands on the current run."""
+        """Run ``spec`` (``model``: a LoRA adapter) on the ready server, for the current run."""
         record, url = self._book.current, self._slot.base_url
         if self.state is not ServerState.READY or record is None or url is None:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")

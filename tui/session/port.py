@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.sweep import SweepSpec, SweepStatus
@@ -111,6 +113,26 @@ class SessionInfo:
     sweeps: SweepControl | None = None  # None: this mode runs no sweeps (attached)
 
 
+class SessionTools(Protocol):
+    """What the board asks of the session about runs (``tui.session.tools`` implements it)."""
+
+    async def repeat(self, run: RunRecord, times: int) -> list[RunRecord]:
+        """Run ``run`` again ``times`` times: its flags, ready, its workload; the new runs."""
+        ...
+
+    async def export(self, run: RunRecord, fmt: str) -> Path:
+        """Write ``run`` as ``fmt`` (command, yaml, compose, systemd, k8s) in the data dir."""
+        ...
+
+    async def save_preset(self, preset: Preset) -> Path:
+        """Save ``preset`` among the user's presets; the file written."""
+        ...
+
+    async def log_tail(self, run: RunRecord) -> LogTail:
+        """The end of ``run``'s server log file (bounded, read off the event loop)."""
+        ...
+
+
 class SessionPort(Protocol):
     """The session as the console sees it: read-only state, commands, an event feed."""
 
@@ -130,6 +152,8 @@ class SessionPort(Protocol):
     def vllm_cli(self) -> VllmCli | None: ...
     @property
     def vllm_cli_error(self) -> str | None: ...
+    @property
+    def tools(self) -> SessionTools: ...
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def start(self) -> None: ...

@@ -9,9 +9,9 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
-from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
+from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
@@ -20,8 +20,10 @@ from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, SweepUpdated
 from tui.ui.keys import screen_bindings
+from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
-from tui.ui.screens.sweep import ApplyBest, SweepScreen
+from tui.ui.screens.sweep_actions import SweepActions
 from tui.ui.server_view import project
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -40,7 +42,7 @@ def _problem_summary(problems: list[FlagProblem]) -> str:
     return first + (f" (and {more} more)" if more else "")
 
 
-class MainScreen(Screen[None]):
+class MainScreen(SweepActions):
     """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
 
     BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
@@ -59,7 +61,6 @@ class MainScreen(Screen[None]):
         self._view = project(session.current, session.state)
         self._restarting = False
         self._loading = False
-        self._sweep_screen: SweepScreen | None = None
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
 
@@ -81,7 +82,7 @@ class MainScreen(Screen[None]):
                 id="form",
                 classes="panel",
             )
-            yield ResultsBoard(id="board", classes="panel")
+            yield ResultsBoard(self.session, id="board", classes="panel")
         yield Footer()
 
     def _cli_status(self) -> CliStatus:
@@ -325,36 +326,48 @@ class MainScreen(Screen[None]):
         if isinstance(self.focused, Input | Select):
             self.board.focus()
 
-    # -- sweeps -------------------------------------------------------------------------------
-    def _sweep_refuses(self, key: str) -> bool:
-        """A sweep drives the server: the operator's own restarts and loads wait (one line)."""
-        sweeps = self.session.info.sweeps
-        if sweeps is None or not sweeps.running:
-            return False
-        self.notify(f"A sweep is running: {key} is refused (w shows it; x there stops it).",
-                    severity="warning")  # fmt: skip
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc (leave the field) is offered, and shown in the key bar, only in a field."""
+        if action == "leave_field":
+            return isinstance(self.focused, Input | Select)
         return True
 
-    def _sweep_updated(self, event: SweepUpdated) -> None:
-        if self._sweep_screen is not None and self._sweep_screen.is_attached:
-            self._sweep_screen.show(event.status)
-        if not event.status.live and event.status.message:
-            self.notify(f"Sweep {event.status.name}: {event.status.message}", timeout=8)
+    # -- the board and the form ------------------------------------------------------------
+    @on(ResultsBoard.LoadIntoForm)
+    def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
+        """Put a run's flags (and the workload it ran) into the form."""
+        run = message.run
+        self.form.load_flags(run.flags)
+        if run.workload is not None:
+            self.form.load_workload(run.workload)
+        what = "flags and workload" if run.workload is not None else "flags"
+        shown = "" if self.form.display else " (t shows the form)"
+        self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
-    def action_sweep(self) -> None:
-        """Open the sweep screen, starting from the form's flags and workload."""
-        if self.session.info.sweeps is None:
-            self.notify("This console runs no sweeps (attached to a server).", severity="warning")
+    def action_save_preset(self) -> None:
+        """Ask a name, then save the form's flags and workload as one of the user's presets."""
+        flags, problems = self.form.validate_flags()
+        if flags is None:
+            self.notify(_problem_summary(problems), title="Not saved: invalid flags",
+                        severity="error")  # fmt: skip
             return
-        flags, _ = self.form.validate_flags()
-        load, _ = self.form.validate_workload()
-        info = self.session.info
-        screen = SweepScreen(self.session, flags or info.initial_flags, load or info.initial_load)
-        self._sweep_screen = screen
-        self.app.push_screen(screen, callback=self._sweep_closed)
+        workload, _ = self.form.validate_workload()
+        based_on = self.form.chosen_preset
 
-    def _sweep_closed(self, result: ApplyBest | None) -> None:
-        self._sweep_screen = None
-        if result is not None:
-            self.form.load_flags(result.flags)
-            self.notify(f"The sweep's best (trial {result.trial}) is in the form: r restarts it.")
+        def save(name: str | None) -> None:
+            if name is None:
+                return
+            preset = preset_from_form(name, flags, workload, based_on=based_on,
+                                      machine=self.session.info.label)  # fmt: skip
+
+            async def write() -> None:
+                path = await self.session.tools.save_preset(preset)
+                self.form.add_preset(preset)
+                self.notify(str(path), title=f"Preset {preset.name} saved")
+
+            self._run("Save preset", write, "preset")
+
+        hint = "letters, digits, - _ . · a preset of the same name is replaced"
+        suggestion = f"{based_on.name}-mine" if based_on is not None else ""
+        self.app.push_screen(AskScreen("Save the form as preset", suggestion, hint=hint,
+                                       check=check_preset_name), save)  # fmt: skip
