@@ -14,11 +14,12 @@ from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.domain.workload import LoadSpec
 from tui.modes import ConsoleOptions, mode_for
-from tui.modes.attach import AttachMode, is_local_url
+from tui.modes.attach import AttachMode
 from tui.modes.common import assemble
 from tui.modes.sources import NvmlReader
 from tui.session.slot import ServerSlot
 from tui.store.history import RunStore
+from tui.telemetry.locality import is_local_url
 
 
 def test_local_urls_are_told_from_remote_ones() -> None:
@@ -26,13 +27,16 @@ def test_local_urls_are_told_from_remote_ones() -> None:
     assert is_local_url("http://[::1]:8000") and is_local_url(f"http://{socket.gethostname()}:1")
     assert not is_local_url("http://192.0.2.7:8000")  # TEST-NET-1: never this machine
     assert not is_local_url("http://gpu-box.invalid:8000")  # does not resolve
+    assert is_local_url("http://127.0.2.3:80") and is_local_url("http://vtc.localhost:8000/")
+    assert not is_local_url("http://10.255.255.1:8000")
 
 
 def test_attach_to_a_local_url_reads_local_nvml(tmp_path: Path) -> None:
     options = ConsoleOptions(attach="http://127.0.0.1:8000", data_dir=tmp_path)
     assert isinstance(mode_for(options), AttachMode)
     info, services = AttachMode().parts(options)
-    assert isinstance(services.gpu, NvmlReader) and services.gpu_absent is None
+    assert isinstance(services.gpu, NvmlReader) and services.gpu_policy.absent is None
+    assert services.gpu_policy.page_first  # the simulator's own gauges win when it has them
     assert info.label == "attached: http://127.0.0.1:8000"
     services.store.close()
 
@@ -43,7 +47,7 @@ async def test_attach_to_another_host_never_shows_or_stores_this_machines_gpu(
     url = "http://192.0.2.7:8000"
     info, services = AttachMode().parts(ConsoleOptions(attach=url, data_dir=tmp_path))
     assert services.gpu is None and services.host is None  # nothing of this machine
-    absent = services.gpu_absent
+    absent = services.gpu_policy.absent
     assert absent is not None and absent.status is SourceStatus.UNAVAILABLE
     assert "192.0.2.7" in absent.message and "--gpu-metrics-url" in absent.message
     # The session over those services, with the remote server and its /metrics faked.

@@ -16,6 +16,7 @@ from pathlib import Path
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.history import TelemetryHistory
 from tui.domain.presets import Preset
 from tui.domain.record import apply
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
@@ -68,6 +69,7 @@ class FakeSession:
         self.loads: list[LoadSpec] = []
         self.preflighted: list[ServeFlags] = []
         self.closed = False
+        self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
 
     # -- the session surface ----------------------------------------------------------------
     @property
@@ -149,6 +151,12 @@ class FakeSession:
         A server event is first folded into the current run (announced with ``RunUpdated``),
         as the real session's run book does before the event reaches the console.
         """
+        if isinstance(event, GpuSample):
+            self.history.record_gpu(event)
+        elif isinstance(event, ServerMetrics):
+            self.history.record_metrics(event)
+        elif isinstance(event, HostSample):
+            self.history.record_host(event)
         if isinstance(event, ServerEvent) and self.current is not None:
             folded = apply(self.current, event)
             if folded is not self.current:

@@ -19,7 +19,6 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags import ArgvError, ServeFlags, parse_serve_argv, problems_from_error
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
-from tui.domain.telemetry import GpuSample
 from tui.domain.vllm_config_yaml import ConfigYamlError, import_config_yaml
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
@@ -28,7 +27,7 @@ from tui.modes.sources import HostReader, MetricsReader
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
 from tui.session.facade import ReleaseWaiter, Session
-from tui.session.hub import GpuReader, TelemetryHub
+from tui.session.hub import GpuPolicy, GpuReader, TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
@@ -149,7 +148,7 @@ class Services:
     runner: LoadRunner
     gpu: GpuReader | None = None
     host: HostReader | None = None
-    gpu_absent: GpuSample | None = None  # what the GPU panel says when no GPU is visible
+    gpu_policy: GpuPolicy = field(default_factory=GpuPolicy)  # where the GPU reading comes from
     estimator: Estimator | None = None
     cli: CliLoader | None = None
     release: ReleaseWaiter | None = None
@@ -158,18 +157,21 @@ class Services:
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
     """A session over the services a mode built (the one place they are joined)."""
     bus = EventBus()
+    book = RunBook(services.store, services.history, bus.emit)
     hub = TelemetryHub(
         emit=bus.emit,
         interval_s=poll_interval_s,
         gpu=services.gpu,
         host=services.host,
         metrics=services.metrics,
-        gpu_absent=services.gpu_absent,
+        policy=services.gpu_policy,
+        record=book.apply,
+        trust_flags=services.slot.can_launch,  # attached: the form's flags are not its own
     )
     return Session(
         info,
         bus=bus,
-        book=RunBook(services.store, services.history, bus.emit),
+        book=book,
         slot=services.slot,
         hub=hub,
         preflight=Preflight(services.estimator, services.cli),

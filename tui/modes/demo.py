@@ -32,9 +32,10 @@ from tui.server.kv_estimator import KvEstimator
 from tui.server.model_config import ModelConfig, find_model_config
 from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
+from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
+from tui.sim.catalog import UnknownGpuError, catalog_models, resolve_gpu, resolve_model
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
@@ -69,12 +70,23 @@ def sim_catalog_config(model: str) -> ModelConfig | None:
     )
 
 
+def demo_label(gpu: str, speed: float) -> str:
+    """The console's header for the demo: the simulated GPU, and when time is scaled, by how
+    much (every latency and rate the simulator reports is then scaled by it)."""
+    try:
+        name = resolve_gpu(gpu).name.removeprefix("NVIDIA ").removeprefix("GeForce ")
+    except UnknownGpuError:
+        name = gpu  # the simulator will refuse it with its own message
+    scale = "real time" if speed == 1 else f"{speed:g}x time"
+    return f"demo · simulated {name} · {scale}"
+
+
 def simulated_gpu_absent() -> GpuSample:
     """What the GPU panel says while no simulator runs."""
     return GpuSample(
         t=time.monotonic(),
         source="simulated",
-        status=SourceStatus.DOWN,
+        status=SourceStatus.UNAVAILABLE,
         message="simulated GPU: shown while the simulator runs",
     )
 
@@ -119,7 +131,8 @@ class DemoMode:
             metrics=MetricsReader(local_client(credentials)),
             runner=LoadRunner(api_key=credentials.api_key),
             host=HostReader(),
-            gpu_absent=simulated_gpu_absent(),
+            # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
+            gpu_policy=GpuPolicy(absent=simulated_gpu_absent(), simulated=True),
             estimator=KvEstimator(
                 lambda: sim_gpu_device(gpu),
                 env={**env, **credentials.server_env()},
@@ -129,7 +142,7 @@ class DemoMode:
             ),
         )
         info = SessionInfo(
-            label=f"demo · simulated {gpu}",
+            label=demo_label(gpu, options.sim_speed),
             initial_flags=back.flags or point.flags,
             initial_load=point.load,
             presets=point.presets,

@@ -40,7 +40,7 @@ from tui.server.kv_estimator import (
 )
 from tui.server.supervisor import ProcessLauncher
 from tui.session.facade import Session
-from tui.session.hub import GpuReader
+from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
 from tui.session.slot import ServerSlot
@@ -108,6 +108,8 @@ class LocalVllmMode:
             runner=LoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader(),
+            # The server inherits this environment: its CUDA_VISIBLE_DEVICES marks its GPUs.
+            gpu_policy=GpuPolicy(cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES")),
             estimator=KvEstimator(
                 functools.partial(_device, nvml), env={**env, **credentials.server_env()}
             ),

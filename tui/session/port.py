@@ -11,8 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tui.domain.advice import Advice
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.freshness import Freshness
+from tui.domain.history import TelemetryHistory
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
@@ -35,8 +38,31 @@ class LoadFinished:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class TelemetryStatus:
+    """Once a poll interval: how fresh each panel's data is, the server's GPUs, the advice.
+
+    ``metrics``: ``None`` while no server is watched; ``host``: ``None`` where the mode reads
+    no host (a server on another machine). ``server_gpus``: the indices of the GPUs the
+    watched server runs on (empty: not known). ``advice``: what holds now, most urgent first.
+    """
+
+    gpu: Freshness
+    metrics: Freshness | None = None
+    host: Freshness | None = None
+    server_gpus: frozenset[int] = frozenset()
+    advice: tuple[Advice, ...] = ()
+
+
 SessionEvent = (
-    ServerEvent | RunUpdated | LoadFinished | LoadProgress | GpuSample | ServerMetrics | HostSample
+    ServerEvent
+    | RunUpdated
+    | LoadFinished
+    | LoadProgress
+    | GpuSample
+    | ServerMetrics
+    | HostSample
+    | TelemetryStatus
 )
 """Everything a session reports to its subscribers, on its event loop, in order."""
 
@@ -83,6 +109,10 @@ class SessionPort(Protocol):
     def vllm_cli(self) -> VllmCli | None: ...
     @property
     def vllm_cli_error(self) -> str | None: ...
+    @property
+    def history(self) -> TelemetryHistory:
+        """The panels' numbers over the last minutes (read-only for the console)."""
+        ...
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def start(self) -> None: ...

@@ -15,12 +15,14 @@ from textual.widgets import Footer, Input, Select
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
-from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
+from tui.domain.freshness import Freshness
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress
-from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort
+from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, TelemetryStatus
 from tui.ui.compare import latest_failed
 from tui.ui.keys import screen_bindings
 from tui.ui.screens.help import HelpScreen
+from tui.ui.screens.history import HistoryScreen
 from tui.ui.server_view import project
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -61,14 +63,15 @@ class MainScreen(Screen[None]):
         self._loading = False
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
+        self._telemetry = TelemetryStatus(gpu=Freshness(SourceStatus.STALE, None))
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         """All panels on one screen (no tabs): narrow terminals get compact panels."""
         yield ServerPanel(id="server", classes="panel")
         with Horizontal(id="strip"):
-            yield GpuPanel(id="gpu", classes="panel")
-            yield MetricsPanel(id="metrics", classes="panel")
+            yield GpuPanel(self.session.history, id="gpu", classes="panel")
+            yield MetricsPanel(self.session.history, id="metrics", classes="panel")
             yield LoadPanel(self.session.info.initial_load, id="load", classes="panel")
         with Horizontal(id="work"):
             yield FlagForm(
@@ -141,6 +144,8 @@ class MainScreen(Screen[None]):
             self.query_one(LoadPanel).show_finished(event.result, event.error)
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
+        elif isinstance(event, TelemetryStatus):
+            self._show_telemetry(event)
         elif isinstance(event, RunUpdated):
             self.board.show(list(self.session.runs))
             current = self.session.current
@@ -181,6 +186,14 @@ class MainScreen(Screen[None]):
         """Once a second while a server starts: how long it has been starting."""
         if self._view.state is ServerState.STARTING:
             self._refresh_view()
+
+    def _show_telemetry(self, status: TelemetryStatus) -> None:
+        """Ages, stale and down marks, the server's GPUs, the advice that holds now."""
+        self._telemetry = status
+        gpu = self.query_one(GpuPanel)
+        gpu.fresh, gpu.server_gpus = status.gpu, status.server_gpus
+        metrics = self.query_one(MetricsPanel)
+        metrics.fresh, metrics.advice = status.metrics, status.advice
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
@@ -292,6 +305,31 @@ class MainScreen(Screen[None]):
         settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
         self.notify(f"{fix.title}\n{settings}", title=f"Fix from run {title}: restarting")
         self.action_restart()
+
+    def action_apply_advice(self) -> None:
+        """Put the first piece of advice's flags into the form (r then restarts with them)."""
+        advice = next((a for a in self._telemetry.advice if a.fix is not None), None)
+        if advice is None or advice.fix is None:
+            self.notify("No advice holds now: the server looks well used.", severity="warning")
+            return
+        self.form.apply_settings(advice.fix.set)
+        settings = ", ".join(f"{k}={format_value(v)}" for k, v in advice.fix.set.items())
+        restart = "r restarts with it." if self.session.can_restart else "(attached: no restart)"
+        self.notify(f"{advice.fix.title}\n{settings}: {restart}", title="Advice in the form")
+
+    def action_history(self) -> None:
+        """The last minutes of every chart, every GPU, the advice in full."""
+        gpu = self.query_one(GpuPanel)
+        self.app.push_screen(
+            HistoryScreen(
+                self.session.history,
+                gpu=gpu.sample,
+                host=gpu.host,
+                server_gpus=self._telemetry.server_gpus,
+                advice=self._telemetry.advice,
+                refresh_s=1.0 if self._clock is not None else None,
+            )
+        )
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""
