@@ -23,7 +23,7 @@ WDDM_NA = "N/A (WDDM)"
 NA = "N/A"
 REMOTE_GPU_HINT = "pass --gpu-metrics-url URL of a dcgm-exporter on the server's host"
 REMOTE_GPU_NOT_VISIBLE = f"remote GPU not visible: {REMOTE_GPU_HINT}"
-RELEASED_SIMULATED_GPU = "simulated GPU released: its simulator is not running"
+RELEASED_SIMULATED_GPU = "simulator exited: freed"  # fits a GPU line at 80 columns
 
 
 def _visible_entries(cuda_visible_devices: str | None) -> list[str] | None:

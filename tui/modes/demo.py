@@ -15,7 +15,7 @@ import time
 
 from tui.domain.credentials import Credentials
 from tui.domain.preflight import DeviceMemory
-from tui.domain.telemetry import GpuSample, SourceStatus
+from tui.domain.telemetry import GpuSample, SimInfo, SourceStatus
 from tui.load.runner import LoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
@@ -74,11 +74,10 @@ def demo_label(gpu: str, speed: float) -> str:
     """The console's header for the demo: the simulated GPU, and when time is scaled, by how
     much (every latency and rate the simulator reports is then scaled by it)."""
     try:
-        name = resolve_gpu(gpu).name.removeprefix("NVIDIA ").removeprefix("GeForce ")
+        name = resolve_gpu(gpu).name
     except UnknownGpuError:
         name = gpu  # the simulator will refuse it with its own message
-    scale = "real time" if speed == 1 else f"{speed:g}x time"
-    return f"demo · simulated {name} · {scale}"
+    return f"demo · {SimInfo(name, speed).label}"
 
 
 def simulated_gpu_absent() -> GpuSample:

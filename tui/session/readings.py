@@ -102,12 +102,12 @@ class Readings:
     def status(self) -> TelemetryStatus:
         """Freshness of every source, the server's GPUs and the advice, as of now."""
         now = self._clock()
-        gpu_stamp = self._stamps.get("gpu")
-        if gpu_stamp is not None and self._gpu_standing:
-            gpu_stamp = Stamped(now, gpu_stamp.status, gpu_stamp.message)
+        gpu = self._fresh("gpu", now)
+        if self._gpu_standing:  # a state, not a poll: current, of no age
+            gpu = Freshness(gpu.state, None, gpu.reason)
         metrics = self._fresh("metrics", now) if self.watching else None
         return TelemetryStatus(
-            gpu=freshness(gpu_stamp, now, self._interval),
+            gpu=gpu,
             metrics=metrics,
             host=self._fresh("host", now) if "host" in self._stamps else None,
             server_gpus=self._server_gpus,

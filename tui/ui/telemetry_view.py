@@ -67,8 +67,8 @@ def freshness_mark(fresh: Freshness | None) -> str:
     """The mark a panel's title carries (Textual markup): its data's age, or its state."""
     if fresh is None:
         return ""
-    if fresh.state is SourceStatus.OK:
-        return f"[$text-muted]{age_text(fresh.age_s)}[/]"
+    if fresh.state is SourceStatus.OK:  # no age: a state that holds (a released GPU)
+        return f"[$text-muted]{age_text(fresh.age_s)}[/]" if fresh.age_s is not None else ""
     if fresh.state is SourceStatus.STALE:
         if fresh.age_s is None:
             return "[$text-muted]waiting[/]"

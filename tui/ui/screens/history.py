@@ -61,6 +61,29 @@ class HistoryScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,h,q", "dismiss", "Close", key_display="Esc"),
     ]
+    DEFAULT_CSS = """
+    HistoryScreen {
+        align: center middle;
+        background: $background 60%;
+    }
+    #history-box {
+        width: 94%;
+        max-width: 110;
+        height: 94%;
+        border: round $accent;
+        background: $surface;
+        padding: 0 1;
+    }
+    #history-box .history-section {
+        text-style: bold;
+        color: $text-primary;
+        margin-top: 1;
+    }
+    #history-gpus {
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
 
     def __init__(
         self,

@@ -138,6 +138,7 @@ class MainScreen(Screen[None]):
             self.query_one(GpuPanel).host = event
         elif isinstance(event, ServerMetrics):
             self.query_one(MetricsPanel).metrics = event
+            self._say_simulated(event)
         elif isinstance(event, LoadProgress):
             self.query_one(LoadPanel).show_progress(event)
         elif isinstance(event, LoadFinished):
@@ -186,6 +187,12 @@ class MainScreen(Screen[None]):
         """Once a second while a server starts: how long it has been starting."""
         if self._view.state is ServerState.STARTING:
             self._refresh_view()
+
+    def _say_simulated(self, metrics: ServerMetrics) -> None:
+        """A simulator's page says what it simulates and its time scale: the header says so."""
+        label = self.session.info.label
+        if metrics.sim is not None and metrics.sim.label not in label:
+            self.server_panel.border_title = f"Server · {label} · {metrics.sim.label}"
 
     def _show_telemetry(self, status: TelemetryStatus) -> None:
         """Ages, stale and down marks, the server's GPUs, the advice that holds now."""

@@ -167,14 +167,13 @@ class GpuPanel(Widget):
     def _host_line(host: HostSample, width: int) -> str:
         if host.cpu_percent is None and host.memory_total is None:
             return f"host {NA}"
-        wsl = "WSL2" if "(WSL2)" in host.label else ""
-        return fit(
-            [
-                (host.label or "host", 1),
-                (wsl if width < 40 else "", 4),  # the label says it where it fits
-                (f"cpu {na(host.cpu_percent, '.0f', '%')}", 5),
-                (f"ram {gib0(host.memory_used)}/{gib0(host.memory_total)}G", 3),
-                (f"srv {gib(host.server_rss)}G" if host.server_rss is not None else "", 2),
-            ],
-            width,
-        )
+        label = host.label or "host"
+        numbers = [
+            (f"cpu {na(host.cpu_percent, '.0f', '%')}", 5),
+            (f"ram {gib0(host.memory_used)}/{gib0(host.memory_total)}G", 3),
+            (f"srv {gib(host.server_rss)}G" if host.server_rss is not None else "", 2),
+        ]
+        line = fit([(label, 1), *numbers], width)
+        if "(WSL2)" in label and label not in line:  # too narrow for the name: WSL2 stays
+            line = fit([("WSL2", 4), *numbers], width)
+        return line
