@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
 from fakes.runner import FakeRunner
+from fakes.running_sim import start_sim
 from fakes.servers import FakeExisting
 from fakes.sources import FakeMetrics
 
@@ -70,3 +72,32 @@ async def test_attach_to_another_host_never_shows_or_stores_this_machines_gpu(
     assert stored.bench is not None
     assert stored.status is RunStatus.LOST and "left running" in stored.ended_because
     assert stored.peaks.gpu_util is None and stored.peaks.gpu_mem_used_bytes is None
+
+
+async def test_attached_to_a_local_simulator_its_own_gpu_gauges_are_the_gpu(tmp_path: Path) -> None:
+    sim = await start_sim(
+        "Qwen/Qwen2.5-0.5B-Instruct", "--sim-speed", "100", "--sim-gpu", "rtx3080-10gb"
+    )
+    try:
+        options = ConsoleOptions(attach=sim.base, data_dir=tmp_path, poll_interval_s=0.1)
+        info, services = AttachMode().parts(options)
+        assert isinstance(services.gpu, NvmlReader)  # this machine's NVML, for a real vLLM
+        session = assemble(info, services, poll_interval_s=0.1)
+        pages: list[GpuSample] = []
+        seen = asyncio.Event()
+
+        def watch(event: object) -> None:
+            if isinstance(event, GpuSample) and event.source.startswith("dcgm:"):
+                pages.append(event)
+                seen.set()
+
+        session.subscribe(watch)
+        await session.start()
+        try:
+            await asyncio.wait_for(seen.wait(), 30)
+        finally:
+            await session.close()
+    finally:
+        await sim.close()
+    (device,) = pages[0].devices
+    assert device.name == "NVIDIA GeForce RTX 3080" and device.memory_total

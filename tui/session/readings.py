@@ -103,8 +103,11 @@ class Readings:
         """Freshness of every source, the server's GPUs and the advice, as of now."""
         now = self._clock()
         gpu = self._fresh("gpu", now)
-        if self._gpu_standing:  # a state, not a poll: current, of no age
-            gpu = Freshness(gpu.state, None, gpu.reason)
+        stamp = self._stamps.get("gpu")
+        if self._gpu_standing and stamp is not None:  # a state, not a poll: current, no age
+            gpu = Freshness(
+                stamp.status, None, "" if stamp.status is SourceStatus.OK else stamp.message
+            )
         metrics = self._fresh("metrics", now) if self.watching else None
         return TelemetryStatus(
             gpu=gpu,
