@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
+from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.load.runner import LoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
@@ -109,7 +111,10 @@ class LocalVllmMode:
             gpu=gpu,
             host=HostReader(),
             # The server inherits this environment: its CUDA_VISIBLE_DEVICES marks its GPUs.
-            gpu_policy=GpuPolicy(cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES")),
+            gpu_policy=GpuPolicy(
+                absent=None if gpu is not None else cpu_build_gpu(),
+                cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+            ),
             estimator=KvEstimator(
                 functools.partial(_device, nvml), env={**env, **credentials.server_env()}
             ),
@@ -128,6 +133,16 @@ class LocalVllmMode:
             protected_runs=back.protected,
         )
         return info, services
+
+
+def cpu_build_gpu() -> GpuSample:
+    """What the GPU panel says for the CPU build of vLLM (no GPU source was given)."""
+    return GpuSample(
+        t=time.monotonic(),
+        source="cpu",
+        status=SourceStatus.UNAVAILABLE,
+        message="CPU build of vLLM: no GPU in use (pass --gpu-metrics-url to watch one)",
+    )
 
 
 def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:

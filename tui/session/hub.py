@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ from tui.session.port import TelemetryStatus
 from tui.session.readings import Readings
 from tui.session.run_series import RunSeries
 from tui.telemetry.poller import Poller, PollFailure
+
+logger = logging.getLogger(__name__)
 
 Emit = Callable[[GpuSample | HostSample | ServerMetrics | TelemetryStatus], None]
 Clock = Callable[[], float]
@@ -265,8 +268,11 @@ class TelemetryHub:
     async def _tick_forever(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
-            self._series.tick(self._clock())
-            self._emit(self._readings.status())
+            try:
+                self._series.tick(self._clock())
+                self._emit(self._readings.status())
+            except Exception:  # a failed tick must not end the ticks (the marks would freeze)
+                logger.exception("telemetry status tick failed")
 
     def _on_failure(self, failure: PollFailure) -> None:
         if not failure.in_callback:
