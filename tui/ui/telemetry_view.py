@@ -75,7 +75,7 @@ def freshness_mark(fresh: Freshness | None) -> str:
         return f"[b $warning]STALE {age_text(fresh.age_s)}[/]"
     if fresh.state is SourceStatus.DOWN:
         return "[b $error]DOWN[/]"
-    return "[$text-muted]n/a[/]"
+    return ""  # unavailable: the panel's body says why
 
 
 def panel_title(name: str, fresh: Freshness | None, note: str = "") -> str:
