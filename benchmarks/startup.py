@@ -2,7 +2,7 @@
 
     python benchmarks/startup.py [--sim-only] [--sim-runs 10] [--real-runs 3]
 
-Measured with the console's own ``ProcessLauncher`` (``tui.server.supervisor``: the server's
+Measured with the console's own ``ProcessLauncher`` (``tui.server.launcher``: the server's
 output reaches the console through its log relay) on (a) the simulator
 (``python -m tui.sim``) and (b) the real CPU build of vLLM provisioned by
 ``vtc setup-cpu-vllm`` (skipped with a reason when it is not there):
@@ -56,8 +56,8 @@ from tui.domain.flags import ServeFlags  # noqa: E402
 from tui.modes.demo import sim_gpu_device, simulator_command  # noqa: E402
 from tui.server.kv_estimator import KvEstimator, cpu_node_memory  # noqa: E402
 from tui.server.launched import LaunchedServer  # noqa: E402
+from tui.server.launcher import ProcessLauncher  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
-from tui.server.supervisor import ProcessLauncher  # noqa: E402
 
 MIB = 2**20
 READY_GOAL_S = 0.3

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
@@ -78,8 +79,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    diag = sub.add_parser("diagnose", help="explain a failed `vllm serve` start from its log")
-    diag.add_argument("logfile", type=Path, help="the server's log (stdout+stderr)")
+    diag = sub.add_parser(
+        "diagnose",
+        help="explain a failed `vllm serve` start from its log",
+        description="Explain why `vllm serve` failed, from its log (any vLLM from 0.4 on; pasted, "
+        "wrapped or cut logs are fine). A long log or an endless stream is read in bounded "
+        "memory and time: its first 256 KiB and its last 2 MiB.",
+        epilog="exit codes: 0 = the cause was diagnosed; 1 = a failure whose cause is not known; "
+        "2 = the log could not be read (or bad arguments); 3 = no failure found in the log.",
+    )
+    diag.add_argument(
+        "logfile", metavar="LOGFILE", help="the server's log (stdout+stderr); `-` reads stdin"
+    )
     diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
 
     setup = sub.add_parser(
@@ -110,28 +121,46 @@ def _split_serve_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return args, []
 
 
-def cmd_diagnose(logfile: Path, as_json: bool) -> int:
-    """``vtc diagnose``: the same ``diagnose()`` the console uses, on a saved log."""
+EXIT_DIAGNOSED = 0
+EXIT_UNKNOWN_CAUSE = 1
+EXIT_UNREADABLE = 2
+EXIT_NO_FAILURE = 3
+
+
+def cmd_diagnose(logfile: str | Path, as_json: bool) -> int:
+    """``vtc diagnose``: the same ``diagnose()`` the console uses, on a saved log or stdin.
+
+    Exit codes: 0 diagnosed, 1 a failure of unknown cause, 2 unreadable, 3 no failure found.
+    """
     from tui.server.diagnose import diagnose
+    from tui.server.log_excerpt import LogReadError, read_log_excerpt
 
     try:
-        text = logfile.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        print(f"vtc diagnose: cannot read {logfile}: {exc.strerror}", file=sys.stderr)
-        return 2
-    result = diagnose(text)
+        excerpt = read_log_excerpt(logfile)
+    except LogReadError as exc:
+        print(f"vtc: {exc.one_line()}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    result = diagnose(excerpt.text)
     if as_json:
         print(json.dumps(result.to_json_dict(), indent=2))
     else:
-        print(f"{result.kind}: {result.summary}")
-        for key, value in result.facts.items():
-            print(f"  {key} = {value}")
-        for fix in result.fixes:
-            sets = ", ".join(f"{k}={v}" for k, v in fix.set.items())
-            print(f"  fix: {fix.title}" + (f"  [{sets}]" if sets else ""))
-        if result.evidence:
-            print(f"  evidence: {result.evidence}")
-    return 0 if result.kind != "unknown" else 1
+        _print_diagnosis(result)
+    if excerpt.note():
+        print(f"vtc: note: {excerpt.note()}", file=sys.stderr)
+    if not result.failure_found:
+        return EXIT_NO_FAILURE
+    return EXIT_DIAGNOSED if result.kind != "unknown" else EXIT_UNKNOWN_CAUSE
+
+
+def _print_diagnosis(result: Diagnosis) -> None:
+    print(f"{result.kind}: {result.summary}")
+    for key, value in result.facts.items():
+        print(f"  {key} = {value}")
+    for fix in result.fixes:
+        sets = ", ".join(f"{k}={v}" for k, v in fix.set.items())
+        print(f"  fix: {fix.title}" + (f"  [{sets}]" if sets else ""))
+    if result.evidence:
+        print(f"  evidence: {result.evidence}")
 
 
 def cmd_presets() -> int:

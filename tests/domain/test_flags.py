@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from tui.domain.flags import (
     ArgvError,
+    FlagError,
     FlagKind,
     ServeFlags,
     diff_flags,
@@ -199,7 +200,7 @@ def test_flags_are_frozen_and_replace_validates() -> None:
     with pytest.raises(ValidationError):
         flags.max_model_len = 1  # type: ignore[misc]
     assert flags.replace(max_model_len=None).max_model_len is None
-    with pytest.raises(ValidationError):
+    with pytest.raises(FlagError, match=r"^--gpu-memory-utilization 2\.0: Input should be less"):
         flags.replace(gpu_memory_utilization=2.0)
 
 

@@ -3,10 +3,12 @@ of secrets only, the GPU and its driver, vLLM, the host."""
 
 from __future__ import annotations
 
-from typing import Any
+import pynvml
+from fakes.pynvml import FakeNvml, h100
 
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
-from tui.server.repro import capture_reproduction, gpu_facts, local_host, nvml_versions
+from tui.server.repro import capture_reproduction, gpu_facts, local_host
+from tui.telemetry.nvml import NvmlGpuSource
 
 
 def test_argv_is_kept_exactly_but_a_secret_option_becomes_a_name() -> None:
@@ -67,15 +69,9 @@ def test_gpu_facts_from_a_sample_and_nvml_versions() -> None:
     assert (facts.name, facts.count) == ("NVIDIA H100 80GB HBM3", 2)
     assert gpu_facts(None).name is None and gpu_facts(None).count is None
 
-    class FakeNvml:
-        def nvmlSystemGetDriverVersion(self) -> Any:
-            return b"550.54.15"
-
-        def nvmlSystemGetCudaDriverVersion_v2(self) -> Any:
-            return 12040
-
-    assert nvml_versions(FakeNvml()) == ("550.54.15", "12.4")
-    assert nvml_versions(object()) == (None, None)  # a binding without them
+    assert NvmlGpuSource(FakeNvml([h100()])).versions() == ("550.54.15", "12.4")
+    no_driver = FakeNvml([], init_error=pynvml.NVMLError_DriverNotLoaded())
+    assert NvmlGpuSource(no_driver).versions() == (None, None)
 
 
 def test_the_record_carries_version_gpu_and_host() -> None:

@@ -110,6 +110,14 @@ class FakeNvml:
         self.calls.append("nvmlShutdown")
         self.initialized -= 1
 
+    def nvmlSystemGetDriverVersion(self) -> str:
+        """A real driver's answer (nvidia-ml-py 12+ returns str)."""
+        return "550.54.15"
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:
+        """CUDA 12.4, as the driver encodes it."""
+        return 12040
+
     def nvmlDeviceGetCount(self) -> int:
         self.calls.append("nvmlDeviceGetCount")
         if self.count_error is not None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from fakes.supervisor import Supervisor
 from realvllm_support import EventRecorder, SupervisorFactory, make_supervisor
 
 from tui.server.provision import ProvisionedVllm, find_provisioned
-from tui.server.supervisor import Supervisor
 
 
 @pytest.fixture(scope="session")

@@ -18,12 +18,12 @@ from typing import TypeVar
 
 import httpx
 import psutil
+from fakes.supervisor import Supervisor
 
 from tui.domain.events import LogLine, ServerEvent
 from tui.domain.flags import ServeFlags
 from tui.domain.workload import LoadProgress
 from tui.server.provision import ProvisionedVllm
-from tui.server.supervisor import Supervisor
 
 MIB = 2**20
 KV_64M = 64 * MIB

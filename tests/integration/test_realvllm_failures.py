@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from fakes.supervisor import Supervisor
 from realvllm_support import (
     CPU_BLOCK_SIZE,
     KV_64M,
@@ -40,7 +41,6 @@ from tui.domain.diagnosis import Diagnosis
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerState
 from tui.domain.flags import ServeFlags
 from tui.server.provision import ProvisionedVllm
-from tui.server.supervisor import Supervisor
 
 pytestmark = pytest.mark.realvllm
 
@@ -147,9 +147,10 @@ async def test_no_kv_cache_memory_and_the_fix_starts(
 async def test_invalid_value_in_pass_through_args_is_diagnosed(
     real_vllm: ProvisionedVllm, supervisors: SupervisorFactory
 ) -> None:
-    """ServeFlags refuses max_num_seqs 0, so the only way it reaches vLLM is verbatim."""
+    """ServeFlags refuses max_num_seqs 0, in its field and in the extra args alike; a run
+    recorded by an older vtc may still hold it verbatim, so the flags are built unchecked."""
     sup, rec = supervisors()
-    flags = good_flags(real_vllm, extra_args=("--max-num-seqs", "0"))
+    flags = good_flags(real_vllm).model_copy(update={"extra_args": ("--max-num-seqs", "0")})
     failed = await _launch_expecting_failure(sup, rec, flags)
     d = failed.diagnosis
     assert d.kind == "invalid_flag_value", d

@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 import pytest_asyncio
+from fakes.supervisor import Supervisor
 from realvllm_support import (
     KV_64M,
     EventRecorder,
@@ -52,7 +53,6 @@ from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.runner import LoadRunner
 from tui.server.provision import ProvisionedVllm
-from tui.server.supervisor import Supervisor
 from tui.telemetry.host import process_tree_usage
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 

@@ -1,12 +1,19 @@
-"""The demo's telemetry: an honest header, and the simulator's own GPU, freed when it exits."""
+"""The demo mode's choices: an honest header, the simulator's own GPU (freed when it exits),
+reproduction facts and the console session of each run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fakes.servers import FakeLauncher
+from fakes.waiting import until
+
 from tui.domain.telemetry import SourceStatus
 from tui.modes import ConsoleOptions
+from tui.modes.common import assemble
 from tui.modes.demo import DemoMode, demo_label
+from tui.session.slot import ServerSlot
+from tui.store.history import RunStore
 
 
 def test_the_demo_header_names_the_simulated_gpu_and_its_time_scale(tmp_path: Path) -> None:
@@ -18,3 +25,29 @@ def test_the_demo_header_names_the_simulated_gpu_and_its_time_scale(tmp_path: Pa
     policy = services.gpu_policy
     assert services.gpu is None and policy.simulated  # its page's gauges, freed on exit
     assert policy.absent is not None and policy.absent.status is SourceStatus.UNAVAILABLE
+
+
+async def test_each_launch_records_how_to_reproduce_it_and_its_console_session(
+    tmp_path: Path,
+) -> None:
+    options = ConsoleOptions(demo=True, data_dir=tmp_path, poll_interval_s=0.05)
+    info, services = DemoMode().parts(options)
+    launcher = FakeLauncher()
+    services.slot = ServerSlot(launcher=launcher, keeper=services.slot._keeper)
+    session = assemble(info, services, poll_interval_s=0.05)
+    await session.start()  # the demo autostarts its preset
+
+    def captured() -> bool:
+        run = session.current
+        return run is not None and run.repro is not None and run.repro.vllm_version is not None
+
+    await until(captured, "the reproduction facts")
+    run = session.current
+    assert run is not None and run.repro is not None and run.session is not None
+    assert run.repro.argv == ["vllm", "serve", "m"]  # exactly what was executed
+    assert run.repro.vllm_version == "0.32.0"  # the vLLM the simulator speaks
+    assert run.repro.gpu_name is not None and run.repro.gpu_name.endswith("(simulated)")
+    assert run.repro.host
+    await session.close()
+    (stored,) = RunStore(tmp_path / "demo-runs.sqlite").list()
+    assert stored.repro == run.repro and stored.session == run.session

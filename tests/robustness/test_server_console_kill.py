@@ -41,7 +41,7 @@ from pathlib import Path
 from tui.domain.events import Failed, Ready
 from tui.domain.flags import ServeFlags
 from tui.server.adopted import ServerStateKeeper
-from tui.server.supervisor import ProcessLauncher
+from tui.server.launcher import ProcessLauncher
 from tui.store.server_state import ServerStateFile
 
 async def main(cfg):

@@ -20,8 +20,8 @@ from fakes.waiting import Recorder, until
 
 from tui.domain.events import Exited, Failed
 from tui.domain.flags import ServeFlags
+from tui.server.launcher import ProcessLauncher
 from tui.server.process import snapshot_tree
-from tui.server.supervisor import ProcessLauncher
 
 MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 GRACE_S = 3.0

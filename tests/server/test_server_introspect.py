@@ -25,14 +25,12 @@ import psutil
 import pytest
 
 from tui.domain.flags import KV_CACHE_DTYPES, flag_specs
-from tui.domain.vllm_cli import parse_serve_help
 from tui.domain.vllm_config_yaml import load_config_mapping, vllm_config_args
 from tui.server.introspect import (
     SCRIPT,
     IntrospectError,
     cache_path,
     introspect_vllm,
-    introspect_vllm_help,
     python_for_vllm,
     vllm_dist_version,
 )
@@ -40,7 +38,6 @@ from tui.server.provision import find_provisioned
 
 DOMAIN_TESTS = Path(__file__).resolve().parent.parent / "domain"
 FIXTURE = DOMAIN_TESTS / "vllm_cli_fixture.json"
-HELP_CAPTURE = DOMAIN_TESTS / "vllm_serve_help_0.32.0.txt"
 
 # The fake interpreter. Behaviour comes from files next to it, so one test can change it
 # between calls: "version" (the dist version to report), "mode" (ok / not-installed /
@@ -242,21 +239,6 @@ def test_python_for_vllm_reads_the_shebang_then_a_sibling(tmp_path: Path) -> Non
     assert python_for_vllm(tmp_path / "missing" / "vllm") is None
 
 
-def test_help_fallback_parses_a_vllm_that_prints_its_help(tmp_path: Path) -> None:
-    fake_vllm = _executable(
-        tmp_path / "vllm",
-        f"#!{sys.executable}\nimport sys\n"
-        f"assert sys.argv[1:] == ['serve', '--help=all'], sys.argv\n"
-        f"sys.stdout.write(open({str(HELP_CAPTURE)!r}).read())\n",
-    )
-    cli = introspect_vllm_help(fake_vllm, version="0.32.0")
-    assert len(cli.flags) == 317
-    assert cli.unknown_options(["m", "--disable-log-requests"]) == ["--disable-log-requests"]
-    failing = _executable(tmp_path / "vllm-broken", "#!/bin/sh\necho boom >&2\nexit 1\n")
-    with pytest.raises(IntrospectError, match="boom"):
-        introspect_vllm_help(failing)
-
-
 def _load_script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("vtc_introspect_script", SCRIPT)
     assert spec is not None and spec.loader is not None
@@ -349,9 +331,6 @@ def test_real_vllm_flags_match_our_declarations(tmp_path: Path) -> None:
     assert cli.known("--enable-log-requests")
     kinds = {p.option: p.kind for p in cli.problems(["m", "--disable-cascade-attn", "--device"])}
     assert kinds == {"--disable-cascade-attn": "deprecated", "--device": "ambiguous"}
-    # the --help=all text fallback sees exactly the same options
-    from_help = parse_serve_help(HELP_CAPTURE.read_text(), "0.32.0")
-    assert set(from_help.option_strings) == set(cli.option_strings)
     # a second call is a cache hit and gives the same answer
     assert introspect_vllm(PROVISIONED.python, cache_dir=tmp_path).flags == cli.flags
 

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 from fakes.net import free_port, gone
+from fakes.supervisor import Supervisor
 from fakes.waiting import Recorder
 
 from tui.domain.events import (
@@ -31,8 +32,8 @@ from tui.domain.events import (
     ServerState,
 )
 from tui.domain.flags import ServeFlags
+from tui.server.launcher import DEFAULT_HOST, ProcessLauncher
 from tui.server.provision import find_provisioned
-from tui.server.supervisor import DEFAULT_HOST, ProcessLauncher, Supervisor
 
 pytestmark = pytest.mark.realvllm
 

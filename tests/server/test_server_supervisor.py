@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from fakes.net import free_port, gone
 from fakes.prober import FakeProber
+from fakes.supervisor import Supervisor
 from fakes.waiting import Recorder, until
 
 from tui.domain.events import (
@@ -39,8 +40,8 @@ from tui.domain.events import (
 from tui.domain.flags import ServeFlags
 from tui.server.backend import LAUNCHED
 from tui.server.launched import LaunchedServer
+from tui.server.launcher import DEFAULT_HOST, ProcessLauncher, with_default_host
 from tui.server.spawn import ExitWatch
-from tui.server.supervisor import DEFAULT_HOST, ProcessLauncher, Supervisor, with_default_host
 
 HERE = Path(__file__).resolve().parent
 FAKE = HERE / "fake_vllm.py"
@@ -500,7 +501,8 @@ async def test_loopback_is_the_default_host(launcher: Any) -> None:
     # A host the operator set is kept, in the form or in extra arguments.
     assert with_default_host(ServeFlags(model=MODEL, host="0.0.0.0")).host == "0.0.0.0"
     assert with_default_host(ServeFlags(model=MODEL), ["--host", "::"]).host is None
-    assert with_default_host(ServeFlags(model=MODEL, extra_args=("--host=::",))).host is None
+    # (a declared flag given in extra args moves into its field: the host is the operator's)
+    assert with_default_host(ServeFlags(model=MODEL, extra_args=("--host=::",))).host == "::"
     assert with_default_host(ServeFlags(model=MODEL), host=None).host is None
 
 

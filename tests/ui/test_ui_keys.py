@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
-from ui_fakes import MODEL, FakeSession, board_runs, presets
+from ui_fakes import FIXED_TIME, MODEL, FakeSession, board_runs, kv_failure, presets
 
+from tui.domain.diagnosis import Fix
 from tui.domain.events import ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 from tui.ui.app import VtcApp, create_app
 from tui.ui.widgets.flag_form import FlagForm
@@ -264,3 +266,22 @@ async def test_a_preset_loads_its_flags_and_workload() -> None:
         flags, problems = f.validate_flags()
         assert problems == []
         assert flags == presets()[0].flags
+
+
+async def test_f_stops_when_its_fix_failed_the_same_way() -> None:
+    """``f`` never loops: after a fix that failed with the same cause it says so, once."""
+    base = ServeFlags(model=MODEL, max_model_len=30576)
+    fix = Fix(title="Raise gpu_memory_utilization to 0.95", set={"gpu_memory_utilization": 0.95})
+    first = RunRecord(id=1, label="#1", created_at=FIXED_TIME, flags=base,
+                      status=RunStatus.FAILED, diagnosis=kv_failure().model_copy(
+                          update={"fixes": [fix]}))  # fmt: skip
+    again = RunRecord(id=2, label="#2", created_at=FIXED_TIME,
+                      flags=base.replace(gpu_memory_utilization=0.95), status=RunStatus.FAILED,
+                      diagnosis=kv_failure())  # fmt: skip
+    session = FakeSession(runs=[first, again], initial_flags=again.flags)
+    app, notes = make(session)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("f")
+        await settle(pilot)
+        assert "restart" not in session.calls  # nothing applied, nothing restarted
+        assert "failed the same way" in notes.text()

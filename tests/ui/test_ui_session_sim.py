@@ -14,6 +14,7 @@ from textual.pilot import Pilot
 from tui.domain.events import ServerState
 from tui.domain.results import RunStatus
 from tui.modes import ConsoleOptions, build_session
+from tui.session import wait_for_state
 from tui.ui.app import create_app
 from tui.ui.widgets.run_card import RunCard
 
@@ -71,3 +72,27 @@ async def test_seed_000_story_through_the_console(tmp_path: Path) -> None:
             assert session.current.bench.completed == 8
     finally:
         await session.close()  # the simulator this test started goes with it
+
+
+async def test_seed_000_every_offered_fix_starts_or_is_not_offered(tmp_path: Path) -> None:
+    """The KV case's fix loop is gone: each fix passed pre-flight, and each one starts."""
+    options = ConsoleOptions(
+        demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2, autostart=False
+    )
+    session = build_session(options)
+    await session.start()
+    try:
+        await session.restart(session.info.initial_flags.replace(max_model_len=30576))
+        assert await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60) is (
+            ServerState.FAILED
+        )
+        failed = session.runs[-1]
+        assert failed.diagnosis is not None and failed.diagnosis.kind == "kv_cache_too_small"
+        fixes = failed.diagnosis.fixes
+        assert fixes and all(fix.check == "passed" for fix in fixes)  # checked, not guessed
+        for fix in fixes:  # a fix that would not fit next to the weights is not offered
+            await session.restart(failed.flags.replace(**fix.set))
+            state = await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 60)
+            assert state is ServerState.READY, f"{fix.title} did not start"
+    finally:
+        await session.close()

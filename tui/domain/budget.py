@@ -23,15 +23,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from tui.domain import kv
 from tui.domain.flags import ServeFlags
+from tui.domain.vllm_defaults import (
+    CPU_BLOCK_SIZE,
+    GPU_BLOCK_SIZE,
+    KV_CACHE_DTYPE,
+    PERFORMANCE_MODE,
+    BatchDefaults,
+    DeviceKind,
+    batch_defaults,
+    default_block_size,
+)
 
 MIB = 2**20
 GIB = 2**30
-
-DeviceKind = Literal["gpu", "cpu"]
 
 # -- calibrations (approximations of what vLLM measures at start-up) ---------------------------
 CUDA_CONTEXT_BYTES = 300 * MIB  # CUDA context + cuBLAS handles, held before vLLM's snapshot
@@ -40,9 +47,9 @@ NCCL_BYTES = 200 * MIB  # extra non-torch memory with tensor/pipeline parallel g
 CPU_RUNTIME_RSS_BYTES = 1 * GIB  # a CPU worker's resident memory besides its weights
 # (vllm-cpu-findings.md: the whole eager tree peaks at 1.8 GB with a ~1 MB model)
 
-# -- vLLM constants --------------------------------------------------------------------------
-GPU_DEFAULT_BLOCK_SIZE = 16  # config/cache.py:344-347
-CPU_DEFAULT_BLOCK_SIZE = 128  # platforms/cpu.py:292-293
+# -- vLLM constants (its defaults are declared in tui.domain.vllm_defaults) ----------------
+GPU_DEFAULT_BLOCK_SIZE = GPU_BLOCK_SIZE
+CPU_DEFAULT_BLOCK_SIZE = CPU_BLOCK_SIZE
 FLASH_ATTN_BLOCK_MULTIPLE = 16  # FLASH_ATTN kernel block sizes: MultipleOf(16)
 CPU_BLOCK_MULTIPLE = 32  # platforms/cpu.py:295-299 warns otherwise
 
@@ -104,36 +111,9 @@ COMPATIBLE_QUANT: dict[str, set[str]] = {
 }
 
 
-# -- default resolution (reference 1.4) ----------------------------------------------------------
-@dataclass(frozen=True)
-class BatchDefaults:
-    """``get_batch_defaults`` for the OpenAI server (``engine/arg_utils.py:2894-2985``)."""
-
-    max_num_batched_tokens: int
-    max_num_seqs: int
-
-
-def batch_defaults(
-    total_bytes: int, device_name: str = "", kind: DeviceKind = "gpu", world_size: int = 1
-) -> BatchDefaults:
-    """Reference 1.4: >=160 GiB 16384/1024; >=70 GiB and not A100 8192/1024; else 2048/256.
-
-    CPU: ``2048 x world_size`` / ``128 x world_size``.
-    """
-    if kind == "cpu":
-        ws = max(1, world_size)
-        return BatchDefaults(2048 * ws, 128 * ws)
-    gib = total_bytes / GIB
-    if gib >= 160:
-        return BatchDefaults(16384, 1024)
-    if gib >= 70 and "a100" not in device_name.lower():
-        return BatchDefaults(8192, 1024)
-    return BatchDefaults(2048, 256)
-
-
-def default_block_size(kind: DeviceKind) -> int:
-    """16 on GPU (``config/cache.py:344-347``), 128 on CPU (``platforms/cpu.py:292-293``)."""
-    return CPU_DEFAULT_BLOCK_SIZE if kind == "cpu" else GPU_DEFAULT_BLOCK_SIZE
+# -- default resolution (reference 1.4; the defaults themselves live in vllm_defaults) ---------
+# BatchDefaults, batch_defaults and default_block_size are imported above and stay importable
+# from here (the simulator's memory model uses them through this module).
 
 
 def resolved_dtype(shape: kv.ModelShape, dtype_flag: str | None) -> str:
@@ -265,7 +245,7 @@ def resolve_engine(
     kind: DeviceKind = "gpu",
     checkpoint_quantization: str | None = None,
     embedding_params: float | None = None,
-    performance_mode: str = "balanced",
+    performance_mode: str = PERFORMANCE_MODE,
 ) -> EngineConfig:
     """Apply vLLM's defaults to ``flags`` for ``shape`` on a device (reference 1.3 and 1.4)."""
     derived = shape.max_position_embeddings
@@ -283,7 +263,7 @@ def resolve_engine(
         ),
         dtype=resolved_dtype(shape, flags.dtype),
         quantization=resolved_quantization(flags.quantization, checkpoint_quantization),
-        kv_cache_dtype=flags.kv_cache_dtype or "auto",
+        kv_cache_dtype=flags.kv_cache_dtype or KV_CACHE_DTYPE,
         block_size=flags.block_size or default_block_size(kind),
         derived_max_model_len=derived,
         max_model_len=max_model_len,

@@ -12,8 +12,9 @@ Precedence (documented in the README):
   (``--api-key``, taken out of the argv before anything stores it) > ``VLLM_API_KEY`` >
   ``OPENAI_API_KEY``. A launched server gets it as ``VLLM_API_KEY`` (vLLM reads that
   variable as ``--api-key``'s default), never in its argv.
-- **Hugging Face token**: ``HF_TOKEN`` > ``HUGGING_FACE_HUB_TOKEN``; passed on by
-  inheritance of the environment, never stored.
+- **Hugging Face token**: ``--hf-token`` on the serve command line (taken out of the argv)
+  > ``HF_TOKEN`` > ``HUGGING_FACE_HUB_TOKEN``; a launched server gets one given on the
+  command line as ``HF_TOKEN``, the others by inheritance of the environment; never stored.
 
 Values never appear in ``repr``: a credentials object may be logged by accident.
 """
@@ -36,6 +37,7 @@ class Credentials:
     api_key: str | None = field(default=None, repr=False)
     api_key_source: str = ""
     hf_token: str | None = field(default=None, repr=False)
+    hf_token_given: bool = False  # on the command line: the server must be handed it
 
     @classmethod
     def from_env(
@@ -52,12 +54,19 @@ class Credentials:
             if value:
                 api_key, source = value, origin
                 break
-        hf = next((env[name] for name in HF_TOKEN_ENVS if env.get(name)), None)
-        return cls(api_key=api_key, api_key_source=source, hf_token=hf)
+        given_hf = given.get(HF_TOKEN_ENVS[0])
+        hf = given_hf or next((env[name] for name in HF_TOKEN_ENVS if env.get(name)), None)
+        return cls(
+            api_key=api_key, api_key_source=source, hf_token=hf, hf_token_given=bool(given_hf)
+        )
 
     def server_env(self) -> dict[str, str]:
-        """What a launched server's environment must add: the key vLLM will require."""
-        return {API_KEY_ENV: self.api_key} if self.api_key else {}
+        """What a launched server's environment must add: the key vLLM will require, and a
+        Hugging Face token given on the command line."""
+        env = {API_KEY_ENV: self.api_key} if self.api_key else {}
+        if self.hf_token and self.hf_token_given:
+            env[HF_TOKEN_ENVS[0]] = self.hf_token
+        return env
 
     def headers(self) -> dict[str, str]:
         """HTTP headers for requests to the server (empty without a key)."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from tui.domain.flags import ServeFlags
 
 DiagnosisKind = Literal[
     "kv_cache_too_small",
@@ -21,18 +25,45 @@ DiagnosisKind = Literal[
     "world_size_exceeds_gpus",
     "unsupported_block_size",
     "unknown_quantization",
+    "unsupported_dtype",
+    "unsupported_gpu",
+    "unsupported_model",
+    "model_not_found",
+    "model_access_denied",
+    "trust_remote_code_required",
+    "tokenizer_error",
+    "cuda_driver_mismatch",
+    "no_gpu_visible",
+    "nccl_error",
+    "disk_full",
     "engine_died",
     "unknown",
 ]
 
+FixCheck = Literal["passed", "not_checked"]
+"""How an offered fix was checked: ``passed`` the pre-flight check for the flags it would
+produce, or ``not_checked`` (``check_note`` says why). A fix that fails the check is not
+offered at all (the diagnosis lists it under ``facts["withheld_fixes"]``)."""
+
+FixChecker = Callable[["ServeFlags"], Sequence[str] | None]
+"""The pre-flight check a diagnosis runs its fixes through: the problems the flags a fix
+would produce are expected to hit (empty: they should start), or ``None`` when it cannot
+tell (model or device unknown). Injected, so that diagnosing stays free of I/O."""
+
 
 class Fix(BaseModel):
-    """One remedy: a title and the flags to set (snake_case names; ``None`` unsets)."""
+    """One remedy: a title and the flags to set (snake_case names; ``None`` unsets).
+
+    ``check`` says whether the flags the fix produces passed the pre-flight check;
+    ``check_note`` says what was checked, or why nothing could be.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     title: str
     set: dict[str, Any] = Field(default_factory=dict)
+    check: FixCheck = "not_checked"
+    check_note: str = ""
 
 
 class Diagnosis(BaseModel):
@@ -40,6 +71,8 @@ class Diagnosis(BaseModel):
 
     ``facts`` holds the numbers read from the log (e.g. ``max_model_len``,
     ``estimated_max_model_len``); ``evidence`` is the log line that decided the kind.
+    ``failure_found`` is ``False`` when the log shows no failure at all (kind ``unknown``,
+    nothing to explain); it is not part of the JSON document.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -49,6 +82,7 @@ class Diagnosis(BaseModel):
     facts: dict[str, Any] = Field(default_factory=dict)
     fixes: list[Fix] = Field(default_factory=list)
     evidence: str = ""
+    failure_found: bool = Field(default=True, exclude=True)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The ``{"kind", "summary", "facts", "fixes"}`` document (evidence included)."""

@@ -8,15 +8,19 @@ same line in a notification. Anything else that escapes is a bug, and is shown a
 
 from __future__ import annotations
 
+MAX_CHARS = 4000
+"""The most of a message or hint that is ever shown."""
+
 
 class VtcError(Exception):
     """Base of vtc's own errors: a one-line user message and an optional hint."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         # One line, whatever the caller passed: a multi-line message breaks the CLI's
-        # contract and the console's notification layout.
-        self.message = " ".join(str(message).split()) or type(self).__name__
-        self.hint = " ".join(hint.split()) if hint else None
+        # contract and the console's notification layout. Only the head is looked at (a
+        # message may quote a huge input).
+        self.message = " ".join(str(message)[:MAX_CHARS].split()) or type(self).__name__
+        self.hint = " ".join(hint[:MAX_CHARS].split()) if hint else None
         super().__init__(self.message)
 
     def one_line(self) -> str:

@@ -1,28 +1,61 @@
 """The tunable ``vllm serve`` flags, each declared exactly once.
 
 ``ServeFlags`` is the single declaration: every field carries its CLI spelling, aliases, type,
-vLLM's own default, its range and help text. Everything else is rendered from it: the argv
-that launches a server (:meth:`ServeFlags.to_argv`), the console's form (:func:`flag_specs`),
-preset TOML (:meth:`ServeFlags.to_toml_dict`) and the parse of a ``vllm serve ...`` command
-line (:func:`parse_serve_argv`).
+vLLM's own default (from :mod:`tui.domain.vllm_defaults`), its range and help text. Everything
+else is rendered from it: the argv that launches a server (:meth:`ServeFlags.to_argv`), the
+console's form (:func:`flag_specs`), preset TOML (:meth:`ServeFlags.to_toml_dict`) and the
+parse of a ``vllm serve ...`` command line.
 
-Ranges, choices and cross-field rules follow vLLM 0.32.0 as quoted in
-``vllm-0.32-reference.md`` sections 1.3-1.5; the error texts are vLLM's where vLLM has one, so
-the operator reads the same words in the form that the server would have printed.
+Constructing a ``ServeFlags`` checks vLLM 0.32's rules that need nothing but the flags
+(``vllm-0.32-reference.md`` sections 1.3-1.5, texts in vLLM's words): ranges, choices, the
+cross-field rules; a declared flag given in the extra arguments moves into its field (or is
+refused when the field holds a value too); secrets and options that would take the launch
+out of vtc's hands are refused there. The one validation path every source of flags goes
+through (form, ``vtc -- serve``, presets, ``--config`` YAML, fixes, sweeps) is
+:mod:`tui.domain.flag_validation`; it adds the checks that need vLLM's parser table and,
+when known, the device and the model.
+
+A record read back from the history is validated with :func:`stored_context`: it shows what
+ran, so the rules added since it was written do not refuse it (secrets are scrubbed).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Literal, get_args
 
 import annotated_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from tui.domain.humanint import format_human_bytes, parse_human_int, parse_human_int_or_auto
+from tui.domain import vllm_defaults as D
+from tui.domain.declared_args import split_declared
+from tui.domain.flag_errors import (
+    ArgvError,
+    FlagError,
+    FlagProblem,
+    join_problems,
+    problems_from_error,
+)
+from tui.domain.flag_spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
+from tui.domain.secrets import find_secrets, secret_problems
+from tui.domain.vllm_serve_options import vllm_032_cli
+
+__all__ = [
+    "DTYPES", "KV_CACHE_DTYPES", "QUANTIZATION_METHODS", "ArgvError", "FlagChange",
+    "FlagError", "FlagGroup", "FlagKind", "FlagProblem", "FlagSpec", "ServeFlags",
+    "diff_flags", "flag_spec", "flag_specs", "format_value", "names", "problems_from_error",
+    "stored_context",
+]  # fmt: skip
 
 # vLLM 0.32.0 config/cache.py:39-59
 KV_CACHE_DTYPES = (
@@ -41,6 +74,9 @@ QUANTIZATION_METHODS = (
     "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
     "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
 )  # fmt: skip
+# Deprecated methods need --allow-deprecated-quantization (quantization/__init__.py:52-55;
+# config/model.py:1459-1472).
+DEPRECATED_QUANTIZATION = ("fbgemm_fp8", "fp_quant")
 
 KvCacheDtype = Literal[
     "auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
@@ -50,58 +86,30 @@ KvCacheDtype = Literal[
 ]  # fmt: skip
 ModelDtype = Literal["auto", "bfloat16", "float", "float16", "float32", "half"]
 
-
-class FlagKind(StrEnum):
-    """How a flag's value is typed on the command line."""
-
-    INT = "int"
-    FLOAT = "float"
-    BOOL = "bool"  # BooleanOptionalAction: --x / --no-x
-    CHOICE = "choice"
-    STR = "str"
-
-
-class FlagGroup(StrEnum):
-    """Where a flag sits in the form; the order here is the form's order."""
-
-    MEMORY = "Memory & KV cache"
-    BATCHING = "Batching & scheduling"
-    MODEL = "Model & precision"
-    PARALLEL = "Parallelism"
-    SERVER = "Server"
+_STORED = "vtc_stored_record"
+_INT_FIELDS = (
+    "max_model_len", "block_size", "kv_cache_memory_bytes", "num_gpu_blocks_override",
+    "max_num_seqs", "max_num_batched_tokens", "max_logprobs", "tensor_parallel_size",
+    "pipeline_parallel_size", "port",
+)  # fmt: skip
+MAX_CPU_OFFLOAD_GB = 2**33  # 2^63 bytes: vLLM turns the GiB into a byte count
+# Options that take a launch out of vtc's hands when passed through in the extra args.
+_NOT_IN_EXTRA_ARGS: Mapping[str, str] = {
+    "model": "the model is the form's model field (vLLM would move this one in front of it "
+    "and refuse the other)",
+    "config": "vLLM would read the file behind the form's back; import it with "
+    "`vtc --config FILE` so its values are checked",
+    "help": "vLLM would print its help and exit: the server never starts",
+}
 
 
-def flag(
-    *,
-    cli: str,
-    help: str,
-    group: FlagGroup,
-    vllm_default: Any = None,
-    config: str = "EngineArgs",
-    aliases: tuple[str, ...] = (),
-    human: bool = False,
-    auto: bool = False,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    default: Any = None,
-) -> Any:
-    """Declare one flag: a pydantic ``Field`` whose extras hold what the CLI and form need.
+def stored_context() -> dict[str, Any]:
+    """Validation context for a record read back from the history (see the module docstring)."""
+    return {_STORED: True}
 
-    ``vllm_default`` is what vLLM uses when the flag is not passed (``None``: derived at run
-    time, e.g. from the model config or the device). ``config`` names the vLLM config class
-    whose pydantic validation reports a range error, so messages can read like vLLM's.
-    """
-    extra = {
-        "cli": cli,
-        "aliases": list(aliases),
-        "group": group.value,
-        "vllm_default": vllm_default,
-        "config": config,
-        "human": human,
-        "auto": auto,
-    }
-    return Field(default=default, ge=ge, gt=gt, le=le, description=help, json_schema_extra=extra)
+
+def _stored(info: ValidationInfo) -> bool:
+    return isinstance(info.context, Mapping) and bool(info.context.get(_STORED))
 
 
 class ServeFlags(BaseModel):
@@ -112,14 +120,19 @@ class ServeFlags(BaseModel):
     invalid flag set cannot exist as a ``ServeFlags`` and therefore cannot be launched.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+    # hide_input_in_errors: a refused value may be a secret; pydantic's error text must not
+    # repeat the input.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, protected_namespaces=(), hide_input_in_errors=True
+    )
 
     model: str = Field(min_length=1, description="Model name or path (the positional MODEL).")
 
     # -- memory & KV cache ---------------------------------------------------------------
     gpu_memory_utilization: float | None = flag(
         cli="--gpu-memory-utilization", aliases=("--device-memory-utilization",),
-        group=FlagGroup.MEMORY, vllm_default=0.92, config="CacheConfig", gt=0, le=1,
+        group=FlagGroup.MEMORY, vllm_default=D.GPU_MEMORY_UTILIZATION, config="CacheConfig",
+        gt=0, le=1, finite=True,
         help="Fraction of TOTAL device memory this instance may use (weights, activations, "
         "KV cache). On the CPU backend: fraction of the NUMA node's RAM.",
     )  # fmt: skip
@@ -134,21 +147,22 @@ class ServeFlags(BaseModel):
         help="Tokens per KV-cache block. Default 16 on GPU, 128 on CPU (multiple of 32 there).",
     )  # fmt: skip
     kv_cache_dtype: KvCacheDtype | None = flag(
-        cli="--kv-cache-dtype", group=FlagGroup.MEMORY, vllm_default="auto",
+        cli="--kv-cache-dtype", group=FlagGroup.MEMORY, vllm_default=D.KV_CACHE_DTYPE,
         config="CacheConfig", help="KV-cache element type; fp8 halves KV memory per token.",
     )  # fmt: skip
     kv_cache_memory_bytes: int | None = flag(
         cli="--kv-cache-memory-bytes", group=FlagGroup.MEMORY, config="CacheConfig", ge=0,
-        human=True,
+        human=True, optional=True,
         help="Exact KV-cache size (e.g. 20G, 64M); overrides gpu_memory_utilization sizing.",
     )  # fmt: skip
     num_gpu_blocks_override: int | None = flag(
         cli="--num-gpu-blocks-override", group=FlagGroup.MEMORY, config="CacheConfig", ge=1,
+        optional=True,
         help="Replace the profiled number of KV blocks (testing and what-if runs).",
     )  # fmt: skip
     cpu_offload_gb: float | None = flag(
-        cli="--cpu-offload-gb", group=FlagGroup.MEMORY, vllm_default=0.0,
-        config="UVAOffloadConfig", ge=0,
+        cli="--cpu-offload-gb", group=FlagGroup.MEMORY, vllm_default=D.CPU_OFFLOAD_GB,
+        config="UVAOffloadConfig", ge=0, finite=True,
         help="GiB of weights kept in CPU RAM and streamed in each step: fits bigger models, "
         "costs throughput.",
     )  # fmt: skip
@@ -172,21 +186,22 @@ class ServeFlags(BaseModel):
         help="Split long prompts across steps. Default: the model's default (on).",
     )  # fmt: skip
     max_logprobs: int | None = flag(
-        cli="--max-logprobs", group=FlagGroup.BATCHING, vllm_default=20,
+        cli="--max-logprobs", group=FlagGroup.BATCHING, vllm_default=D.MAX_LOGPROBS,
         config="ModelConfig", ge=-1, help="Most logprobs a request may ask for (-1: no cap).",
     )  # fmt: skip
 
     # -- model & precision ----------------------------------------------------------------
     dtype: ModelDtype | None = flag(
-        cli="--dtype", group=FlagGroup.MODEL, vllm_default="auto", config="ModelConfig",
+        cli="--dtype", group=FlagGroup.MODEL, vllm_default=D.DTYPE, config="ModelConfig",
         help="Weights/activations type; auto takes the checkpoint's.",
     )  # fmt: skip
     quantization: str | None = flag(
         cli="--quantization", aliases=("-q",), group=FlagGroup.MODEL, config="ModelConfig",
+        optional=True,
         help="Quantization method (awq, gptq, fp8, ...). Default: read from the checkpoint.",
     )  # fmt: skip
     enforce_eager: bool | None = flag(
-        cli="--enforce-eager", group=FlagGroup.MODEL, vllm_default=False,
+        cli="--enforce-eager", group=FlagGroup.MODEL, vllm_default=D.ENFORCE_EAGER,
         config="ModelConfig",
         help="Skip torch.compile and CUDA graphs: faster start, less memory, slower decode.",
     )  # fmt: skip
@@ -194,25 +209,27 @@ class ServeFlags(BaseModel):
     # -- parallelism ----------------------------------------------------------------------
     tensor_parallel_size: int | None = flag(
         cli="--tensor-parallel-size", aliases=("-tp",), group=FlagGroup.PARALLEL,
-        vllm_default=1, config="ParallelConfig", ge=1,
+        vllm_default=D.TENSOR_PARALLEL_SIZE, config="ParallelConfig", ge=1,
         help="GPUs one layer is split across; attention heads must divide by it.",
     )  # fmt: skip
     pipeline_parallel_size: int | None = flag(
         cli="--pipeline-parallel-size", aliases=("-pp",), group=FlagGroup.PARALLEL,
-        vllm_default=1, config="ParallelConfig", ge=1, help="Pipeline stages (GPUs in series).",
+        vllm_default=D.PIPELINE_PARALLEL_SIZE, config="ParallelConfig", ge=1,
+        help="Pipeline stages (GPUs in series).",
     )  # fmt: skip
 
     # -- server ---------------------------------------------------------------------------
     port: int | None = flag(
-        cli="--port", group=FlagGroup.SERVER, vllm_default=8000, config="FrontendArgs",
+        cli="--port", group=FlagGroup.SERVER, vllm_default=D.PORT, config="FrontendArgs",
         ge=1, le=65535, help="HTTP port of the OpenAI-compatible server.",
     )  # fmt: skip
     host: str | None = flag(
-        cli="--host", group=FlagGroup.SERVER, config="FrontendArgs",
+        cli="--host", group=FlagGroup.SERVER, config="FrontendArgs", optional=True,
         help="Interface to bind (default: all).",
     )  # fmt: skip
     served_model_name: str | None = flag(
         cli="--served-model-name", group=FlagGroup.SERVER, config="ModelConfig",
+        optional=True,
         help="Name clients use in requests; the first is the metrics' model_name label.",
     )  # fmt: skip
 
@@ -220,38 +237,72 @@ class ServeFlags(BaseModel):
         default=(), description="Any other vllm serve arguments, passed through verbatim."
     )
 
+    # -- vLLM's rules ---------------------------------------------------------------------
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any, info: ValidationInfo) -> Any:
+        """Lower-case the quantization (as vLLM does); declared flags leave the extra args."""
+        if not isinstance(data, dict):
+            return data
+        if _stored(info):
+            return _scrub_stored(data)
+        data = dict(data)
+        quant = data.get("quantization")
+        if isinstance(quant, str):
+            data["quantization"] = quant.lower()  # config/model.py:1041-1046
+        return _move_declared(data)
+
+    @field_validator("model", "host", "served_model_name")
+    @classmethod
+    def _not_blank(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None or _stored(info):
+            return value
+        if not value.strip():
+            if info.field_name == "model":
+                raise ValueError("the model name or path is empty")
+            raise ValueError("an empty value; leave the flag out for vLLM's default")
+        if info.field_name == "host" and (value != value.strip() or " " in value):
+            raise ValueError("a host name or address has no spaces")
+        return value
+
+    @field_validator(*_INT_FIELDS)
+    @classmethod
+    def _fits_int64(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and value > INT64_MAX and not _stored(info):
+            raise ValueError(
+                f"Input should be less than or equal to {INT64_MAX} (vLLM passes it on as a "
+                "64-bit integer)"
+            )
+        if info.field_name == "max_model_len" and value == 0 and not _stored(info):
+            # config/model.py:1057-1062 (vLLM 0.32.0), its words
+            raise ValueError(
+                "max_model_len must be a positive integer, got int: 0. Example: max_model_len=2048"
+            )
+        return value
+
+    @field_validator("gpu_memory_utilization", "cpu_offload_gb")
+    @classmethod
+    def _finite(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is None or _stored(info):
+            return value
+        if not is_finite(value):
+            raise ValueError("Input should be a finite number")
+        if info.field_name == "cpu_offload_gb" and value > MAX_CPU_OFFLOAD_GB:
+            raise ValueError(
+                f"Input should be less than or equal to {MAX_CPU_OFFLOAD_GB} (2^63 bytes)"
+            )
+        return value
+
     @model_validator(mode="after")
-    def _cross_field_rules(self) -> ServeFlags:
-        """vLLM's cross-field checks (reference 1.5), in vLLM's words."""
-        problems: list[str] = []
-        q = self.quantization
-        if q is not None and q not in QUANTIZATION_METHODS:
-            problems.append(
-                f"Unknown quantization method: {q}. Must be one of {list(QUANTIZATION_METHODS)}."
-            )
-        mnbt, mns, mml = self.max_num_batched_tokens, self.max_num_seqs, self.max_model_len
-        # config/scheduler.py:314-357. Only checkable when both values are explicit: vLLM
-        # derives an unset one with min(), which keeps the pair consistent.
-        if mnbt is not None and mns is not None and mnbt < mns:
-            problems.append(
-                f"max_num_batched_tokens ({mnbt}) must be greater than or equal to "
-                f"max_num_seqs ({mns})."
-            )
-        if (
-            self.enable_chunked_prefill is False
-            and mnbt is not None
-            and mml is not None
-            and mml > 0
-            and mnbt < mml
-        ):
-            problems.append(
-                f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({mml}). This "
-                "effectively limits the maximum sequence length to max_num_batched_tokens and "
-                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
-                "decrease max_model_len."
-            )
+    def _cross_field_rules(self, info: ValidationInfo) -> ServeFlags:
+        """vLLM's cross-field checks (reference 1.5), in vLLM's words; extra-args safety."""
+        if _stored(info):
+            return self
+        problems = [*_quantization_problems(self), *_batch_problems(self)]
+        problems += [f"extra_args: {p.message}" for p in secret_problems(self.extra_args)]
+        problems += _extra_arg_problems(self.extra_args)
         if problems:
-            raise ValueError(" ".join(problems))
+            raise ValueError(join_problems(problems))
         return self
 
     # -- rendering --------------------------------------------------------------------------
@@ -291,10 +342,13 @@ class ServeFlags(BaseModel):
         return out
 
     def replace(self, **changes: Any) -> ServeFlags:
-        """A validated copy with ``changes`` applied (``None`` unsets a flag)."""
+        """A validated copy with ``changes`` applied (``None`` unsets a flag).
+
+        Raises :class:`FlagError` naming each refused value (a fix, a sweep step).
+        """
         data = self.model_dump()
         data.update(changes)
-        return ServeFlags.model_validate(data)
+        return validated(data)
 
     @property
     def effective_port(self) -> int:
@@ -302,92 +356,163 @@ class ServeFlags(BaseModel):
         return int(self.effective("port"))
 
 
-@dataclass(frozen=True)
-class FlagSpec:
-    """One flag as the CLI and the form see it, read from ``ServeFlags``' declaration."""
-
-    name: str
-    cli: str
-    aliases: tuple[str, ...]
-    kind: FlagKind
-    group: FlagGroup
-    help: str
-    vllm_default: Any
-    config: str
-    choices: tuple[str, ...] | None = None
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
-    human: bool = False
-    auto: bool = False
-
-    @property
-    def spellings(self) -> tuple[str, ...]:
-        """Every option string that names this flag (``_`` and ``-`` both accepted later)."""
-        return (self.cli, *self.aliases)
-
-    def render(self, value: Any) -> list[str]:
-        """This flag and ``value`` as argv tokens."""
-        if self.kind is FlagKind.BOOL:
-            return [self.cli] if value else ["--no-" + self.cli[2:]]
-        if self.human and self.name.endswith("_bytes") and isinstance(value, int):
-            return [self.cli, format_human_bytes(value)]
-        if isinstance(value, float) and value.is_integer() and self.kind is FlagKind.FLOAT:
-            return [self.cli, repr(value)]
-        return [self.cli, str(value)]
-
-    def parse(self, text: str) -> Any:
-        """Type one textual value like vLLM's argparse does; ``ValueError`` in its words."""
-        raw = text.strip()
-        if self.kind is FlagKind.INT:
-            try:
-                if self.auto:
-                    return parse_human_int_or_auto(raw)
-                if self.human:
-                    return parse_human_int(raw)
-                return int(raw)
-            except ValueError as exc:
-                type_name = "human_readable_int" if self.human else "int"
-                detail = (
-                    str(exc) if "Decimals" in str(exc) else f"invalid {type_name} value: {text!r}"
-                )
-                raise ValueError(f"argument {self.cli}: {detail}") from exc
-        if self.kind is FlagKind.FLOAT:
-            try:
-                return float(raw)
-            except ValueError as exc:
-                raise ValueError(f"argument {self.cli}: invalid float value: {text!r}") from exc
-        if self.kind is FlagKind.CHOICE:
-            assert self.choices is not None
-            if raw not in self.choices:
-                options = ", ".join(repr(c) for c in self.choices)
-                raise ValueError(
-                    f"argument {self.cli}: invalid choice: {raw!r} (choose from {options})"
-                )
-            return raw
-        if self.kind is FlagKind.BOOL:
-            lowered = raw.lower()
-            if lowered in ("true", "1", "yes", "on"):
-                return True
-            if lowered in ("false", "0", "no", "off"):
-                return False
-            raise ValueError(f"argument {self.cli}: expected true or false, got {text!r}")
-        return raw
-
-    def describe_range(self) -> str:
-        """A short human rendering of the allowed range, for the form's hint line."""
-        parts = []
-        if self.gt is not None:
-            parts.append(f"> {_num(self.gt)}")
-        if self.ge is not None:
-            parts.append(f">= {_num(self.ge)}")
-        if self.le is not None:
-            parts.append(f"<= {_num(self.le)}")
-        return ", ".join(parts)
+# -- the rules, as functions of the flags -------------------------------------------------------
+def _quantization_problems(flags: ServeFlags) -> list[str]:
+    q = flags.quantization
+    if q is None:
+        return []
+    if q not in QUANTIZATION_METHODS:
+        return [f"Unknown quantization method: {q}. Must be one of {list(QUANTIZATION_METHODS)}."]
+    if q in DEPRECATED_QUANTIZATION and not _has_option(
+        flags.extra_args, "allow_deprecated_quantization"
+    ):
+        # config/model.py:1459-1472, its words
+        return [
+            f"quantization: The quantization method {q} is deprecated and will be removed in "
+            "future versions of vLLM. To bypass, set `--allow-deprecated-quantization`."
+        ]
+    return []
 
 
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else str(x)
+def _batch_problems(flags: ServeFlags) -> list[str]:
+    # config/scheduler.py:314-357. Only checkable here when both values are explicit (vLLM
+    # derives an unset one with min()); the device-aware path checks the derived values.
+    problems: list[str] = []
+    mnbt, mns, mml = flags.max_num_batched_tokens, flags.max_num_seqs, flags.max_model_len
+    if mnbt is not None and mns is not None and mnbt < mns:
+        problems.append(
+            f"max_num_batched_tokens ({mnbt}) must be greater than or equal to "
+            f"max_num_seqs ({mns})."
+        )
+    chunked_off = flags.enable_chunked_prefill is False
+    if chunked_off and mnbt is not None and mml is not None and mml > 0 and mnbt < mml:
+        problems.append(chunked_prefill_message(mnbt, mml))
+    return problems
+
+
+def chunked_prefill_message(mnbt: int, mml: int) -> str:
+    """vLLM's text when, without chunked prefill, the token budget is below the length."""
+    return (
+        f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({mml}). This "
+        "effectively limits the maximum sequence length to max_num_batched_tokens and "
+        "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
+        "decrease max_model_len."
+    )
+
+
+def _has_option(extra: Iterable[str], dest: str) -> bool:
+    cli = vllm_032_cli()
+    for token in extra:
+        res = cli.resolve(token)
+        if res.status == "known" and res.flag is not None and res.flag.dest == dest:
+            return not res.option.startswith("--no-")
+    return False
+
+
+def _extra_arg_problems(extra: tuple[str, ...]) -> list[str]:
+    cli = vllm_032_cli()
+    problems: list[str] = []
+    for token in extra:
+        res = cli.resolve(token)
+        if res.status != "known" or res.flag is None:
+            continue
+        why = _NOT_IN_EXTRA_ARGS.get(res.flag.dest)
+        if why is not None:
+            problems.append(f"extra_args: {token.split('=', 1)[0]} in extra args: {why}")
+    return problems
+
+
+def _move_declared(data: dict[str, Any]) -> dict[str, Any]:
+    """Declared flags named in ``extra_args`` move into their fields (``ValueError`` if the
+    field is set too, or a value is bad)."""
+    extra = data.get("extra_args")
+    if not extra or isinstance(extra, str) or not all(isinstance(t, str) for t in extra):
+        return data  # nothing to move, or not text: the field's own validation says so
+    split = split_declared(list(extra), flag_specs(), vllm_032_cli())
+    problems = [f"extra_args: {p.line}" for p in split.problems]
+    for name, value in split.values.items():
+        current = data.get(name)
+        if current is not None:
+            problems.append(
+                f"extra_args: {split.given[name]} in extra args, but {name} is also set "
+                f"({format_value(current)}); vLLM would use the last one while vtc shows "
+                "the other: keep one"
+            )
+        elif value is not None:
+            data[name] = value
+    if problems:
+        raise ValueError(join_problems(problems))
+    data["extra_args"] = tuple(split.rest)
+    return data
+
+
+def _scrub_stored(data: dict[str, Any]) -> dict[str, Any]:
+    """A stored record's extra args without the secrets an older vtc kept there."""
+    extra = data.get("extra_args")
+    if not extra or not all(isinstance(t, str) for t in extra):
+        return data
+    hits = find_secrets(list(extra))
+    if not hits:
+        return data
+    drop = {i for hit in hits for i in range(hit.start, hit.end)}
+    return {**data, "extra_args": tuple(t for i, t in enumerate(extra) if i not in drop)}
+
+
+def validated(data: Mapping[str, Any], *, context: Mapping[str, Any] | None = None) -> ServeFlags:
+    """``ServeFlags`` from ``data``, or :class:`FlagError` naming each refused value."""
+    try:
+        return ServeFlags.model_validate(dict(data), context=dict(context or {}))
+    except ValidationError as exc:
+        raise FlagError(problems_from_error(exc, cli_names(), dict(data))) from None
+
+
+def cli_names() -> dict[str, str]:
+    """``--flag`` by field name, ``model`` included (how a problem names its flag)."""
+    return {"model": "model", **{s.name: s.cli for s in flag_specs()}}
+
+
+_SPECS: tuple[FlagSpec, ...] | None = None
+
+
+def flag_specs() -> tuple[FlagSpec, ...]:
+    """Every tunable flag, in declaration order (model and extra args excluded)."""
+    global _SPECS
+    if _SPECS is None:
+        _SPECS = tuple(_spec_of(name, field) for name, field in _declared_fields())
+    return _SPECS
+
+
+def _declared_fields() -> list[tuple[str, Any]]:
+    return [
+        (name, field)
+        for name, field in ServeFlags.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and "cli" in field.json_schema_extra
+    ]
+
+
+def _spec_of(name: str, field: Any) -> FlagSpec:
+    extra = field.json_schema_extra
+    kind, choices = _kind_and_choices(field.annotation)
+    bounds: dict[str, float] = {}
+    for meta in field.metadata:
+        for attr in ("ge", "gt", "le"):
+            if isinstance(meta, getattr(annotated_types, attr.capitalize())):
+                bounds[attr] = getattr(meta, attr)
+    return FlagSpec(
+        name=name,
+        cli=str(extra["cli"]),
+        aliases=tuple(extra["aliases"]),
+        kind=kind,
+        group=FlagGroup(str(extra["group"])),
+        help=field.description or "",
+        vllm_default=extra["vllm_default"],
+        config=str(extra["config"]),
+        choices=choices,
+        human=bool(extra["human"]),
+        auto=bool(extra["auto"]),
+        optional=bool(extra["optional"]),
+        **bounds,
+    )
 
 
 def _kind_and_choices(annotation: Any) -> tuple[FlagKind, tuple[str, ...] | None]:
@@ -403,207 +528,12 @@ def _kind_and_choices(annotation: Any) -> tuple[FlagKind, tuple[str, ...] | None
     }[inner], None
 
 
-_SPECS: tuple[FlagSpec, ...] | None = None
-
-
-def flag_specs() -> tuple[FlagSpec, ...]:
-    """Every tunable flag, in declaration order (model and extra args excluded)."""
-    global _SPECS
-    if _SPECS is None:
-        specs = []
-        for name, field in ServeFlags.model_fields.items():
-            extra = field.json_schema_extra
-            if not isinstance(extra, dict) or "cli" not in extra:
-                continue
-            kind, choices = _kind_and_choices(field.annotation)
-            bounds: dict[str, float] = {}
-            for meta in field.metadata:
-                for attr in ("ge", "gt", "le"):
-                    if isinstance(meta, getattr(annotated_types, attr.capitalize())):
-                        bounds[attr] = getattr(meta, attr)
-            specs.append(
-                FlagSpec(
-                    name=name,
-                    cli=str(extra["cli"]),
-                    aliases=tuple(extra["aliases"]),  # type: ignore[arg-type]
-                    kind=kind,
-                    group=FlagGroup(str(extra["group"])),
-                    help=field.description or "",
-                    vllm_default=extra["vllm_default"],
-                    config=str(extra["config"]),
-                    choices=choices,
-                    human=bool(extra["human"]),
-                    auto=bool(extra["auto"]),
-                    **bounds,
-                )
-            )
-        _SPECS = tuple(specs)
-    return _SPECS
-
-
 def flag_spec(name: str) -> FlagSpec:
     """The spec of one flag by snake_case name; ``KeyError`` if it is not declared."""
     for spec in flag_specs():
         if spec.name == name:
             return spec
     raise KeyError(name)
-
-
-class ArgvError(ValueError):
-    """A command line that vLLM's argparse would reject (exit code 2 there)."""
-
-
-@dataclass(frozen=True)
-class ParsedServeArgs:
-    """A ``vllm serve`` command line, typed but not yet range-checked.
-
-    ``values`` holds declared flags by snake_case name; ``extra`` keeps everything else in
-    order so nothing the operator typed is lost.
-    """
-
-    model: str | None
-    values: dict[str, Any]
-    extra: tuple[str, ...]
-
-    def to_flags(self) -> ServeFlags:
-        """Validate into ``ServeFlags`` (raises pydantic ``ValidationError``)."""
-        data: dict[str, Any] = dict(self.values)
-        data["model"] = self.model or ""
-        data["extra_args"] = self.extra
-        return ServeFlags.model_validate(data)
-
-
-def _spelling_index() -> dict[str, FlagSpec]:
-    index: dict[str, FlagSpec] = {}
-    for spec in flag_specs():
-        for spelling in spec.spellings:
-            index[spelling.replace("_", "-")] = spec
-    return index
-
-
-def parse_serve_argv(argv: Sequence[str]) -> ParsedServeArgs:
-    """Parse ``[vllm] [serve] MODEL [flags...]`` like vLLM's ``FlexibleArgumentParser``.
-
-    Accepts ``_`` or ``-`` in names, ``--flag=value``, ``--no-flag`` for booleans and the
-    short aliases. Unknown options are kept verbatim in ``extra`` (with a following value if
-    it does not look like an option). Raises :class:`ArgvError` for bad values or choices.
-    """
-    tokens = list(argv)
-    if tokens and tokens[0].rsplit("/", 1)[-1] in ("vllm", "vtc-sim"):
-        tokens = tokens[1:]
-    if tokens and tokens[0] == "serve":
-        tokens = tokens[1:]
-    index = _spelling_index()
-    values: dict[str, Any] = {}
-    extra: list[str] = []
-    model: str | None = None
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        i += 1
-        if not token.startswith("-") or token == "-":
-            if model is None:
-                model = token
-            else:
-                extra.append(token)
-            continue
-        name, eq, inline = token.partition("=")
-        norm = name if not name.startswith("--") else "--" + name[2:].replace("_", "-")
-        negated = False
-        spec = index.get(norm)
-        if spec is None and norm.startswith("--no-"):
-            candidate = index.get("--" + norm[5:])
-            if candidate is not None and candidate.kind is FlagKind.BOOL:
-                spec, negated = candidate, True
-        if spec is None:
-            extra.append(token)
-            if not eq and i < len(tokens) and not _looks_like_option(tokens[i]):
-                extra.append(tokens[i])
-                i += 1
-            continue
-        if spec.kind is FlagKind.BOOL:
-            values[spec.name] = spec.parse(inline) if eq else not negated
-            continue
-        if eq:
-            text = inline
-        elif i < len(tokens) and not _looks_like_option(tokens[i]):
-            text = tokens[i]
-            i += 1
-        else:
-            raise ArgvError(f"argument {spec.cli}: expected one argument")
-        try:
-            values[spec.name] = spec.parse(text)
-        except ValueError as exc:
-            raise ArgvError(str(exc)) from exc
-    return ParsedServeArgs(model=model, values=values, extra=tuple(extra))
-
-
-def _looks_like_option(token: str) -> bool:
-    if not token.startswith("-") or token == "-":
-        return False
-    try:  # negative numbers such as -1 are values, not options
-        float(token)
-        return False
-    except ValueError:
-        return True
-
-
-@dataclass(frozen=True)
-class FlagProblem:
-    """One reason a flag set is invalid, attached to a flag when it concerns one."""
-
-    field: str | None
-    message: str
-
-
-def problems_from_error(exc: ValidationError) -> list[FlagProblem]:
-    """Turn pydantic's ``ValidationError`` into per-flag problems for the form.
-
-    Range errors keep pydantic's wording, which is exactly vLLM's (reference 1.5).
-    Cross-field errors are attached to the first flag they name.
-    """
-    out: list[FlagProblem] = []
-    for err in exc.errors():
-        loc = err.get("loc", ())
-        field = str(loc[0]) if loc else None
-        message = err.get("msg", "invalid")
-        if field is None:
-            message = message.removeprefix("Value error, ")
-            names = [s.name for s in flag_specs() if s.name in message]
-            field = names[0] if names else None
-        out.append(FlagProblem(field=field, message=message))
-    return out
-
-
-def validate_form(
-    model: str, raw: Mapping[str, str], extra: str = ""
-) -> tuple[ServeFlags | None, list[FlagProblem]]:
-    """Validate the console form's text fields into ``ServeFlags``.
-
-    Empty text means "not set". Returns the flags, or ``None`` with every problem found (type
-    errors and range errors together, so the operator fixes them in one pass).
-    """
-    values: dict[str, Any] = {}
-    problems: list[FlagProblem] = []
-    for name, text in raw.items():
-        if text is None or str(text).strip() == "":
-            continue
-        try:
-            values[name] = flag_spec(name).parse(str(text))
-        except ValueError as exc:
-            problems.append(FlagProblem(field=name, message=str(exc)))
-    try:
-        extra_args = tuple(shlex.split(extra)) if extra.strip() else ()
-    except ValueError as exc:
-        problems.append(FlagProblem(field="extra_args", message=f"extra args: {exc}"))
-        extra_args = ()
-    if problems:
-        return None, problems
-    try:
-        flags = ServeFlags.model_validate({"model": model, **values, "extra_args": extra_args})
-    except ValidationError as exc:
-        return None, problems_from_error(exc)
-    return flags, []
 
 
 @dataclass(frozen=True)
@@ -644,3 +574,13 @@ def format_value(value: Any) -> str:
 def names(specs: Iterable[FlagSpec]) -> list[str]:
     """The snake_case names of ``specs``."""
     return [s.name for s in specs]
+
+
+def __getattr__(name: str) -> Any:
+    # The parsers moved to tui.domain.flag_validation (the one validation path); these names
+    # stay importable from here for the modules written against them.
+    if name in ("parse_serve_argv", "ParsedServeArgs", "validate_form"):
+        from tui.domain import flag_validation
+
+        return getattr(flag_validation, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from tui.domain import budget, kv
 from tui.domain.budget import DeviceKind, EngineConfig, MemoryBudget
 from tui.domain.flags import ServeFlags
+from tui.domain.vllm_defaults import PERFORMANCE_MODE
 
 GIB = 2**30
 MIB = 2**20
@@ -98,7 +99,7 @@ def estimate(
     *,
     checkpoint_quantization: str | None = None,
     embedding_params: float | None = None,
-    performance_mode: str = "balanced",
+    performance_mode: str = PERFORMANCE_MODE,
 ) -> KvEstimate:
     """Estimate the KV cache ``flags`` get for ``shape`` on ``device`` (vLLM 0.32's formula).
 

@@ -23,10 +23,16 @@ import tomllib
 from typing import Any
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tui.domain.errors import VtcError
+from tui.domain.flag_errors import FlagError
+from tui.domain.flag_validation import ValidationContext, flags_from_values
 from tui.domain.flags import ServeFlags
 from tui.domain.workload import LoadSpec
+
+_TEXT_KEYS = ("name", "description", "source")
+_KEYS = frozenset({*_TEXT_KEYS, "model", "sim_gpu", "flags", "workload"})
 
 
 class Preset(BaseModel):
@@ -43,24 +49,83 @@ class Preset(BaseModel):
     builtin: bool = Field(default=False, exclude=True)
 
 
-class PresetError(ValueError):
-    """A preset file that cannot be read; the message names the file and the problem."""
+class PresetError(VtcError, ValueError):
+    """A preset file that cannot be read; one line naming the file and the problem."""
 
 
-def parse_preset(text: str, origin: str = "<preset>", builtin: bool = False) -> Preset:
-    """Parse one preset's TOML text; raises :class:`PresetError` naming ``origin``."""
+def parse_preset(
+    text: str,
+    origin: str = "<preset>",
+    builtin: bool = False,
+    context: ValidationContext | None = None,
+) -> Preset:
+    """Parse one preset's TOML text; raises :class:`PresetError` naming ``origin``.
+
+    Types are strict: a flag's value must have the flag's type (``max_num_seqs = true`` is
+    refused, not read as 1), and the flags go through the one validation path
+    (:func:`tui.domain.flag_validation.flags_from_values`). Unknown keys are refused too (a
+    misspelt ``[flag]`` table would otherwise load a preset with no flags).
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PresetError(f"{origin}: not valid TOML: {exc}") from exc
-    flags: dict[str, Any] = dict(data.pop("flags", {}))
-    flags["model"] = data.pop("model", flags.get("model", ""))
-    if "extra_args" in flags:
-        flags["extra_args"] = tuple(flags["extra_args"])
+        raise PresetError(f"{origin}: not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - _KEYS)
+    if unknown:
+        raise PresetError(f"{origin}: unknown key {unknown[0]!r} (a preset has {sorted(_KEYS)})")
+    for key in _TEXT_KEYS:
+        if not isinstance(data.get(key), str):
+            raise PresetError(f"{origin}: {key} must be text, got {_what(data.get(key))}")
+    flags_table = data.get("flags", {})
+    if not isinstance(flags_table, dict):
+        raise PresetError(f"{origin}: [flags] must be a table, got {_what(flags_table)}")
+    model = data.get("model", flags_table.get("model", ""))
     try:
-        return Preset.model_validate({**data, "flags": flags, "builtin": builtin})
-    except Exception as exc:  # pydantic ValidationError: keep its per-field text
-        raise PresetError(f"{origin}: {exc}") from exc
+        flags = flags_from_values({**flags_table, "model": model}, context)
+    except FlagError as exc:
+        raise PresetError(f"{origin}: {exc.one_line()}") from None
+    return Preset(
+        name=data["name"],
+        description=data["description"],
+        source=data["source"],
+        flags=flags,
+        workload=_workload(data.get("workload"), origin),
+        sim_gpu=_sim_gpu(data.get("sim_gpu"), origin),
+        builtin=builtin,
+    )
+
+
+def _workload(table: Any, origin: str) -> LoadSpec | None:
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise PresetError(f"{origin}: [workload] must be a table, got {_what(table)}")
+    try:
+        return LoadSpec.model_validate(table, strict=True)  # true is no number of prompts
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "workload"
+        raise PresetError(f"{origin}: workload.{where}: {first.get('msg', 'invalid')}") from None
+
+
+def _sim_gpu(value: Any, origin: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise PresetError(f"{origin}: sim_gpu must be text, got {_what(value)}")
+
+
+def _what(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a table"
+    return type(value).__name__
 
 
 def render_preset(preset: Preset) -> str:
@@ -75,7 +140,9 @@ def render_preset(preset: Preset) -> str:
         doc["sim_gpu"] = preset.sim_gpu
     doc["flags"] = preset.flags.to_toml_dict()
     if preset.workload is not None:
-        doc["workload"] = {
-            k: v for k, v in preset.workload.model_dump().items() if v != float("inf")
+        doc["workload"] = {  # TOML has no null: unset and infinite values are left out
+            k: v
+            for k, v in preset.workload.model_dump().items()
+            if v is not None and v != float("inf")
         }
     return tomli_w.dumps(doc)

@@ -1,23 +1,18 @@
 """The flags of an installed vLLM's ``vllm serve``, as its own argparse parser declares them.
 
 ``VllmCli`` is built from the JSON that ``tui/server/introspect_script.py`` dumps from the
-target vLLM (reference 1.1: ``make_arg_parser(FlexibleArgumentParser())``), or, as a
-fallback, from the text of ``vllm serve --help=all`` (:func:`parse_serve_help`). It answers
+target vLLM (reference 1.1: ``make_arg_parser(FlexibleArgumentParser())``); vLLM 0.32's own
+table ships in :mod:`tui.domain.vllm_serve_options` for when none was introspected. It answers
 the questions the console asks before a launch: is this option known to the installed
 version (:meth:`VllmCli.known`, :meth:`VllmCli.unknown_options`), and which flags match what
 the operator typed in the form (:meth:`VllmCli.search`).
 
-Option lookup mirrors what the server does to its argv, in order:
-
-1. vLLM's ``FlexibleArgumentParser.parse_args`` rewrites (``utils/argparse_utils.py:337-463``):
-   ``--help=X`` -> ``--help``; ``_`` -> ``-`` in a ``--`` name up to its first ``.``;
-   ``-O3``/``-O=3``/``-O 3`` -> ``--optimization-level``; a dotted ``--json-arg.key value``
-   (or ``-cc.key=value``) becomes ``--json-arg '<json>'``, so only the part before the ``.``
-   must be an option.
-2. Python 3.11 argparse's ``_parse_optional``/``_get_option_tuples``: exact match, then
-   ``--opt=value``, then unambiguous prefixes of ``--`` options (``allow_abbrev``), then
-   single-dash options glued to their value (``-qawq``); negative numbers and strings with
-   spaces are values, not options.
+Option lookup mirrors what the server does to its argv: the tokens are lexed by
+:mod:`tui.domain.argv` (vLLM's rewrites: ``_`` -> ``-``, ``-O3``, dotted JSON keys,
+``--help=X``), then looked up as Python 3.11 argparse's ``_parse_optional`` /
+``_get_option_tuples`` do: exact match, then unambiguous prefixes of ``--`` options
+(``allow_abbrev``), then single-dash options glued to their value (``-qawq``); negative
+numbers and strings with spaces are values, not options.
 
 Pure: no I/O.
 """
@@ -25,15 +20,13 @@ Pure: no I/O.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-# argparse's _negative_number_matcher
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+from tui.domain.argv import NEGATIVE_NUMBER, canonical_option, is_dotted, lex
+
 _BOOL_ACTIONS = frozenset({"boolean_optional", "store_true", "store_false"})
-_OPTIMIZATION_LEVEL = "--optimization-level"
 
 # Flags that older tuning scripts still pass and vLLM 0.32.0 no longer knows, with what to
 # do instead (reference, header of vllm-0.32-reference.md).
@@ -47,7 +40,7 @@ REMOVED_FLAG_HINTS: Mapping[str, str] = {
 
 
 class CliDumpError(ValueError):
-    """The introspection JSON (or help text) does not describe a ``vllm serve`` parser."""
+    """The introspection JSON does not describe a ``vllm serve`` parser."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +168,8 @@ class Resolution:
     """What vLLM's parser makes of one argv token.
 
     ``option`` is the token after vLLM's rewrites; ``flag`` the action it selects;
-    ``candidates`` the option strings an ambiguous prefix could mean.
+    ``candidates`` the option strings an ambiguous prefix could mean; ``glued`` the value of
+    a single-dash option written together with it (``-qawq``: ``-q`` and ``awq``).
     """
 
     token: str
@@ -183,6 +177,7 @@ class Resolution:
     status: ResolutionStatus
     flag: CliFlag | None = None
     candidates: tuple[str, ...] = ()
+    glued: str | None = None
 
 
 @dataclass(frozen=True)
@@ -225,7 +220,7 @@ class VllmCli:
             by_dest.setdefault(flag.dest, flag)
         object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_by_dest", by_dest)
-        object.__setattr__(self, "_negative_like", any(_NEGATIVE_NUMBER.match(o) for o in index))
+        object.__setattr__(self, "_negative_like", any(NEGATIVE_NUMBER.match(o) for o in index))
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
@@ -257,6 +252,16 @@ class VllmCli:
             "actions": [f.to_json() for f in self.flags],
         }
 
+    def only(self, dests: Iterable[str]) -> VllmCli:
+        """This parser with only the flags named by ``dests`` (and ``--help``): for a program
+        that accepts a subset of vLLM's options, such as the simulator."""
+        keep = set(dests) | {"help"}
+        return VllmCli(
+            version=self.version,
+            flags=tuple(f for f in self.flags if f.dest in keep),
+            group_descriptions=self.group_descriptions,
+        )
+
     # -- lookup ------------------------------------------------------------------------------
     @property
     def option_strings(self) -> tuple[str, ...]:
@@ -267,12 +272,13 @@ class VllmCli:
         """The flag with this dest (``max_model_len``) or exact option (``--max-model-len``)."""
         if name in self._by_dest:
             return self._by_dest[name]
-        return self._index.get(_rewrite_option(name))
+        return self._index.get(canonical_option(name))
 
     def resolve(self, token: str) -> Resolution:
         """What the installed ``vllm serve`` makes of ``token`` (see the module docstring)."""
-        option = _rewrite_option(token)
-        return self._argparse_lookup(token, option)
+        if not token.startswith("-") or NEGATIVE_NUMBER.match(token):
+            return Resolution(token, token, "positional")
+        return self._lookup(token, canonical_option(token))
 
     def known(self, option: str) -> bool:
         """Whether the installed vLLM accepts ``option`` as a flag.
@@ -294,50 +300,40 @@ class VllmCli:
     def problems(self, argv_tokens: Sequence[str]) -> list[OptionProblem]:
         """Each option of ``argv_tokens`` that vLLM rejects (or deprecates), with a message."""
         out: list[OptionProblem] = []
-        tokens = list(argv_tokens)
-        i = 0
-        while i < len(tokens):
-            token = tokens[i]
-            i += 1
-            if token == "--":
-                break  # argparse: everything after "--" is positional
-            if not token.startswith("-"):
-                continue
-            if token == "-O":
-                if i < len(tokens) and tokens[i] in ("0", "1", "2", "3"):
-                    i += 1  # vLLM: "-O 3" -> --optimization-level 3
-                    continue
-                res = self._argparse_lookup(token, token)  # vLLM leaves a bare -O alone
-            else:
-                res = self.resolve(token)
+        tokens = lex(argv_tokens)
+        skip: set[int] = set()
+        for i, token in enumerate(tokens):
+            if token.option is None or i in skip:
+                continue  # a value (negative numbers, text with spaces, after "--")
+            if is_dotted(token.text) and token.inline is None:
+                skip.add(i + 1)  # a dotted JSON arg takes the next token, always
+            res = self._lookup(token.text, token.option)
             if res.status == "positional":
-                continue  # a negative number or text with spaces: a value
-            name = token.split("=", 1)[0]
-            if "." in name and "=" not in token:
-                i += 1  # a dotted JSON arg takes the next token as its value, always
-            if res.status == "unknown":
-                out.append(self._unknown_problem(name))
-            elif res.status == "ambiguous":
-                out.append(
-                    OptionProblem(
-                        option=name,
-                        kind="ambiguous",
-                        message=f"{name}: ambiguous option: could match "
-                        + ", ".join(res.candidates),
-                        suggestions=res.candidates,
-                    )
-                )
-            elif res.flag is not None and res.flag.is_deprecated:
-                first = res.flag.help.split("\n\n", 1)[0]
-                detail = " ".join(first.split())[:200] or f"deprecated in vLLM {self.version}"
-                out.append(
-                    OptionProblem(option=name, kind="deprecated", message=f"{name}: {detail}")
-                )
+                continue
+            problem = self._problem(token.spelled, res)
+            if problem is not None:
+                out.append(problem)
         return out
+
+    def _problem(self, name: str, res: Resolution) -> OptionProblem | None:
+        if res.status == "unknown":
+            return self._unknown_problem(name)
+        if res.status == "ambiguous":
+            return OptionProblem(
+                option=name,
+                kind="ambiguous",
+                message=f"{name}: ambiguous option: could match " + ", ".join(res.candidates),
+                suggestions=res.candidates,
+            )
+        if res.flag is not None and res.flag.is_deprecated:
+            first = res.flag.help.split("\n\n", 1)[0]
+            detail = " ".join(first.split())[:200] or f"deprecated in vLLM {self.version}"
+            return OptionProblem(option=name, kind="deprecated", message=f"{name}: {detail}")
+        return None
 
     def suggest(self, option: str, n: int = 3) -> list[str]:
         """Long options spelled like ``option`` (for "did you mean")."""
-        wanted = _rewrite_option(option).split("=", 1)[0]
+        wanted = canonical_option(option)
         longs = [o for o in self._index if o.startswith("--")]
         return difflib.get_close_matches(wanted, longs, n=n, cutoff=0.6)
 
@@ -398,7 +394,7 @@ class VllmCli:
 
     # -- internals ---------------------------------------------------------------------------
     def _unknown_problem(self, name: str) -> OptionProblem:
-        hint = REMOVED_FLAG_HINTS.get(_rewrite_option(name))
+        hint = REMOVED_FLAG_HINTS.get(canonical_option(name))
         suggestions = tuple(self.suggest(name))
         message = f"{name}: not an option of vllm serve {self.version}".rstrip()
         if hint:
@@ -407,29 +403,30 @@ class VllmCli:
             message += f"; did you mean {' or '.join(suggestions)}?"
         return OptionProblem(option=name, kind="unknown", message=message, suggestions=suggestions)
 
-    def _argparse_lookup(self, token: str, arg: str) -> Resolution:
-        """Python 3.11 ``ArgumentParser._parse_optional`` over this parser's options."""
+    def _lookup(self, token: str, arg: str) -> Resolution:
+        """Python 3.11 ``ArgumentParser._parse_optional`` over this parser's options.
+
+        ``arg`` is the canonical option name of ``token`` (:func:`canonical_option`).
+        """
         index = self._index
-        if not arg or arg[0] != "-":
+        if len(arg) < 2 or arg[0] != "-":
             return Resolution(token, arg, "positional")
         if arg in index:
             return Resolution(token, arg, "known", index[arg])
-        if len(arg) == 1:
-            return Resolution(token, arg, "positional")
-        if "=" in arg:
-            head = arg.split("=", 1)[0]
-            if head in index:
-                return Resolution(token, head, "known", index[head])
         matches = self._option_tuples(arg)
         if len(matches) > 1:
             return Resolution(token, arg, "ambiguous", candidates=tuple(matches))
         if len(matches) == 1:
-            return Resolution(token, matches[0], "known", index[matches[0]])
-        if _NEGATIVE_NUMBER.match(arg) and not self._negative_like:
+            match = matches[0]
+            glued = None
+            if arg[1] != "-" and match == arg[:2] and len(arg) > 2 and "=" not in token:
+                glued = arg[2:]  # argparse: a short option's explicit value, "-qawq"
+            return Resolution(token, match, "known", index[match], glued=glued)
+        if NEGATIVE_NUMBER.match(arg) and not self._negative_like:
             return Resolution(token, arg, "positional")
         if " " in arg:
             return Resolution(token, arg, "positional")
-        return Resolution(token, arg.split("=", 1)[0], "unknown")
+        return Resolution(token, arg, "unknown")
 
     def _option_tuples(self, arg: str) -> list[str]:
         """Python 3.11 ``ArgumentParser._get_option_tuples`` (``allow_abbrev`` is on)."""
@@ -442,126 +439,3 @@ class VllmCli:
 
 def _norm_word(text: str) -> str:
     return text.strip().lower().lstrip("-").replace("_", "-")
-
-
-def _rewrite_option(token: str) -> str:
-    """vLLM's ``FlexibleArgumentParser.parse_args`` rewrites of one option token.
-
-    Returns the option argparse then looks up (``=value`` kept, dotted keys cut at the dot).
-    """
-    if token.startswith("--help="):
-        return "--help"
-    if token.startswith("--"):
-        key, eq, value = token.partition("=")
-        head, dot, tail = key[2:].partition(".")
-        token = "--" + head.replace("_", "-") + dot + tail + eq + value
-    elif token.startswith("-O") and token != "-O" and not _NEGATIVE_NUMBER.match(token):
-        return _OPTIMIZATION_LEVEL
-    elif token == "-O":
-        return _OPTIMIZATION_LEVEL  # "-O 3"; a stray "-O" is judged by problems()
-    if token.startswith("-") and not _NEGATIVE_NUMBER.match(token):
-        key, eq, value = token.partition("=")
-        if "." in key:
-            # --json-arg.key[+] value: vLLM re-inserts it as --json-arg '<json>'
-            return key.split(".", 1)[0]
-    return token
-
-
-# -- fallback: the text of `vllm serve --help=all` ------------------------------------------
-_GROUP_TITLE = re.compile(r"^(\S.*):$")
-_OPTION_LINE = re.compile(r"^  (-\S.*?)(?:\s{2,}(\S.*))?$")
-_DEFAULT_TAIL = re.compile(r"\s*\(default: (.*)\)\s*$", re.S)
-_CHOICES = re.compile(r"^\{([^{}]*)\}$")
-
-
-def parse_serve_help(text: str, version: str = "") -> VllmCli:
-    """Parse ``vllm serve --help=all`` output into a :class:`VllmCli` (fallback path).
-
-    Option strings, choices (``{a,b}`` metavars), nargs ``+`` (``X [X ...]``), help and the
-    printed default (as text) survive; types do not (``type_name`` is ``bool`` for options
-    without a metavar, else ``None``). Raises :class:`CliDumpError` if no option is found.
-    """
-    flags: list[CliFlag] = []
-    group = ""
-    current: dict[str, Any] | None = None
-
-    def finish() -> None:
-        if current is not None:
-            flags.append(_flag_from_help(current))
-
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        title = _GROUP_TITLE.match(line)
-        if title and not line.startswith(" "):
-            finish()
-            current = None
-            group = title.group(1)
-            if group.lower() in ("options", "optional arguments"):
-                group = "options"
-            continue
-        option = _OPTION_LINE.match(line)
-        if option and not line.startswith("   "):
-            finish()
-            current = {"spec": option.group(1), "help": [option.group(2) or ""], "group": group}
-            continue
-        if current is not None and line.startswith("   "):
-            current["help"].append(line.strip())
-        elif not line.startswith(" "):
-            # prose at column 0 (the JSON tip, the epilog): ends the current option
-            finish()
-            current = None
-    finish()
-    if not flags:
-        raise CliDumpError("no options found in the help text")
-    return VllmCli(version=version, flags=tuple(flags))
-
-
-def _flag_from_help(entry: Mapping[str, Any]) -> CliFlag:
-    options: list[str] = []
-    metavar: str | None = None
-    nargs: str | None = None
-    for part in re.split(r", (?=-)", entry["spec"]):
-        words = part.split(" ", 1)
-        options.append(words[0])
-        if len(words) > 1:
-            metavar = words[1]
-            if "..." in metavar:
-                nargs = "+"
-    help_text = " ".join(w for w in entry["help"] if w)
-    default: Any = None
-    tail = _DEFAULT_TAIL.search(help_text)
-    if tail:
-        default = tail.group(1)
-        help_text = help_text[: tail.start()]
-    choices: tuple[str, ...] | None = None
-    if metavar is not None:
-        first = metavar.split(" ", 1)[0]
-        brace = _CHOICES.match(first)
-        if brace:
-            choices = tuple(brace.group(1).split(","))
-    dest = options[0].lstrip("-").replace("-", "_")
-    for option in options:
-        if option.startswith("--") and not option.startswith("--no-"):
-            dest = option[2:].replace("-", "_")
-            break
-    is_switch = metavar is None
-    action = "store"
-    if is_switch:
-        action = (
-            "boolean_optional"
-            if any(o.startswith("--no-") for o in options)
-            else ("help" if "--help" in options else "store_true")
-        )
-    return CliFlag(
-        dest=dest,
-        option_strings=tuple(options),
-        type_name="bool" if is_switch and action != "help" else None,
-        default=default,
-        choices=choices,
-        nargs=0 if is_switch else nargs,
-        help=help_text.strip(),
-        group=str(entry["group"]),
-        action=action,
-        metavar=metavar,
-    )

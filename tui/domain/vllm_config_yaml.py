@@ -34,21 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
-from tui.domain.flags import (
-    FlagKind,
-    FlagSpec,
-    ServeFlags,
-    flag_specs,
-    problems_from_error,
-)
+from tui.domain.argv import lex, looks_like_option
+from tui.domain.flag_errors import FlagError, FlagProblem
+from tui.domain.flag_spec import FlagKind, FlagSpec
+from tui.domain.flag_validation import ValidationContext, ensure_valid
+from tui.domain.flags import ServeFlags, flag_specs, validated
 from tui.domain.humanint import format_human_bytes
+from tui.domain.secrets import SECRET_FLAGS
 from tui.domain.vllm_cli import VllmCli
-
-# vLLM masks these in its "non-default args" log line (reference 1.1); vtc never puts them
-# in argv or in an exported file: they travel in the server's environment instead.
-SECRET_KEYS: Mapping[str, str] = {"api-key": "VLLM_API_KEY", "hf-token": "HF_TOKEN"}
+from tui.domain.vllm_serve_options import vllm_032_cli
 
 # Declared flags whose vLLM option takes several values (nargs "+"); ServeFlags holds one.
 _MULTI_VALUE = frozenset({"served_model_name"})
@@ -57,11 +52,17 @@ _NO_MODEL = (
     "config file."
 )  # vLLM's words, utils/argparse_utils.py:542-546
 _INT = re.compile(r"-?\d+")
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+MAX_CONFIG_BYTES = 1 << 20
+"""A config file larger than this is refused unread (vLLM's own are a few hundred bytes)."""
 
 
-class ConfigYamlError(ValueError):
-    """A config file vtc cannot import; the message names the offending key."""
+class ConfigYamlError(FlagError):
+    """A config file vtc cannot import; each problem names the offending key as written."""
+
+    def __init__(self, problems: str | Sequence[FlagProblem]) -> None:
+        if isinstance(problems, str):
+            problems = [FlagProblem(None, problems)]
+        super().__init__(problems)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ConfigImport:
     """A config file as ``ServeFlags``.
 
     ``notes`` say where the result differs from a literal ``vllm serve --config FILE``
-    (dropped ``false`` values, secrets moved out of argv, duplicates). ``secret_env`` holds
+    (dropped ``false`` values, secrets moved out of argv). ``secret_env`` holds
     ``api-key``/``hf-token`` values under the environment variable vLLM reads instead.
     """
 
@@ -140,69 +141,133 @@ def load_config_mapping(text: str) -> dict[str, Any]:
     return data
 
 
+@dataclass
+class _Reading:
+    """What the keys of one file said, while they are read."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)  # declared name -> its YAML key
+    extra: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    secrets: dict[str, str] = field(default_factory=dict)
+    problems: list[FlagProblem] = field(default_factory=list)
+    model: str | None = None
+
+
 def import_config_yaml(
-    text: str, *, model: str | None = None, cli: VllmCli | None = None
+    text: str,
+    *,
+    model: str | None = None,
+    cli: VllmCli | None = None,
+    context: ValidationContext | None = None,
 ) -> ConfigImport:
-    """A ``vllm serve --config`` YAML file as :class:`ConfigImport`.
+    """A ``vllm serve --config`` YAML file as :class:`ConfigImport`, through the one
+    validation path (:mod:`tui.domain.flag_validation`).
 
     ``model`` is the positional MODEL of a command line, which beats the file's ``model:``
-    (vLLM's precedence). Declared flags are matched by name with ``_`` or ``-`` (and, given
-    the installed ``cli``, by the prefixes vLLM accepts); everything else becomes
-    ``extra_args`` expanded as vLLM expands it. Raises :class:`ConfigYamlError`.
+    (vLLM's precedence). Declared flags are matched by name with ``_`` or ``-`` and by the
+    abbreviations vLLM accepts (with ``cli``, the installed parser; else vLLM 0.32's);
+    everything else becomes ``extra_args`` expanded as vLLM expands it and checked against
+    that parser. Raises :class:`ConfigYamlError` naming each key as written.
     """
     data = load_config_mapping(text)
-    index = _declared_index()
-    values: dict[str, Any] = {}
-    origin: dict[str, str] = {}  # declared name -> the YAML key it came from
-    extra: list[str] = []
-    notes: list[str] = []
-    secrets: dict[str, str] = {}
-    file_model: str | None = None
-
+    parser = cli or (context.cli if context and context.cli else vllm_032_cli())
+    reading = _Reading()
     for key, value in data.items():
-        norm = key.replace("_", "-")
-        if norm == "model":
-            file_model = _model_value(key, value)
-            continue
-        if norm in SECRET_KEYS:
-            env = SECRET_KEYS[norm]
-            secret = _secret_value(key, value, notes)
-            if secret:
-                secrets[env] = secret
-                notes.append(f"{key}: not passed on the command line; set as {env} instead")
-            continue
-        if norm == "config":
-            notes.append(f"{key}: a nested config file is ignored by vLLM; dropped")
-            continue
-        spec, negated = _declared_for(norm, index, cli)
-        if spec is not None:
-            parsed = _declared_value(key, spec, value, negated, notes)
-            if parsed is _AS_EXTRA:
-                extra.extend(_expand(key, value, None))
-                continue
-            if parsed is _UNSET:
-                continue
-            if spec.name in values:
-                notes.append(
-                    f"{key}: also given as {origin[spec.name]!r}; the later one wins, as in vLLM"
-                )
-            values[spec.name] = parsed
-            origin[spec.name] = key
-            continue
-        extra.extend(_extra_tokens(key, value, cli, notes))
-
-    chosen = model if model else file_model
+        _read_key(reading, key, value, parser)
+    chosen = model if model else reading.model
     if not chosen:
         raise ConfigYamlError(_NO_MODEL)
+    if reading.problems:
+        raise ConfigYamlError(reading.problems)
+    ctx = context or ValidationContext()
+    ctx = ValidationContext(parser, ctx.device, ctx.model, ctx.performance_mode)
     try:
-        flags = ServeFlags.model_validate({"model": chosen, **values, "extra_args": tuple(extra)})
-    except ValidationError as exc:
-        messages = []
-        for problem in problems_from_error(exc):
-            where = origin.get(problem.field or "", problem.field or "config")
-            messages.append(f"{where}: {problem.message}")
-        raise ConfigYamlError("; ".join(messages)) from exc
-    return ConfigImport(flags=flags, notes=tuple(notes), secret_env=secrets)
+        flags = validated({"model": chosen, **reading.values, "extra_args": tuple(reading.extra)})
+        ensure_valid(flags, ctx)
+    except FlagError as exc:
+        raise ConfigYamlError([_by_key(p, reading.origin) for p in exc.problems]) from None
+    return ConfigImport(flags=flags, notes=tuple(reading.notes), secret_env=reading.secrets)
+
+
+def _by_key(problem: FlagProblem, origin: Mapping[str, str]) -> FlagProblem:
+    """The problem named after the YAML key it came from."""
+    if problem.field not in origin:
+        return problem  # extra arguments and cross-field rules read well as they are
+    where = origin[problem.field or ""]
+    message = problem.message if problem.flag is None else problem.line
+    if problem.flag is not None:
+        return FlagProblem(problem.field, problem.line.replace(problem.flag, where, 1))
+    return FlagProblem(problem.field, f"{where}: {message}")
+
+
+def _read_key(reading: _Reading, key: str, value: Any, parser: VllmCli) -> None:
+    norm = key.replace("_", "-")
+    if norm == "model":
+        reading.model = _model_value(key, value)
+        return
+    secret = _secret_option(norm, parser)
+    if secret is not None:
+        _read_secret(reading, key, value, secret)
+        return
+    if norm == "config":
+        reading.notes.append(f"{key}: a nested config file is ignored by vLLM; dropped")
+        return
+    spec, negated = _declared_for(norm, _declared_index(), parser)
+    if spec is None:
+        reading.extra.extend(_extra_tokens(key, value, parser, reading.notes))
+        return
+    try:
+        parsed = _declared_value(key, spec, value, negated, reading.notes)
+    except ConfigYamlError as exc:
+        reading.problems.extend(exc.problems)
+        return
+    if parsed is _AS_EXTRA:
+        reading.extra.extend(_expand(key, value, None))
+    elif parsed is not _UNSET:
+        if spec.name in reading.values:
+            reading.problems.append(
+                FlagProblem(
+                    spec.name,
+                    f"{key}: also given as {reading.origin[spec.name]!r}; vLLM would use the "
+                    "later one silently: keep one",
+                )
+            )
+            return
+        reading.values[spec.name] = parsed
+        reading.origin[spec.name] = key
+
+
+def _secret_option(norm: str, parser: VllmCli) -> str | None:
+    option = "--" + norm
+    if option in SECRET_FLAGS:
+        return option
+    res = parser.resolve(option)
+    return res.option if res.status == "known" and res.option in SECRET_FLAGS else None
+
+
+def _read_secret(reading: _Reading, key: str, value: Any, option: str) -> None:
+    spec = SECRET_FLAGS[option]
+    if spec.env is None:
+        reading.problems.append(
+            FlagProblem(
+                "extra_args",
+                f"{key}: carries a secret key and vLLM reads it only from the command line, "
+                "where any user sees it (ps); vtc does not launch it",
+            )
+        )
+        return
+    if spec.value_optional and value is True:
+        reading.extra.append(option)  # a bare --hf-token: the stored login, no secret
+        return
+    try:
+        secret = _secret_value(key, value, reading.notes)
+    except ConfigYamlError as exc:
+        reading.problems.extend(exc.problems)
+        return
+    if secret:
+        reading.secrets[spec.env] = secret
+        reading.notes.append(f"{key}: not passed on the command line; set as {spec.env} instead")
 
 
 class _Marker:
@@ -229,7 +294,7 @@ def _declared_index() -> dict[str, FlagSpec]:
 
 
 def _declared_for(
-    norm: str, index: Mapping[str, FlagSpec], cli: VllmCli | None
+    norm: str, index: Mapping[str, FlagSpec], cli: VllmCli
 ) -> tuple[FlagSpec | None, bool]:
     """The declared flag a (dashed) key sets, and whether it is its ``no-`` form."""
     if "." in norm:
@@ -238,13 +303,12 @@ def _declared_for(
         return index[norm], False
     if norm.startswith("no-") and norm[3:] in index and index[norm[3:]].kind is FlagKind.BOOL:
         return index[norm[3:]], True
-    if cli is not None:
-        resolution = cli.resolve("--" + norm)
-        if resolution.flag is not None:
-            by_dest = {s.name: s for s in flag_specs()}
-            spec = by_dest.get(resolution.flag.dest)
-            if spec is not None:
-                return spec, resolution.option.startswith("--no-")
+    resolution = cli.resolve("--" + norm)
+    if resolution.status == "known" and resolution.flag is not None:
+        by_dest = {s.name: s for s in flag_specs()}
+        spec = by_dest.get(resolution.flag.dest)
+        if spec is not None:
+            return spec, resolution.option.startswith("--no-")
     return None, False
 
 
@@ -280,21 +344,17 @@ def _declared_value(key: str, spec: FlagSpec, value: Any, negated: bool, notes: 
                 f"{key}: expected a single value, got a list of {len(value)} items"
             )
     try:
-        return spec.parse(str(value))
-    except ValueError as exc:
-        message = str(exc).removeprefix(f"argument {spec.cli}: ")
-        raise ConfigYamlError(f"{key}: {message}") from exc
+        return spec.parse_arg(str(value))  # vLLM expands a value with str() (reference 1.2)
+    except FlagError as exc:
+        message = exc.problems[0].message.removeprefix(f"argument {spec.argparse_name}: ")
+        raise ConfigYamlError([FlagProblem(spec.name, f"{key}: {message}")]) from None
 
 
-def _extra_tokens(key: str, value: Any, cli: VllmCli | None, notes: list[str]) -> list[str]:
+def _extra_tokens(key: str, value: Any, cli: VllmCli, notes: list[str]) -> list[str]:
     if value is False:
         negation = _negation(key, cli)
         if negation is None:
-            notes.append(
-                f"{key}: false is ignored by vLLM"
-                + ("" if cli is not None else " (no --no- form known without introspection)")
-                + "; dropped"
-            )
+            notes.append(f"{key}: false is ignored by vLLM; dropped")
             return []
         notes.append(
             f"{key}: false is silently ignored by `vllm serve --config` (vLLM 0.32); "
@@ -306,9 +366,7 @@ def _extra_tokens(key: str, value: Any, cli: VllmCli | None, notes: list[str]) -
     return _expand(key, value, None)
 
 
-def _negation(key: str, cli: VllmCli | None) -> str | None:
-    if cli is None:
-        return None
+def _negation(key: str, cli: VllmCli) -> str | None:
     option = "--no-" + key.replace("_", "-")
     flag = cli.flag(option)
     return option if flag is not None and flag.negation == option else None
@@ -368,9 +426,10 @@ def export_config_yaml(
     Extra args are parsed back into keys: ``--key`` -> ``key: true``, ``--key v`` ->
     ``key: v``, ``--key v1 v2`` -> a list, a JSON object -> a mapping; numbers and JSON are
     written typed only when ``str()``/``json.dumps`` gives the same token back. Short options
-    (``-tp 2``, ``-O3``) need ``cli`` to find their long name. Secrets and anything a key
-    cannot express land in ``left_out`` with a note.
+    (``-tp 2``, ``-O3``) get their long name from ``cli`` (default: vLLM 0.32's parser).
+    Secrets and anything a key cannot express land in ``left_out`` with a note.
     """
+    cli = cli or vllm_032_cli()
     doc: dict[str, Any] = {}
     notes: list[str] = []
     left_out: list[str] = []
@@ -393,7 +452,7 @@ def export_config_yaml(
         exported = _export_key(option, values, cli)
         if exported is None:
             left_out.extend([option, *values])
-            notes.append(f"{option}: a short option needs vLLM's flag list to become a key")
+            notes.append(f"{option}: not an option vLLM's parser knows; cannot become a key")
             continue
         key, values = exported
         if any(_is_option(v) for v in values):
@@ -402,12 +461,11 @@ def export_config_yaml(
             left_out.extend([option, *values])
             notes.append(f"{option}: a value starting with '-' must stay on the command line")
             continue
-        if key.replace("_", "-") in SECRET_KEYS:
+        secret = SECRET_FLAGS.get("--" + key.replace("_", "-"))
+        if secret is not None:
             left_out.append(option)
-            notes.append(
-                f"{option}: a secret; left out of the file "
-                f"(set {SECRET_KEYS[key.replace('_', '-')]} instead)"
-            )
+            where = f"set {secret.env} instead" if secret.env else "it carries a secret"
+            notes.append(f"{option}: a secret; left out of the file ({where})")
             continue
         if _clashes(key, doc):
             left_out.extend([option, *values])
@@ -424,30 +482,26 @@ def _group_extra(
 ) -> list[tuple[str, list[str]]]:
     """``extra_args`` as (option, values) pairs; stray leading values are left out."""
     groups: list[tuple[str, list[str]]] = []
-    for token in tokens:
-        if _is_option(token):
-            name, eq, inline = token.partition("=")
+    for token in lex(tokens):
+        if token.option is not None:
+            name, eq, inline = token.text.partition("=")
             groups.append((name, [inline] if eq else []))
         elif groups:
-            groups[-1][1].append(token)
+            groups[-1][1].append(token.text)
         else:
-            left_out.append(token)
-            notes.append(f"{token!r}: a value without a flag cannot become a key")
+            left_out.append(token.text)
+            notes.append(f"{token.text!r}: a value without a flag cannot become a key")
     return groups
 
 
 def _is_option(token: str) -> bool:
-    return token.startswith("-") and token != "-" and not _NEGATIVE_NUMBER.match(token)
+    return looks_like_option(token)
 
 
-def _export_key(
-    option: str, values: list[str], cli: VllmCli | None
-) -> tuple[str, list[str]] | None:
+def _export_key(option: str, values: list[str], cli: VllmCli) -> tuple[str, list[str]] | None:
     """The YAML key for ``option`` (and its values, adjusted for ``-O3``)."""
     if option.startswith("--"):
         return option[2:], values
-    if cli is None:
-        return None
     if option.startswith("-O") and option != "-O":
         inline = option[3:] if option[2:3] == "=" else option[2:]
         return "optimization-level", [inline, *values]

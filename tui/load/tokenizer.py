@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.load.prompts import ApproxTokenizer, Tokenizer
+from tui.store.hf_cache import find_snapshot_file
 
 APPROX_NAME = "approx (one common English word per token)"
 
@@ -151,24 +152,17 @@ class HfTokenizer:
 
 
 def hub_snapshot(model: str, cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """The newest local Hugging Face cache snapshot of ``model`` holding a tokenizer.json.
+    """The local Hugging Face cache snapshot of ``model`` holding a tokenizer.json.
 
-    Looks only on disk (``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or ``~/.cache/huggingface/hub``);
-    never downloads.
+    Found by the one cache resolver (:func:`tui.store.hf_cache.find_snapshot_file`:
+    ``$HF_HUB_CACHE``, ``$HF_HOME/hub``, ``$XDG_CACHE_HOME/huggingface/hub``...); never
+    downloads.
     """
     if "/" not in model or model.startswith(("/", ".")):
         return None
-    if cache_dir is None:
-        cache_dir = os.environ.get("HF_HUB_CACHE") or (
-            Path(os.environ["HF_HOME"]) / "hub"
-            if os.environ.get("HF_HOME")
-            else Path.home() / ".cache" / "huggingface" / "hub"
-        )
-    snapshots = Path(cache_dir) / ("models--" + model.replace("/", "--")) / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    found = [d for d in snapshots.iterdir() if (d / "tokenizer.json").is_file()]
-    return max(found, key=lambda d: d.stat().st_mtime) if found else None
+    hub = Path(cache_dir) if cache_dir is not None else None
+    found = find_snapshot_file(model, "tokenizer.json", hub=hub)
+    return found.parent if found is not None else None
 
 
 def load_tokenizer(model: str | None, tokenizer: str | None = None) -> tuple[Tokenizer, str]:

@@ -55,7 +55,8 @@ class AttachMode:
             raise SetupError(str(exc)) from exc
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
-        store, history = open_history(data_dir / "runs.sqlite")
+        said: list[str] = []
+        store, history = open_history(data_dir / "runs.sqlite", said)
         point = starting_point(options, fallback=ServeFlags(model=ATTACHED_FORM_MODEL))
         credentials = Credentials.from_env(env, command_line=point.secrets)
         local = is_local_url(url)
@@ -91,7 +92,7 @@ class AttachMode:
             initial_load=point.load,
             presets=point.presets,
             initial_preset=point.preset.name if point.preset is not None else None,
-            notices=point.notices,
+            notices=[*said, *point.notices],
             executable=url,
             no_flag_list=NO_FLAG_LIST,
         )

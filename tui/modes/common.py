@@ -9,17 +9,17 @@ pieces here are the ones they share: where the form starts (preset, ``-- serve``
 from __future__ import annotations
 
 import socket
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from tui.domain.credentials import Credentials
-from tui.domain.flags import ArgvError, ServeFlags, parse_serve_argv, problems_from_error
+from tui.domain.errors import VtcError
+from tui.domain.flag_validation import serve_command
+from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
-from tui.domain.vllm_config_yaml import ConfigYamlError, import_config_yaml
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.modes.options import ConsoleOptions, SetupError
@@ -31,8 +31,10 @@ from tui.session.hub import GpuPolicy, GpuReader, TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
+from tui.session.repro import Reproducer, ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
+from tui.store.config_file import load_config_file
 from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateError, ServerStateFile
@@ -53,31 +55,21 @@ class StartingPoint:
     notices: list[str] = field(default_factory=list)
 
 
-def _flag_problems(where: str, exc: ValidationError) -> SetupError:
-    detail = "; ".join(
-        f"{p.field}: {p.message}" if p.field else p.message for p in problems_from_error(exc)
-    )
-    return SetupError(f"{where}: {detail}")
-
-
-def _from_serve_args(argv: Sequence[str]) -> ServeFlags:
+def _from_serve_args(argv: Sequence[str], point: StartingPoint) -> ServeFlags:
     try:
-        return parse_serve_argv(argv).to_flags()
-    except ArgvError as exc:
-        raise SetupError(f"the serve command line after --: {exc}") from exc
-    except ValidationError as exc:
-        raise _flag_problems("the serve command line after --", exc) from exc
+        command = serve_command(argv)
+    except VtcError as exc:
+        raise SetupError(f"the serve command line after --: {exc.one_line()}") from exc
+    point.secrets.update(command.env)  # taken out of the argv before anything stores it
+    point.notices.extend(f"-- serve: {note}" for note in command.notes)
+    return command.flags
 
 
 def _from_config(path: Path, model: str | None, point: StartingPoint) -> ServeFlags:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SetupError(f"cannot read --config {path}: {exc}") from exc
-    try:
-        imported = import_config_yaml(text, model=model)
-    except (ConfigYamlError, ValidationError) as exc:
-        raise SetupError(f"--config {path}: {str(exc).splitlines()[0]}") from exc
+        imported = load_config_file(path, model=model)
+    except VtcError as exc:
+        raise SetupError(f"--config: {exc.one_line()}") from exc
     point.secrets.update(imported.secret_env)
     point.notices.extend(f"--config {path.name}: {note}" for note in imported.notes)
     return imported.flags
@@ -103,7 +95,7 @@ def starting_point(
     point = StartingPoint(ServeFlags(model="-"), load, preset, list(catalog.presets))
     point.notices.extend(f"preset skipped: {error}" for error in catalog.errors)
     if options.serve_args:
-        point.flags = _from_serve_args(options.serve_args)
+        point.flags = _from_serve_args(options.serve_args, point)
         point.preset = None
     elif options.config is not None:
         point.flags = _from_config(options.config, options.model, point)
@@ -124,10 +116,16 @@ def starting_point(
     return point
 
 
-def open_history(path: Path) -> tuple[RunStore, list[RunRecord]]:
-    """The run store at ``path`` and the runs it holds (the board's history)."""
+def open_history(path: Path, notices: list[str]) -> tuple[RunStore, list[RunRecord]]:
+    """The run store at ``path`` and the runs it holds (the board's history).
+
+    A damaged history is moved aside by the store and a fresh one started; what happened is
+    added to ``notices`` (one line each) for the console to say.
+    """
     store = RunStore(path)
-    return store, store.list()
+    history = store.list()
+    notices.extend(f"History: {line}" for line in store.notice.lines())
+    return store, history
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -152,12 +150,13 @@ class Services:
     estimator: Estimator | None = None
     cli: CliLoader | None = None
     release: ReleaseWaiter | None = None
+    reproducer: Reproducer | None = None
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
     """A session over the services a mode built (the one place they are joined)."""
     bus = EventBus()
-    book = RunBook(services.store, services.history, bus.emit)
+    book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])
     hub = TelemetryHub(
         emit=bus.emit,
         interval_s=poll_interval_s,
@@ -177,6 +176,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         preflight=Preflight(services.estimator, services.cli),
         loads=LoadService(services.runner, bus.emit),
         release=services.release,
+        repro=ReproRecorder(services.reproducer, book, hub),
     )
 
 

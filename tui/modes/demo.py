@@ -28,14 +28,17 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
+from tui.server.diagnose import preflight_checker
 from tui.server.kv_estimator import KvEstimator
+from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
-from tui.server.supervisor import ProcessLauncher
+from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
 from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import UnknownGpuError, catalog_models, resolve_gpu, resolve_model
+from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
@@ -104,14 +107,23 @@ class DemoMode:
         """What :meth:`build` joins: the session's facts and the adapters it chose."""
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
-        store, history = open_history(data_dir / "demo-runs.sqlite")
+        said: list[str] = []
+        store, history = open_history(data_dir / "demo-runs.sqlite", said)
         point = starting_point(options, default_preset=DEMO_PRESET)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
+        estimator = KvEstimator(
+            lambda: sim_gpu_device(gpu),
+            env={**env, **credentials.server_env()},
+            find_config=lambda model: find_model_config(
+                model, env=env, fallback=sim_catalog_config
+            ),
+        )
         launcher = ProcessLauncher(
             simulator_command(),
+            fix_check=preflight_checker(estimator),
             env=credentials.server_env(),
             log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
@@ -132,13 +144,13 @@ class DemoMode:
             host=HostReader(),
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
             gpu_policy=GpuPolicy(absent=simulated_gpu_absent(), simulated=True),
-            estimator=KvEstimator(
-                lambda: sim_gpu_device(gpu),
-                env={**env, **credentials.server_env()},
-                find_config=lambda model: find_model_config(
-                    model, env=env, fallback=sim_catalog_config
-                ),
+            reproducer=MachineReproducer(
+                launch_env=credentials.server_env(),
+                inherited_env=env,
+                version=lambda: SIM_VLLM_VERSION,
+                gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
             ),
+            estimator=estimator,
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),
@@ -146,7 +158,7 @@ class DemoMode:
             initial_load=point.load,
             presets=point.presets,
             initial_preset=preset.name if preset is not None and back.flags is None else None,
-            notices=[*point.notices, *back.notices],
+            notices=[*said, *point.notices, *back.notices],
             autostart=options.autostart,
             executable=" ".join(simulator_command()),
             port=point.flags.port or free_port(),

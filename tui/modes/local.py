@@ -32,7 +32,13 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
-from tui.server.introspect import introspect_vllm, python_for_vllm
+from tui.server.diagnose import preflight_checker
+from tui.server.introspect import (
+    IntrospectError,
+    introspect_vllm,
+    python_for_vllm,
+    vllm_dist_version,
+)
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
@@ -40,7 +46,8 @@ from tui.server.kv_estimator import (
     gpu_device_from_sample,
     is_cpu_build,
 )
-from tui.server.supervisor import ProcessLauncher
+from tui.server.launcher import ProcessLauncher
+from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
 from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
@@ -83,7 +90,8 @@ class LocalVllmMode:
             )
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
-        store, history = open_history(data_dir / "runs.sqlite")
+        said: list[str] = []
+        store, history = open_history(data_dir / "runs.sqlite", said)
         probe = Credentials.from_env(env)
         back = reattach(data_dir, demo=False, credentials=probe, history=history)
         named = options.serve_args or options.config or options.preset or options.model
@@ -95,8 +103,12 @@ class LocalVllmMode:
             gpu = DcgmReader(options.gpu_metrics_url, local_client())
         elif nvml is not None:
             gpu = NvmlReader(nvml)
+        estimator = KvEstimator(
+            functools.partial(_device, nvml), env={**env, **credentials.server_env()}
+        )
         launcher = ProcessLauncher(
             [resolved],
+            fix_check=preflight_checker(estimator),
             env=credentials.server_env(),
             log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
@@ -115,11 +127,15 @@ class LocalVllmMode:
                 absent=None if gpu is not None else cpu_build_gpu(),
                 cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
             ),
-            estimator=KvEstimator(
-                functools.partial(_device, nvml), env={**env, **credentials.server_env()}
-            ),
+            estimator=estimator,
             cli=_cli_loader(resolved),
             release=NvmlRelease(nvml) if nvml is not None else None,
+            reproducer=MachineReproducer(
+                launch_env=credentials.server_env(),
+                inherited_env=env,
+                version=functools.partial(_vllm_version, resolved),
+                versions=nvml.versions if nvml is not None else None,
+            ),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",
@@ -127,7 +143,7 @@ class LocalVllmMode:
             initial_load=point.load,
             presets=point.presets,
             initial_preset=point.preset.name if point.preset is not None else None,
-            notices=[*point.notices, *back.notices],
+            notices=[*said, *point.notices, *back.notices],
             executable=resolved,
             port=_port(point.flags),
             protected_runs=back.protected,
@@ -155,6 +171,17 @@ def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:
 def _cli_loader(vllm_executable: str) -> CliLoader | None:
     python = python_for_vllm(vllm_executable)  # the #! line of the vllm console script
     return functools.partial(introspect_vllm, python) if python is not None else None
+
+
+def _vllm_version(vllm_executable: str) -> str | None:
+    """The installed vLLM's version (its own Python, without importing vLLM)."""
+    python = python_for_vllm(vllm_executable)
+    if python is None:
+        return None
+    try:
+        return vllm_dist_version(python)
+    except IntrospectError:  # an unknown version is recorded as unknown, never a failure
+        return None
 
 
 def _port(flags: ServeFlags) -> int:

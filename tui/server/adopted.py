@@ -32,7 +32,7 @@ import psutil
 from pydantic import ValidationError
 
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags import ServeFlags, stored_context
 from tui.domain.results import StartupProfile
 from tui.server.backend import ADOPTED, EventSink, Takeover
 from tui.server.diagnose import diagnose
@@ -338,7 +338,8 @@ class AdoptedServer(WatchedServer):
     def flags(self) -> ServeFlags:
         """The flags it was launched with (the model only, if the record's do not parse)."""
         try:
-            return ServeFlags.model_validate(self._record.flags)
+            # Read back as stored: valid by the rules it was launched under.
+            return ServeFlags.model_validate(self._record.flags, context=stored_context())
         except ValidationError:
             model = self._record.flags.get("model")
             return ServeFlags(model=model if isinstance(model, str) and model else "unknown")

@@ -7,8 +7,9 @@ so the JSON is cached per (interpreter path, vLLM distribution version) under
 ``platformdirs.user_cache_dir("vtc")/introspect/``; the version probe imports no vLLM, so a
 cache hit costs one ~0.1 s subprocess.
 
-:func:`introspect_vllm_help` is the fallback for a ``vllm`` that is not a Python script we can
-reach: it parses ``vllm serve --help=all``.
+A ``vllm`` that is not a Python script vtc can reach (a wrapper, a container) is not
+introspected: the console then checks extra arguments against vLLM 0.32's own table
+(:mod:`tui.domain.vllm_serve_options`).
 
 Blocking calls: run them in a worker thread (``asyncio.to_thread``) from the console.
 """
@@ -29,7 +30,8 @@ from typing import Any, Literal
 
 import platformdirs
 
-from tui.domain.vllm_cli import CliDumpError, VllmCli, parse_serve_help
+from tui.domain.errors import VtcError
+from tui.domain.vllm_cli import CliDumpError, VllmCli
 
 SCRIPT = Path(__file__).with_name("introspect_script.py")
 SCRIPT_SCHEMA = 1
@@ -42,17 +44,18 @@ _TAIL_CHARS = 2000
 IntrospectErrorKind = Literal["python-missing", "vllm-missing", "failed", "timeout", "bad-output"]
 
 
-class IntrospectError(RuntimeError):
+class IntrospectError(VtcError):
     """vLLM's flags could not be read; ``kind`` says why, the message says what to do.
 
     ``python-missing``: the interpreter does not exist or cannot run; ``vllm-missing``: it has
     no vLLM installed; ``failed``: vLLM failed to import or to build its parser (``detail``
-    holds the stderr tail); ``timeout``; ``bad-output``: the script's output was not the
-    expected JSON.
+    holds the stderr tail, its last line is the hint); ``timeout``; ``bad-output``: the
+    script's output was not the expected JSON.
     """
 
     def __init__(self, kind: IntrospectErrorKind, message: str, detail: str = "") -> None:
-        super().__init__(message + (f"\n{detail}" if detail else ""))
+        last = next((line for line in reversed(detail.splitlines()) if line.strip()), "")
+        super().__init__(message, hint=last[-200:] or None)
         self.kind = kind
         self.detail = detail
 
@@ -270,21 +273,3 @@ def python_for_vllm(vllm_executable: Path | str) -> Path | None:
         if sibling.is_file():
             return sibling
     return None
-
-
-def introspect_vllm_help(
-    vllm_executable: Path | str, *, version: str = "", timeout_s: float = 120.0
-) -> VllmCli:
-    """Fallback: parse ``vllm serve --help=all`` (no types; see ``parse_serve_help``)."""
-    exe = os.fspath(vllm_executable)
-    result = _run([exe, "serve", "--help=all"], timeout_s, _script_env())
-    if result.returncode != 0:
-        raise IntrospectError(
-            "failed",
-            f"`{exe} serve --help=all` failed (exit {result.returncode})",
-            _tail(result.stderr),
-        )
-    try:
-        return parse_serve_help(result.stdout, version)
-    except CliDumpError as exc:
-        raise IntrospectError("bad-output", f"{exe}: {exc}", _tail(result.stdout)) from exc

@@ -1,12 +1,12 @@
 """A server this console launched: its whole lifecycle as one task.
 
-:class:`LaunchedServer` is made by :class:`tui.server.supervisor.ProcessLauncher`. One
+:class:`LaunchedServer` is made by :class:`tui.server.launcher.ProcessLauncher`. One
 asyncio task (``_run``) launches it, decides readiness, notices the exit or the timeout,
 carries out the console's requests (stop, detach, release) and reports every step as an
 event; nothing else writes its state. Which end happened is taken from what happened first
 (the process's exit or the console's request), and a failure is diagnosed from the log as
 it stood when the server exited, before the console's own teardown could add to it.
-The events and their order are listed in :mod:`tui.server.supervisor`.
+The events and their order are listed in :mod:`tui.server.launcher`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tui.domain.diagnosis import Diagnosis
+from tui.domain.diagnosis import Diagnosis, FixChecker
 from tui.domain.events import (
     Exited,
     Failed,
@@ -74,6 +74,7 @@ class LaunchSettings:
     grace_s: float
     poll_interval_s: float
     max_log_lines: int = DEFAULT_MAX_LINES
+    fix_check: FixChecker | None = None  # checks each offered fix (the pre-flight estimate)
 
 
 class End(enum.Enum):
@@ -429,7 +430,7 @@ class LaunchedServer(WatchedServer):
         # The cause is in what the server wrote before it exited; what its orphans write
         # when the teardown below signals them is the console's doing, not the cause.
         text = await self._log_at_end()
-        diagnosis = await asyncio.to_thread(diagnose, text, flags=self._flags, exit_code=code)
+        diagnosis = await _diagnose(text, self._flags, code, self._settings.fix_check)
         failed = starting or diagnosis.kind != "unknown" or code != 0
         if failed:
             # The card at once; the start counts as settled once the tree is gone, so a
@@ -451,7 +452,7 @@ class LaunchedServer(WatchedServer):
         last = next((line for line in reversed(self._log.lines()) if line.strip()), "")
         self._set_state(ServerState.STOPPING)
         self._exit_code = await self._clear_tree()
-        found = await asyncio.to_thread(diagnose, text, flags=self._flags, exit_code=None)
+        found = await _diagnose(text, self._flags, None, self._settings.fix_check)
         diagnosis = _timeout_diagnosis(found, self._startup_timeout_s, stage, last)
         self._set_state(ServerState.FAILED)
         self._emit(Failed(elapsed=elapsed, exit_code=self._exit_code, diagnosis=diagnosis))
@@ -482,3 +483,10 @@ class LaunchedServer(WatchedServer):
         self._set_state(ServerState.FAILED)
         failed = Failed(elapsed=self.elapsed(), exit_code=self._exit_code, diagnosis=_WATCH_FAILED)
         self._emit(failed)
+
+
+async def _diagnose(
+    text: str, flags: ServeFlags, code: int | None, check: FixChecker | None
+) -> Diagnosis:
+    """The cause in ``text``, each fix checked against pre-flight (off the event loop)."""
+    return await asyncio.to_thread(diagnose, text, flags=flags, exit_code=code, check=check)

@@ -3,9 +3,10 @@
 Where vLLM would find the model, in order:
 
 1. a local directory: ``MODEL/config.json``;
-2. the Hugging Face cache: ``$HF_HUB_CACHE``, else ``$HF_HOME/hub``, else
-   ``~/.cache/huggingface/hub``, as ``models--ORG--NAME/snapshots/<rev>/config.json`` (the
-   revision ``refs/main`` names, else the newest snapshot);
+2. the Hugging Face cache, found by :mod:`tui.store.hf_cache` (``$HF_HUB_CACHE``,
+   ``$HF_HOME/hub``, ``$XDG_CACHE_HOME/huggingface/hub``...), as
+   ``models--ORG--NAME/snapshots/<rev>/config.json`` (the revision ``refs/main`` names,
+   else the newest snapshot);
 3. as a last resort, a ``fallback`` the caller passes: the demo mode passes the simulator's
    catalog (the published shapes of the models it knows, marked ``source="sim-catalog"`` so
    nobody mistakes them for the checkpoint on disk). This room never imports the simulator.
@@ -16,7 +17,6 @@ Nothing is downloaded. A model found nowhere gives ``shape=None`` and the reason
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from tui.domain.budget import default_embedding_params
 from tui.domain.kv import ModelShape
+from tui.store.hf_cache import find_snapshot_file, hub_cache_dir
 
 ConfigSource = Literal["local", "hf-cache", "sim-catalog"]
 
@@ -53,39 +54,13 @@ class ModelConfig:
 
 
 def hf_hub_cache(env: Mapping[str, str] | None = None) -> Path:
-    """The hub cache directory huggingface_hub uses (``HF_HUB_CACHE`` > ``HF_HOME/hub``)."""
-    environ = os.environ if env is None else env
-    if environ.get("HF_HUB_CACHE"):
-        return Path(environ["HF_HUB_CACHE"]).expanduser()
-    if environ.get("HF_HOME"):
-        return Path(environ["HF_HOME"]).expanduser() / "hub"
-    xdg = environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "huggingface" / "hub"
+    """The hub cache directory (:func:`tui.store.hf_cache.hub_cache_dir`, the one resolver)."""
+    return hub_cache_dir(env)
 
 
 def _cache_config(model: str, hub: Path) -> Path | None:
     """``models--ORG--NAME/snapshots/<rev>/config.json`` for a repo id, if cached."""
-    repo = model.strip().strip("/")
-    if not repo or repo.count("/") > 1 or ".." in repo.split("/"):
-        return None
-    folder = hub / ("models--" + repo.replace("/", "--"))
-    snapshots = folder / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    ref = folder / "refs" / "main"
-    if ref.is_file():
-        try:
-            revision = ref.read_text(encoding="utf-8").strip()
-        except OSError:
-            revision = ""
-        preferred = snapshots / revision / "config.json"
-        if revision and preferred.is_file():
-            return preferred
-    candidates = [p for p in snapshots.glob("*/config.json") if p.is_file()]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: p.stat().st_mtime)
+    return find_snapshot_file(model, "config.json", hub=hub)
 
 
 def parse_config(model: str, config: dict[str, Any]) -> tuple[ModelShape, bool, str | None]:

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tui.domain.errors import VtcError
+
 VLLM_VERSION = "0.32.0"
 """The vLLM release this module provisions."""
 
@@ -73,7 +75,7 @@ _BUILDER_SCRIPT = Path(__file__).with_name("tiny_model_builder.py")
 LogFn = Callable[[str], None]
 
 
-class ProvisionError(RuntimeError):
+class ProvisionError(VtcError):
     """A provisioning step failed; the message names the step and the output tail."""
 
 

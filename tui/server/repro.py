@@ -10,14 +10,12 @@ name marks a secret (:mod:`tui.domain.secrets`) never reach the record.
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from tui.domain.results import Reproduction
 from tui.domain.secrets import is_secret_name, scrub_secret_args
 from tui.domain.telemetry import GpuSample
-from tui.telemetry.nvml import nvml_query
 
 #: Inherited variables that change what vLLM, PyTorch, CUDA or the Hub client do. Variables
 #: the launch sets itself are all kept; inherited ones only when they match these.
@@ -56,22 +54,6 @@ def gpu_facts(
         driver_version=driver_version,
         cuda_version=cuda_version,
     )
-
-
-def nvml_versions(nvml: Any) -> tuple[str | None, str | None]:
-    """The driver version and the CUDA version the driver supports, from an initialised NVML.
-
-    ``nvmlSystemGetCudaDriverVersion_v2`` answers an int such as 12040 (CUDA 12.4).
-    Either is ``None`` when NVML cannot tell.
-    """
-    driver = nvml_query(nvml, "nvmlSystemGetDriverVersion")
-    if isinstance(driver, bytes):
-        driver = driver.decode(errors="replace")
-    cuda = nvml_query(nvml, "nvmlSystemGetCudaDriverVersion_v2")
-    if cuda is None:
-        cuda = nvml_query(nvml, "nvmlSystemGetCudaDriverVersion")
-    cuda_text = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda else None
-    return (str(driver) if driver else None), cuda_text
 
 
 def local_host() -> str | None:
@@ -120,3 +102,49 @@ def capture_reproduction(
         cuda_version=gpu.cuda_version,
         host=host,
     )
+
+
+class MachineReproducer:
+    """Captures a launch's reproduction facts on this machine (a mode builds one).
+
+    ``launch_env``: what launches set for the server (secrets by name only); ``version``:
+    the vLLM version the server runs (asked once, lazily: it may start a subprocess);
+    ``versions``: the driver and CUDA versions (local NVML), ``None`` where there is no
+    driver; ``gpu_name``: a name to record when no GPU sample can say (the simulated GPU).
+    """
+
+    def __init__(
+        self,
+        *,
+        launch_env: Mapping[str, str],
+        inherited_env: Mapping[str, str],
+        version: Callable[[], str | None],
+        versions: Callable[[], tuple[str | None, str | None]] | None = None,
+        gpu_name: str | None = None,
+    ) -> None:
+        self._launch_env = dict(launch_env)
+        self._inherited = dict(inherited_env)
+        self._version_fn = version
+        self._version: str | None = None
+        self._asked = False
+        self._versions = versions
+        self._gpu_name = gpu_name
+        self._host = local_host()
+
+    def capture(self, argv: Sequence[str], gpu: GpuSample | None) -> Reproduction:
+        """The facts of the launch of ``argv``, with the GPU as ``gpu`` shows it (blocking)."""
+        if not self._asked:
+            self._asked = True
+            self._version = self._version_fn()
+        driver, cuda = self._versions() if self._versions is not None else (None, None)
+        facts = gpu_facts(gpu, driver_version=driver, cuda_version=cuda)
+        if facts.name is None and self._gpu_name is not None:
+            facts = GpuFacts(self._gpu_name, 1, driver, cuda)
+        return capture_reproduction(
+            argv,
+            launch_env=self._launch_env,
+            inherited_env=self._inherited,
+            vllm_version=self._version,
+            gpu=facts,
+            host=self._host,
+        )

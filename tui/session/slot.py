@@ -22,6 +22,7 @@ from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Exited, Failed, Launched, ServerEvent, ServerState
+from tui.domain.flag_validation import ensure_valid
 from tui.domain.flags import ServeFlags
 from tui.server.backend import Capabilities, ExistingServer, Launcher, ServerBackend, Takeover
 
@@ -147,6 +148,7 @@ class ServerSlot:
             )
         if self.state in LIVE:
             raise VtcError(f"a server is still {self.state.value}: stop it first")
+        ensure_valid(flags)  # the launch gate: flags vLLM would refuse never launch
         await self._retire()
         self._flags, self._run_id = flags, run_id
         self._backend = await self._launcher.launch(

@@ -101,6 +101,8 @@ def _field_errors(exc: ValidationError) -> dict[str, list[ErrorItem]]:
     groups: dict[str, list[ErrorItem]] = {}
     for err in exc.errors():
         loc = err.get("loc", ())
+        if loc == ("max_model_len",) and "positive integer" in str(err.get("msg", "")):
+            continue  # vLLM reports it from ModelConfig's own validator (_semantic_errors)
         if loc:
             name = str(loc[0])
             try:

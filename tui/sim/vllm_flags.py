@@ -1,10 +1,9 @@
 """Every flag of vLLM 0.32.0's ``vllm serve`` parser, and argparse's way of reading their values.
 
-``vllm_serve_0.32.0.json`` beside this module is the dump ``tui/server/introspect_script.py``
-took of the installed CPU build (``make_arg_parser(FlexibleArgumentParser())``, reference
-1.1), help texts dropped: 318 actions, 430 option strings, the same set that
-``vllm serve --help=all`` lists (a test compares them with ``tests/domain/
-vllm_serve_help_0.32.0.txt``). The simulator accepts every one of them, types each value the
+The parser's table is the domain's (:mod:`tui.domain.vllm_serve_options`, generated from the
+installed CPU build's ``make_arg_parser(FlexibleArgumentParser())``, reference 1.1, and
+checked against it by the real-vLLM suite): declared once, shared with the console's flag
+checks. The simulator accepts every one of its options, types each value the
 way argparse would (``type=``, ``choices``, ``nargs``, ``BooleanOptionalAction``) and
 rejects what argparse rejects, in argparse's words (Python 3.11, which vLLM 0.32 runs on).
 Flags the simulator does not model are accepted and ignored, as a drop-in must.
@@ -15,21 +14,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from tui.domain.flags import ArgvError
 from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
 from tui.domain.vllm_cli import CliFlag, VllmCli
-
-TABLE = "vllm_serve_0.32.0.json"
+from tui.domain.vllm_serve_options import vllm_032_cli
 
 
 @cache
 def serve_cli() -> VllmCli:
-    """vLLM 0.32.0's ``vllm serve`` flags (loaded once from the shipped table)."""
-    text = resources.files("tui.sim").joinpath(TABLE).read_text(encoding="utf-8")
-    return VllmCli.from_json(json.loads(text))
+    """vLLM 0.32.0's ``vllm serve`` flags (the domain's table)."""
+    return vllm_032_cli()
 
 
 def action_name(flag: CliFlag) -> str:

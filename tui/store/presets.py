@@ -2,8 +2,9 @@
 
 Shipped presets live in the repository's ``presets/`` folder (installed into the wheel as
 ``tui/_presets``); user presets in ``<platform config dir>/vtc/presets/*.toml``. A user preset
-with the same name as a shipped one replaces it. A broken file never hides the others: it is
-reported in ``PresetCatalog.errors``.
+with the same name as a shipped one replaces it. A file that cannot be used (unreadable, not
+UTF-8, over :data:`MAX_PRESET_BYTES`, bad TOML, wrong types, a refused flag) never stops the
+others: it is skipped with one line naming it in ``PresetCatalog.errors``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import platformdirs
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
+MAX_PRESET_BYTES = 256 * 1024
+"""A preset file larger than this is skipped unread (the shipped ones are under 2 KiB)."""
 
 
 def builtin_presets_dir() -> Path:
@@ -33,7 +36,7 @@ def user_presets_dir() -> Path:
 
 @dataclass
 class PresetCatalog:
-    """All presets by name, plus the files that could not be read."""
+    """All presets by name, plus one line per file that was skipped (``errors``)."""
 
     presets: list[Preset] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -51,17 +54,40 @@ def load_presets(builtin_dir: Path | None = None, user_dir: Path | None = None) 
         (builtin_dir or builtin_presets_dir(), True),
         (user_dir or user_presets_dir(), False),
     ):
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.toml")):
+        for path in _preset_files(folder, catalog.errors):
             try:
-                preset = parse_preset(path.read_text(encoding="utf-8"), str(path), builtin=builtin)
-            except (OSError, PresetError) as exc:
-                catalog.errors.append(str(exc))
+                preset = parse_preset(read_preset_text(path), str(path), builtin=builtin)
+            except PresetError as exc:
+                catalog.errors.append(f"{exc.one_line()}; skipped")
                 continue
             by_name[preset.name] = preset
     catalog.presets = list(by_name.values())
     return catalog
+
+
+def _preset_files(folder: Path, errors: list[str]) -> list[Path]:
+    try:
+        if not folder.is_dir():
+            return []
+        return sorted(folder.glob("*.toml"))
+    except OSError as exc:  # an unreadable folder: say so, load the other folder
+        errors.append(f"{folder}: cannot list presets: {exc.strerror or exc}; skipped")
+        return []
+
+
+def read_preset_text(path: Path) -> str:
+    """A preset file's text, read boundedly; :class:`PresetError` naming it otherwise."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_PRESET_BYTES + 1)
+    except OSError as exc:
+        raise PresetError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_PRESET_BYTES:
+        raise PresetError(f"{path}: larger than {MAX_PRESET_BYTES // 1024} KiB; not a preset")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PresetError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
 def save_user_preset(preset: Preset, user_dir: Path | None = None) -> Path:

@@ -23,7 +23,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tui.domain.errors import VtcError
+
 STATE_FILE = "server.json"
+MAX_STATE_BYTES = 1 << 20
+"""A state file is a few hundred bytes; anything over this is not one (and is not read)."""
 DEMO_STATE_FILE = "demo-server.json"
 
 
@@ -32,8 +36,8 @@ def state_file_name(demo: bool) -> str:
     return DEMO_STATE_FILE if demo else STATE_FILE
 
 
-class ServerStateError(Exception):
-    """The state file exists but cannot be read as one (the message says why)."""
+class ServerStateError(VtcError):
+    """The state file exists but cannot be read as one (the message says why, on one line)."""
 
 
 class ServerStateRecord(BaseModel):
@@ -84,11 +88,20 @@ class ServerStateFile:
         (truncated by a full disk, edited by hand, another version's).
         """
         try:
-            text = self.path.read_text(encoding="utf-8")
+            with self.path.open("rb") as fh:
+                raw = fh.read(MAX_STATE_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise ServerStateError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        if len(raw) > MAX_STATE_BYTES:
+            raise ServerStateError(f"{self.path} is not a vtc server state file (too large)")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ServerStateError(
+                f"{self.path} is not a vtc server state file (not UTF-8 text at byte {exc.start})"
+            ) from None
         try:
             return ServerStateRecord.model_validate_json(text)
         except ValidationError as exc:

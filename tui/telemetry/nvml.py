@@ -164,6 +164,23 @@ class NvmlGpuSource:
                 t=t, source=SOURCE, status=SourceStatus.OK, devices=devices, wsl=self.wsl
             )
 
+    def versions(self) -> tuple[str | None, str | None]:
+        """The driver version and the CUDA version it supports (``None`` where NVML can't tell).
+
+        Synchronous, like :meth:`sample`; initialises NVML if no sample has yet.
+        """
+        with self._lock:
+            if not self._initialized and self._unavailable is None:
+                self._init()
+            if not self._initialized:
+                return None, None
+            driver = _text(nvml_query(self._nvml, "nvmlSystemGetDriverVersion"))
+            cuda = nvml_query(self._nvml, "nvmlSystemGetCudaDriverVersion_v2")
+            if cuda is None:
+                cuda = nvml_query(self._nvml, "nvmlSystemGetCudaDriverVersion")
+        ok = isinstance(cuda, int) and cuda > 0
+        return driver, f"{cuda // 1000}.{cuda % 1000 // 10}" if ok else None
+
     def close(self) -> None:
         """Shut NVML down if this source initialised it. A later ``sample()`` starts afresh."""
         with self._lock:

@@ -28,6 +28,8 @@ import httpx
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui.domain.errors import VtcError
+
 MAX_PAGE_BYTES = 4 * 1024 * 1024
 MAX_REASON_CHARS = 160
 DEFAULT_DEADLINE_S = 3.0
@@ -35,7 +37,7 @@ DEFAULT_DEADLINE_S = 3.0
 T = TypeVar("T")
 
 
-class ScrapeError(Exception):
+class ScrapeError(VtcError):
     """A page could not be fetched or parsed; ``str()`` is a reason fit to show the operator."""
 
     def __init__(self, reason: str) -> None:

@@ -38,7 +38,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("a", "a", "f4", "apply_advice", "Advice",
             "Put the first piece of advice's flags into the form (the Metrics panel shows it "
             "while it holds); r then restarts with them."),
-    Command("h", "h", "f2", "history", "History",
+    Command("h", "h", "f2", "history", "Charts",
             "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
             "utilization; every GPU; the advice in full."),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),

@@ -14,9 +14,9 @@ from tui.domain.board.baseline import Baseline, choose_baseline, run_label
 from tui.domain.board.before_after import BeforeAfter, before_after
 from tui.domain.board.noise import Groups
 from tui.domain.board.pareto import Scatter, build_scatter
+from tui.domain.board.redact import without_secret_args
 from tui.domain.board.table import BoardError, BoardTable, RowFilter, build_table
 from tui.domain.results import RunRecord
-from tui.domain.secrets import without_secret_args
 
 
 @dataclass(frozen=True)

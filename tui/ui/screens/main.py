@@ -14,12 +14,12 @@ from textual.widgets import Footer, Input, Select
 
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
 from tui.domain.freshness import Freshness
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress
 from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, TelemetryStatus
-from tui.ui.compare import latest_failed
 from tui.ui.keys import screen_bindings
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.history import HistoryScreen
@@ -30,7 +30,6 @@ from tui.ui.widgets.gpu_panel import GpuPanel
 from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.results_board import ResultsBoard
-from tui.ui.widgets.run_card import card_title
 from tui.ui.widgets.server_panel import ServerPanel
 
 Clock = Callable[[], float]
@@ -294,23 +293,20 @@ class MainScreen(Screen[None]):
         self._run("Load", run_load, "load")
 
     def action_fix(self) -> None:
-        """One-key fix: put the latest failed run's first fix into the form and restart."""
-        runs = list(self.session.runs)
-        found = latest_failed(runs)
-        if found is None:
-            self.notify("No failed run on the board.", severity="warning")
+        """One-key fix: the latest failure's next untried fix into the form, then restart.
+
+        Stops, and says why, when the last fix did not help (the same cause again) or
+        every fix was tried (``tui.domain.fix_loop``): ``f`` never loops.
+        """
+        choice = choose_fix(list(self.session.runs))
+        if choice.fix is None or choice.run is None:
+            self.notify(choice.reason, title="No fix applied", severity="warning", timeout=10)
             return
-        index, record = found
-        title = card_title(record, index + 1)
-        diagnosis = record.diagnosis
-        if diagnosis is None or not diagnosis.fixes:
-            reason = diagnosis.summary if diagnosis else "no diagnosis"
-            self.notify(f"Run {title} has no suggested fix: {reason}", severity="warning")
-            return
-        fix = diagnosis.fixes[0]
+        fix = choice.fix
         self.form.apply_settings(fix.set)
         settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
-        self.notify(f"{fix.title}\n{settings}", title=f"Fix from run {title}: restarting")
+        title = f"Fix from run {choice.run.label}: restarting"
+        self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()
 
     def action_apply_advice(self) -> None:

@@ -1,45 +1,13 @@
-"""Launching servers: :class:`ProcessLauncher` (the session's ``Launcher``).
+"""``Supervisor``: one launched server at a time, restarted with ``start`` (a test driver).
 
-Each launch makes a :class:`~tui.server.launched.LaunchedServer`: the server runs in its
-own session and process group, its merged stdout/stderr goes to a log relay that writes the
-log file and tees the lines to the console (:mod:`tui.server.spawn`), and one task watches
-it. Events, in order, for one start (the sink given to :meth:`ProcessLauncher.launch`
-receives each):
-
-- pre-launch port check fails: ``Failed(port_in_use)`` only; nothing is launched.
-- launched: ``Launched``, ``StageReached(LAUNCHING)``, then ``LogLine`` per line, with
-  ``StageReached``/``KvCacheReported`` as the log shows them.
-- ready: ``StageReached(READY)``, ``Ready``. Readiness is: our own process alive AND
-  ``/health`` answers 200 AND (when the prober can list models) ``/v1/models`` lists the
-  model; plus no process outside our tree is the one listening on the port. Probed at once,
-  then every poll interval, and every 50 ms once the log says "Starting vLLM server on".
-- exit before ready: ``Failed(diagnose(log, flags, exit_code))`` as soon as the process
-  exits (not at a timeout), diagnosed from what it wrote before it exited; any leftover
-  children are killed after that (``wait_settled()``, ``stop()`` and ``wait_finished()``
-  return once they are).
-- no ready within ``startup_timeout_s``: the tree is killed, then ``Failed`` of kind
-  ``unknown`` naming the stage it was stuck in (or the log's own diagnosis if it has one).
-- exit on its own after ready: ``Failed`` first when the exit looks like a failure (the log
-  diagnoses to a known kind, or the exit code is not 0; vLLM exits 0 when its engine died,
-  so the log decides too), then, once the leftovers are killed, ``Exited(requested=False)``.
-  State ends FAILED or STOPPED.
-- ``stop()``: ``Exited(requested=True)``; state STOPPED.
-- ``detach()``: no event; the server and its relay run on, the log file keeps growing.
-
-What ends a server is what happened first: an exit before the console's request is reported
-as that exit (with its cause), a request before the exit as requested.
-
-Secrets (``VLLM_API_KEY``, ``HF_TOKEN``...) travel in ``env`` only, never in argv, and
-their values are redacted from every stored log line. Launched servers listen on
-:data:`DEFAULT_HOST` (loopback) unless the flags (or the extra arguments) set a host.
-
-:class:`Supervisor` keeps the older one-server-at-a-time shape over a launcher, for
-headless callers (the start-up benchmark, the real-vLLM integration suite).
+The product launches through :class:`tui.server.launcher.ProcessLauncher` (the session's
+server slot holds the server it launched). The integration suites and the server room's
+tests drive launches in the older one-server-at-a-time shape; this wrapper gives them that
+shape over the same launcher, so what they exercise is the product's launch path.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -47,110 +15,11 @@ from pathlib import Path
 from tui.domain.events import ServerState, Stage
 from tui.domain.flags import ServeFlags
 from tui.server.backend import LAUNCHED, Capabilities, EventSink
-from tui.server.launched import LaunchedServer, LaunchSettings
+from tui.server.launched import LaunchedServer
+from tui.server.launcher import DEFAULT_HOST, ProcessLauncher
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
-from tui.server.probe import HealthProber, HttpxProber
+from tui.server.probe import HealthProber
 from tui.server.process import ProcessInfo, TerminationReport
-
-DEFAULT_HOST = "127.0.0.1"
-"""Where a launched server listens unless the operator sets ``--host``: the console only
-needs loopback, and vLLM's own default (all interfaces) would expose it to the network."""
-
-
-def _sets_host(args: Sequence[str]) -> bool:
-    return any(a == "--host" or a.startswith("--host=") for a in args)
-
-
-def with_default_host(
-    flags: ServeFlags, extra_args: Sequence[str] = (), host: str | None = DEFAULT_HOST
-) -> ServeFlags:
-    """``flags`` with ``host`` when neither they nor ``extra_args`` name a host."""
-    if host is None or flags.host is not None:
-        return flags
-    if _sets_host(flags.extra_args) or _sets_host(extra_args):
-        return flags
-    return flags.replace(host=host)
-
-
-class ProcessLauncher:
-    """Launches ``vllm serve`` (or ``vtc-sim serve``) servers; one ``LaunchedServer`` each.
-
-    ``command`` is the executable prefix (``["vllm"]``, ``["/venv/bin/vllm"]``, the
-    simulator); the argv is ``[*command, "serve", *flags.to_argv(), *extra_args]``. ``env``
-    is merged over ``os.environ`` at each launch and is where secrets go. ``prober`` asks
-    for readiness (default: :class:`HttpxProber` with ``VLLM_API_KEY`` from the merged
-    environment, closed by :meth:`aclose`). ``default_host``: see :data:`DEFAULT_HOST`
-    (``None``: vLLM's own default).
-    """
-
-    def __init__(
-        self,
-        command: Sequence[str],
-        *,
-        log_dir: Path,
-        env: Mapping[str, str] | None = None,
-        prober: HealthProber | None = None,
-        startup_timeout_s: float = 900,
-        grace_s: float = 10,
-        poll_interval_s: float = 0.25,
-        default_host: str | None = DEFAULT_HOST,
-        max_log_lines: int = DEFAULT_MAX_LINES,
-    ) -> None:
-        if isinstance(command, str) or not command:
-            raise ValueError("command must be a non-empty argv list, e.g. ['vllm']")
-        if startup_timeout_s <= 0 or grace_s < 0 or poll_interval_s <= 0:
-            raise ValueError("startup_timeout_s and poll_interval_s must be > 0, grace_s >= 0")
-        self.settings = LaunchSettings(
-            command=tuple(command),
-            env=dict(env or {}),
-            log_dir=Path(log_dir),
-            startup_timeout_s=startup_timeout_s,
-            grace_s=grace_s,
-            poll_interval_s=poll_interval_s,
-            max_log_lines=max_log_lines,
-        )
-        self.default_host = default_host
-        self._own_prober = prober is None
-        api_key = {**os.environ, **self.settings.env}.get("VLLM_API_KEY")
-        self._prober: HealthProber = prober or HttpxProber(api_key=api_key)
-
-    def argv(self, flags: ServeFlags, extra_args: Sequence[str] = ()) -> tuple[str, ...]:
-        """What a launch of ``flags`` executes."""
-        return (*self.settings.command, "serve", *flags.to_argv(), *extra_args)
-
-    async def launch(
-        self, flags: ServeFlags, on_event: EventSink, *, extra_args: Sequence[str] = ()
-    ) -> LaunchedServer:
-        """Launch ``flags``; returns once launched or refused (a ``Failed`` event says why).
-
-        Only a validated :class:`ServeFlags` is accepted, so an invalid flag set can never
-        reach a launch.
-        """
-        server = self.prepare(flags, on_event, extra_args=extra_args)
-        await server.begin()
-        return server
-
-    def prepare(
-        self, flags: ServeFlags, on_event: EventSink, *, extra_args: Sequence[str] = ()
-    ) -> LaunchedServer:
-        """The server :meth:`launch` would start, not started yet (``begin()`` starts it).
-
-        For a caller that needs the backend in hand before its first event arrives (the
-        launch's own events come before :meth:`launch` returns).
-        """
-        if not isinstance(flags, ServeFlags):
-            raise TypeError(f"launch() takes ServeFlags, not {type(flags).__name__}")
-        if isinstance(extra_args, str):
-            raise TypeError("extra_args must be a sequence of arguments, not a string")
-        flags = with_default_host(flags, extra_args, self.default_host)
-        return LaunchedServer(
-            flags, self.argv(flags, extra_args), self.settings, self._prober, on_event
-        )
-
-    async def aclose(self) -> None:
-        """Close the default prober (servers it launched are not touched)."""
-        if self._own_prober and isinstance(self._prober, HttpxProber):
-            await self._prober.aclose()
 
 
 class Supervisor:

@@ -1,0 +1,41 @@
+"""Every cited fixture diagnoses as its header says: vLLM's wordings from 0.4 to 0.32 and the
+logs users posted in public issue threads (tests/diagnosis/corpus/, issues/)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import get_args
+
+import pytest
+from diagnosis_corpus import CORPUS, ISSUES, Fixture, load_all, mismatches
+
+from tui.domain.diagnosis import DiagnosisKind
+
+VERSIONED = load_all(CORPUS)
+POSTED = load_all(ISSUES)
+
+
+@pytest.mark.parametrize("fixture", VERSIONED + POSTED, ids=lambda f: f.name)
+def test_fixture_diagnoses_as_cited(fixture: Fixture) -> None:
+    d = fixture.diagnose()
+    assert mismatches(fixture, d) == []
+    # Every offered fix changes something: never the value that just failed.
+    for fix in d.fixes:
+        assert fix.title
+
+
+def test_every_fixture_cites_its_source() -> None:
+    for fixture in VERSIONED:
+        assert fixture.version and fixture.source.startswith(f"vLLM {fixture.version}, ")
+    for fixture in POSTED:
+        assert fixture.source.startswith("https://github.com/"), fixture.name
+
+
+def test_every_kind_has_wordings_from_two_vllm_versions() -> None:
+    versions: dict[str, set[str]] = defaultdict(set)
+    for fixture in VERSIONED:
+        assert fixture.version is not None
+        versions[fixture.kind].add(fixture.version)
+    kinds = set(get_args(DiagnosisKind)) - {"unknown"}
+    assert {k for k in kinds if len(versions[k]) < 2} == set()
+    assert set(versions) <= kinds

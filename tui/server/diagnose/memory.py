@@ -1,0 +1,282 @@
+"""Device memory at startup: too little free, weights that do not fit, CUDA out of memory.
+
+Texts: vLLM 0.9+ ``Free memory on device ... on startup is less than desired GPU memory
+utilization`` (``v1/worker/gpu_worker.py``; ``v1/worker/utils.py:761-770`` in 0.32, which
+added the device name); the CPU worker's node-memory checks (0.32 ``cpu_worker.py:73-95``);
+0.32's ``Failed to load model - not enough GPU memory`` (``gpu_model_runner.py:5138-5148``).
+Before 0.32 a weight-load OOM is torch's plain ``CUDA out of memory`` raised under
+``load_model``; torch words it three ways (2.0: ``(GPU 0; X GiB total capacity; ...)``, 2.1:
+``total capacty``, 2.2+: ``total capacity of X GiB of which Y is free``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from tui.domain.diagnosis import Diagnosis, Fix
+from tui.domain.humanint import format_human_bytes
+from tui.server.diagnose.common import GIB, MIB, effective_util, floor2, gib, make, positive_int
+from tui.server.diagnose.reading import LogView, tolerant
+
+_FREE_GPU: Final = tolerant(
+    r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on "
+    r"startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+    r"(?P<req>[\d.]+) GiB\)",
+    "desired GPU memory utilization",
+)
+_FREE_CPU: Final = tolerant(
+    r"Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on "
+    r"startup is less than desired CPU memory utilization \((?P<util>[\d.]+), "
+    r"(?P<req>[\d.]+) GiB\)",
+    "desired CPU memory utilization",
+)
+_FREE_CPU_KV: Final = tolerant(
+    r"Available memory on node (?P<node>\d+) \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on kv "
+    r"cache allocation is less than requested memory for kv(?: \((?P<req>[^)]{0,80})\))?",
+    "less than requested memory for kv",
+)
+
+
+def utilization_that_fits(free_gib: float, total_gib: float) -> float:
+    """The highest utilization (0.01 steps) whose request fits in ``free_gib``."""
+    # The log rounds to 0.01 GiB: assume the worst case of both roundings.
+    return floor2(max(0.0, free_gib - 0.005) / (total_gib + 0.005))
+
+
+def _cpu_kv_fix(free_gib: float) -> Fix | None:
+    kv = min(GIB, int(free_gib * GIB / 2) // MIB * MIB)
+    if kv < MIB:
+        return None
+    return Fix(
+        title=f"Give the KV cache an explicit size ({format_human_bytes(kv)}); the utilization "
+        "check is then skipped",
+        set={"kv_cache_memory_bytes": kv},
+    )
+
+
+def _free_memory(log: LogView, found: tuple[Any, str], where: str) -> Diagnosis:
+    m, evidence = found
+    free, total = float(m.group("free")), float(m.group("total"))
+    util, req = float(m.group("util")), float(m.group("req"))
+    fit = utilization_that_fits(free, total)
+    place = (m.group("dev") or "") if where == "device" else f"node {m.group('node')}"
+    facts: dict[str, Any] = {
+        "free_gib": free,
+        "total_gib": total,
+        "requested_utilization": util,
+        "requested_gib": req,
+        "suggested_utilization": fit,
+    }
+    if place:
+        facts["memory_location"] = place
+    fixes: list[Fix] = []
+    if fit > 0:
+        fixes.append(
+            Fix(
+                title=f"Lower gpu_memory_utilization to {fit} ({free} of {total} GiB is free)",
+                set={"gpu_memory_utilization": fit},
+            )
+        )
+    if where == "node":
+        kv_fix = _cpu_kv_fix(free)
+        if kv_fix:
+            fixes.append(kv_fix)
+    label = "GPU" if where == "device" else "CPU"
+    return make(
+        log,
+        "insufficient_free_memory",
+        f"only {free} of {total} GiB is free on {place or 'the device'}, but "
+        f"gpu_memory_utilization {util} asks for {req} GiB of {label} memory; {fit} fits",
+        evidence,
+        facts,
+        fixes,
+    )
+
+
+_FREE_WORDS: Final = tolerant(
+    r"Free memory on device.{0,40}? on startup is less than desired GPU memory utilization",
+    "on startup is less than desired GPU memory utilization",
+)
+
+
+def insufficient_free_memory(log: LogView) -> Diagnosis | None:
+    """Free memory below what gpu_memory_utilization asks for (GPU, CPU node, CPU KV)."""
+    for pattern, where, needle in (
+        (_FREE_GPU, "device", "on startup is less than desired GPU"),
+        (_FREE_CPU, "node", "on startup is less than desired CPU"),
+    ):
+        found = log.find(pattern, needle)
+        if found:
+            return _free_memory(log, found, where)
+    found = log.find(_FREE_CPU_KV, "less than requested memory for kv")
+    if found:
+        m, evidence = found
+        free, total = float(m.group("free")), float(m.group("total"))
+        kv_fix = _cpu_kv_fix(free)
+        return make(
+            log,
+            "insufficient_free_memory",
+            f"only {free} of {total} GiB is free on node {m.group('node')}, less than the KV "
+            f"cache asks for ({m.group('req') or 'unknown'})",
+            evidence,
+            {"free_gib": free, "total_gib": total, "requested": m.group("req")},
+            [kv_fix] if kv_fix else [],
+        )
+    found = log.find(_FREE_WORDS)  # the words without the figures (a title, a cut paste)
+    if found:
+        return make(
+            log,
+            "insufficient_free_memory",
+            "less GPU memory is free at startup than gpu_memory_utilization asks for (the log "
+            "does not give the figures): free the GPU, or lower the utilization to the free share",
+            found[1],
+        )
+    return None
+
+
+_WEIGHTS_OOM: Final = tolerant(
+    r"Failed to load model - not enough GPU memory", "Failed to load model - not enough"
+)
+_TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)", "Tried to allocate")
+_CAPACITY: Final = tolerant(
+    r"GPU (?P<gpu>\d+) has a total capac\w{0,3} of (?P<total>[\d.]+) (?P<tunit>GiB|MiB) of which "
+    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) is free",
+    "total capac",
+)
+_CAPACITY_OLD: Final = tolerant(
+    r"\(GPU (?P<gpu>\d+); (?P<total>[\d.]+) (?P<tunit>GiB|MiB) total capacity; [^;]{0,40}; "
+    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) free",
+    "total capacity;",
+)
+_CUDA_OOM: Final = tolerant(
+    r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
+    r"HIP out of memory",
+    "out of memory",
+    "OutOfMemoryError",
+)
+# Frames of the weight load (V0 and V1 model runners, the loaders) and the lines that say it
+# finished: an OOM with the first and without the second happened while loading the weights.
+_LOAD_FRAMES: Final = tolerant(
+    r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.",
+    "load_model",
+    "load_weights",
+    "model_loader",
+    "_initialize_model",
+    "Loading model weights",
+)
+_LOADED: Final = tolerant(
+    r"Loading model weights took|Model loading took|Loading weights took|model weights took",
+    "weights took",
+    "loading took",
+)
+
+
+def oom_facts(log: LogView) -> dict[str, Any]:
+    """What torch's out-of-memory message says about the allocation and the device."""
+    facts: dict[str, Any] = {}
+    found = log.find(_TRIED, "Tried to allocate")
+    if found:
+        m = found[0]
+        facts["tried_to_allocate_gib"] = round(gib(m.group("n"), m.group("unit")), 3)
+    found = log.find(_CAPACITY, "total capac") or log.find(_CAPACITY_OLD, "total capacity;")
+    if found:
+        m = found[0]
+        facts["gpu_total_gib"] = round(gib(m.group("total"), m.group("tunit")), 3)
+        facts["gpu_free_gib"] = round(gib(m.group("free"), m.group("unit")), 3)
+    return facts
+
+
+def _weights_fixes(log: LogView) -> list[Fix]:
+    tp = positive_int(log, "tensor_parallel_size")
+    fixes = [
+        Fix(title=f"Split the weights over {tp * 2} GPUs", set={"tensor_parallel_size": tp * 2})
+    ]
+    if log.value("quantization") is None:
+        fixes.append(Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"}))
+    return fixes
+
+
+def weights_oom(log: LogView) -> Diagnosis | None:
+    """The weights did not fit: 0.32's own message, or an OOM under the weight load."""
+    found = log.find(_WEIGHTS_OOM, "not enough GPU memory")
+    if found is None:
+        oom = log.find(_CUDA_OOM)
+        if oom is None or log.find(_LOADED) is not None:
+            return None
+        before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
+        if not _LOAD_FRAMES.search(before):
+            return None
+        found = oom
+    facts = oom_facts(log)
+    facts["tensor_parallel_size"] = positive_int(log, "tensor_parallel_size")
+    tried = ""
+    if "tried_to_allocate_gib" in facts:
+        tried = f" (tried to allocate {facts['tried_to_allocate_gib']} GiB)"
+    return make(
+        log,
+        "weights_oom",
+        "the model weights do not fit in GPU memory" + tried,
+        found[1],
+        facts,
+        _weights_fixes(log),
+    )
+
+
+_SAMPLER_OOM: Final = tolerant(
+    r"CUDA out of memory occurred when warming up (?:the )?(?P<what>sampler|pooler).{0,40}? with "
+    r"(?P<n>\d+) dummy requests",
+    "dummy requests",
+)
+
+
+def lower_util_fix(log: LogView) -> Fix | None:
+    """gpu_memory_utilization 0.05 lower: room outside the KV cache."""
+    util = effective_util(log)
+    lower = floor2(util - 0.05)
+    if lower <= 0:
+        return None
+    return Fix(
+        title=f"Lower gpu_memory_utilization from {util} to {lower} (room outside the KV cache)",
+        set={"gpu_memory_utilization": lower},
+    )
+
+
+def out_of_memory(log: LogView) -> Diagnosis | None:
+    """CUDA out of memory after the weights: warm-up, profiling, CUDA graphs."""
+    found = log.find(_SAMPLER_OOM, "dummy requests")
+    if found:
+        m, evidence = found
+        n = int(m.group("n"))
+        fixes = [
+            Fix(
+                title=f"Lower max_num_seqs to {max(1, n // 2)}",
+                set={"max_num_seqs": max(1, n // 2)},
+            )
+        ]
+        util_fix = lower_util_fix(log)
+        if util_fix:
+            fixes.append(util_fix)
+        return make(
+            log,
+            "out_of_memory",
+            f"CUDA ran out of memory warming up the {m.group('what')} with {n} dummy requests",
+            evidence,
+            {"dummy_requests": n, **oom_facts(log)},
+            fixes,
+        )
+    found = log.find(_CUDA_OOM)
+    if not found:
+        return None
+    util_fix = lower_util_fix(log)
+    fixes = [util_fix] if util_fix else []
+    mns = log.value("max_num_seqs")
+    if isinstance(mns, int) and mns > 1:
+        fixes.append(Fix(title=f"Lower max_num_seqs to {mns // 2}", set={"max_num_seqs": mns // 2}))
+    return make(
+        log,
+        "out_of_memory",
+        "the GPU ran out of memory during startup",
+        found[1],
+        oom_facts(log),
+        fixes,
+    )
