@@ -9,18 +9,22 @@ references against the same server: the most it can stream to a client that does
 nothing (so a client below it is limited by itself, not by the server), and the smallest
 timing error a client on this machine can have. With RATE (requests/s), request i is
 sent at i/RATE instead of all at once. Writes ``ttfts``, ``itls``, token and time totals
-as JSON.
+as JSON. With ``VTC_KEEP_READS=1`` (``clock_probe.py``) it also keeps each read's bytes with
+its stamp and writes, per request, ``start_times`` and the ``generated_texts`` stamped
+read by read (``reads``: ``[[stamp, text], ...]``), parsed only after the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
 
 MARK = b'"choices":[{'
+KEEP = os.environ.get("VTC_KEEP_READS") == "1"
 
 
 class _Stream(asyncio.Protocol):
@@ -44,12 +48,15 @@ class _Stream(asyncio.Protocol):
         self.last = self.start
         self.ttft: float | None = None
         self.itls: list[float] = []
+        self.reads: list[tuple[float, bytes]] = []
         assert self.transport is not None
         self.transport.write(payload)
         return self.done
 
     def data_received(self, data: bytes) -> None:
         now = time.perf_counter()
+        if KEEP:
+            self.reads.append((now, data))
         buf = self.buf + data
         if self.head:
             end = buf.find(b"\r\n\r\n")
@@ -121,6 +128,8 @@ async def run(
     slots = asyncio.Semaphore(concurrency)
     ttfts: list[float] = []
     itls: list[list[float]] = []
+    starts: list[float] = []
+    reads: list[list[tuple[float, bytes]]] = []
 
     async def one(i: int) -> None:
         if rate > 0:
@@ -132,6 +141,8 @@ async def run(
             await stream.request(payload)
             ttfts.append(stream.ttft or 0.0)
             itls.append(stream.itls)
+            starts.append(stream.start)
+            reads.append(stream.reads)
             pool.append(stream)
 
     cpu = time.process_time()
@@ -151,6 +162,14 @@ async def run(
         "client_cpu_s": cpu,
         "ttfts": ttfts,
         "itls": itls,
+        **(
+            {
+                "start_times": starts,
+                "reads": [[(t, d.decode("latin-1")) for t, d in r] for r in reads],
+            }
+            if KEEP
+            else {}
+        ),
     }
 
 

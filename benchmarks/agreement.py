@@ -1,17 +1,21 @@
 """Agreement with ``vllm bench serve`` against the same real vLLM CPU server.
 
-    python benchmarks/agreement.py [--runs 3] [--sequential] [--num-prompts N]
+    python benchmarks/agreement.py [--runs 3] [--paired] [--num-prompts N]
 
 Starts the provisioned CPU vLLM 0.32.0 (``vtc setup-cpu-vllm``) with the tiny Llama
 (prefix caching off, so that neither tool's prompts warm the cache for the other), then
 runs ``vtc bench`` (``python -m tui.load.bench_cli``) and that venv's
-``vllm bench serve`` on the same random workload (same flags, same seed), after one
-unmeasured warm-up run. It prints each run, then per tool the mean and spread of each
-number, and checks what issue #4 asks: the same completed count and token totals, and
-mean TTFT/TPOT/E2EL within 10% of each other. Exit code 0 when every check holds, 1
-otherwise, 2 when vLLM is not provisioned.
+``vllm bench serve`` on the same random workload (same flags, same seed, the same
+``--tokenizer``), after one unmeasured warm-up run of each (the first runs after a server
+start pay one-off costs). It prints each run, then per tool the mean and spread of each
+number, and checks what issue 12 asks: the same completed count and token totals, and
+mean TTFT/TPOT/E2EL and the throughputs within 15% of each other. Exit code 0 when
+every check holds, 1 otherwise, 2 when vLLM is not provisioned.
 
-By default each run is *paired*: both tools run their workload at the same time against
+By default the tools *alternate*, one after the other, the order reversed from one run
+to the next (ours-theirs, theirs-ours, ...: a drift of the server's speed over the
+measurement weighs on both alike). With ``--paired`` each run is *paired* instead:
+both tools run their workload at the same time against
 the one server, so both measure the same server under the same conditions. Each is
 stopped at a gate right before its timed run (ours just before it opens its connections;
 bench serve, through ``_vllm_timed.py``, just after its last pre-run ``/metrics`` fetch)
@@ -22,10 +26,9 @@ requests, sent the instant an earlier one finishes, race for the same engine ste
 the slightly quicker sender wins the earlier step every time, which biases TTFT by a step
 (measured: +29% for whichever tool sends a fraction of a millisecond later). On a shared
 2-core machine the server's speed swings by 2x from one minute to the next with what
-other processes do, which drowns a 10% comparison of runs taken one after the other;
-``--sequential`` runs them alternately instead (ours, theirs, ours, theirs...) to show
-that. The server is pinned to ``--server-cpus`` and the clients to
-``--client-cpus``.
+other processes do, which can drown a comparison of runs taken one after the other; the
+paired mode shows the two tools measuring the very same server. The server is pinned to
+``--server-cpus`` and the clients to ``--client-cpus``.
 
 Bounded: every client run has a timeout, the whole script a deadline; the server is
 stopped by its process group (SIGTERM, then SIGKILL) whatever happens.
@@ -64,7 +67,8 @@ from tui.server.provision import find_provisioned
 HERE = Path(__file__).resolve().parent
 KEYS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
 LATENCIES = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "mean_itl_ms")
-TOLERANCE = 0.10
+THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+TOLERANCE = 0.15
 CLIENT_TIMEOUT_S = 240.0
 
 
@@ -83,6 +87,8 @@ def workload(args: argparse.Namespace, base_url: str, model: str, result: Path) 
         "--base-url",
         base_url,
         "--model",
+        model,
+        "--tokenizer",
         model,
         "--dataset-name",
         "random",
@@ -112,7 +118,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
-        "--sequential", action="store_true", help="alternate the tools instead of pairing"
+        "--paired", action="store_true", help="run both tools at once instead of alternating"
     )
     parser.add_argument("--num-prompts", type=int, default=96)
     parser.add_argument("--max-concurrency", type=int, default=16)
@@ -174,9 +180,10 @@ def main() -> int:
         server.wait_ready(f"{base_url}/health", timeout_s=180)
         ours = [sys.executable, "-m", "tui.load.bench_cli", "--disable-tqdm"]
         theirs = [str(found.vllm), "bench", "serve", "--backend", "openai", "--disable-tqdm"]
-        # (--sequential runs the real `vllm bench serve` command; paired runs go through
+        # (Alternating runs use the real `vllm bench serve` command; paired runs go through
         # _vllm_timed.py, the same CLI entry point with the start gate.)
         tools = {"vtc bench": ours, "vllm bench serve": theirs}
+        names = list(tools)
         # Run -1 is an unmeasured warm-up: the server's first requests pay one-off costs.
         for run in range(-1, args.runs):
             if time.monotonic() > deadline:
@@ -184,10 +191,10 @@ def main() -> int:
             tag = "warmup" if run < 0 else f"run{run}"
             paths = {name: work / f"{name.split()[0]}-{tag}.json" for name in tools}
             started = time.monotonic()
-            if args.sequential:
-                for name, command in tools.items():
+            if not args.paired:
+                for name in names if run % 2 == 0 else names[::-1]:
                     run_client(
-                        [*command, *workload(args, base_url, model, paths[name])],
+                        [*tools[name], *workload(args, base_url, model, paths[name])],
                         timeout_s=CLIENT_TIMEOUT_S,
                         env=env,
                         cpus=client_cpus,
@@ -228,10 +235,10 @@ GATE = """
 import sys
 from tui.load import runner
 _make_transport = runner.LoadRunner._make_transport
-def _gated(self, spec):
+def _gated(self, spec, url):
     print("VTC-READY", file=sys.stderr, flush=True)
     sys.stdin.readline()
-    return _make_transport(self, spec)
+    return _make_transport(self, spec, url)
 runner.LoadRunner._make_transport = _gated
 from tui.load import bench_cli
 sys.exit(bench_cli.main(sys.argv[1:]))
@@ -332,7 +339,7 @@ def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
         f"\nWorkload: random, input {args.input_len}, output {args.output_len}, "
         f"{args.num_prompts} prompts at {args.request_rate:g} req/s (Poisson), max concurrency "
         f"{args.max_concurrency}, seed 0; "
-        f"{args.runs} runs each, {'alternating' if args.sequential else 'paired (simultaneous)'}; "
+        f"{args.runs} runs each, {'paired (simultaneous)' if args.paired else 'alternating'}; "
         f"server on cores {args.server_cpus}, "
         f"clients on cores {args.client_cpus}\n"
     )
@@ -343,17 +350,18 @@ def report(results: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -
         same = all(v == values[0][0] for vs in values for v in vs)
         ok &= same if key != "failed" else all(v == 0 for vs in values for v in vs)
         rows.append([key, *(spread(v) for v in values), "identical" if same else "DIFFER"])
-    for key in LATENCIES:
+    for key in LATENCIES + THROUGHPUTS:
         values = [[float(r[key]) for r in results[n]] for n in names]
         ratio = statistics.fmean(values[0]) / statistics.fmean(values[1])
         within = abs(ratio - 1.0) <= TOLERANCE
-        if key != "mean_itl_ms":  # the issue's criterion covers TTFT, TPOT and E2EL
+        if key != "mean_itl_ms":  # the criterion: TTFT, TPOT, E2EL and throughput
             ok &= within
         rows.append([key, *(spread(v) for v in values), f"{ratio:.3f} {'ok' if within else 'OFF'}"])
     table(rows)
     print(
         "\nspread: mean over the runs (min-max, ±half the range as % of the mean); "
-        f"criterion: same counts and tokens, TTFT/TPOT/E2EL means within {TOLERANCE:.0%}"
+        f"criterion: same counts and tokens, TTFT/TPOT/E2EL means and throughputs within "
+        f"{TOLERANCE:.0%}"
     )
     print("AGREEMENT: " + ("PASS" if ok else "FAIL"))
     return 0 if ok else 1

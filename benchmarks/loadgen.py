@@ -9,8 +9,9 @@ model but a metronome), warms it up, then drives it with each client pinned to
 ``--client-cpu`` (``os.sched_setaffinity`` in the child before exec), rotating the order
 of the clients from repeat to repeat:
 
-- ``vtc bench`` (``python -m tui.load.bench_cli``), aiohttp transport (the default);
-- ``vtc bench --transport httpx`` (throughput only, one run per concurrency);
+- ``vtc bench`` (``python -m tui.load.bench_cli``), its own transport (the default:
+  asyncio protocols that stamp each read before any parsing, ``tui/load/wire.py``);
+- ``vtc bench --transport aiohttp``: the same runner on bench serve's HTTP library;
 - ``vllm bench serve`` from the provisioned vLLM venv, unchanged, through
   ``_vllm_timed.py``, which only adds the CPU time of its streaming phase to the result;
 - a bare asyncio reader (``_rawclient.py``): not a load generator but the reference for
@@ -31,9 +32,12 @@ Two kinds of runs, at 256 and 1024 concurrent streams:
    injected delay: p99 of |ITL - itl| and of (TTFT - ttft), from each tool's per-request
    lists (``--save-detailed``); the bare reader's error is the floor.
 
-Prints a table per kind and the ratios ours / vllm bench serve. Bounded: every run has a
-timeout and the whole script a deadline; every process it starts is stopped by its
-process group. Exit code 0 on completion, 2 when vLLM is not provisioned.
+Prints a table per kind, the ratios ours / vllm bench serve, then the issue's table (one
+row per stream count: capacity and wall-clock ratios, p99 ITL and TTFT errors of vtc,
+bench serve and the bare reader) with the goals checked and the machine's load average
+over the whole measurement. Bounded: every run has a timeout and the whole script a
+deadline; every process it starts is stopped by its process group. Exit code 0 on
+completion, 2 when vLLM is not provisioned.
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ HERE = Path(__file__).resolve().parent
 CONCURRENCIES = (256, 1024)
 RUN_TIMEOUT_S = 240.0
 LABELS = {
-    "vtc": "vtc bench (aiohttp)",
-    "vtc-httpx": "vtc bench (httpx)",
+    "vtc": "vtc bench",
+    "vtc-aiohttp": "vtc bench (aiohttp)",
     "vllm": "vllm bench serve",
     "raw": "bare reader (reference)",
 }
@@ -89,20 +93,18 @@ class Setting:
     clients: tuple[str, ...]
 
     def prompts(self, quick: bool, client: str) -> int:
-        if client == "vtc-httpx":
-            return self.streams  # ~10x slower than aiohttp: one wave is enough
         return self.streams * (1 if quick else self.waves)
 
 
 def settings() -> list[Setting]:
     """Throughput then timing, each at 256 and 1024 streams."""
     out = [
-        Setting("throughput", n, 20.0, 1.0, 256, 2, None, ("vtc", "vllm", "raw", "vtc-httpx"))
+        Setting("throughput", n, 20.0, 1.0, 256, 2, None, ("vtc", "vllm", "raw", "vtc-aiohttp"))
         for n in CONCURRENCIES
     ]
     out += [
         # The same 12,800 tokens/s at both stream counts: ITL = streams / 12.8 ms.
-        Setting("timing", n, 100.0, n / 12.8, 64, 2, n / 2.0, ("vtc", "vllm", "raw"))
+        Setting("timing", n, 100.0, n / 12.8, 64, 2, n / 2.0, ("vtc", "vllm", "raw", "vtc-aiohttp"))
         for n in CONCURRENCIES
     ]
     return out
@@ -186,7 +188,7 @@ class Bench:
         if client == "vllm":
             timed = str(HERE / "_vllm_timed.py")
             return [str(self.vllm_python), timed, "--backend", "openai", *flags]
-        transport = ["--transport", "httpx"] if client == "vtc-httpx" else []
+        transport = ["--transport", "aiohttp" if client == "vtc-aiohttp" else "native"]
         return [sys.executable, "-m", "tui.load.bench_cli", *transport, *flags]
 
     def run(self, client: str, s: Setting, port: int) -> Sample:
@@ -286,6 +288,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="vtc-loadgen-"))
     bench = Bench(args, work, found.python, str(found.model))
     results: dict[tuple[str, int, str], list[Sample]] = {}
+    loads: list[float] = [os.getloadavg()[0]]
     print(
         f"vtc-sim on core {args.server_cpu}, each client on core {args.client_cpu}; "
         f"{repeats} repeat(s); files in {work}; {load_average()}",
@@ -299,11 +302,10 @@ def main() -> int:
                 for rep in range(repeats):
                     shift = rep % len(s.clients)  # rotate: no client always runs first
                     for client in s.clients[shift:] + s.clients[:shift]:
-                        if client == "vtc-httpx" and rep > 0:
-                            continue
                         if time.monotonic() > deadline:
                             raise RuntimeError("deadline reached; partial tables follow")
                         sample = bench.run(client, s, port)
+                        loads.append(os.getloadavg()[0])
                         results.setdefault((s.kind, s.streams, client), []).append(sample)
                         print(progress_line(s, client, sample), flush=True)
             finally:
@@ -311,6 +313,7 @@ def main() -> int:
     except RuntimeError as exc:
         print(f"stopped: {exc}")
     report(results, repeats)
+    issue_table(results, loads)
     return 0
 
 
@@ -381,7 +384,7 @@ def report(results: dict[tuple[str, int, str], list[Sample]], repeats: int) -> N
             return "-"
         return f"{median(ours) / median(theirs):.2f}x"
 
-    print("\nRatios, ours (vtc bench, aiohttp) / vllm bench serve, of the medians:")
+    print("\nRatios, ours (vtc bench) / vllm bench serve, of the medians:")
     rows = [
         [
             "streams",
@@ -409,6 +412,65 @@ def report(results: dict[tuple[str, int, str], list[Sample]], repeats: int) -> N
             ]
         )
     table(rows)
+
+
+def issue_table(results: dict[tuple[str, int, str], list[Sample]], loads: list[float]) -> None:
+    """Issue 12's table (medians), the goals checked, and the load average of the runs."""
+
+    def med(kind: str, streams: int, client: str, attr: str) -> float:
+        values = [getattr(x, attr) for x in results.get((kind, streams, client), [])]
+        values = [v for v in values if v is not None]
+        return median(values) if values else float("nan")
+
+    print(
+        "\nIssue 12's table (medians; errors against the injected delays; load average "
+        f"{min(loads):.2f}-{max(loads):.2f}, median {median(loads):.2f}, on "
+        f"{os.cpu_count()} cores):"
+    )
+    rows = [
+        [
+            "streams",
+            "tokens per client CPU-s, vtc / bench serve",
+            "tok/s wall",
+            "p99 ITL error: vtc, bench serve, bare reader",
+            "p99 TTFT error: vtc, bench serve, bare reader",
+        ]
+    ]
+    checks: list[str] = []
+    for streams, capacity_goal in zip(CONCURRENCIES, (1.5, 2.0), strict=True):
+        cpu = med("throughput", streams, "vtc", "tok_per_cpu_s") / med(
+            "throughput", streams, "vllm", "tok_per_cpu_s"
+        )
+        wall = med("throughput", streams, "vtc", "tok_s") / med(
+            "throughput", streams, "vllm", "tok_s"
+        )
+        itl = [med("timing", streams, c, "itl_err_p99") for c in ("vtc", "vllm", "raw")]
+        ttft = [med("timing", streams, c, "ttft_err_p99") for c in ("vtc", "vllm", "raw")]
+        rows.append(
+            [
+                str(streams),
+                f"{cpu:.2f}x",
+                f"{wall:.2f}x",
+                ", ".join(f"{v:.2f}" for v in itl) + " ms",
+                ", ".join(f"{v:.1f}" for v in ttft) + " ms",
+            ]
+        )
+        checks += [
+            f"{streams}: capacity {cpu:.2f}x >= {capacity_goal}x: {_ok(cpu >= capacity_goal)}",
+            f"{streams}: wall tok/s {wall:.2f}x >= 1x: {_ok(wall >= 1.0)}",
+            f"{streams}: p99 ITL error {itl[0] / itl[2]:.2f}x the bare reader's (<= 1.2x) and "
+            f"{itl[0] / itl[1]:.2f}x bench serve's (<= 1x): "
+            f"{_ok(itl[0] <= 1.2 * itl[2] and itl[0] <= itl[1])}",
+            f"{streams}: p99 TTFT error {ttft[0] / ttft[2]:.2f}x the bare reader's (<= 1.2x) and "
+            f"{ttft[0] / ttft[1]:.2f}x bench serve's (<= 1x): "
+            f"{_ok(ttft[0] <= 1.2 * ttft[2] and ttft[0] <= ttft[1])}",
+        ]
+    table(rows)
+    print("\n".join(checks))
+
+
+def _ok(flag: bool) -> str:
+    return "met" if flag else "NOT MET"
 
 
 if __name__ == "__main__":

@@ -18,10 +18,7 @@ MAX_CLASS_LINES = 350
 
 # Over the bounds before this turn's refactor, each in a room being split on its branch;
 # this list only shrinks.
-KNOWN_DEBT = {
-    ("load/runner.py", "LoadRunner"),
-    ("load/runner.py", "_run"),
-}
+KNOWN_DEBT: set[tuple[str, str]] = set()  # empty: it only shrinks
 
 
 def _sizes(root: Path = PACKAGE) -> list[tuple[str, str, int, int]]:
@@ -70,7 +67,7 @@ def test_the_bound_check_can_fail(tmp_path: Path, kind: str, lines: int) -> None
 
 
 # -- errors: one shape, no silent blind excepts ------------------------------------------------
-BLIND_DEBT = {"load/runner.py"}  # only shrinks
+BLIND_DEBT: set[str] = set()  # empty: it only shrinks
 
 
 def _blind_excepts(root: Path = PACKAGE) -> list[str]:

@@ -1,4 +1,4 @@
-"""The console's own composition (``tui.wiring.build_session``) against the real vLLM.
+"""The console's own composition (a mode's ``build``) against the real vLLM.
 
 What the operator runs: ``vtc --vllm PATH -- serve MODEL ...`` builds this session. One run:
 start -> ready -> telemetry -> load -> the run record in the store; then closing the

@@ -8,7 +8,6 @@ from tui.domain.workload import LoadProgress
 from tui.load.live import (
     CPU_SATURATED,
     LAG_FLOOR_MS,
-    LiveProgress,
     LiveStats,
     client_is_bottleneck,
 )
@@ -34,8 +33,8 @@ def test_client_bottleneck_rule(
     assert client_is_bottleneck(mean_lag_ms, itl_p50_ms, cpu) is expected
 
 
-def test_live_progress_is_a_load_progress() -> None:
-    progress = LiveProgress(
+def test_progress_carries_the_clients_health_typed() -> None:
+    progress = LoadProgress(
         elapsed=1, done=0, failed=0, in_flight=0, total=1, output_tokens_per_s=0
     )
     assert isinstance(progress, LoadProgress)

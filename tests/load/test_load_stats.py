@@ -15,10 +15,10 @@ import math
 
 import pytest
 
+from tui.load.report import build_result
 from tui.load.stats import (
     RequestRecord,
     actual_output_len,
-    build_result,
     calculate_metrics,
     detailed_fields,
     latency_stats,

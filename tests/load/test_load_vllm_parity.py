@@ -19,7 +19,8 @@ import pytest
 
 from tui.domain.workload import LoadSpec
 from tui.load.prompts import random_prompts
-from tui.load.stats import RequestRecord, build_result, percentile_key
+from tui.load.report import build_result
+from tui.load.stats import RequestRecord, percentile_key
 from tui.load.tokenizer import HfTokenizer
 from tui.server.provision import find_provisioned
 
@@ -130,7 +131,9 @@ def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         input=json.dumps(payload),
         capture_output=True,
         text=True,
-        timeout=120,
+        # A bound, not a speed target: importing vLLM and transformers took over 120 s on
+        # the two shared cores at a load average of 16.
+        timeout=600,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -147,9 +150,9 @@ def test_statistics_match_vllm(vllm_answers: dict[str, Any]) -> None:
     for key in ("request_throughput", "output_throughput", "total_token_throughput"):
         assert getattr(ours, key) == pytest.approx(theirs[key], rel=1e-12), key
     assert ours.request_goodput == pytest.approx(theirs["request_goodput"], rel=1e-12)
-    flat = ours.to_bench_json()
-    assert flat["max_output_tokens_per_s"] == theirs["max_output_tokens_per_s"]
-    assert flat["max_concurrent_requests"] == theirs["max_concurrent_requests"]
+    assert ours.max_output_tokens_per_s == theirs["max_output_tokens_per_s"]
+    assert ours.max_concurrent_requests == theirs["max_concurrent_requests"]
+    assert ours.rtfx == theirs["rtfx"]  # 0 for text: no audio
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for kind in ("mean", "median", "std"):
             key = f"{kind}_{metric}_ms"

@@ -53,20 +53,24 @@ def test_vtc_runs_on_a_damaged_history_moves_it_aside_and_answers(
 ) -> None:
     DAMAGE[damage](tmp_path / "runs.sqlite")
     before = (tmp_path / "runs.sqlite").read_bytes()
-    for args in (("runs",), ("runs", "--json")):
+    for n, args in enumerate((("runs",), ("runs", "--json"))):
         proc = _vtc(tmp_path, *args)
         assert proc.returncode == 0, proc.stderr
         assert "Traceback" not in proc.stderr
+        if n == 0:  # the first read moved it aside and says where, in one line
+            line = proc.stderr.splitlines()[0]
+            assert line.startswith("vtc: history: ") and "corrupt-" in line, proc.stderr
     assert json.loads(_vtc(tmp_path, "runs", "--json").stdout) == []
     (aside,) = _aside(tmp_path, "runs")  # moved once; the fresh file was sound after that
     assert aside.read_bytes() == before
 
 
 def test_vtc_runs_skips_bad_rows_and_lists_the_rest(tmp_path: Path) -> None:
-    write_history_with_bad_rows(tmp_path / "runs.sqlite", good=2)
+    bad = write_history_with_bad_rows(tmp_path / "runs.sqlite", good=2)
     proc = _vtc(tmp_path, "runs", "--json")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert [r["label"] for r in json.loads(proc.stdout)] == ["#1", "#2"]
+    assert f"{bad} runs in the history could not be read" in proc.stderr, proc.stderr
     assert _aside(tmp_path, "runs") == []  # a bad row is no reason to move the file
 
 

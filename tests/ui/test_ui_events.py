@@ -24,7 +24,7 @@ from tui.domain.events import (
 )
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuSample, SourceStatus
-from tui.load.live import LiveProgress
+from tui.domain.workload import LoadProgress
 from tui.session import LoadFinished
 from tui.ui.app import VtcApp, create_app
 from tui.ui.widgets.run_card import RunCard
@@ -115,7 +115,7 @@ async def test_telemetry_and_load_progress_reach_their_panels() -> None:
         )  # fmt: skip
         # a client-bound tick says so: the numbers understate the server
         session.emit(
-            LiveProgress(
+            LoadProgress(
                 elapsed=9.0, done=40, failed=0, in_flight=16, total=64,
                 output_tokens_per_s=650.0, loop_lag_ms=40.0, client_bound=True,
             )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Input, OptionList, Static
 from ui_fakes import FIXED_TIME, MODEL, FakeSession, fixture_cli
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags import LAUNCH_HOST, ServeFlags
 from tui.domain.results import RunRecord, RunStatus, StartupProfile
 from tui.modes.demo import NO_FLAG_LIST as DEMO_REASON
 from tui.ui.app import create_app
@@ -42,7 +42,7 @@ async def test_enter_appends_the_flag_to_extra_args_and_focuses_them() -> None:
     session = FakeSession(
         mode_label=REAL,
         vllm_cli=fixture_cli(),
-        initial_flags=ServeFlags(model=MODEL, extra_args=("--seed", "7")),
+        initial_flags=ServeFlags(model=MODEL, extra_args=("--optimization-level", "2")),
     )
     app = create_app(session, clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -52,7 +52,7 @@ async def test_enter_appends_the_flag_to_extra_args_and_focuses_them() -> None:
         await pilot.press(*"scheduled", "enter")
         await pilot.pause()
         extra = form.field("extra_args")
-        assert extra.value == "--seed 7 --max-num-scheduled-tokens "
+        assert extra.value == "--optimization-level 2 --max-num-scheduled-tokens "
         assert app.focused is extra.editor
         assert isinstance(app.focused, Input)
         assert app.focused.cursor_position == len(extra.value)
@@ -65,11 +65,17 @@ async def test_enter_appends_the_flag_to_extra_args_and_focuses_them() -> None:
         options.focus()
         await pilot.press("enter")
         await pilot.pause()
-        assert extra.value == "--seed 7 --max-num-scheduled-tokens 2048 --headless"
+        assert extra.value == "--optimization-level 2 --max-num-scheduled-tokens 2048 --headless"
         flags, problems = form.validate_flags()
     assert problems == []
     assert flags is not None
-    assert flags.extra_args == ("--seed", "7", "--max-num-scheduled-tokens", "2048", "--headless")
+    assert flags.extra_args == (
+        "--optimization-level",
+        "2",
+        "--max-num-scheduled-tokens",
+        "2048",
+        "--headless",
+    )
 
 
 async def test_without_a_flag_list_the_section_says_why_and_picks_it_up_later() -> None:
@@ -117,3 +123,31 @@ async def test_a_card_shows_the_kv_estimate_and_its_error() -> None:
         lines = str(body.render()).splitlines()
         assert "KV 2,000 (est 2,300, +15.0%)" in lines
         assert all(len(line) <= 30 for line in lines)
+
+
+async def test_extra_args_are_checked_against_the_installed_vllms_own_flags() -> None:
+    """An option vLLM 0.32 knows but the installed vLLM does not is refused in the form."""
+    # The fixture is a part of vLLM 0.32's parser: --speculative-config is not in it.
+    session = FakeSession(mode_label=REAL, vllm_cli=fixture_cli())
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        form = app.main_screen.form
+        form.field("extra_args").set_value("--speculative-config {}")
+        await pilot.pause()
+        flags, problems = form.validate_flags()
+        assert flags is None
+        assert [p.field for p in problems] == ["extra_args"]
+        assert "--speculative-config" in problems[0].message
+        # Without the installed list the form judges by vLLM 0.32's table, which knows it.
+        session.vllm_cli = None
+        flags, problems = form.validate_flags()
+        assert flags is not None and problems == []
+
+
+async def test_the_host_field_shows_where_vtc_binds_when_it_is_blank() -> None:
+    session = FakeSession(mode_label=REAL)
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(80, 24)):
+        editor = app.main_screen.form.field("host").editor
+        assert isinstance(editor, Input)
+        assert editor.value == "" and editor.placeholder == f"{LAUNCH_HOST} (vtc default)"

@@ -92,6 +92,9 @@ _INT_FIELDS = (
     "max_num_seqs", "max_num_batched_tokens", "max_logprobs", "tensor_parallel_size",
     "pipeline_parallel_size", "port",
 )  # fmt: skip
+LAUNCH_HOST = "127.0.0.1"
+"""The host vtc launches a server on when no ``--host`` is given: loopback, so a tuning
+server is not exposed to the network by accident (vLLM's own default binds every interface)."""
 MAX_CPU_OFFLOAD_GB = 2**33  # 2^63 bytes: vLLM turns the GiB into a byte count
 # Options that take a launch out of vtc's hands when passed through in the extra args.
 _NOT_IN_EXTRA_ARGS: Mapping[str, str] = {
@@ -225,7 +228,8 @@ class ServeFlags(BaseModel):
     )  # fmt: skip
     host: str | None = flag(
         cli="--host", group=FlagGroup.SERVER, config="FrontendArgs", optional=True,
-        help="Interface to bind (default: all).",
+        help=f"Interface to bind. vtc launches on {LAUNCH_HOST} (this machine only) unless "
+        "set; vLLM's own default is every interface.",
     )  # fmt: skip
     served_model_name: str | None = flag(
         cli="--served-model-name", group=FlagGroup.SERVER, config="ModelConfig",

@@ -140,9 +140,5 @@ def render_preset(preset: Preset) -> str:
         doc["sim_gpu"] = preset.sim_gpu
     doc["flags"] = preset.flags.to_toml_dict()
     if preset.workload is not None:
-        doc["workload"] = {  # TOML has no null: unset and infinite values are left out
-            k: v
-            for k, v in preset.workload.model_dump().items()
-            if v is not None and v != float("inf")
-        }
+        doc["workload"] = preset.workload.to_toml_dict()
     return tomli_w.dumps(doc)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.flags import ServeFlags
 from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
-from tui.domain.workload import LoadSpec
+from tui.domain.workload import Endpoint, LoadSpec
 
 # The telemetry summaries a run keeps are declared with the telemetry samples; re-exported here.
 __all__ = [
@@ -32,34 +32,63 @@ __all__ = [
 class BenchResult(BaseModel):
     """One load run's numbers, with ``vllm bench serve``'s JSON key names (ref 4.2).
 
-    Latency statistics live in ``stats`` keyed exactly as bench serve writes them
-    (``mean_ttft_ms``, ``median_tpot_ms``, ``p99_itl_ms``, ``std_e2el_ms``...), so either
-    tool's files compare key for key.
+    Every key is a declared field (a misspelt one fails type checking instead of reading
+    as a default). Latency statistics live in ``stats`` keyed exactly as bench serve
+    writes them (``mean_ttft_ms``, ``median_tpot_ms``, ``p99_itl_ms``, ``std_e2el_ms``...;
+    which percentiles exist depends on the run), so either tool's files compare key for
+    key. The per-request lists of a result file are not kept here (see
+    ``tui.load.result_file``).
+
+    Records stored by earlier versions carried vtc's fields as untyped extras under the
+    same names: they read back into these fields; unknown keys are dropped.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="ignore")
 
+    # -- bench serve's summary (serve.py:1280-1302), in its order -----------------------------
+    duration: float = 0.0
     completed: int = 0
     failed: int = 0
-    duration: float = 0.0
     total_input_tokens: int = 0
     total_output_tokens: int = 0
     request_throughput: float = 0.0
+    request_goodput: float | None = None  # None unless goodput SLOs were given
     output_throughput: float = 0.0
     total_token_throughput: float = 0.0
-    request_goodput: float | None = None
-    max_concurrency: int | None = None
-    request_rate: float | str = "inf"
-    errors: list[str] = Field(default_factory=list)
+    max_output_tokens_per_s: float = 0.0  # peak chunk arrivals in one 1-second bucket
+    max_concurrent_requests: int = 0
+    rtfx: float = 0.0  # audio seconds per second: 0 for text workloads, as bench serve
     stats: dict[str, float] = Field(default_factory=dict)
-    cancelled: bool = False  # vtc: the run was cancelled; these are its partial numbers
-    aborted_by_server: int = 0  # vtc: streams the server ended with finish_reason abort/error
+
+    # -- the run's settings, as bench serve's file header names them (serve.py:2258-2282) -----
+    model_id: str = ""
+    tokenizer_id: str | None = None  # the tokenizer asked for (bench serve: --tokenizer or model)
+    num_prompts: int = 0  # prompts of the run (a timed run: requests sent)
+    request_rate: float | str = "inf"
+    burstiness: float | str = 1.0
+    max_concurrency: int | None = None
+
+    # -- vtc's additions ------------------------------------------------------------------------
+    endpoint: Endpoint = "completions"
+    prompt_tokenizer: str = ""  # what built the prompts: a tokenizer.json folder or the approx
+    num_warmups: int = 0
+    duration_limit_s: float | None = None  # the run was bounded by time, not by count
+    cancelled: bool = False  # stopped early: partial numbers
+    not_sent: int = 0  # prompts of a cancelled count-bounded run never sent
+    aborted_by_server: int = 0  # successes the server ended with finish_reason abort/error
+    errors: list[str] = Field(default_factory=list)  # the first failures' texts
+    client_input_tokens: int | None = None  # the client's own count of the answered prompts
+    client_cpu_s: float = 0.0  # the client's CPU time during the run
+    client_max_loop_lag_ms: float = 0.0  # worst lateness of the client's event loop
+    client_bound_s: float = 0.0  # seconds the client, not the server, was the bottleneck
 
     def metric(self, key: str) -> float | None:
         """A number by bench-serve key, from the top level or ``stats``."""
         if key in self.stats:
             return self.stats[key]
         value = getattr(self, key, None)
+        if isinstance(value, bool):
+            return None
         return float(value) if isinstance(value, int | float) else None
 
     def to_bench_json(self) -> dict[str, Any]:

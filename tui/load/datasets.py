@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.domain.workload import LoadSpec
+from tui.load.errors import LoadError
 from tui.load.prompts import PromptRequest, Tokenizer
 
 #: bench serve's ``--custom-output-len`` default.
@@ -39,7 +40,7 @@ DEFAULT_CUSTOM_OUTPUT_LEN = 256
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
 
 
-class DatasetError(ValueError):
+class DatasetError(LoadError):
     """A dataset file that cannot be used, with a message saying why."""
 
 
@@ -50,7 +51,7 @@ def shared_prefix_spec(spec: LoadSpec, cache_hit_pct: float) -> LoadSpec:
     the random part is ``input_len − prefix_len``, so prompts keep their total size.
     """
     if not 0.0 <= cache_hit_pct < 100.0:
-        raise ValueError(f"cache hit percentage must be in [0, 100), got {cache_hit_pct}")
+        raise LoadError(f"cache hit percentage must be in [0, 100), got {cache_hit_pct}")
     prefix = int(spec.input_len * cache_hit_pct / 100.0)
     return spec.model_copy(update={"prefix_len": prefix, "input_len": spec.input_len - prefix})
 

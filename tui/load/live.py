@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,27 +52,15 @@ def client_is_bottleneck(
     return mean_lag_ms >= LAG_FRACTION_OF_ITL * itl_p50_ms
 
 
-@dataclass(frozen=True)
-class LiveProgress(LoadProgress):
-    """:class:`LoadProgress` plus what tells a client-bound run from a server-bound one.
-
-    ``loop_lag_ms`` (inherited) is the worst lag of the interval; ``loop_lag_mean_ms`` its
-    mean; ``client_cpu_pct`` the client process's CPU over the interval (100 = one core).
-    """
-
-    loop_lag_mean_ms: float | None = None
-    client_cpu_pct: float | None = None
-    client_bound: bool = False
+def _thin(values: list[float], cap: int) -> np.ndarray:
+    if len(values) > cap:
+        values = values[:: math.ceil(len(values) / cap)]
+    return np.array(values, dtype=np.float64)
 
 
-def _thin(values: list[float], cap: int) -> list[float]:
-    if len(values) <= cap:
-        return values
-    return values[:: math.ceil(len(values) / cap)]
-
-
-def _p50_p99(values: list[float]) -> tuple[float | None, float | None]:
-    if not values:
+def _p50_p99(arrays: list[np.ndarray]) -> tuple[float | None, float | None]:
+    values = np.concatenate(arrays) if arrays else np.empty(0)
+    if not values.size:
         return None, None
     p50, p99 = np.percentile(values, [50.0, 99.0])
     return float(p50) * 1000.0, float(p99) * 1000.0
@@ -86,7 +73,7 @@ class LiveStats:
     the records; :meth:`snapshot` harvests them.
     """
 
-    def __init__(self, total: int, window_s: float = 10.0, sample_cap: int = 4096) -> None:
+    def __init__(self, total: int, window_s: float = 10.0, sample_cap: int = 2048) -> None:
         self.total = total
         self.window_s = window_s
         self.sample_cap = sample_cap
@@ -95,7 +82,9 @@ class LiveStats:
         self._active: dict[int, RequestRecord] = {}
         self._finished: list[tuple[int, RequestRecord]] = []
         self._seen: dict[int, int] = {}  # chunks already harvested, per request
-        self._buckets: deque[tuple[float, list[float], list[float]]] = deque()
+        # Per snapshot: (time, thinned TTFTs, thinned ITLs), numpy arrays so that the
+        # rolling percentiles are a C-level concatenation, not a Python loop.
+        self._buckets: deque[tuple[float, np.ndarray, np.ndarray]] = deque()
         self._last_time: float | None = None
         self._last_cpu: float | None = None
 
@@ -136,7 +125,7 @@ class LiveStats:
         max_lag_s: float | None = None,
         mean_lag_s: float | None = None,
         cpu_s: float | None = None,
-    ) -> LiveProgress:
+    ) -> LoadProgress:
         """Harvest what is new and return the progress at ``now`` (``perf_counter``).
 
         ``cpu_s`` is the client's ``time.process_time()``: the CPU share is taken between
@@ -161,10 +150,10 @@ class LiveStats:
         self._buckets.append((now, _thin(ttfts, self.sample_cap), _thin(itls, self.sample_cap)))
         while self._buckets and self._buckets[0][0] < now - self.window_s:
             self._buckets.popleft()
-        ttft_p50, ttft_p99 = _p50_p99([v for _, b, _ in self._buckets for v in b])
-        itl_p50, itl_p99 = _p50_p99([v for _, _, b in self._buckets for v in b])
+        ttft_p50, ttft_p99 = _p50_p99([b for _, b, _ in self._buckets])
+        itl_p50, itl_p99 = _p50_p99([b for _, _, b in self._buckets])
         mean_lag_ms = None if mean_lag_s is None else mean_lag_s * 1000.0
-        return LiveProgress(
+        return LoadProgress(
             elapsed=elapsed,
             done=self.done,
             failed=self.failed,

@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 
 from tui.domain.workload import LoadSpec
+from tui.load.errors import LoadError
 
 MAX_RETRY = 10  # gen_prompt_decode_to_target_len's retry budget (datasets.py:494-547)
 
@@ -237,7 +238,7 @@ def random_prompts(spec: LoadSpec, tokenizer: Tokenizer | None = None) -> list[P
     real_input_len = max(0, spec.input_len - num_special)
     min_total = spec.prefix_len + math.floor(real_input_len * (1.0 - spec.range_ratio))
     if min_total < 1:
-        raise ValueError(
+        raise LoadError(
             f"input_len {spec.input_len} is too small: with {num_special} special token(s) "
             f"and range ratio {spec.range_ratio} the smallest prompt (prefix + sampled) "
             f"would have {min_total} tokens. Raise input_len or prefix_len, or lower the "

@@ -23,16 +23,22 @@ from typing import Any
 
 import numpy as np
 
-from tui.domain.results import BenchResult
-
 MS_PER_S = 1000.0
 
 #: Percentiles reported by default (bench serve's own default is just "99", ref 4.2).
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0)
 #: Metrics that get mean/median/std/percentiles (bench serve: ttft,tpot,itl; we add e2el).
 DEFAULT_PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
-#: Metrics that may carry statistics.
-PERCENTILE_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
+#: Metrics that may carry statistics; the last two only exist with a concurrency cap (and,
+#: for the queue-inclusive latency, a finite rate), as in ``serve.py:1318-1327,1398-1411``.
+PERCENTILE_METRICS: tuple[str, ...] = (
+    "ttft",
+    "tpot",
+    "itl",
+    "e2el",
+    "client_queue_time",
+    "e2el_including_client_queue",
+)
 #: Metrics a goodput SLO may name (``serve.py:1473-1508``).
 GOODPUT_METRICS: tuple[str, ...] = ("ttft", "tpot", "e2el")
 
@@ -343,65 +349,48 @@ def calculate_metrics(
     )
 
 
+def queue_samples(
+    records: Sequence[RequestRecord], max_concurrency: int | None, request_rate: float
+) -> dict[str, list[float]]:
+    """The client-side queue samples bench serve adds under a concurrency cap.
+
+    ``client_queue_time`` (the wait for the semaphore) of the successes when
+    ``max_concurrency`` is set, and ``e2el_including_client_queue`` when the rate is also
+    finite (``serve.py:1318-1327``); absent otherwise, so no keys are written for them.
+    """
+    if max_concurrency is None:
+        return {}
+    ok = [r for r in records if r.success]
+    out = {"client_queue_time": [r.queue_time for r in ok]}
+    if not math.isinf(request_rate):
+        out["e2el_including_client_queue"] = [r.latency + r.queue_time for r in ok]
+    return out
+
+
 def latency_stats(
     metrics: Metrics,
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
     percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
+    queue: Mapping[str, Sequence[float]] | None = None,
 ) -> dict[str, float]:
-    """The ``mean_/median_/std_{m}_ms`` and ``p{P}_{m}_ms`` keys (``serve.py:1355-1391``)."""
+    """The ``mean_/median_/std_{m}_ms`` and ``p{P}_{m}_ms`` keys (``serve.py:1355-1411``).
+
+    ``queue`` holds the :func:`queue_samples`; a queue metric asked for without its
+    samples writes no keys, as bench serve.
+    """
     chosen_percentiles = validate_percentiles(percentiles)
     out: dict[str, float] = {}
     for metric in validate_percentile_metrics(percentile_metrics):
-        summary = summarize(metrics.samples(metric), chosen_percentiles)
+        if metric in ("client_queue_time", "e2el_including_client_queue"):
+            if queue is None or metric not in queue:
+                continue
+            samples: Sequence[float] = queue[metric]
+        else:
+            samples = metrics.samples(metric)
+        summary = summarize(samples, chosen_percentiles)
         out[f"mean_{metric}_ms"] = summary["mean"]
         out[f"median_{metric}_ms"] = summary["median"]
         out[f"std_{metric}_ms"] = summary["std"]
         for p in chosen_percentiles:
             out[percentile_key(p, metric)] = summary[percentile_word(p)]
     return out
-
-
-def build_result(
-    records: Sequence[RequestRecord],
-    dur_s: float,
-    *,
-    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-    percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
-    goodput: Mapping[str, float] | None = None,
-    count_tokens: Callable[[str], int] | None = None,
-    max_concurrency: int | None = None,
-    request_rate: float = math.inf,
-    max_errors: int = 20,
-) -> BenchResult:
-    """A :class:`BenchResult` in bench serve's keys from request records.
-
-    ``request_goodput`` stays ``None`` unless SLOs were given, as bench serve writes it
-    (``serve.py:1280-1302``). ``errors`` holds the error texts of the first
-    ``max_errors`` failed requests (bench serve prints the first 10); the per-request
-    lists of ``--save-detailed`` are left out. Extra keys: ``max_output_tokens_per_s``
-    and ``max_concurrent_requests``.
-    """
-    metrics = calculate_metrics(records, dur_s, goodput=goodput, count_tokens=count_tokens)
-    errors = [r.error for r in records if not r.success][:max_errors]
-    return BenchResult.model_validate(
-        {
-            "completed": metrics.completed,
-            "failed": metrics.failed,
-            "duration": dur_s,
-            "total_input_tokens": metrics.total_input,
-            "total_output_tokens": metrics.total_output,
-            "request_throughput": metrics.request_throughput,
-            "output_throughput": metrics.output_throughput,
-            "total_token_throughput": metrics.total_token_throughput,
-            "request_goodput": metrics.request_goodput if goodput else None,
-            "max_concurrency": max_concurrency,
-            "request_rate": "inf" if math.isinf(request_rate) else float(request_rate),
-            "errors": errors,
-            "stats": latency_stats(metrics, percentiles, percentile_metrics),
-            # Not fields of BenchResult; kept as extras under bench serve's names.
-            "max_output_tokens_per_s": metrics.max_output_tokens_per_s,
-            "max_concurrent_requests": metrics.max_concurrent_requests,
-            # Ours: successes whose stream the server ended with finish_reason abort/error.
-            "aborted_by_server": sum(1 for r in records if r.success and r.aborted_by_server),
-        }
-    )

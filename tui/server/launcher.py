@@ -42,13 +42,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tui.domain.diagnosis import FixChecker
-from tui.domain.flags import ServeFlags
+from tui.domain.flags import LAUNCH_HOST, ServeFlags
 from tui.server.backend import EventSink
 from tui.server.launched import LaunchedServer, LaunchSettings
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber, HttpxProber
 
-DEFAULT_HOST = "127.0.0.1"
+DEFAULT_HOST = LAUNCH_HOST  # declared with the flags (the form shows it as the default)
 """Where a launched server listens unless the operator sets ``--host``: the console only
 needs loopback, and vLLM's own default (all interfaces) would expose it to the network."""
 
@@ -65,7 +65,9 @@ def with_default_host(
         return flags
     if _sets_host(flags.extra_args) or _sets_host(extra_args):
         return flags
-    return flags.replace(host=host)
+    # Only the host changes, to vtc's own constant: the rest is judged by the launch gate
+    # (``ServerSlot.ensure_valid``), not here, so flags built unchecked pass through as given.
+    return flags.model_copy(update={"host": host})
 
 
 class ProcessLauncher:

@@ -41,12 +41,21 @@ def history_path(demo: bool) -> Path:
 
 
 def read_history(path: Path) -> list[RunRecord]:
-    """The runs in ``path``, oldest first; none when the file does not exist (not created)."""
+    """The runs in ``path``, oldest first; none when the file does not exist (not created).
+
+    What the store had to do to read it (move a damaged file aside, skip bad rows) is said on
+    stderr.
+    """
     if not path.exists():
         return []
     store = RunStore(path)
     try:
-        return store.list()
+        runs = store.list()
+        # A damaged file moved aside, rows skipped: said on stderr, one line each, so a
+        # `--json` reader still gets clean output and the operator still learns of it.
+        for line in store.notice.lines():
+            print(f"vtc: history: {line}", file=sys.stderr)
+        return runs
     finally:
         store.close()
 

@@ -1,8 +1,8 @@
 """Text <-> value for the form: flag values as the form shows them, and the Workload fields.
 
 Flags are typed by the domain (``FlagSpec.parse`` via ``validate_form``); this module only
-renders values back into field text and declares/parses the few ``LoadSpec`` fields the form
-edits.
+renders values back into field text and parses the ``LoadSpec`` fields the form edits (which
+ones, their labels, help and kinds come from ``LoadSpec``'s declaration).
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from tui.domain.flags import FlagKind, FlagProblem, FlagSpec
-from tui.domain.workload import LoadSpec
+from tui.domain.workload import LoadSpec, WorkloadField, form_fields
 
 
 def flag_text(spec: FlagSpec, value: Any) -> str:
@@ -33,34 +32,8 @@ def extra_text(extra_args: tuple[str, ...]) -> str:
     return shlex.join(extra_args) if extra_args else ""
 
 
-WorkloadKind = Literal["int", "optional_int", "rate", "choice"]
-
-
-@dataclass(frozen=True)
-class WorkloadField:
-    """One ``LoadSpec`` field in the form's Workload section."""
-
-    name: str
-    label: str
-    kind: WorkloadKind
-    help: str
-    blank: str = ""  # what an empty field means (placeholder)
-    choices: tuple[str, ...] = ()
-
-
-WORKLOAD_FIELDS: tuple[WorkloadField, ...] = (
-    WorkloadField("endpoint", "endpoint", "choice", "OpenAI endpoint the load calls.",
-                  choices=("completions", "chat")),
-    WorkloadField("input_len", "input-len", "int", "Prompt tokens per request (random dataset)."),
-    WorkloadField("output_len", "output-len", "int", "Output tokens per request (ignore_eos)."),
-    WorkloadField("prefix_len", "prefix-len", "int",
-                  "Shared prefix tokens in front of every prompt (prefix caching)."),
-    WorkloadField("num_prompts", "num-prompts", "int", "Requests in the run."),
-    WorkloadField("max_concurrency", "max-concurrency", "optional_int",
-                  "Most requests in flight at once.", blank="unlimited"),
-    WorkloadField("request_rate", "request-rate", "rate",
-                  "Arrivals per second (Poisson unless burstiness is set).", blank="inf"),
-)  # fmt: skip
+#: The Workload section's fields, rendered from ``LoadSpec``'s declaration.
+WORKLOAD_FIELDS: tuple[WorkloadField, ...] = form_fields()
 
 
 def workload_text(spec: LoadSpec, field: WorkloadField) -> str:
@@ -73,6 +46,24 @@ def workload_text(spec: LoadSpec, field: WorkloadField) -> str:
     return str(value)
 
 
+def _parse_text(field: WorkloadField, text: str) -> tuple[Any, FlagProblem | None]:
+    """One field's text to its value (an empty field means ``field.blank``)."""
+    if field.kind == "choice":
+        return (text or field.default), None
+    if text == "":
+        if field.kind in ("optional_int", "optional_float"):
+            return None, None
+        if field.kind == "rate":
+            return math.inf, None
+        return None, FlagProblem(field.name, f"{field.label}: a number is required")
+    whole = field.kind in ("int", "optional_int")
+    try:
+        return (int(text) if whole else float(text)), None
+    except ValueError:
+        kind = "whole number" if whole else "number"
+        return None, FlagProblem(field.name, f"{field.label}: {text!r} is not a {kind}")
+
+
 def parse_workload(
     base: LoadSpec, raw: Mapping[str, str]
 ) -> tuple[LoadSpec | None, list[FlagProblem]]:
@@ -82,21 +73,11 @@ def parse_workload(
     for field in WORKLOAD_FIELDS:
         if field.name not in raw:
             continue
-        text = raw[field.name].strip()
-        if field.kind == "choice":
-            values[field.name] = text or getattr(LoadSpec(), field.name)
-            continue
-        if text == "":
-            if field.kind == "int":
-                problems.append(FlagProblem(field.name, f"{field.label}: a number is required"))
-            else:
-                values[field.name] = None if field.kind == "optional_int" else math.inf
-            continue
-        try:
-            values[field.name] = float(text) if field.kind == "rate" else int(text)
-        except ValueError:
-            kind = "number" if field.kind == "rate" else "whole number"
-            problems.append(FlagProblem(field.name, f"{field.label}: {text!r} is not a {kind}"))
+        value, problem = _parse_text(field, raw[field.name].strip())
+        if problem is not None:
+            problems.append(problem)
+        else:
+            values[field.name] = value
     if problems:
         return None, problems
     try:

@@ -11,7 +11,7 @@ from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
-from tui.domain.flags import QUANTIZATION_METHODS, FlagKind, FlagSpec, format_value
+from tui.domain.flags import LAUNCH_HOST, QUANTIZATION_METHODS, FlagKind, FlagSpec, format_value
 from tui.ui.form_values import WorkloadField
 
 # Free-text flags that still have a known vocabulary: the input suggests as you type.
@@ -78,6 +78,8 @@ class FlagField(Vertical):
                 help=spec.help,
                 choices=spec.choices or (),
             )
+        if spec.name == "host":  # vtc's launch default, not vLLM's (every interface)
+            default = f"{LAUNCH_HOST} (vtc default)"
         return cls(
             spec.name,
             spec.cli[2:],

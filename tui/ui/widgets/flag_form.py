@@ -17,13 +17,13 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
+from tui.domain.flag_validation import ValidationContext, validate_form
 from tui.domain.flags import (
     FlagGroup,
     FlagProblem,
     ServeFlags,
     flag_spec,
     flag_specs,
-    validate_form,
 )
 from tui.domain.presets import Preset
 from tui.domain.workload import LoadSpec
@@ -140,8 +140,10 @@ class FlagForm(Vertical):
 
     def validate_flags(self) -> tuple[ServeFlags | None, list[FlagProblem]]:
         """The form's flags, or every problem (also shown next to the fields)."""
+        # Checked against the installed vLLM's own parser once it is known (else 0.32's).
+        context = ValidationContext(cli=self._cli_status().cli)
         flags, problems = validate_form(
-            self.field(MODEL).value.strip(), self.raw_flags(), self.field(EXTRA).value
+            self.field(MODEL).value.strip(), self.raw_flags(), self.field(EXTRA).value, context
         )
         names = [s.name for s in flag_specs()] + [MODEL, EXTRA]
         self._general_flags = self._show_problems(problems, names, "")

@@ -11,7 +11,6 @@ from textual.widgets import Sparkline, Static
 
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadProgress, LoadSpec
-from tui.load.live import LiveProgress
 from tui.ui.format import na
 
 LAG_WARN_MS = 50.0  # above this the client, not the server, limits the numbers
@@ -118,7 +117,7 @@ class LoadPanel(Vertical):
             )
         lag = p.loop_lag_ms
         warn: tuple[str, str] = ("", "")
-        if isinstance(p, LiveProgress) and p.client_bound:
+        if p.client_bound:
             # The client, not the server, limits these numbers (busy core or late loop).
             warn = (" CLIENT-BOUND", "bold $warning")
         elif lag is not None and lag >= LAG_WARN_MS:

@@ -1,7 +1,10 @@
-"""A fake vLLM OpenAI server for the load tests, on 127.0.0.1, in its own thread.
+"""A fake vLLM OpenAI server for load tests, on 127.0.0.1, in its own thread.
 
 It runs its own event loop in a thread so that the client's loop holds only the
 client's tasks (the runner tests compare ``asyncio.all_tasks()`` before and after).
+Tests wait on its state with :meth:`FakeVllm.wait_until`, which sleeps on a condition
+the server notifies at every change (a stream opened or ended, a client gone), never on
+a timer; the timeout is only a bound.
 
 Behaviour, per request:
 - streams ``max_tokens`` (or ``max_completion_tokens``) chunks of text ``" tok"``, the
@@ -15,14 +18,19 @@ Behaviour, per request:
   path); False writes ``json.dumps``' spaced form (the client's ``json.loads`` path);
 - ``omit_usage`` leaves the usage chunk out; ``batch`` writes that many chunks per write;
 - ``last_finish_reason`` puts that ``finish_reason`` on the last token chunk;
-- ``GET /v1/models`` lists one model, ``fake-model`` rooted at ``/models/fake``.
+- ``GET /v1/models`` lists one model, ``fake-model`` rooted at ``/models/fake``, with
+  ``max_model_len`` (default 2048, as vLLM's model card carries it).
+
+:func:`serve_fake` runs one for the length of a ``with`` block.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
@@ -47,12 +55,23 @@ class FakeVllm:
         self.omit_usage = False
         self.batch = 1
         self.last_finish_reason: str | None = None  # e.g. "abort": vLLM cutting streams short
+        self.max_model_len = 2048
+        self.changed = threading.Condition()
+
+    def _notify(self) -> None:
+        with self.changed:
+            self.changed.notify_all()
 
     def dumps(self, obj: Any) -> str:
         return json.dumps(obj, separators=(",", ":")) if self.compact else json.dumps(obj)
 
     async def models(self, request: web.Request) -> web.Response:
-        card = {"id": "fake-model", "object": "model", "root": "/models/fake"}
+        card = {
+            "id": "fake-model",
+            "object": "model",
+            "root": "/models/fake",
+            "max_model_len": self.max_model_len,
+        }
         return web.json_response({"object": "list", "data": [card]})
 
     def prompt_tokens(self, body: dict[str, Any]) -> int:
@@ -75,6 +94,7 @@ class FakeVllm:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append({k.lower(): v for k, v in request.headers.items()})
+        self._notify()
         request_id = request.headers.get("x-request-id", "")
         index = int(request_id.rsplit("-", 1)[-1]) if request_id[-1:].isdigit() else -1
         if body.get("model") == "fail-500" or (
@@ -91,6 +111,7 @@ class FakeVllm:
         await response.prepare(request)
         self.open_streams += 1
         self.max_open_streams = max(self.max_open_streams, self.open_streams)
+        self._notify()
         try:
             await asyncio.sleep(self.first_delay_s)
             pending: list[str] = []
@@ -124,13 +145,53 @@ class FakeVllm:
             raise
         finally:
             self.open_streams -= 1
+            self._notify()
         return response
 
-    def wait_for(self, predicate: Any, timeout_s: float = 5.0) -> bool:
-        """Poll ``predicate()`` until true or ``timeout_s`` passes (bounded wait)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(0.01)
-        return bool(predicate())
+    def wait_until(self, predicate: Callable[[], bool], timeout_s: float = 60.0) -> bool:
+        """Sleep until ``predicate()`` holds (woken at every change); False past the bound.
+
+        Blocking: from a test's event loop, ``await asyncio.to_thread(fake.wait_until, ...)``.
+        """
+        with self.changed:
+            return self.changed.wait_for(predicate, timeout=timeout_s)
+
+
+@contextmanager
+def serve_fake() -> Iterator[FakeVllm]:
+    """A running :class:`FakeVllm`; ``fake.base_url`` is its ``http://127.0.0.1:PORT``."""
+    fake = FakeVllm()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="fake-vllm", daemon=True)
+    thread.start()
+    app = web.Application()
+    app.router.add_post("/v1/completions", fake.handle)
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    app.router.add_get("/v1/models", fake.models)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.1)
+
+    async def start() -> str:
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        host, port = runner.addresses[0][:2]
+        return f"http://{host}:{port}"
+
+    fake.base_url = asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=30)
+
+    async def stop() -> None:
+        # Handlers still sleeping (timeout tests) are ended first, so that cleanup
+        # closes every server-side socket.
+        handlers = list(fake.handlers)
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await runner.cleanup()
+
+    try:
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=30)
+        loop.close()
