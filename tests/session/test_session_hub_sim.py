@@ -28,9 +28,12 @@ async def test_a_demo_run_records_its_server_side_latency_and_series_after_a_loa
     events: list[SessionEvent] = []
     counted = asyncio.Event()
     released = asyncio.Event()
+    told = asyncio.Event()  # the panels were told the page's GPU is current
 
     def watch(event: SessionEvent) -> None:
         events.append(event)
+        if isinstance(event, TelemetryStatus) and event.gpu.state is SourceStatus.OK:
+            told.set()
         if isinstance(event, RunUpdated) and event.record.server_latency is not None:
             counted.set()
         if isinstance(event, GpuSample) and event.message == RELEASED_SIMULATED_GPU:
@@ -52,6 +55,8 @@ async def test_a_demo_run_records_its_server_side_latency_and_series_after_a_loa
         assert e2el is not None and e2el.count == LOAD.num_prompts
         assert any(p.kv_cache_usage is not None for p in run.series)
         assert any(p.gpu_mem_used_bytes for p in run.series)  # the simulator's own gauges
+        # A status is reported once an interval: wait for one after the page's GPU came.
+        await asyncio.wait_for(told.wait(), 60)
         status = next(e for e in reversed(events) if isinstance(e, TelemetryStatus))
         assert status.gpu.state is SourceStatus.OK and status.metrics is not None
         assert status.server_gpus == frozenset({0})
