@@ -67,7 +67,10 @@ async def test_seed_000_story_through_the_console(tmp_path: Path) -> None:
             assert len(cards) == 2
             text = card_text(cards[-1])
             assert "READY" in text and "out tok/s" in text
-            assert f"max_model_len 30576 -> {fixed_len}" in text  # diff against card #1
+            # the fixed run is this session's first served run: the baseline the failed
+            # start's card is compared with
+            assert "the board's baseline" in text
+            assert f"max_model_len {fixed_len} -> 30576" in card_text(cards[0])
             assert session.current is not None and session.current.bench is not None
             assert session.current.bench.completed == 8
     finally:

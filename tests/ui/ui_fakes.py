@@ -12,14 +12,27 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from fakes.runs import failed_run, served_run
+from textual.app import App
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.history import TelemetryHistory
+from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.record import apply
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
+from tui.domain.results import (
+    BenchResult,
+    Reproduction,
+    RunRecord,
+    RunStatus,
+    SeriesPoint,
+    StageTiming,
+    StartupProfile,
+)
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
@@ -30,6 +43,37 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM_CLI_FIXTURE = Path(__file__).parent.parent / "domain" / "vllm_cli_fixture.json"
 GIB = 1024**3
 FIXED_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class FakeTools:
+    """The board's session commands (``SessionTools``): recorded, with scripted answers."""
+
+    def __init__(self) -> None:
+        self.repeats: list[tuple[int | None, int]] = []
+        self.exports: list[tuple[int | None, str]] = []
+        self.saved: list[Preset] = []
+        self.logs: dict[int, LogTail] = {}
+        self.log_reads: list[int | None] = []
+
+    async def repeat(self, run: RunRecord, times: int) -> list[RunRecord]:
+        """Record the request (no runs are made)."""
+        self.repeats.append((run.id, times))
+        return []
+
+    async def export(self, run: RunRecord, fmt: str) -> Path:
+        """Record the request; the path a real export would have."""
+        self.exports.append((run.id, fmt))
+        return Path("/data/vtc/exports/runs") / str(run.id) / f"{fmt}.out"
+
+    async def save_preset(self, preset: Preset) -> Path:
+        """Record the preset."""
+        self.saved.append(preset)
+        return Path("/config/vtc/presets") / f"{preset.name}.toml"
+
+    async def log_tail(self, run: RunRecord) -> LogTail:
+        """The scripted log of ``run``, else what the real tools say without a log."""
+        self.log_reads.append(run.id)
+        return self.logs.get(run.id or 0, LogTail((), "no log file recorded for this run"))
 
 
 class FakeSession:
@@ -70,6 +114,7 @@ class FakeSession:
         self.preflighted: list[ServeFlags] = []
         self.closed = False
         self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
+        self.tools = FakeTools()
 
     # -- the session surface ----------------------------------------------------------------
     @property
@@ -338,3 +383,83 @@ def populated_session() -> FakeSession:
 def fixture_cli() -> VllmCli:
     """A small flag list: part of vLLM 0.32.0's ``vllm serve`` (tests/domain's fixture)."""
     return VllmCli.from_json(json.loads(VLLM_CLI_FIXTURE.read_text()))
+
+
+# -- the board (issue 10) ------------------------------------------------------------------------
+BOARD_LOAD = LoadSpec(num_prompts=64, max_concurrency=16)
+
+
+def three_session_runs() -> list[RunRecord]:
+    """Issue 10's scene: three runs from three console sessions.
+
+    Two served with different flags (the second raised max_num_seqs and turned prefix
+    caching on), the third failed to start (max_model_len too large for the KV cache).
+    """
+    first = served_run(
+        1, tput=640.0, ttft_p99=340.0, workload=BOARD_LOAD, session="s1",
+        max_num_seqs=128, max_model_len=4096,
+    )  # fmt: skip
+    second = served_run(
+        2, tput=905.0, ttft_p99=410.0, workload=BOARD_LOAD, session="s2",
+        max_num_seqs=256, max_model_len=4096, enable_prefix_caching=True,
+    )  # fmt: skip
+    third = failed_run(3, session="s3", max_num_seqs=128, max_model_len=30576)
+    third = third.model_copy(update={"diagnosis": kv_failure(), "exit_code": 1})
+    return [r.model_copy(update={"created_at": FIXED_TIME}) for r in (first, second, third)]
+
+
+def many_runs(count: int) -> list[RunRecord]:
+    """``count`` served runs of one session, max_num_seqs stepping up (a long board)."""
+    return [
+        served_run(i, tput=500.0 + 37.0 * i, ttft_p99=200.0 + 11.0 * i, workload=BOARD_LOAD,
+                   session="s1", max_num_seqs=16 * i).model_copy(update={"created_at": FIXED_TIME})
+        for i in range(1, count + 1)
+    ]  # fmt: skip
+
+
+def detailed_run(run: RunRecord) -> RunRecord:
+    """``run`` with what its full view shows: startup stages, telemetry over time, repro."""
+    stages = [
+        StageTiming(name="load weights", started_at=1.0, seconds=6.5, detail="8.5 GiB"),
+        StageTiming(name="profile memory", started_at=7.5, seconds=2.1),
+        StageTiming(name="CUDA graphs", started_at=9.6, seconds=2.2),
+    ]
+    series = [
+        SeriesPoint(t=15.0 + 2 * i, kv_cache_usage=min(0.9, 0.05 * i), num_running=min(16, i),
+                    num_waiting=max(0, i - 16), generation_tokens_per_s=40.0 * i,
+                    gpu_mem_used_bytes=9.1 * GIB, gpu_util=min(99.0, 6.0 * i))
+        for i in range(24)
+    ]  # fmt: skip
+    repro = Reproduction(
+        argv=["vllm", "serve", run.flags.model, "--max-num-seqs", "256", "--port", "8000"],
+        env={"VLLM_USE_V1": "1"}, secret_env=["HF_TOKEN"], vllm_version="0.32.0",
+        gpu_name="NVIDIA GeForce RTX 3080", gpu_count=1, driver_version="550.54",
+        cuda_version="12.4", host="gpu-box",
+    )  # fmt: skip
+    startup = run.startup.model_copy(update={"stages": stages, "kv_estimate_tokens": 48_000})
+    return run.model_copy(update={"startup": startup, "series": series, "repro": repro,
+                                  "log_path": "/data/vtc/logs/run-2.log"})  # fmt: skip
+
+
+def board_session(runs: Sequence[RunRecord] | None = None) -> FakeSession:
+    """A session whose board holds ``runs`` (default: :func:`three_session_runs`), idle."""
+    shown = list(runs) if runs is not None else three_session_runs()
+    return FakeSession(runs=shown, presets=presets(), initial_load=BOARD_LOAD, log_lines=LOG_TAIL)
+
+
+class NoteLog:
+    """Collects an app's notifications (title and message), for tests that read them."""
+
+    def __init__(self, app: App[None]) -> None:
+        self.items: list[tuple[str, str, str]] = []
+        original = app.notify
+
+        def record(message: str, *, title: str = "", severity: Any = "information", **kw: Any):
+            self.items.append((title, message, str(severity)))
+            return original(message, title=title, severity=severity, **kw)
+
+        app.notify = record  # type: ignore[method-assign]
+
+    def text(self) -> str:
+        """Every notification as ``title: message`` lines."""
+        return "\n".join(f"{t}: {m}" for t, m, _ in self.items)

@@ -26,6 +26,7 @@ from tui.session.facade import Session
 from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
@@ -85,6 +86,7 @@ class AttachMode:
                 # URL the operator named beats both.
                 page_first=not options.gpu_metrics_url,
             ),
+            files=ConsoleFiles(data_dir),
         )
         info = SessionInfo(
             label=f"attached: {url}",

@@ -35,6 +35,7 @@ from tui.session.repro import Reproducer, ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
 from tui.store.config_file import load_config_file
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateError, ServerStateFile
@@ -151,6 +152,7 @@ class Services:
     cli: CliLoader | None = None
     release: ReleaseWaiter | None = None
     reproducer: Reproducer | None = None
+    files: ConsoleFiles | None = None  # exports, saved presets, log tails (the board's keys)
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
@@ -177,6 +179,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         loads=LoadService(services.runner, bus.emit),
         release=services.release,
         repro=ReproRecorder(services.reproducer, book, hub),
+        files=services.files,
     )
 
 

@@ -39,6 +39,7 @@ from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import UnknownGpuError, catalog_models, resolve_gpu, resolve_model
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
@@ -151,6 +152,7 @@ class DemoMode:
                 gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
             ),
             estimator=estimator,
+            files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),

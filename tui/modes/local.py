@@ -53,6 +53,7 @@ from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
 from tui.session.slot import ServerSlot
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.gpu_release import wait_gpu_released
 from tui.telemetry.nvml import NvmlGpuSource
@@ -136,6 +137,7 @@ class LocalVllmMode:
                 version=functools.partial(_vllm_version, resolved),
                 versions=nvml.versions if nvml is not None else None,
             ),
+            files=ConsoleFiles(data_dir),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",

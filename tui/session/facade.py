@@ -28,6 +28,7 @@ from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
+from tui.session.tools import RunFiles, RunTools
 
 REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
@@ -54,12 +55,13 @@ class Session:
         loads: LoadService,
         release: ReleaseWaiter | None = None,
         repro: ReproRecorder | None = None,
+        files: RunFiles | None = None,
     ) -> None:
-        self.info, self._bus, self._book, self._slot = info, bus, book, slot
+        self.info, self._bus, self._book, self._slot, self._repro = info, bus, book, slot, repro
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
-        self._repro = repro
         self._closed = self.detached = False
         slot.listen(self._on_server_event)
+        self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
     # -- what the console reads --------------------------------------------------------------
     @property

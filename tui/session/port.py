@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from tui.domain.advice import Advice
@@ -16,6 +17,7 @@ from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
+from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
@@ -90,6 +92,26 @@ class SessionInfo:
     no_flag_list: str | None = None
 
 
+class SessionTools(Protocol):
+    """What the board asks of the session about runs (``tui.session.tools`` implements it)."""
+
+    async def repeat(self, run: RunRecord, times: int) -> list[RunRecord]:
+        """Run ``run`` again ``times`` times: its flags, ready, its workload; the new runs."""
+        ...
+
+    async def export(self, run: RunRecord, fmt: str) -> Path:
+        """Write ``run`` as ``fmt`` (command, yaml, compose, systemd, k8s) in the data dir."""
+        ...
+
+    async def save_preset(self, preset: Preset) -> Path:
+        """Save ``preset`` among the user's presets; the file written."""
+        ...
+
+    async def log_tail(self, run: RunRecord) -> LogTail:
+        """The end of ``run``'s server log file (bounded, read off the event loop)."""
+        ...
+
+
 class SessionPort(Protocol):
     """The session as the console sees it: read-only state, commands, an event feed."""
 
@@ -113,6 +135,8 @@ class SessionPort(Protocol):
     def history(self) -> TelemetryHistory:
         """The panels' numbers over the last minutes (read-only for the console)."""
         ...
+    @property
+    def tools(self) -> SessionTools: ...
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def start(self) -> None: ...

@@ -30,7 +30,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("b", "b", "f6", "bench", "Bench",
             "Run the load (the form's Workload section) against the ready server."),
     Command("f", "f", "f7", "fix", "Fix",
-            "Apply the first fix of the latest failed run to the form and restart with it."),
+            "Apply the next untried fix of the latest failed run (its card says which) to the "
+            "form and restart with it; stops, saying why, when fixes fail the same way."),
     Command("c", "c", "f8", "cancel_load", "Cancel",
             "Cancel the running load (partial results are kept)."),
     Command("s", "s", "f9", "stop_server", "Stop",
@@ -46,6 +47,71 @@ COMMANDS: tuple[Command, ...] = (
 
 QUIT_HELP = "Quit: stops the load and the server this console started (also ctrl+q)."
 ESCAPE_HELP = "Leave a form field (focus moves to the board), so letter keys work again."
+SAVE_PRESET_HELP = (
+    "Save the form (flags and workload) as one of your presets: asks its name. Works in a field."
+)
+
+
+@dataclass(frozen=True)
+class BoardKey:
+    """A key of the results board: active while the board has focus (cards or table)."""
+
+    key: str
+    key_display: str
+    action: str
+    label: str
+    help: str
+    show: bool = False  # in the key bar (80 columns hold only a few)
+
+
+BOARD_KEYS: tuple[BoardKey, ...] = (
+    BoardKey("t", "t", "toggle_table", "Table",
+             "Cards or table: one row per run, the flags that differ as columns, then the "
+             "metrics with their change against the baseline.", show=True),
+    BoardKey("enter", "Enter", "detail", "Detail",
+             "The selected run in full: every flag, the numbers and their verdicts, the "
+             "startup profile, telemetry over time, the server log (Esc closes)."),
+    BoardKey("p", "p", "pin", "Pin",
+             "Pin the selected run as the baseline (again: unpin). Every delta and flag diff "
+             "is against it; the board's title says which run and why."),
+    BoardKey("v", "v", "before_after", "Before/After",
+             "Seed 003's Before / After table: the baseline against the selected run."),
+    BoardKey("g", "g", "plot", "Plot",
+             "Throughput against p99 TTFT or E2EL for every served run, the Pareto frontier "
+             "drawn, the selected run and the baseline marked."),
+    BoardKey("n", "n", "repeat", "Repeat",
+             "Run the selected run again N times (same flags, same workload): repeats form a "
+             "group whose spread tells noise from a gain."),
+    BoardKey("e", "e", "export", "Export",
+             "Write the selected run as a command, vLLM config YAML, compose service, systemd "
+             "unit or Kubernetes Deployment, under the data dir (secrets only by name)."),
+    BoardKey("l", "l", "load_run", "Load",
+             "Put the selected run's flags and workload into the form (r then runs them)."),
+    BoardKey("slash", "/", "filter", "Filter",
+             "Filter the runs: all, served, failed, NAME=VALUE (e.g. max_num_seqs=256)."),
+    BoardKey("left_square_bracket", "[", "sort(False)", "Sort asc",
+             "Table: sort by the cursor's column, ascending (on the run column: oldest first)."),
+    BoardKey("right_square_bracket", "]", "sort(True)", "Sort desc",
+             "Table: sort by the cursor's column, descending."),
+)  # fmt: skip
+
+NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
+    ("←/→", "Cards: the previous / next run. Table: the previous / next column "
+     "(columns scroll; the run column stays)."),
+    ("↑/↓", "Cards: scroll the selected card. Table: the previous / next run."),
+    ("PgUp/PgDn", "Cards: page the selected card. Table, the run detail and help: a page."),
+    ("Home/End", "Cards: the first / last run. Table: the first / last column; "
+     "ctrl+Home / ctrl+End: the first / last run."),
+    ("^PgUp/PgDn", "Cards: a screenful of runs back / on (ctrl+PgUp, ctrl+PgDn)."),
+)  # fmt: skip
+
+
+def board_bindings() -> list[BindingType]:
+    """The results board's bindings (only the board acts on them)."""
+    return [
+        Binding(k.key, k.action, k.label, key_display=k.key_display, show=k.show)
+        for k in BOARD_KEYS
+    ]
 
 
 def screen_bindings() -> list[BindingType]:
@@ -53,6 +119,14 @@ def screen_bindings() -> list[BindingType]:
     bindings: list[BindingType] = []
     for cmd in COMMANDS:
         bindings.append(Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display))
-        bindings.append(Binding(cmd.fkey, cmd.action, cmd.label, show=False, priority=True))
-    bindings.append(Binding("escape", "leave_field", "Leave field", show=False))
+        # Shown: in a form field the letters are text, and the key bar then lists the F-keys
+        # (the footer shows one key per action, and Textual drops the letters a field eats).
+        bindings.append(
+            Binding(cmd.fkey, cmd.action, cmd.label, key_display=cmd.fkey.upper(), priority=True)
+        )
+    # Esc shows only while a field has focus (MainScreen.check_action); ctrl+s works in
+    # fields too but stays out of the key bar (80 columns), help lists it.
+    bindings.append(Binding("escape", "leave_field", "Leave", key_display="Esc"))
+    bindings.append(Binding("ctrl+s", "save_preset", "Save preset", key_display="^s",
+                            priority=True, show=False, tooltip=SAVE_PRESET_HELP))  # fmt: skip
     return bindings

@@ -10,7 +10,14 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.ui.keys import COMMANDS, ESCAPE_HELP, QUIT_HELP
+from tui.ui.keys import (
+    BOARD_KEYS,
+    COMMANDS,
+    ESCAPE_HELP,
+    NAVIGATION_HELP,
+    QUIT_HELP,
+    SAVE_PRESET_HELP,
+)
 
 PANELS: tuple[tuple[str, str], ...] = (
     ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
@@ -39,9 +46,12 @@ PANELS: tuple[tuple[str, str], ...] = (
     ("Flags", "The preset picker, the serve flags (placeholder: vLLM's default; empty = not "
      "passed; hint: the allowed range), extra args, and the workload b runs. Problems show "
      "under their field as you type; '!' lines are pre-flight warnings."),
-    ("Runs", "One card per run, oldest left, newest shown. Yellow flags differ from card #1. "
-     "Bench numbers carry their change vs the reference card (green better, red worse: "
-     "throughput up, latency down). A failed start shows its diagnosis and fixes."),
+    ("Runs", "Every run as cards (oldest left) or a table (t), each with its own end state "
+     "(ready, stopped, replaced, lost, failed with its cause). The title says the baseline: "
+     "pinned (p), else the first served run of this session. Yellow flags differ from it. "
+     "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
+     "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
+     "marks the baseline, tN a sweep's trial N, ▸ the selected run."),
 )  # fmt: skip
 
 
@@ -52,13 +62,18 @@ def help_rows() -> list[tuple[str, str]]:
     rows += [
         ("q", QUIT_HELP),
         ("Esc", ESCAPE_HELP),
+        ("ctrl+s", SAVE_PRESET_HELP),
         ("", "Letters type into text fields; the F-keys work everywhere. Tab moves between "
          "fields; once focused, the board scrolls with the arrow keys."),
         ("", "A lost terminal (SSH drop, closed tmux pane) detaches: the server keeps "
          "running, the next vtc reattaches to it, and `vtc stop` stops it. `vtc --attach URL` "
          "watches and loads a server vtc did not start (r and s refuse there)."),
-        ("Panels", ""),
+        ("Board", ""),
     ]  # fmt: skip
+    rows += [(key.key_display, key.help) for key in BOARD_KEYS]
+    rows += [("Moving", "")]
+    rows += list(NAVIGATION_HELP)
+    rows += [("Panels", "")]
     rows += list(PANELS)
     return rows
 

@@ -12,6 +12,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
+from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
@@ -21,6 +22,8 @@ from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceSta
 from tui.domain.workload import LoadProgress
 from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, TelemetryStatus
 from tui.ui.keys import screen_bindings
+from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.history import HistoryScreen
 from tui.ui.server_view import project
@@ -82,7 +85,7 @@ class MainScreen(Screen[None]):
                 id="form",
                 classes="panel",
             )
-            yield ResultsBoard(id="board", classes="panel")
+            yield ResultsBoard(self.session, id="board", classes="panel")
         yield Footer()
 
     def _cli_status(self) -> CliStatus:
@@ -359,3 +362,49 @@ class MainScreen(Screen[None]):
         """Esc in a form field: focus the board, so letter keys act again."""
         if isinstance(self.focused, Input | Select):
             self.board.focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc (leave the field) is offered, and shown in the key bar, only in a field."""
+        if action == "leave_field":
+            return isinstance(self.focused, Input | Select)
+        return True
+
+    # -- the board and the form ------------------------------------------------------------
+    @on(ResultsBoard.LoadIntoForm)
+    def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
+        """Put a run's flags (and the workload it ran) into the form."""
+        run = message.run
+        self.form.load_flags(run.flags)
+        if run.workload is not None:
+            self.form.load_workload(run.workload)
+        what = "flags and workload" if run.workload is not None else "flags"
+        shown = "" if self.form.display else " (t shows the form)"
+        self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
+
+    def action_save_preset(self) -> None:
+        """Ask a name, then save the form's flags and workload as one of the user's presets."""
+        flags, problems = self.form.validate_flags()
+        if flags is None:
+            self.notify(_problem_summary(problems), title="Not saved: invalid flags",
+                        severity="error")  # fmt: skip
+            return
+        workload, _ = self.form.validate_workload()
+        based_on = self.form.chosen_preset
+
+        def save(name: str | None) -> None:
+            if name is None:
+                return
+            preset = preset_from_form(name, flags, workload, based_on=based_on,
+                                      machine=self.session.info.label)  # fmt: skip
+
+            async def write() -> None:
+                path = await self.session.tools.save_preset(preset)
+                self.form.add_preset(preset)
+                self.notify(str(path), title=f"Preset {preset.name} saved")
+
+            self._run("Save preset", write, "preset")
+
+        hint = "letters, digits, - _ . · a preset of the same name is replaced"
+        suggestion = f"{based_on.name}-mine" if based_on is not None else ""
+        self.app.push_screen(AskScreen("Save the form as preset", suggestion, hint=hint,
+                                       check=check_preset_name), save)  # fmt: skip

@@ -34,10 +34,12 @@ from tui.ui.form_values import (
     parse_workload,
     workload_text,
 )
+from tui.ui.presets_view import edited_prompt, holds, preset_label
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
+NO_PRESET = "preset: (none loaded)"
 MODEL = "model"
 EXTRA = "extra_args"
 
@@ -73,6 +75,10 @@ class FlagForm(Vertical):
         names = [p.name for p in self._presets]
         # The preset the session started from is shown as chosen, without reloading it.
         self._initial_preset = names.index(initial_preset) if initial_preset in names else None
+        # The preset the form was last loaded from (the picker marks it edited once it differs).
+        self._chosen: Preset | None = (
+            self._presets[self._initial_preset] if self._initial_preset is not None else None
+        )
         self._general_flags: list[str] = []
         self._general_load: list[str] = []
         self._revalidate_pending = False
@@ -81,13 +87,7 @@ class FlagForm(Vertical):
     def compose(self) -> ComposeResult:
         """Preset picker and messages on top, the scrolling fields, the focused field's help."""
         if self._presets:
-            yield Select(
-                [(p.name, i) for i, p in enumerate(self._presets)],
-                prompt="preset: (none loaded)",
-                compact=True,
-                id="preset",
-                value=Select.NULL if self._initial_preset is None else self._initial_preset,
-            )
+            yield self._picker()
         yield Static("", id="form-problems")
         yield Static("", id="preflight")
         with VerticalScroll(id="form-fields"):
@@ -121,9 +121,52 @@ class FlagForm(Vertical):
                 yield FlagField.for_workload(field, workload_text(self._load, field))
         yield Static(FORM_HELP, id="field-help")
 
+    def _picker(self) -> Select[int]:
+        return Select(
+            [(preset_label(p), i) for i, p in enumerate(self._presets)],
+            prompt=NO_PRESET,
+            compact=True,
+            id="preset",
+            value=Select.NULL if self._initial_preset is None else self._initial_preset,
+        )
+
     def on_mount(self) -> None:
         """Validate the initial values once."""
         self.revalidate()
+
+    @property
+    def chosen_preset(self) -> Preset | None:
+        """The preset the form was last loaded from (it may have been edited since)."""
+        return self._chosen
+
+    def add_preset(self, preset: Preset) -> None:
+        """Offer ``preset`` in the picker (replacing a same-named one), shown as chosen."""
+        names = [p.name for p in self._presets]
+        if preset.name in names:
+            self._presets[names.index(preset.name)] = preset
+        else:
+            self._presets.append(preset)
+        index = [p.name for p in self._presets].index(preset.name)
+        self._chosen = preset
+        self._initial_preset = index  # the form already holds it: choosing it must not reload
+        pickers = self.query("#preset")
+        if not pickers:
+            self.mount(self._picker(), before="#form-problems")
+            return
+        picker = pickers.first(Select)
+        picker.set_options([(preset_label(p), i) for i, p in enumerate(self._presets)])
+        picker.prompt = NO_PRESET
+        picker.value = index
+
+    def _mark_edited(self, flags: ServeFlags | None, workload: LoadSpec | None) -> None:
+        """Once the form no longer holds the chosen preset, the picker says so."""
+        chosen, pickers = self._chosen, self.query("#preset")
+        if chosen is None or not pickers or holds(chosen, flags, workload):
+            return
+        picker = pickers.first(Select)
+        picker.prompt = edited_prompt(chosen)
+        if picker.value != Select.NULL:
+            picker.clear()
 
     # -- reading ----------------------------------------------------------------------------
     def field(self, name: str) -> FlagField:
@@ -161,7 +204,8 @@ class FlagForm(Vertical):
     def revalidate(self) -> None:
         """Validate everything, show the problems, announce the outcome."""
         flags, _ = self.validate_flags()
-        self.validate_workload()
+        workload, _ = self.validate_workload()
+        self._mark_edited(flags, workload)
         self.post_message(self.Validated(flags))
 
     def _show_problems(
@@ -270,14 +314,23 @@ class FlagForm(Vertical):
             self._initial_preset = None  # the form already holds it: only a re-pick reloads
             return
         preset = self._presets[event.value]
+        self._chosen = preset
         self.load_flags(preset.flags)
         if preset.workload is not None:
             self.load_workload(preset.workload)
         self.notify(f"{preset.description}\n({preset.source})", title=f"preset {preset.name}")
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
-        """Show the focused field's help at the bottom of the form."""
+        """Show the focused field's help at the bottom of the form; mark its row."""
         for node in event.widget.ancestors_with_self:
             if isinstance(node, FlagField):
                 self.query_one("#field-help", Static).update(Content(node.help))
+                node.add_class("-editing")  # its label lights up (styles: .-editing)
+                return
+
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
+        """The row being left is no longer marked."""
+        for node in event.widget.ancestors_with_self:
+            if isinstance(node, FlagField):
+                node.remove_class("-editing")
                 return

@@ -1,55 +1,441 @@
-"""The results board: one card per run, oldest left, scrolled so the newest shows."""
+"""The results board: every run as cards or as a table, against one baseline.
+
+The board renders the domain's :func:`~tui.domain.board.view.build_board` (table, baseline,
+noise verdicts, scatter) and keeps the operator's choices in a
+:class:`~tui.domain.board.view.BoardView`: the pinned baseline, sort, filter, the selected
+run. Its keys (``t p v g n e l / [ ]``, Enter: :data:`tui.ui.keys.BOARD_KEYS`) act while it
+has focus; the commands that need the session run in workers and report in one line.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import ClassVar
+
+from textual import on
 from textual.app import ComposeResult
-from textual.containers import HorizontalScroll
-from textual.widgets import Static
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import DataTable, Static
 
+from tui.domain.board.baseline import run_label
+from tui.domain.board.table import BoardError, ColumnKind, flag_value
+from tui.domain.board.view import Board, BoardView, build_board
+from tui.domain.errors import one_line
+from tui.domain.events import ServerState
+from tui.domain.export import EXPORT_FORMATS
+from tui.domain.fix_loop import choose_fix
+from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
-from tui.ui.compare import bench_reference, latest_failed
-from tui.ui.widgets.run_card import CardContext, RunCard
+from tui.session.port import SessionPort
+from tui.ui.board_query import check_filter, describe_view, parse_filter
+from tui.ui.keys import board_bindings
+from tui.ui.screens.ask import AskScreen
+from tui.ui.screens.before_after import BeforeAfterScreen
+from tui.ui.screens.board_plot import PlotScreen
+from tui.ui.screens.choice import Choice, ChoiceScreen
+from tui.ui.screens.run_detail import RunDetailScreen
+from tui.ui.widgets.board_grid import BoardGrid
+from tui.ui.widgets.card_strip import CardStrip
+from tui.ui.widgets.run_card import CardContext
 
-MAX_CARDS = 40  # cards mounted at most: the first run plus the latest ones
+MAX_CARDS = 40  # cards mounted at most: the baseline plus the latest ones (the table has all)
 EMPTY_TEXT = "No runs yet. Edit the flags, then r starts the server with them."
+DEFAULT_REPEATS = 3
+EXPORT_CHOICES: dict[str, str] = {
+    "command": "the vllm serve command line (a shell script)",
+    "yaml": "vLLM's --config YAML",
+    "compose": "a docker compose service (GPU reservation, HF cache, shm)",
+    "systemd": "a systemd unit (secrets from its EnvironmentFile=)",
+    "k8s": "a Kubernetes Deployment (secrets from a Secret)",
+}
 
 
-class ResultsBoard(HorizontalScroll):
-    """Shows a list of runs as side-by-side cards compared with the first one."""
+# Card view: the board itself has focus and moves through the cards (the table, focused in
+# table view, has its own cursor keys).
+CARD_KEYS: list[BindingType] = [
+    Binding("left", "cards('step', -1)", "Previous run", show=False),
+    Binding("right", "cards('step', 1)", "Next run", show=False),
+    Binding("home", "cards('step', -1000000)", "First run", show=False),
+    Binding("end", "cards('step', 1000000)", "Last run", show=False),
+    Binding("ctrl+pageup", "cards('page_cards', -1)", "Runs back", show=False),
+    Binding("ctrl+pagedown", "cards('page_cards', 1)", "Runs on", show=False),
+    Binding("up", "cards('scroll_card', -1)", "Scroll up", show=False),
+    Binding("down", "cards('scroll_card', 1)", "Scroll down", show=False),
+    Binding("pageup", "cards('page_card', -1)", "Page up", show=False),
+    Binding("pagedown", "cards('page_card', 1)", "Page down", show=False),
+]
+
+
+class ResultsBoard(Vertical, can_focus=True):
+    """Cards or a table of runs, a selected run, a pinned baseline; the board's keys."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [*board_bindings(), *CARD_KEYS]
+
+    class LoadIntoForm(Message):
+        """The operator asked to put ``run``'s flags (and workload) into the form."""
+
+        def __init__(self, run: RunRecord) -> None:
+            super().__init__()
+            self.run = run
+
+    def __init__(self, session: SessionPort, *, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self._session = session
+        self._runs: list[RunRecord] = []
+        self._view = BoardView()
+        self._board: Board | None = None
+        self._table_mode = False
+        self._fingerprint: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
-        """Just the empty-board hint until the first run."""
+        """The empty-board hint, the card strip and the (hidden) table."""
         yield Static(EMPTY_TEXT, id="board-empty")
+        yield CardStrip(id="board-cards")
+        yield BoardGrid(id="board-table")
+
+    # -- what it shows ---------------------------------------------------------------------------
+    @property
+    def view(self) -> BoardView:
+        """The operator's choices (pin, sort, filter, selection)."""
+        return self._view
+
+    @property
+    def board(self) -> Board | None:
+        """The board as last drawn."""
+        return self._board
+
+    @property
+    def table_mode(self) -> bool:
+        """Whether the table (not the cards) is shown."""
+        return self._table_mode
+
+    @property
+    def selected_run(self) -> RunRecord | None:
+        """The run the operator is on (among the runs the filter shows).
+
+        Read from the view shown, not from the last selection message: a key typed right
+        after a move acts on the run moved to.
+        """
+        board = self._board
+        if board is None:
+            return None
+        if self._table_mode:
+            row = self.query_one(BoardGrid).cursor_row_data
+            chosen = row.run.id if row is not None else None
+        else:
+            chosen = self.query_one(CardStrip).selected_id
+        if chosen != self._view.selected:
+            self._view = replace(self._view, selected=chosen)
+        return next((r.run for r in board.table.rows if r.run.id == chosen), None)
 
     def show(self, runs: list[RunRecord]) -> None:
-        """Draw ``runs`` (the session's board, oldest first): update, add or drop cards.
+        """Draw ``runs`` (oldest first). The selection follows the newest run while it was on
+        the newest one, so a new run comes into view.
 
-        A long history keeps the first card (the reference) and the latest ones; cards keep
-        their run's number on the board either way.
+        Skipped when nothing the board shows changed (a run's telemetry series grows while
+        it lives; the board is rebuilt only for what its cards and table show).
         """
-        cards = list(self.query(RunCard))
-        self.query_one("#board-empty", Static).display = not runs
-        reference = bench_reference(runs)
-        failed = latest_failed(runs)
-        shown = [0, *range(max(1, len(runs) - MAX_CARDS + 1), len(runs))] if runs else []
-        new_cards: list[RunCard] = []
-        for slot, index in enumerate(shown):
-            record = runs[index]
-            context = CardContext(
-                number=index + 1,
-                baseline=runs[0] if index else None,
-                reference=(reference[0] + 1, reference[1]) if reference else None,
-                fix_hint=failed is not None and failed[0] == index,
-            )
-            if slot < len(cards):
-                cards[slot].show(record, context)
-            else:
-                new_cards.append(RunCard(record, context))
-        for extra in cards[len(shown) :]:
-            extra.remove()
-        if new_cards:
-            self.mount_all(new_cards)
-            self.call_after_refresh(self._show_newest)
+        fingerprint = (self._live_id(), tuple(_shown_fields(r) for r in runs))
+        if fingerprint == self._fingerprint:
+            return
+        self._fingerprint = fingerprint
+        newest_before = self._runs[-1].id if self._runs else None
+        self._runs = list(runs)
+        selected = self._view.selected
+        if selected is None or selected == newest_before or all(r.id != selected for r in runs):
+            self._view = replace(self._view, selected=runs[-1].id if runs else None)
+        self._redraw(fallback=selected)
 
-    def _show_newest(self) -> None:
-        self.scroll_to(x=self.max_scroll_x, animate=False, immediate=True)
+    def _redraw(self, fallback: int | None = None) -> None:
+        """Rebuild and draw the board; a selection the filter hides falls back to ``fallback``
+        (the run selected before), else to the last row."""
+        try:
+            board = build_board(self._runs, self._view)
+        except BoardError:  # a sort column that is gone (its flag no longer differs)
+            self._view = replace(self._view, sort=None, descending=False)
+            board = build_board(self._runs, self._view)
+        rows = [r.run.id for r in board.table.rows]
+        if rows and self._view.selected not in rows:
+            chosen = fallback if fallback in rows else rows[-1]
+            self._view = replace(self._view, selected=chosen)
+            board = build_board(self._runs, self._view)
+        self._board = board
+        self.query_one("#board-empty", Static).display = not self._runs
+        self.border_title = f"Runs · {board.header()}{describe_view(board)}"
+        if self._table_mode:
+            self.query_one(BoardGrid).show(board, self._view.selected)
+        else:
+            self.query_one(CardStrip).show(self._cards(board), self._view.selected)
+
+    def _cards(self, board: Board) -> list[tuple[RunRecord, CardContext]]:
+        rows = list(board.table.rows)
+        if len(rows) > MAX_CARDS:
+            base = [r for r in rows if r.is_baseline]
+            rows = base + [r for r in rows[-(MAX_CARDS - len(base)) :] if not r.is_baseline]
+        hint_id, hint = fix_hint(self._runs)
+        live = self._live_id()
+        base_label = board.baseline.label if board.baseline is not None else None
+        return [
+            (
+                row.run,
+                CardContext(
+                    row,
+                    board.table.columns,
+                    base_label,
+                    live=row.run.id == live,
+                    fix_hint=hint if row.run.id == hint_id else None,
+                ),
+            )
+            for row in rows
+        ]
+
+    def _live_id(self) -> int | None:
+        current = self._session.current
+        if current is None or self._session.state is not ServerState.READY:
+            return None
+        return current.id
+
+    # -- focus and selection ---------------------------------------------------------------------
+    def focus(self, scroll_visible: bool = True) -> ResultsBoard:
+        """Focus the board (card view) or its table (table view)."""
+        if self._table_mode:
+            self.query_one(BoardGrid).focus(scroll_visible)
+            return self
+        return super().focus(scroll_visible)
+
+    def action_cards(self, action: str, amount: int) -> None:
+        """A card-view key: ``step``, ``page_cards``, ``scroll_card`` or ``page_card``."""
+        if not self._table_mode:
+            strip = self.query_one(CardStrip)
+            {"step": strip.action_step, "page_cards": strip.action_page_cards,
+             "scroll_card": strip.action_scroll_card, "page_card": strip.action_page_card,
+             }[action](amount)  # fmt: skip
+
+    @on(CardStrip.Selected)
+    @on(BoardGrid.RunHighlighted)
+    def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
+        event.stop()
+        if event.run_id != self._view.selected and self._board is not None:
+            # the board's rows do not depend on the selection: no rebuild, only the mark
+            self._view = replace(self._view, selected=event.run_id)
+            if self._table_mode:
+                self.query_one(BoardGrid).show(self._board, event.run_id)
+
+    @on(DataTable.CellSelected)
+    def _cell_chosen(self, event: DataTable.CellSelected) -> None:
+        event.stop()
+        self.action_detail()
+
+    @on(DataTable.HeaderSelected)
+    def _header_clicked(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        key = str(event.column_key.value)
+        again = self._view.sort == key and not self._view.descending
+        self._sort(key, descending=again)
+
+    # -- actions ---------------------------------------------------------------------------------
+    def action_toggle_table(self) -> None:
+        """Cards <-> table (the selection stays)."""
+        self._table_mode = not self._table_mode
+        self.can_focus = not self._table_mode  # the table takes the focus in table view
+        self.set_class(self._table_mode, "-table")
+        self.screen.set_class(self._table_mode, "-board-table")
+        self._redraw()
+        self.focus()
+
+    def _need_selected(self) -> RunRecord | None:
+        run = self.selected_run
+        if run is None:
+            self.notify("No run selected: the board is empty.", severity="warning")
+        return run
+
+    def action_detail(self) -> None:
+        """The selected run in full."""
+        run = self._need_selected()
+        board = self._board
+        if run is None or board is None:
+            return
+        row = next(r for r in board.table.rows if r.run.id == run.id)
+        self.app.push_screen(RunDetailScreen(board, row, self._session.tools))
+
+    def action_pin(self) -> None:
+        """Pin the selected run as the baseline; on the pinned run, unpin."""
+        run = self._need_selected()
+        if run is None:
+            return
+        pinned = None if self._view.pinned == run.id else run.id
+        self._view = replace(self._view, pinned=pinned)
+        self._redraw()
+        board = self._board
+        header = board.header() if board is not None else ""
+        self.notify(header, title="Baseline pinned" if pinned else "Baseline unpinned")
+
+    def action_before_after(self) -> None:
+        """Seed 003's Before / After: the baseline against the selected run."""
+        run, board = self._need_selected(), self._board
+        if run is None or board is None:
+            return
+        if board.baseline is None:
+            self.notify("No baseline: nothing has served yet.", severity="warning")
+            return
+        if board.baseline.run.id == run.id:
+            self.notify(
+                f"{run_label(run)} is the baseline: select another run (or p pins "
+                "one), then v compares them.",
+                severity="warning",
+            )
+            return
+        self.app.push_screen(BeforeAfterScreen(board.before_after(board.baseline.run, run)))
+
+    def action_plot(self) -> None:
+        """Throughput against latency, the Pareto frontier, for the runs shown."""
+        if self._board is not None:
+            self.app.push_screen(PlotScreen(self._runs, self._view))
+
+    def action_load_run(self) -> None:
+        """Ask the screen to put the selected run's flags and workload into the form."""
+        run = self._need_selected()
+        if run is not None:
+            self.post_message(self.LoadIntoForm(run))
+
+    def action_filter(self) -> None:
+        """Ask which runs to show (all, served, failed, NAME=VALUE...)."""
+        suggestion = describe_view(self._board, bare=True) if self._board else ""
+        grid = self.query_one(BoardGrid)
+        column, row = grid.board_column, grid.cursor_row_data
+        on_flag = column is not None and column.kind is ColumnKind.FLAG
+        if self._table_mode and on_flag and column is not None and row is not None:
+            suggestion = f"{column.name}={format_value(flag_value(row.run, column.name))}"
+        self.app.push_screen(
+            AskScreen(
+                "Filter runs",
+                suggestion,
+                hint="all · served · failed · NAME=VALUE "
+                "(e.g. max_num_seqs=256); several terms: all must hold; empty: all",
+                check=check_filter,
+            ),
+            self._filtered,
+        )
+
+    def _filtered(self, text: str | None) -> None:
+        if text is None:
+            return
+        self._view = replace(self._view, filter=parse_filter(text))
+        self._redraw()
+
+    def action_sort(self, descending: bool) -> None:
+        """Sort by the table's cursor column (cards: the current sort column, else tok/s)."""
+        if self._table_mode:
+            column = self.query_one(BoardGrid).board_column
+            key = column.key if column is not None else "label"
+        else:
+            key = self._view.sort or "metric:output_throughput"
+        self._sort(key, descending=descending)
+
+    def _sort(self, key: str, *, descending: bool) -> None:
+        if key == "label" and not descending:
+            self._view = replace(self._view, sort=None, descending=False)  # the runs' own order
+        else:
+            self._view = replace(self._view, sort=key, descending=descending)
+        self._redraw()
+
+    def action_repeat(self) -> None:
+        """Ask how many times, then repeat the selected run (same flags, same workload)."""
+        run = self._need_selected()
+        if run is None:
+            return
+        label = run_label(run)
+        if run.bench is None or run.workload is None:
+            self.notify(
+                f"{label} ran no load: n repeats a run with its flags and workload.",
+                severity="warning",
+            )
+            return
+        if not self._session.can_restart:
+            self.notify(
+                "Attached to a server this console did not start: no repeats.", severity="warning"
+            )
+            return
+
+        def chosen(text: str | None) -> None:
+            if text is not None:
+                self._start_repeat(run, int(text))
+
+        self.app.push_screen(
+            AskScreen(
+                f"Repeat {label} how many times?",
+                str(DEFAULT_REPEATS),
+                hint="each: restart with its flags, wait ready, run its workload",
+                check=_check_times,
+            ),
+            chosen,
+        )
+
+    def _start_repeat(self, run: RunRecord, times: int) -> None:
+        label = run_label(run)
+        self.notify(f"Repeating {label} {times}×: restart, ready, load (s stops).", title="Repeat")
+
+        async def repeat() -> None:
+            made = await self._session.tools.repeat(run, times)
+            labels = " ".join(run_label(r) for r in made)
+            self.notify(
+                f"{label} repeated {len(made)}×: {labels}. Repeats form a group: "
+                "a delta inside its spread reads as noise (~).",
+                title="Repeat done",
+            )
+
+        self._run("Repeat", repeat)
+
+    def action_export(self) -> None:
+        """Choose a format; the selected run is written under the data dir."""
+        run = self._need_selected()
+        if run is None:
+            return
+        choices = [Choice(fmt, f"{fmt:<8} {EXPORT_CHOICES.get(fmt, '')}") for fmt in EXPORT_FORMATS]
+
+        def chosen(fmt: str | None) -> None:
+            if fmt is None:
+                return
+
+            async def export() -> None:
+                path = await self._session.tools.export(run, fmt)
+                self.notify(f"{run_label(run)} as {fmt}: {path}", title="Exported")
+
+            self._run("Export", export)
+
+        self.app.push_screen(ChoiceScreen(f"Export {run_label(run)} as", choices), chosen)
+
+    def _run(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
+        async def guarded() -> None:
+            try:
+                await job()
+            except Exception as exc:  # the console reports (one line) and stays up
+                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
+
+        self.run_worker(guarded(), group=f"board-{what.lower()}", exit_on_error=False)
+
+
+def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
+    """The run whose card says what ``f`` would do now, and what it says (``f``'s own choice,
+    :func:`~tui.domain.fix_loop.choose_fix`)."""
+    choice = choose_fix(runs)
+    if choice.run is None or choice.fix is None or choice.run.diagnosis is None:
+        return None, None
+    number = choice.run.diagnosis.fixes.index(choice.fix) + 1
+    return choice.run.id, f"f applies fix {number} and restarts"
+
+
+def _shown_fields(run: RunRecord) -> tuple[object, ...]:
+    """What of a run the cards and the table show (not its telemetry series or peaks)."""
+    return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
+            run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
+
+
+def _check_times(text: str) -> str | None:
+    """Why ``text`` is not a repeat count, or ``None``."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= 20:
+        return "a whole number from 1 to 20"
+    return None

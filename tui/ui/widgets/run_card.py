@@ -1,4 +1,9 @@
-"""One run on the results board: its flags against the first card, its start, its numbers."""
+"""One run on the results board: its end state, its flags against the baseline, its numbers.
+
+A card renders one row of the domain's board (:class:`~tui.domain.board.table.Row`): the
+flag changes, comparisons and verdicts are the domain's, so the card, the table, ``vtc
+runs`` and the report never disagree.
+"""
 
 from __future__ import annotations
 
@@ -9,43 +14,36 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.domain.flags import diff_flags, format_value
+from tui.domain.board.noise import Verdict
+from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.flags import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
-from tui.ui.compare import CARD_METRICS, CardMetric, delta
-from tui.ui.format import NA, seconds, signed_percent, tokens
+from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
+from tui.ui.format import seconds, signed_percent, tokens
 
-HIGHLIGHT = "bold $warning"  # a flag that differs from the first card
+HIGHLIGHT = DIFFERS  # a flag that differs from the baseline's
 
 
 @dataclass(frozen=True)
 class CardContext:
-    """Where a card sits on the board and what it is compared with."""
+    """What a card shows besides its run: the board's row and the run's place on it.
 
-    number: int  # 1-based position on the board
-    baseline: RunRecord | None  # the first card's run; None for the first card itself
-    reference: tuple[int, BenchResult] | None = None  # (card number, result) bench deltas use
-    fix_hint: bool = False  # the latest failed run: ``f`` applies its first fix
+    ``columns`` are the board's (the row's cells follow them); ``baseline`` the baseline's
+    label (``None``: nothing has served yet); ``live``: the run whose server is ready now
+    (only it offers ``b``); ``fix_hint``: what ``f`` would do with this run's fixes, on the
+    one run ``f`` takes its fix from.
+    """
 
-
-def card_title(record: RunRecord, number: int) -> str:
-    """``#3`` or ``#3 label``: the run's label when it is not just its number."""
-    label = record.label.strip()
-    if not label or label == f"#{number}":
-        return f"#{number}"
-    return label if label.startswith("#") else f"#{number} {label}"
+    row: Row
+    columns: tuple[Column, ...]
+    baseline: str | None = None
+    live: bool = False
+    fix_hint: str | None = None
 
 
 def _status_line(record: RunRecord) -> Content:
     status = record.status
-    if status is RunStatus.READY:
-        parts = [("READY", "bold $success")]
-    elif status is RunStatus.FAILED:
-        parts = [("FAILED", "bold $error")]
-    elif status is RunStatus.STARTING:
-        parts = [("STARTING", "bold $warning")]
-    else:
-        parts = [(status.value.upper(), "bold $text-muted")]
-    text: list[str | tuple[str, str]] = list(parts)
+    text: list[str | tuple[str, str]] = [(status.value.upper(), status_style(status))]
     startup = record.startup
     if startup.seconds_to_ready is not None:
         text.append(f" up {seconds(startup.seconds_to_ready)}")
@@ -95,47 +93,57 @@ def _model_line(model: str) -> Content:
     return Content.styled(shown, "$text-muted")
 
 
-def _flag_lines(record: RunRecord, context: CardContext) -> list[Content]:
-    if context.baseline is None:
-        lines = [_model_line(record.flags.model)]
-        explicit = record.flags.explicit()
-        lines += [Content(f"{name} {format_value(value)}") for name, value in explicit.items()]
-        if record.flags.extra_args:
-            lines.append(Content(" ".join(record.flags.extra_args)))
-        if not explicit and not record.flags.extra_args:
-            lines.append(Content.styled("vLLM defaults", "$text-muted"))
-        return lines
-    changes = diff_flags(context.baseline.flags, record.flags)
+def own_flag_lines(record: RunRecord) -> list[Content]:
+    """The model and every flag the run set (the baseline's card lists them)."""
+    lines = [_model_line(record.flags.model)]
+    explicit = record.flags.explicit()
+    lines += [Content(f"{name} {format_value(value)}") for name, value in explicit.items()]
+    if record.flags.extra_args:
+        lines.append(Content(" ".join(record.flags.extra_args)))
+    if not explicit and not record.flags.extra_args:
+        lines.append(Content.styled("vLLM defaults", "$text-muted"))
+    return lines
+
+
+def _flag_change_lines(context: CardContext) -> list[Content]:
+    changes = context.row.flag_changes
     if not changes:
-        return [Content.styled("same flags as #1", "$text-muted")]
+        return [Content.styled(f"same flags as {context.baseline}", "$text-muted")]
     return [
         Content.styled(f"{c.name} {format_value(c.old)} -> {format_value(c.new)}", HIGHLIGHT)
         for c in changes
     ]
 
 
-def _metric_line(metric: CardMetric, bench: BenchResult, context: CardContext) -> Content:
-    value = bench.metric(metric.key)
-    if value is None:
-        shown = NA
-    elif metric.unit == "ms":
-        shown = f"{value:.1f} ms"
-    elif metric.key == "request_throughput":
-        shown = f"{value:.2f}"
-    else:
-        shown = f"{value:.1f}"
-    parts: list[str | tuple[str, str]] = [f"{metric.label:<10}{shown:>10}"]
-    ref = context.reference
-    if ref is not None and ref[0] != context.number:
-        change = delta(metric, value, ref[1].metric(metric.key))
-        if change is not None:
-            style = (
-                "$text-muted"
-                if change.percent == 0
-                else ("$success" if change.better else "$error")
-            )
-            parts.append((f" {signed_percent(change.percent):>8}", style))
-    return Content.assemble(*parts)
+def _failure_lines(record: RunRecord, context: CardContext) -> list[Content]:
+    diagnosis = record.diagnosis
+    if diagnosis is None:
+        return [Content.styled("start failed (no diagnosis)", "$error")]
+    lines = [
+        Content.styled(diagnosis.kind, "$text-muted"),
+        Content.styled(diagnosis.summary, "$error"),
+    ]
+    for i, fix in enumerate(diagnosis.fixes, 1):
+        lines.append(Content.assemble((f"fix {i}: ", "bold"), fix.title))
+    if context.fix_hint and diagnosis.fixes:
+        lines.append(Content.styled(context.fix_hint, "$accent"))
+    return lines
+
+
+def metric_lines(context: CardContext) -> list[Content]:
+    """``out tok/s   720.0  +12.5%`` per metric (KV tokens are on the status line)."""
+    lines = []
+    for column, cell in zip(context.columns, context.row.cells, strict=True):
+        if column.kind is not ColumnKind.METRIC or column.name == "kv_cache_tokens":
+            continue
+        head = f"{column.title:<10}{cell.text:>10}"
+        comparison = cell.comparison
+        if comparison is None or comparison.verdict is Verdict.OTHER_LOAD:
+            lines.append(Content(head))  # another workload: the note below says so
+            continue
+        delta = delta_content(comparison)
+        lines.append(Content.assemble(head, " ", delta) if delta.plain else Content(head))
+    return lines
 
 
 def _load_caveats(bench: BenchResult) -> list[Content]:
@@ -151,42 +159,69 @@ def _load_caveats(bench: BenchResult) -> list[Content]:
     return out
 
 
+def _comparison_notes(context: CardContext) -> list[Content]:
+    row, out = context.row, []
+    lfl = row.like_for_like
+    if lfl is not None and not lfl.ok and row.run.bench is not None:
+        out.append(Content.styled("other load, not compared:", "$warning"))
+        out += [Content.styled(f" {reason}", "$warning") for reason in lfl.reasons[:2]]
+    if row.repeats > 1:
+        out.append(Content.styled(f"{row.repeats} runs with these settings", "$text-muted"))
+    return out
+
+
 def card_body(record: RunRecord, context: CardContext) -> Content:
     """Every line of a card, top to bottom.
 
-    A later card leads with what changed against the first; the first card lists its flags
-    last, after its numbers, since it may set many.
+    A card leads with what changed against the baseline; the baseline's own card lists its
+    flags last, after its numbers, since it may set many.
     """
-    is_first = context.baseline is None
+    row = context.row
     lines = [_status_line(record)]
     kv = kv_line(record.startup)
     if kv is not None:
         lines.append(kv)
-    if not is_first:
-        lines += _flag_lines(record, context)
-    if record.status is RunStatus.FAILED:
-        diagnosis = record.diagnosis
-        if diagnosis is None:
-            lines.append(Content.styled("start failed (no diagnosis)", "$error"))
-        else:
-            lines.append(Content.styled(diagnosis.kind, "$text-muted"))
-            lines.append(Content.styled(diagnosis.summary, "$error"))
-            for i, fix in enumerate(diagnosis.fixes, 1):
-                lines.append(Content.assemble((f"fix {i}: ", "bold"), fix.title))
-            if context.fix_hint and diagnosis.fixes:
-                lines.append(Content.styled("f applies fix 1 and restarts", "$accent"))
+    if record.sweep is not None:
+        lines.append(
+            Content.styled(f"sweep {record.sweep.sweep_id} trial {record.sweep.trial}", "$accent")
+        )
+    if row.is_baseline:
+        lines.append(Content.styled("the board's baseline", BASE_MARK))
+    elif context.baseline is not None:
+        lines += _flag_change_lines(context)
+    if record.status is RunStatus.FAILED and not record.served:
+        lines += _failure_lines(record, context)
     elif record.bench is not None:
-        lines += [_metric_line(m, record.bench, context) for m in CARD_METRICS]
+        lines += metric_lines(context)
         lines += _load_caveats(record.bench)
-    elif record.status is RunStatus.READY:
+        lines += _comparison_notes(context)
+    elif context.live and record.status is RunStatus.READY:
         lines.append(Content.styled("no load yet: b runs it", "$text-muted"))
-    if is_first:
-        lines += _flag_lines(record, context)
+    elif record.served:
+        lines.append(Content.styled("no load was run", "$text-muted"))
+    if record.status is RunStatus.FAILED and record.served and record.diagnosis is not None:
+        lines += _failure_lines(record, context)  # died after serving: why, under its numbers
+    if row.is_baseline or context.baseline is None:
+        lines += own_flag_lines(record)
     return Content("\n").join(lines)
 
 
+def card_heading(context: CardContext) -> str:
+    """``#3 vs #1``, ``#1 base``, ``#4 t2 vs #1`` (a sweep's trial 2)."""
+    row = context.row
+    title = row.label
+    mark = sweep_mark(row.run)
+    if mark:
+        title += f" {mark}"
+    if row.is_baseline:
+        return f"{title} base"
+    if context.baseline is not None and row.run.bench is not None:
+        return f"{title} vs {context.baseline}"
+    return title
+
+
 class RunCard(VerticalScroll, can_focus=False):
-    """A card on the board (scrolls itself when its text is taller than the board)."""
+    """A card on the board (its text scrolls when taller than the board: Up/Down)."""
 
     def __init__(self, record: RunRecord, context: CardContext) -> None:
         super().__init__(classes="run-card")
@@ -198,13 +233,18 @@ class RunCard(VerticalScroll, can_focus=False):
         yield Static(card_body(self._run, self._card), classes="card-body")
 
     def on_mount(self) -> None:
-        """Title, subtitle and status class."""
+        """Title and status classes."""
         self._decorate()
 
     @property
     def record(self) -> RunRecord:
         """The run shown."""
         return self._run
+
+    @property
+    def context(self) -> CardContext:
+        """Where the card sits on the board."""
+        return self._card
 
     def show(self, record: RunRecord, context: CardContext) -> None:
         """Redraw for a changed run or a changed board."""
@@ -216,10 +256,7 @@ class RunCard(VerticalScroll, can_focus=False):
         self._decorate()
 
     def _decorate(self) -> None:
-        title = card_title(self._run, self._card.number)
-        ref = self._card.reference
-        if ref is not None and ref[0] != self._card.number and self._run.bench is not None:
-            title += f" (vs #{ref[0]})"  # which card the deltas compare with
-        self.border_title = title
+        self.border_title = card_heading(self._card)
         for status in RunStatus:
             self.set_class(self._run.status is status, f"-{status.value}")
+        self.set_class(self._card.row.is_baseline, "-baseline")

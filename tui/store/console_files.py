@@ -1,0 +1,90 @@
+"""The files the console's board writes and reads: exports, user presets, server log tails.
+
+Exports go to ``<data dir>/exports/<history>/<run id>/<usual file name>`` (``compose.yaml``
+keeps the name ``docker compose`` looks for; demo runs and real runs have histories of their
+own, so their exports never overwrite each other). Every write is atomic (a temporary file,
+then a rename). Log tails are bounded in bytes and lines: a server log can be gigabytes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tui.domain.export import export_run
+from tui.domain.export.launch import ExportOptions
+from tui.domain.log_tail import LogTail
+from tui.domain.presets import Preset
+from tui.domain.results import RunRecord
+from tui.store.presets import save_user_preset
+
+TAIL_LINES = 400
+TAIL_BYTES = 256 * 1024
+
+
+class ConsoleFiles:
+    """Implements :class:`tui.session.tools.RunFiles` under one data directory.
+
+    ``history`` names the run history the exports belong to (``runs``, ``demo-runs``);
+    ``demo`` marks exports of simulator runs as such; ``presets_dir`` overrides the user's
+    preset folder (tests).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        history: str = "runs",
+        demo: bool = False,
+        presets_dir: Path | None = None,
+    ) -> None:
+        self.exports_dir = data_dir / "exports" / history
+        self._options = ExportOptions(demo=demo)
+        self._presets_dir = presets_dir
+
+    def write_export(self, run: RunRecord, fmt: str) -> Path:
+        """Render ``run`` as ``fmt`` and write it; returns the file (``ValueError``: format)."""
+        exported = export_run(run, fmt, self._options)
+        folder = self.exports_dir / (str(run.id) if run.id is not None else "unsaved")
+        target = folder / exported.filename
+        write_atomic(target, exported.text, executable=fmt == "command")
+        return target
+
+    def save_preset(self, preset: Preset) -> Path:
+        """Write ``preset`` among the user's presets (a same-named one is replaced)."""
+        return save_user_preset(preset, self._presets_dir)
+
+    def log_tail(self, path: str) -> LogTail:
+        """The last lines of the file at ``path`` (bounded: :func:`read_tail`)."""
+        return read_tail(Path(path))
+
+
+def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:
+    """Write ``text`` to ``target`` through a temporary file and a rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    if executable:
+        tmp.chmod(0o755)
+    tmp.replace(target)
+
+
+def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> LogTail:
+    """The end of a text file: whole lines only, undecodable bytes replaced."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - max_bytes)
+            handle.seek(start)
+            data = handle.read(max_bytes)
+    except FileNotFoundError:
+        return LogTail((), f"the log file is gone: {path}")
+    except OSError as exc:
+        return LogTail((), f"cannot read {path}: {exc.strerror or exc}")
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if start > 0 and text:
+        text = text[1:]  # the first line was cut in the middle
+    cut = start > 0 or len(text) > lines
+    shown = tuple(text[-lines:])
+    note = f"the last {len(shown)} lines of {path}" if cut else str(path)
+    return LogTail(shown, note)

@@ -1,0 +1,133 @@
+"""The board's table view: the domain's :class:`~tui.domain.board.table.BoardTable` in a DataTable.
+
+One row per run, the run column fixed while the others scroll. The cursor is a cell: its
+row is the selected run, its column is what ``[``/``]`` sort by and ``/`` filters on. The
+table is rebuilt only when what it shows changed (the board is rebuilt on every run update).
+"""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+from textual.coordinate import Coordinate
+from textual.message import Message
+from textual.widgets import DataTable
+
+from tui.domain.board.table import BoardTable, Column, Row
+from tui.domain.board.view import Board
+from tui.ui.board_cells import cell_content, column_title, to_rich_text
+
+Signature = tuple[object, ...]
+
+
+def row_key(row: Row) -> str:
+    """The DataTable key of a run's row: its id (or its label, for a run not stored)."""
+    return str(row.run.id) if row.run.id is not None else row.label
+
+
+class BoardGrid(DataTable[object]):
+    """The runs as a table; announces the run under the cursor."""
+
+    BINDINGS = [  # noqa: RUF012 (DataTable declares it without ClassVar)
+        Binding("ctrl+pageup", "page_left", "Page left", show=False),
+        Binding("ctrl+pagedown", "page_right", "Page right", show=False),
+    ]
+
+    class RunHighlighted(Message):
+        """The cursor moved to the run ``run_id``."""
+
+        def __init__(self, run_id: int | None) -> None:
+            super().__init__()
+            self.run_id = run_id
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="cell", zebra_stripes=True, fixed_columns=1)
+        self._table: BoardTable | None = None
+        self._signature: Signature = ()
+        self._rendering = False
+        self._marked: int | None = None  # the run whose label carries the selection mark
+
+    @property
+    def table(self) -> BoardTable | None:
+        """The board table shown."""
+        return self._table
+
+    @property
+    def board_column(self) -> Column | None:
+        """The board column under the cursor."""
+        table = self._table
+        if table is None or not table.columns:
+            return None
+        return table.columns[min(self.cursor_coordinate.column, len(table.columns) - 1)]
+
+    @property
+    def cursor_row_data(self) -> Row | None:
+        """The board row under the cursor."""
+        table = self._table
+        if table is None or not table.rows:
+            return None
+        return table.rows[min(self.cursor_coordinate.row, len(table.rows) - 1)]
+
+    def show(self, board: Board, selected: int | None) -> None:
+        """Show ``board``'s table with the run ``selected`` under the cursor."""
+        table = board.table
+        view = board.view
+        signature = _signature(table, view.sort, view.descending)
+        if signature == self._signature:
+            self._mark(selected)
+            return
+        column = self.board_column
+        keep = column.key if column is not None else None
+        self._signature, self._table = signature, table
+        self._rendering = True
+        try:
+            self.clear(columns=True)
+            for col in table.columns:
+                title = column_title(col, sort=view.sort, descending=view.descending)
+                self.add_column(to_rich_text(title, self.app.theme_variables), key=col.key)
+            for row in table.rows:
+                cells = [self._cell(row, c, i, selected) for i, c in enumerate(table.columns)]
+                self.add_row(*cells, key=row_key(row))
+            self._marked = selected
+            self._place_cursor(table, selected, keep)
+        finally:
+            self._rendering = False
+
+    def _mark(self, selected: int | None) -> None:
+        """Move the selection mark (the label cells of two rows change, nothing else)."""
+        table = self._table
+        if table is None or selected == self._marked:
+            return
+        for row in table.rows:
+            if row.run.id in (selected, self._marked):
+                label = self._cell(row, table.columns[0], 0, selected)
+                self.update_cell(row_key(row), table.columns[0].key, label)
+        self._marked = selected
+
+    def _cell(self, row: Row, column: Column, index: int, selected: int | None) -> object:
+        content = cell_content(row, column, row.cells[index], selected=row.run.id == selected)
+        return to_rich_text(content, self.app.theme_variables)
+
+    def _place_cursor(self, table: BoardTable, selected: int | None, column: str | None) -> None:
+        rows = [r.run.id for r in table.rows]
+        row = rows.index(selected) if selected in rows else max(0, len(rows) - 1)
+        keys = [c.key for c in table.columns]
+        col = keys.index(column) if column in keys else 0
+        if rows:
+            self.move_cursor(row=row, column=col, animate=False, scroll=True)
+        else:
+            self.cursor_coordinate = Coordinate(0, 0)
+
+    def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
+        """Announce the run under the cursor (not while the table is being rebuilt)."""
+        if self._rendering or self._table is None or not self._table.rows:
+            return
+        row = self._table.rows[min(event.coordinate.row, len(self._table.rows) - 1)]
+        self.post_message(self.RunHighlighted(row.run.id))
+
+
+def _signature(table: BoardTable, sort: str | None, descending: bool) -> Signature:
+    cells = tuple(
+        (r.label, r.is_baseline, *((c.text, c.comparison, c.differs) for c in r.cells))
+        for r in table.rows
+    )
+    return (tuple(c.key for c in table.columns), cells, sort, descending)
