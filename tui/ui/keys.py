@@ -21,6 +21,7 @@ class Command:
     action: str
     label: str
     help: str
+    footer: bool = True  # in the key bar (80 columns hold only so many: help lists them all)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -38,10 +39,10 @@ COMMANDS: tuple[Command, ...] = (
             "Stop the server this console started."),
     Command("a", "a", "f4", "apply_advice", "Advice",
             "Put the first piece of advice's flags into the form (the Metrics panel shows it "
-            "while it holds); r then restarts with them."),
+            "while it holds, 'a: ...'); r then restarts with them.", footer=False),
     Command("h", "h", "f2", "history", "Charts",
             "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
-            "utilization; every GPU; the advice in full."),
+            "utilization; every GPU; the advice in full.", footer=False),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 
@@ -118,11 +119,20 @@ def screen_bindings() -> list[BindingType]:
     """The main screen's bindings: letters (shown in the footer) plus priority F-keys."""
     bindings: list[BindingType] = []
     for cmd in COMMANDS:
-        bindings.append(Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display))
+        bindings.append(
+            Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display, show=cmd.footer)
+        )
         # Shown: in a form field the letters are text, and the key bar then lists the F-keys
         # (the footer shows one key per action, and Textual drops the letters a field eats).
         bindings.append(
-            Binding(cmd.fkey, cmd.action, cmd.label, key_display=cmd.fkey.upper(), priority=True)
+            Binding(
+                cmd.fkey,
+                cmd.action,
+                cmd.label,
+                key_display=cmd.fkey.upper(),
+                priority=True,
+                show=cmd.footer,
+            )
         )
     # Esc shows only while a field has focus (MainScreen.check_action); ctrl+s works in
     # fields too but stays out of the key bar (80 columns), help lists it.
