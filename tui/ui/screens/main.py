@@ -17,16 +17,15 @@ from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
-from tui.domain.freshness import Freshness
-from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, TelemetryStatus
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
-from tui.ui.screens.history import HistoryScreen
 from tui.ui.server_view import project
+from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
@@ -65,7 +64,7 @@ class MainScreen(Screen[None]):
         self._loading = False
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
-        self._telemetry = TelemetryStatus(gpu=Freshness(SourceStatus.STALE, None))
+        self._telemetry = TelemetryControl(session, live=clock is not None)
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -140,7 +139,9 @@ class MainScreen(Screen[None]):
             self.query_one(GpuPanel).host = event
         elif isinstance(event, ServerMetrics):
             self.query_one(MetricsPanel).metrics = event
-            self._say_simulated(event)
+            title = self._telemetry.server_title(event)
+            if title is not None:
+                self.server_panel.border_title = title
         elif isinstance(event, LoadProgress):
             self.query_one(LoadPanel).show_progress(event)
         elif isinstance(event, LoadFinished):
@@ -148,7 +149,7 @@ class MainScreen(Screen[None]):
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
         elif isinstance(event, TelemetryStatus):
-            self._show_telemetry(event)
+            self._telemetry.show(event, self.query_one(GpuPanel), self.query_one(MetricsPanel))
         elif isinstance(event, RunUpdated):
             self.board.show(list(self.session.runs))
             current = self.session.current
@@ -189,20 +190,6 @@ class MainScreen(Screen[None]):
         """Once a second while a server starts: how long it has been starting."""
         if self._view.state is ServerState.STARTING:
             self._refresh_view()
-
-    def _say_simulated(self, metrics: ServerMetrics) -> None:
-        """A simulator's page says what it simulates and its time scale: the header says so."""
-        label = self.session.info.label
-        if metrics.sim is not None and metrics.sim.label not in label:
-            self.server_panel.border_title = f"Server · {label} · {metrics.sim.label}"
-
-    def _show_telemetry(self, status: TelemetryStatus) -> None:
-        """Ages, stale and down marks, the server's GPUs, the advice that holds now."""
-        self._telemetry = status
-        gpu = self.query_one(GpuPanel)
-        gpu.fresh, gpu.server_gpus = status.gpu, status.server_gpus
-        metrics = self.query_one(MetricsPanel)
-        metrics.fresh, metrics.advice = status.metrics, status.advice
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
@@ -314,28 +301,17 @@ class MainScreen(Screen[None]):
 
     def action_apply_advice(self) -> None:
         """Put the first piece of advice's flags into the form (r then restarts with them)."""
-        advice = next((a for a in self._telemetry.advice if a.fix is not None), None)
-        if advice is None or advice.fix is None:
-            self.notify("No advice holds now: the server looks well used.", severity="warning")
+        found = self._telemetry.advice_fix()
+        if found is None:
+            self.notify(NO_ADVICE, severity="warning")
             return
-        self.form.apply_settings(advice.fix.set)
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in advice.fix.set.items())
-        restart = "r restarts with it." if self.session.can_restart else "(attached: no restart)"
-        self.notify(f"{advice.fix.title}\n{settings}: {restart}", title="Advice in the form")
+        fix, message = found
+        self.form.apply_settings(fix.set)
+        self.notify(message, title="Advice in the form")
 
     def action_history(self) -> None:
         """The last minutes of every chart, every GPU, the advice in full."""
-        gpu = self.query_one(GpuPanel)
-        self.app.push_screen(
-            HistoryScreen(
-                self.session.history,
-                gpu=gpu.sample,
-                host=gpu.host,
-                server_gpus=self._telemetry.server_gpus,
-                advice=self._telemetry.advice,
-                refresh_s=1.0 if self._clock is not None else None,
-            )
-        )
+        self.app.push_screen(self._telemetry.history_screen(self.query_one(GpuPanel)))
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""
