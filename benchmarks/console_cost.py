@@ -7,10 +7,12 @@ Against the simulator (``python -m tui.sim serve``, simulated RTX 3080) under a 
 (``vtc bench --duration``, 4 req/s, in its own process), two watchers run side by side,
 each in its own process so psutil can measure it alone:
 
-- **vtc**: the console's telemetry path, headless: the /metrics source (bounded scrape,
-  parse in a thread, 60 s latency windows, rates), the host source (psutil over the
-  server's tree), history rings, a run's series recorder, and at every tick what the
-  panels compute (freshness of each source, GPU rows, advice);
+- **vtc**: the console's telemetry path as the session wires it, headless: the session's
+  ``TelemetryHub`` over the demo's sources (the /metrics reader: bounded scrape, parse in
+  a thread, 60 s latency windows, rates, the simulator's GPU gauges; the host reader:
+  psutil over the server's tree), its history rings, freshness, server GPUs and advice
+  at every tick, the run's series and a load's latency folded into a run record, and the
+  GPU rows the panel computes; no terminal drawing;
 - **bare scrape** (the reference every monitor must pay): ``GET /metrics`` with httpx and
   prometheus_client's parser, once a second, nothing else.
 
@@ -60,61 +62,50 @@ RING_BYTES_BOUND = 10 * 3600 * 120  # 10 rings x 3600 (t, value) pairs x ~120 by
 
 
 async def _vtc_watcher(url: str, server_pid: int, duration_s: float, interval_s: float) -> None:
-    import httpx
+    from tui.domain.events import Launched, Ready
+    from tui.domain.flags import ServeFlags
+    from tui.domain.gpus import gpu_rows
+    from tui.domain.record import RunEvent, apply
+    from tui.domain.results import BenchResult, RunRecord
+    from tui.domain.telemetry import GpuSample, HostSample
+    from tui.modes.sources import HostReader, MetricsReader, local_client
+    from tui.session.hub import GpuPolicy, TelemetryHub
+    from tui.session.port import TelemetryStatus
 
-    from tui.domain.advice import AdviceInputs, advise
-    from tui.domain.freshness import freshness
-    from tui.domain.gpus import gpu_rows, server_gpu_indices
-    from tui.domain.history import SeriesRecorder, TelemetryHistory
-    from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
-    from tui.telemetry.host import HostSource
-    from tui.telemetry.poller import Poller
-    from tui.telemetry.vllm_metrics import VllmMetricsSource
+    record = RunRecord(id=1, label="#1", flags=ServeFlags(model=MODEL))
+    latest: dict[type, object] = {}
 
-    client = httpx.AsyncClient(trust_env=False)
-    metrics = VllmMetricsSource(url, client)
-    host = HostSource(server_pid)
-    history = TelemetryHistory()
-    series = SeriesRecorder(time.monotonic())
-    latest: dict[str, object] = {}
+    def fold(event: RunEvent, run_id: int | None) -> None:  # the run book's fold, no store
+        nonlocal record
+        record = apply(record, event)
 
-    def on_metrics(sample: ServerMetrics) -> None:
-        latest["metrics"] = sample
-        history.record_metrics(sample)
-        series.add_metrics(sample)
-        if sample.gpu is not None:
-            latest["gpu"] = sample.gpu
-            history.record_gpu(sample.gpu)
-            series.add_gpu(sample.gpu)
+    def panels(event: object) -> None:  # what the GPU panel computes at each status
+        if isinstance(event, GpuSample | HostSample):
+            latest[type(event)] = event
+        elif isinstance(event, TelemetryStatus):
+            gpu, host = latest.get(GpuSample), latest.get(HostSample)
+            if isinstance(gpu, GpuSample):
+                pids = host.server_pids if isinstance(host, HostSample) else ()
+                gpu_rows(gpu, server_indices=event.server_gpus, server_pids=pids)
 
-    def on_host(sample: HostSample) -> None:
-        latest["host"] = sample
-        history.record_host(sample)
-
-    pollers = [
-        Poller(metrics.sample, on_metrics, interval=interval_s, name="metrics"),
-        Poller(host.sample, on_host, interval=interval_s, name="host"),
-    ]
-    for poller in pollers:
-        poller.start()
+    hub = TelemetryHub(
+        emit=panels,
+        interval_s=interval_s,
+        host=HostReader(),
+        metrics=MetricsReader(local_client()),
+        policy=GpuPolicy(simulated=True),  # the demo's: the simulator's own gauges
+        record=fold,
+    )
+    hub.start()
+    launched = Launched(pid=server_pid, argv=(), log_path=None)
+    hub.follow(launched, record, url=None, pid=server_pid)
+    hub.follow(Ready(elapsed=0.0), record, url=url.removesuffix("/metrics"), pid=server_pid)
     end = time.monotonic() + duration_s
-    while time.monotonic() < end:
-        await asyncio.sleep(interval_s)
-        now = time.monotonic()
-        m = latest.get("metrics")
-        gpu = latest.get("gpu")
-        h = latest.get("host")
-        for sample in (m, gpu, h):
-            freshness(sample, now, interval_s)  # type: ignore[arg-type]
-        if isinstance(gpu, GpuSample):
-            pids = h.server_pids if isinstance(h, HostSample) else ()
-            indices = server_gpu_indices(gpu.devices, server_pids=pids)
-            gpu_rows(gpu, server_indices=indices, server_pids=pids)
-            advise(AdviceInputs(history.recent_metrics(now - 60), gpu=gpu, server_gpus=indices))
-        series.points()
-    for poller in pollers:
-        await poller.stop()
-    await client.aclose()
+    while time.monotonic() < end:  # a load bracket a minute: its latency summary, its series
+        hub.begin_load()
+        await asyncio.sleep(max(0.0, min(60.0, end - time.monotonic())))
+        hub.end_load(BenchResult(completed=0))
+    await hub.aclose()
 
 
 async def _bare_watcher(url: str, duration_s: float, interval_s: float) -> None:

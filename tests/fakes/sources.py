@@ -5,7 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.telemetry import (
+    GpuDevice,
+    GpuSample,
+    Histogram,
+    HostSample,
+    ServerMetrics,
+    SourceStatus,
+)
 
 GIB = 1024**3
 
@@ -31,6 +38,11 @@ class FakeGpu:
         self.reads = 0
         self.closed = False
 
+    def answer(self, sample: GpuSample) -> None:
+        """Answer ``sample`` from now on (the scripted ones still due come first)."""
+        self._samples = itertools.repeat(None)
+        self._last = sample
+
     async def sample(self) -> GpuSample:
         """The next scripted sample."""
         self.reads += 1
@@ -44,18 +56,75 @@ class FakeGpu:
         self.closed = True
 
 
+def gpu_box(*used_gib: float, pid: int | None = None, t: float = 0.0) -> GpuSample:
+    """One 80 GiB GPU per entry of ``used_gib``; ``pid`` holds memory on the first."""
+    devices = tuple(
+        GpuDevice(
+            index=i,
+            name="NVIDIA H100 80GB HBM3",
+            memory_used=int(used * GIB),
+            memory_total=80 * GIB,
+            utilization=50.0,
+            processes=((pid, int(used * GIB)),) if pid is not None and i == 0 else (),
+        )
+        for i, used in enumerate(used_gib)
+    )
+    return GpuSample(t=t, source="fake", status=SourceStatus.OK, devices=devices)
+
+
+class HangingGpu:
+    """Answers once, then every later read hangs until ``release`` is set (a stuck driver)."""
+
+    def __init__(self, first: GpuSample | None = None) -> None:
+        self.first = first or gpu_sample()
+        self.reads = 0
+        self.release = asyncio.Event()
+        self.hanging = asyncio.Event()
+
+    async def sample(self) -> GpuSample:
+        """The first reading, then a wait on ``release``."""
+        self.reads += 1
+        if self.reads > 1:
+            self.hanging.set()
+            await self.release.wait()
+        return self.first
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
+class FailingGpu:
+    """Raises ``error`` on every read (a source with a bug, or a binding that throws)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.reads = 0
+
+    async def sample(self) -> GpuSample:
+        """Raise."""
+        self.reads += 1
+        raise self.error
+
+    async def aclose(self) -> None:
+        """Nothing to close."""
+
+
 class FakeHost:
     """A host reading that remembers which server pid it was asked about."""
 
-    def __init__(self) -> None:
+    def __init__(self, server_pids: tuple[int, ...] = ()) -> None:
         self.asked: list[int | None] = []
+        self.server_pids = server_pids
         self.closed = False
 
     async def sample(self, server_pid: int | None) -> HostSample:
-        """CPU 50 %, and a 1 GiB tree when there is a server."""
+        """CPU 50 %, and a 1 GiB tree when there is a server (``server_pids`` its pids)."""
         self.asked.append(server_pid)
         rss = GIB if server_pid is not None else None
-        return HostSample(t=0.0, cpu_percent=50.0, server_rss=rss, server_processes=1)
+        pids = self.server_pids if server_pid is not None else ()
+        return HostSample(
+            t=0.0, cpu_percent=50.0, server_rss=rss, server_processes=1, server_pids=pids
+        )
 
     async def aclose(self) -> None:
         """Record the close."""
@@ -63,13 +132,24 @@ class FakeHost:
 
 
 class FakeMetrics:
-    """A /metrics reader whose next values the test sets; records its targets."""
+    """A /metrics reader whose next values the test sets; records its targets.
+
+    ``histograms``: the latency histograms of the next page (``ServerLatency`` names);
+    ``t``: the next sample's time; ``status``/``message``: a page that could not be read.
+    ``scrapes`` counts the samples taken.
+    """
 
     def __init__(self, *, gpu: GpuSample | None = None) -> None:
         self.targets: list[str] = []
         self.kv = 0.25
         self.waiting = 0.0
+        self.running = 1.0
         self.gpu = gpu
+        self.t = 0.0
+        self.histograms: dict[str, Histogram] = {}
+        self.status = SourceStatus.OK
+        self.message = ""
+        self.scrapes = 0
         self.sampled = asyncio.Event()
         self.closed = False
 
@@ -80,12 +160,17 @@ class FakeMetrics:
     async def sample(self) -> ServerMetrics:
         """The current scripted values."""
         self.sampled.set()
+        self.scrapes += 1
+        if self.status is not SourceStatus.OK:
+            return ServerMetrics(t=self.t, status=self.status, message=self.message)
         return ServerMetrics(
-            t=0.0,
+            t=self.t,
             status=SourceStatus.OK,
             kv_cache_usage=self.kv,
+            num_running=self.running,
             num_waiting=self.waiting,
             gpu=self.gpu,
+            histograms=dict(self.histograms),
         )
 
     async def aclose(self) -> None:

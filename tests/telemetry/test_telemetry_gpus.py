@@ -9,7 +9,6 @@ from tui.domain.gpus import (
     WDDM_NA,
     gpu_for_attached,
     gpu_rows,
-    is_loopback_url,
     process_memory_text,
     released_gpu,
     server_gpu_indices,
@@ -107,18 +106,3 @@ def test_attached_gpu_prefers_the_page_then_local_then_says_what_to_pass() -> No
     assert "--gpu-metrics-url" in remote.message
     down = gpu_for_attached(ServerMetrics(t=1.0, status=SourceStatus.DOWN, message="refused"), 2.0)
     assert down.status is SourceStatus.DOWN and down.message == "refused"
-
-
-@pytest.mark.parametrize(
-    ("url", "local"),
-    [
-        ("http://127.0.0.1:8000", True),
-        ("http://localhost:8000/metrics", True),
-        ("http://[::1]:8000", True),
-        ("http://127.0.2.3:80", True),
-        ("http://10.0.0.5:8000", False),
-        ("http://gpu-box:8000", False),
-    ],
-)
-def test_loopback_urls(url: str, local: bool) -> None:
-    assert is_loopback_url(url) is local

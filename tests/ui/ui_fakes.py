@@ -21,6 +21,7 @@ from textual.app import App
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.record import apply
@@ -116,6 +117,7 @@ class FakeSession:
         self.preflighted: list[ServeFlags] = []
         self.closed = False
         self.sweeps: FakeSweeps | None = FakeSweeps(self) if can_restart else None
+        self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
         self.tools = FakeTools()
 
     # -- the session surface ----------------------------------------------------------------
@@ -200,6 +202,12 @@ class FakeSession:
         A server event is first folded into the current run (announced with ``RunUpdated``),
         as the real session's run book does before the event reaches the console.
         """
+        if isinstance(event, GpuSample):
+            self.history.record_gpu(event)
+        elif isinstance(event, ServerMetrics):
+            self.history.record_metrics(event)
+        elif isinstance(event, HostSample):
+            self.history.record_host(event)
         if isinstance(event, ServerEvent) and self.current is not None:
             folded = apply(self.current, event)
             if folded is not self.current:

@@ -14,19 +14,16 @@
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
 
 from tui.domain.telemetry import GpuDevice, GpuSample, ServerMetrics, SourceStatus
 
 WDDM_NA = "N/A (WDDM)"
 NA = "N/A"
-REMOTE_GPU_NOT_VISIBLE = (
-    "remote GPU not visible: pass --gpu-metrics-url URL of a dcgm-exporter on the server's host"
-)
-RELEASED_SIMULATED_GPU = "simulated GPU released: its simulator is not running"
+REMOTE_GPU_HINT = "pass --gpu-metrics-url URL of a dcgm-exporter on the server's host"
+REMOTE_GPU_NOT_VISIBLE = f"remote GPU not visible: {REMOTE_GPU_HINT}"
+RELEASED_SIMULATED_GPU = "simulator exited: freed"  # fits a GPU line at 80 columns
 
 
 def _visible_entries(cuda_visible_devices: str | None) -> list[str] | None:
@@ -180,11 +177,15 @@ def released_gpu(last: GpuSample, now: float) -> GpuSample:
     )
 
 
-def remote_gpu_not_visible(now: float, source: str = "remote") -> GpuSample:
-    """The GPU reading of a server on another host that exposes no GPU gauges."""
-    return GpuSample(
-        t=now, source=source, status=SourceStatus.UNAVAILABLE, message=REMOTE_GPU_NOT_VISIBLE
+def remote_gpu_not_visible(
+    now: float, source: str = "remote", host: str | None = None
+) -> GpuSample:
+    """The GPU reading of a server on another host (``host``, when named) that exposes no
+    GPU gauges: the reason, and the flag to pass."""
+    message = (
+        f"remote GPU on {host} not visible: {REMOTE_GPU_HINT}" if host else REMOTE_GPU_NOT_VISIBLE
     )
+    return GpuSample(t=now, source=source, status=SourceStatus.UNAVAILABLE, message=message)
 
 
 def gpu_for_attached(
@@ -204,14 +205,3 @@ def gpu_for_attached(
     if metrics.status is not SourceStatus.OK:
         return GpuSample(t=now, source="remote", status=SourceStatus.DOWN, message=metrics.message)
     return remote_gpu_not_visible(now)
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether ``url`` names this machine by a loopback address (its GPU is ours to read)."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -2,8 +2,9 @@
 
 Everything that changes a run on the board goes through :func:`apply`, once: the server's
 events (launched, stages, KV figures, ready, failed, exited), a load's result, and the ends
-only the console can tell (a run replaced by the next, a run lost from sight). The session's
-run book applies events and stores the result; the console's panels project the record.
+only the console can tell (a run replaced by the next, a run lost from sight), and what the
+telemetry kept of the run (its series, its load's server-side latency). The session's run
+book applies events and stores the result; the console's panels project the record.
 
 ``apply`` returns the very same object when an event changes nothing (a log line), so the
 caller can skip the store write with an identity check.
@@ -11,6 +12,7 @@ caller can skip the store write with an identity check.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tui.domain.events import (
@@ -28,6 +30,7 @@ from tui.domain.results import (
     Reproduction,
     RunRecord,
     RunStatus,
+    SeriesPoint,
     ServerLatency,
     StageTiming,
     TelemetryPeaks,
@@ -64,7 +67,23 @@ class Reproduced:
     repro: Reproduction
 
 
-RunEvent = ServerEvent | LoadRecorded | RunEnded | Reproduced
+@dataclass(frozen=True)
+class TelemetryRecorded:
+    """What the telemetry kept of the run, recorded when a load ends and when the run ends.
+
+    ``series``: the run's downsampled series so far (``None``: unchanged). ``server_latency``:
+    the server's own latency histograms over the load that just ended (``None``: unchanged;
+    a load ends by clearing the previous load's, see :class:`LoadRecorded`).
+    ``load_cancelled``: that load was cancelled, so its latency is kept only where its
+    partial bench is kept too (never beside a completed load's numbers).
+    """
+
+    series: Sequence[SeriesPoint] | None = None
+    server_latency: ServerLatency | None = None
+    load_cancelled: bool = False
+
+
+RunEvent = ServerEvent | LoadRecorded | RunEnded | Reproduced | TelemetryRecorded
 """Everything that can change a run record."""
 
 
@@ -78,6 +97,8 @@ def apply(record: RunRecord, event: RunEvent) -> RunRecord:
         return _ended(record, event)
     if isinstance(event, Reproduced):
         return record.model_copy(update={"repro": event.repro})
+    if isinstance(event, TelemetryRecorded):
+        return _telemetry_recorded(record, event)
     return _server_event(record, event)
 
 
@@ -167,3 +188,17 @@ def _load_recorded(record: RunRecord, event: LoadRecorded) -> RunRecord:
             "server_latency": event.server_latency,
         }
     )
+
+
+def _telemetry_recorded(record: RunRecord, event: TelemetryRecorded) -> RunRecord:
+    update: dict[str, object] = {}
+    if event.series is not None and list(event.series) != record.series:
+        update["series"] = list(event.series)
+    latency = event.server_latency
+    bench = record.bench
+    # The same rule as _load_recorded: a cancelled load's numbers never sit beside (or
+    # replace) a completed load's; the latency goes where that load's bench went.
+    applies = not event.load_cancelled or bench is None or bench.cancelled
+    if latency is not None and applies and latency != record.server_latency:
+        update["server_latency"] = latency
+    return record.model_copy(update=update) if update else record

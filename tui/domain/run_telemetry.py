@@ -52,6 +52,22 @@ class RunTelemetry:
         if self._last_ok is not None:
             self._load.observe(self._last_ok.t, self._last_ok.histograms)
 
+    def load_requests(self) -> float:
+        """Requests the server has finished since the load began (its E2E histogram's
+        increase; TTFT's where E2E is not exported); 0 while no load is tracked."""
+        if self._load is None:
+            return 0.0
+        latency = self._load.latency()
+        for quantiles in (latency.e2el, latency.ttft):
+            if quantiles is not None and quantiles.count is not None:
+                return quantiles.count
+        return 0.0
+
+    @property
+    def load_tracked(self) -> bool:
+        """True between :meth:`load_started` and :meth:`load_finished`."""
+        return self._load is not None
+
     def load_finished(self, final: ServerMetrics | None = None) -> ServerLatency | None:
         """The load ended: its server-side latency (``None`` if no two scrapes bound it).
 

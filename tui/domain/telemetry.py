@@ -84,6 +84,24 @@ class Histogram:
 
 
 @dataclass(frozen=True)
+class SimInfo:
+    """What a simulator says it simulates (``vtc_sim_info``): the GPU and the time scale
+    (``speed`` 4: it runs 4x faster than that GPU, every latency and rate scaled by it)."""
+
+    gpu_name: str = ""
+    speed: float | None = None
+
+    @property
+    def label(self) -> str:
+        """``simulated RTX 3080 · 4x time`` (``real time`` at speed 1), for the header."""
+        name = self.gpu_name.removeprefix("NVIDIA ").removeprefix("GeForce ") or "GPU"
+        if self.speed is None:
+            return f"simulated {name}"
+        scale = "real time" if self.speed == 1 else f"{self.speed:g}x time"
+        return f"simulated {name} · {scale}"
+
+
+@dataclass(frozen=True)
 class ServerMetrics:
     """vLLM's /metrics reduced to what the console shows. Rates are per second.
 
@@ -114,6 +132,7 @@ class ServerMetrics:
     prefix_caching: bool | None = None  # from vllm:cache_config_info, when the page says
     gpu_memory_utilization: float | None = None  # likewise
     largest_request_tokens: float | None = None  # upper bound, from the request histograms
+    sim: SimInfo | None = None  # the server is vtc's simulator (it says so on its page)
 
 
 @dataclass(frozen=True)

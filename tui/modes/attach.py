@@ -1,71 +1,38 @@
 """Attach: watch and load a server at a URL that this console did not start.
 
 Nothing is launched or stopped. The GPU panel shows what can truly be attributed to that
-server: DCGM gauges at ``--gpu-metrics-url``; or the server's own /metrics page when it
-carries DCGM gauges (the simulator's does); or local NVML, only when the URL is on this
-machine. Otherwise the panel says the remote GPU is not visible (and what to pass), and
-the run records no GPU numbers: this machine's GPU is never reported as the server's.
+server: DCGM gauges at ``--gpu-metrics-url``; else the server's own /metrics page when it
+carries DCGM gauges (the simulator's does), picked up by itself; else local NVML, only
+when the URL is on this machine. Otherwise the panel says the remote GPU is not visible
+(and the flag to pass), and the run records no GPU numbers: this machine's GPU is never
+reported as the server's.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import time
 import urllib.parse
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
-from tui.domain.telemetry import GpuSample, SourceStatus
+from tui.domain.gpus import remote_gpu_not_visible
 from tui.load.runner import LoadRunner
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
 from tui.server.attached import AttachedServer, attach_url
 from tui.session.facade import Session
-from tui.session.hub import GpuReader
+from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
+from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
 
 ATTACHED_FORM_MODEL = "attached"
 NO_FLAG_LIST = "attached: no flag list (this console does not launch vLLM)"
-REMOTE_GPU_HINT = "pass --gpu-metrics-url URL (a DCGM exporter on that host)"
-
-
-def is_local_url(url: str) -> bool:
-    """Whether ``url``'s host is this machine (loopback, or one of this host's addresses)."""
-    host = urllib.parse.urlsplit(url).hostname or ""
-    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        try:  # a name: local when it resolves to an address of this machine
-            address = ipaddress.ip_address(socket.gethostbyname(host))
-        except (OSError, ValueError):
-            return False
-    if address.is_loopback:
-        return True
-    try:
-        own = {info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None)}
-    except OSError:
-        own = set()
-    return str(address) in own
-
-
-def remote_gpu_absent(url: str) -> GpuSample:
-    """What the GPU panel says for a server on another host with no GPU source given."""
-    host = urllib.parse.urlsplit(url).hostname or url
-    return GpuSample(
-        t=time.monotonic(),
-        source="remote",
-        status=SourceStatus.UNAVAILABLE,
-        message=f"remote GPU on {host} not visible: {REMOTE_GPU_HINT}",
-    )
 
 
 class AttachMode:
@@ -94,7 +61,9 @@ class AttachMode:
         point = starting_point(options, fallback=ServeFlags(model=ATTACHED_FORM_MODEL))
         credentials = Credentials.from_env(env, command_line=point.secrets)
         local = is_local_url(url)
+        host = urllib.parse.urlsplit(url).hostname or url
         gpu: GpuReader | None = None
+        absent = remote_gpu_not_visible(time.monotonic(), host=host)
         if options.gpu_metrics_url:
             gpu = DcgmReader(options.gpu_metrics_url, local_client())
         elif local:
@@ -111,7 +80,12 @@ class AttachMode:
             runner=LoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader() if local else None,
-            gpu_absent=None if gpu is not None else remote_gpu_absent(url),
+            gpu_policy=GpuPolicy(
+                absent=None if gpu is not None else absent,
+                # The page's own gauges (the simulator's) beat this machine's NVML; a DCGM
+                # URL the operator named beats both.
+                page_first=not options.gpu_metrics_url,
+            ),
             files=ConsoleFiles(data_dir),
         )
         info = SessionInfo(

@@ -21,7 +21,6 @@ from tui.domain.flag_validation import serve_command
 from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
-from tui.domain.telemetry import GpuSample
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.modes.options import ConsoleOptions, SetupError
@@ -29,7 +28,7 @@ from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
 from tui.session.facade import ReleaseWaiter, Session
-from tui.session.hub import GpuReader, TelemetryHub
+from tui.session.hub import GpuPolicy, GpuReader, TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
@@ -151,7 +150,7 @@ class Services:
     runner: LoadRunner
     gpu: GpuReader | None = None
     host: HostReader | None = None
-    gpu_absent: GpuSample | None = None  # what the GPU panel says when no GPU is visible
+    gpu_policy: GpuPolicy = field(default_factory=GpuPolicy)  # where the GPU reading comes from
     estimator: Estimator | None = None
     cli: CliLoader | None = None
     release: ReleaseWaiter | None = None
@@ -181,7 +180,9 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         gpu=services.gpu,
         host=services.host,
         metrics=services.metrics,
-        gpu_absent=services.gpu_absent,
+        policy=services.gpu_policy,
+        record=book.apply,
+        trust_flags=services.slot.can_launch,  # attached: the form's flags are not its own
     )
     session = Session(
         info,

@@ -15,7 +15,7 @@ import time
 
 from tui.domain.credentials import Credentials
 from tui.domain.preflight import DeviceMemory
-from tui.domain.telemetry import GpuSample, SourceStatus
+from tui.domain.telemetry import GpuSample, SimInfo, SourceStatus
 from tui.load.runner import LoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
@@ -34,9 +34,10 @@ from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
 from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
+from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
+from tui.sim.catalog import UnknownGpuError, catalog_models, resolve_gpu, resolve_model
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
@@ -73,12 +74,22 @@ def sim_catalog_config(model: str) -> ModelConfig | None:
     )
 
 
+def demo_label(gpu: str, speed: float) -> str:
+    """The console's header for the demo: the simulated GPU, and when time is scaled, by how
+    much (every latency and rate the simulator reports is then scaled by it)."""
+    try:
+        name = resolve_gpu(gpu).name
+    except UnknownGpuError:
+        name = gpu  # the simulator will refuse it with its own message
+    return f"demo · {SimInfo(name, speed).label}"
+
+
 def simulated_gpu_absent() -> GpuSample:
     """What the GPU panel says while no simulator runs."""
     return GpuSample(
         t=time.monotonic(),
         source="simulated",
-        status=SourceStatus.DOWN,
+        status=SourceStatus.UNAVAILABLE,
         message="simulated GPU: shown while the simulator runs",
     )
 
@@ -132,7 +143,8 @@ class DemoMode:
             metrics=MetricsReader(local_client(credentials)),
             runner=LoadRunner(api_key=credentials.api_key),
             host=HostReader(),
-            gpu_absent=simulated_gpu_absent(),
+            # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
+            gpu_policy=GpuPolicy(absent=simulated_gpu_absent(), simulated=True),
             reproducer=MachineReproducer(
                 launch_env=credentials.server_env(),
                 inherited_env=env,
@@ -143,7 +155,7 @@ class DemoMode:
             files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
         )
         info = SessionInfo(
-            label=f"demo · simulated {gpu}",
+            label=demo_label(gpu, options.sim_speed),
             initial_flags=back.flags or point.flags,
             initial_load=point.load,
             presets=point.presets,

@@ -14,10 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import time
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
+from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.load.runner import LoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
@@ -47,7 +49,7 @@ from tui.server.kv_estimator import (
 from tui.server.launcher import ProcessLauncher
 from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
-from tui.session.hub import GpuReader
+from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
 from tui.session.slot import ServerSlot
@@ -121,6 +123,11 @@ class LocalVllmMode:
             runner=LoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader(),
+            # The server inherits this environment: its CUDA_VISIBLE_DEVICES marks its GPUs.
+            gpu_policy=GpuPolicy(
+                absent=None if gpu is not None else cpu_build_gpu(),
+                cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
+            ),
             estimator=estimator,
             cli=_cli_loader(resolved),
             release=NvmlRelease(nvml) if nvml is not None else None,
@@ -144,6 +151,16 @@ class LocalVllmMode:
             protected_runs=back.protected,
         )
         return info, services
+
+
+def cpu_build_gpu() -> GpuSample:
+    """What the GPU panel says for the CPU build of vLLM (no GPU source was given)."""
+    return GpuSample(
+        t=time.monotonic(),
+        source="cpu",
+        status=SourceStatus.UNAVAILABLE,
+        message="CPU build of vLLM: no GPU in use (pass --gpu-metrics-url to watch one)",
+    )
 
 
 def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:

@@ -29,6 +29,7 @@ from tui.modes.demo import (
     simulated_gpu_absent,
     simulator_command,
 )
+from tui.modes.local import cpu_build_gpu
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import MetricsReader, NvmlReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
@@ -43,6 +44,7 @@ from tui.server.kv_estimator import (
 from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import find_model_config
 from tui.session.facade import Session
+from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.store.history import default_data_dir
@@ -157,8 +159,9 @@ class SweepMode:
             str(per_trial),
         ]
         name = f"sim{index}"
+        policy = GpuPolicy(absent=simulated_gpu_absent(), simulated=True)
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, launch_args=args, gpu_absent=True, demo=True)  # fmt: skip
+                          estimator, launch_args=args, demo=True, gpu_policy=policy)  # fmt: skip
 
     def _local_lane(
         self,
@@ -182,8 +185,12 @@ class SweepMode:
         )  # fmt: skip
         name = f"gpu{group}" if group is not None else "cpu"
         reader = NvmlReader(nvml) if nvml is not None and index == 0 else None
+        # The lane's CUDA_VISIBLE_DEVICES marks its server's GPUs; no NVML: the CPU build's why.
+        policy = GpuPolicy(
+            absent=None if reader is not None else cpu_build_gpu(), cuda_visible_devices=group
+        )
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, gpu=reader, executable=vllm)  # fmt: skip
+                          estimator, gpu=reader, executable=vllm, gpu_policy=policy)  # fmt: skip
 
     def _lane(
         self,
@@ -197,7 +204,7 @@ class SweepMode:
         estimator: KvEstimator,
         *,
         launch_args: Sequence[str] = (),
-        gpu_absent: bool = False,
+        gpu_policy: GpuPolicy | None = None,
         gpu: NvmlReader | None = None,
         executable: str | None = None,
         demo: bool = False,
@@ -213,7 +220,7 @@ class SweepMode:
             slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
             metrics=MetricsReader(local_client(credentials)),
             runner=LoadRunner(api_key=credentials.api_key, goodput=self.spec.goodput_slos()),
-            gpu=gpu, gpu_absent=simulated_gpu_absent() if gpu_absent else None,
+            gpu=gpu, gpu_policy=gpu_policy or GpuPolicy(),
             estimator=estimator,
         )  # fmt: skip
         flags = self.spec.base.flags_for({})

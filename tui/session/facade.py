@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from tui.domain.errors import VtcError
-from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.history import TelemetryHistory
 from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.vllm_cli import VllmCli
@@ -107,6 +108,11 @@ class Session:
     def vllm_cli_error(self) -> str | None:
         """Why the flag list is not available, if it is not."""
         return self._preflight.vllm_cli_error
+
+    @property
+    def history(self) -> TelemetryHistory:
+        """The panels' numbers over the last minutes."""
+        return self._hub.history
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
         """Deliver every session event to ``callback`` (on the session's event loop)."""
@@ -203,14 +209,14 @@ class Session:
         if self.state is not ServerState.READY or record is None or url is None:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
         model = model or record.flags.served_model_name or record.flags.model
-        self._hub.begin_peaks()
+        self._hub.begin_load()
         try:
             result = await self._loads.run(spec, base_url=url, model=model)
         except VtcError as exc:
-            self._hub.end_peaks()
+            self._hub.end_load(None)
             self._bus.emit(LoadFinished(None, error=exc.one_line()))
             return None
-        self._book.apply(LoadRecorded(result, spec, self._hub.end_peaks()), record.id)
+        self._book.apply(LoadRecorded(result, spec, self._hub.end_load(result)), record.id)
         self._bus.emit(LoadFinished(result))
         return result
 
@@ -221,14 +227,9 @@ class Session:
     # -- internals ---------------------------------------------------------------------------
     def _on_server_event(self, event: ServerEvent) -> None:
         self._book.apply(event)
-        if isinstance(event, Launched):
-            self._hub.server_pid = event.pid
-            if self._repro is not None:
-                self._repro.launched(event)
-        elif isinstance(event, Ready) and self._slot.base_url is not None:
-            self._hub.watch_server(self._slot.base_url)
-        elif isinstance(event, Failed | Exited):
-            self._hub.unwatch_soon()
+        self._hub.follow(event, self._book.current, url=self._slot.base_url, pid=self._slot.pid)
+        if isinstance(event, Launched) and self._repro is not None:
+            self._repro.launched(event)
         self._bus.emit(event)
 
     async def _shutdown(self) -> None:

@@ -12,8 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from tui.domain.advice import Advice
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.freshness import Freshness
+from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
@@ -45,6 +48,22 @@ class SweepUpdated:
     status: SweepStatus
 
 
+@dataclass(frozen=True)
+class TelemetryStatus:
+    """Once a poll interval: how fresh each panel's data is, the server's GPUs, the advice.
+
+    ``metrics``: ``None`` while no server is watched; ``host``: ``None`` where the mode reads
+    no host (a server on another machine). ``server_gpus``: the indices of the GPUs the
+    watched server runs on (empty: not known). ``advice``: what holds now, most urgent first.
+    """
+
+    gpu: Freshness
+    metrics: Freshness | None = None
+    host: Freshness | None = None
+    server_gpus: frozenset[int] = frozenset()
+    advice: tuple[Advice, ...] = ()
+
+
 SessionEvent = (
     ServerEvent
     | RunUpdated
@@ -54,6 +73,7 @@ SessionEvent = (
     | ServerMetrics
     | HostSample
     | SweepUpdated
+    | TelemetryStatus
 )
 """Everything a session reports to its subscribers, on its event loop, in order."""
 
@@ -152,6 +172,10 @@ class SessionPort(Protocol):
     def vllm_cli(self) -> VllmCli | None: ...
     @property
     def vllm_cli_error(self) -> str | None: ...
+    @property
+    def history(self) -> TelemetryHistory:
+        """The panels' numbers over the last minutes (read-only for the console)."""
+        ...
     @property
     def tools(self) -> SessionTools: ...
 

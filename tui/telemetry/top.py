@@ -30,11 +30,12 @@ import httpx
 
 from tui.domain.advice import AdviceInputs, advise
 from tui.domain.errors import VtcError
-from tui.domain.gpus import gpu_for_attached, is_loopback_url, server_gpu_indices
+from tui.domain.gpus import gpu_for_attached, server_gpu_indices
 from tui.domain.history import TelemetryHistory
 from tui.domain.quantiles import latency_of
 from tui.domain.telemetry import GpuSample, ServerLatency, ServerMetrics, SourceStatus
 from tui.telemetry.dcgm import DcgmGpuSource
+from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.poller import Poller
 from tui.telemetry.scrape import check_metrics_url, one_line
@@ -91,7 +92,7 @@ class TopWatcher:
             if gpu_metrics_url
             else None
         )
-        use_local = is_loopback_url(self.url) if local_gpu is None else local_gpu
+        use_local = is_local_url(self.url) if local_gpu is None else local_gpu
         self._nvml = NvmlGpuSource(clock=clock) if use_local and self._dcgm is None else None
         self.window_s = window_s
         self.history = TelemetryHistory()

@@ -29,6 +29,7 @@ from tui.domain.telemetry import (
     Histogram,
     ServerLatency,
     ServerMetrics,
+    SimInfo,
     SourceStatus,
 )
 from tui.telemetry.dcgm import gpu_from_families
@@ -61,6 +62,7 @@ PREFIX_CACHE_PAIRS = (
     ("vllm:gpu_prefix_cache_hits", "vllm:gpu_prefix_cache_queries"),
 )
 CACHE_CONFIG_INFO = "vllm:cache_config_info"
+SIM_INFO = "vtc_sim_info"  # vtc's simulator only (tui/sim/metrics.py): what it simulates
 
 NO_VLLM_METRICS = (
     "no vllm: metrics on this page (a server started with --disable-log-stats exports none)"
@@ -101,6 +103,7 @@ class VllmScrape:
     histograms: Mapping[str, Histogram] = field(default_factory=dict)
     largest_request_tokens: float | None = None
     cache: CacheConfigInfo | None = None
+    sim: SimInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,16 @@ def scrape_from_families(
         histograms=latency_histograms(index.by_name),
         largest_request_tokens=_largest_request(index.by_name),
         cache=cache,
+        sim=_sim_info(index.by_name.get(SIM_INFO, [])),
     )
+
+
+def _sim_info(samples: list[Sample]) -> SimInfo | None:
+    """``vtc_sim_info``'s labels: the simulated GPU and the time scale (``None``: absent)."""
+    if not samples:
+        return None
+    labels = samples[0].labels
+    return SimInfo(gpu_name=labels.get("gpu_name", ""), speed=_float_label(labels.get("speed")))
 
 
 def _largest_request(by_name: Mapping[str, list[Sample]]) -> float | None:
@@ -314,6 +326,7 @@ def server_metrics(
         prefix_caching=current.cache.enable_prefix_caching if current.cache else None,
         gpu_memory_utilization=current.cache.gpu_memory_utilization if current.cache else None,
         largest_request_tokens=current.largest_request_tokens,
+        sim=current.sim,
     )
 
 

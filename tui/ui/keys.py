@@ -21,7 +21,7 @@ class Command:
     action: str
     label: str
     help: str
-    footer: bool = True  # shown in the footer (else only in the help and its F-key)
+    footer: bool = True  # in the key bar (80 columns hold only so many: help lists them all)
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -42,6 +42,12 @@ COMMANDS: tuple[Command, ...] = (
             "budget, strategy), watch its trials on the board, stop it, apply its best, "
             "Before/After of baseline vs best. While a sweep runs, r, b and f are refused.",
             footer=False),
+    Command("a", "a", "f3", "apply_advice", "Advice",
+            "Put the first piece of advice's flags into the form (the Metrics panel shows it "
+            "while it holds, 'a: ...'); r then restarts with them.", footer=False),
+    Command("h", "h", "f2", "history", "Charts",
+            "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
+            "utilization; every GPU; the advice in full.", footer=False),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 
@@ -124,9 +130,15 @@ def screen_bindings() -> list[BindingType]:
         # Shown: in a form field the letters are text, and the key bar then lists the F-keys
         # (the footer shows one key per action, and Textual drops the letters a field eats).
         bindings.append(
-            Binding(cmd.fkey, cmd.action, cmd.label, key_display=cmd.fkey.upper(),
-                    priority=True, show=cmd.footer)
-        )  # fmt: skip
+            Binding(
+                cmd.fkey,
+                cmd.action,
+                cmd.label,
+                key_display=cmd.fkey.upper(),
+                priority=True,
+                show=cmd.footer,
+            )
+        )
     # Esc shows only while a field has focus (MainScreen.check_action); ctrl+s works in
     # fields too but stays out of the key bar (80 columns), help lists it.
     bindings.append(Binding("escape", "leave_field", "Leave", key_display="Esc"))

@@ -22,12 +22,23 @@ from tui.ui.keys import (
 PANELS: tuple[tuple[str, str], ...] = (
     ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
      "cache size and max concurrency the server logged, how the console runs servers, and "
-     "the last lines of the server's log."),
+     "the last lines of the server's log. Its title names the mode; a simulator says which "
+     "GPU it simulates and when time is scaled ('4x time': it runs 4x faster than that GPU "
+     "would, so every latency and rate it reports is scaled by 4)."),
     ("GPU", "Per device: memory used/total, utilization, temperature, power; N/A where the "
-     "driver cannot tell, and the reason when there is no GPU reading at all. Then the host: "
-     "CPU, RAM, the server's memory (srv)."),
-    ("Metrics", "From the server's /metrics: KV cache usage, requests running/waiting, "
-     "prompt (in) and generated (out) tokens per second, prefix-cache hit rate, preemptions."),
+     "driver cannot tell, and the reason (with what to do) when there is no GPU reading at "
+     "all. Several GPUs: one row each, * marks the server's (its processes, else "
+     "CUDA_VISIBLE_DEVICES and the tensor x pipeline sizes); srv: the GPU memory the "
+     "server's processes hold (N/A (WDDM) under WSL2). Then the host: CPU, RAM, the server's "
+     "RSS (srv). The title says how old the reading is, STALE when two readings were missed, "
+     "DOWN when it could not be read, (WSL2) under WSL2. A simulated GPU reads freed once "
+     "its simulator exits."),
+    ("Metrics", "From the server's /metrics, whoever sends the traffic: KV cache usage, "
+     "requests running/waiting, prompt (in) and generated (out) tokens per second, the "
+     "server's own TTFT, ITL, E2E and queue time as p50/p90/p99 in ms over its last 60 s "
+     "(idle: no request finished), prefix-cache hit rate, preemptions; sparklines of the "
+     "last two minutes where they fit. 'a: ...' is advice that holds now: a puts its flags "
+     "into the form. The title carries the age of the numbers, STALE or DOWN."),
     ("Load", "The running load: requests done/total, failed, in flight, output tokens per "
      "second (and its sparkline), TTFT and ITL p50/p99 in ms. 'lag' warns that the client's "
      "own event loop is slow; CLIENT-BOUND that the load generator, not the server, limits "

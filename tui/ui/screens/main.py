@@ -18,13 +18,21 @@ from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
-from tui.session.port import LoadFinished, RunUpdated, SessionEvent, SessionPort, SweepUpdated
+from tui.session.port import (
+    LoadFinished,
+    RunUpdated,
+    SessionEvent,
+    SessionPort,
+    SweepUpdated,
+    TelemetryStatus,
+)
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.sweep_actions import SweepActions
 from tui.ui.server_view import project
+from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
@@ -63,14 +71,15 @@ class MainScreen(SweepActions):
         self._loading = False
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
+        self._telemetry = TelemetryControl(session, live=clock is not None)
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         """All panels on one screen (no tabs): narrow terminals get compact panels."""
         yield ServerPanel(id="server", classes="panel")
         with Horizontal(id="strip"):
-            yield GpuPanel(id="gpu", classes="panel")
-            yield MetricsPanel(id="metrics", classes="panel")
+            yield GpuPanel(self.session.history, id="gpu", classes="panel")
+            yield MetricsPanel(self.session.history, id="metrics", classes="panel")
             yield LoadPanel(self.session.info.initial_load, id="load", classes="panel")
         with Horizontal(id="work"):
             yield FlagForm(
@@ -137,6 +146,9 @@ class MainScreen(SweepActions):
             self.query_one(GpuPanel).host = event
         elif isinstance(event, ServerMetrics):
             self.query_one(MetricsPanel).metrics = event
+            title = self._telemetry.server_title(event)
+            if title is not None:
+                self.server_panel.border_title = title
         elif isinstance(event, LoadProgress):
             self.query_one(LoadPanel).show_progress(event)
         elif isinstance(event, LoadFinished):
@@ -145,6 +157,8 @@ class MainScreen(SweepActions):
                 self.notify(event.error, title="Load failed", severity="error")
         elif isinstance(event, SweepUpdated):
             self._sweep_updated(event)
+        elif isinstance(event, TelemetryStatus):
+            self._telemetry.show(event, self.query_one(GpuPanel), self.query_one(MetricsPanel))
         elif isinstance(event, RunUpdated):
             self.board.show(list(self.session.runs))
             current = self.session.current
@@ -299,6 +313,20 @@ class MainScreen(SweepActions):
         title = f"Fix from run {choice.run.label}: restarting"
         self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()
+
+    def action_apply_advice(self) -> None:
+        """Put the first piece of advice's flags into the form (r then restarts with them)."""
+        found = self._telemetry.advice_fix()
+        if found is None:
+            self.notify(NO_ADVICE, severity="warning")
+            return
+        fix, message = found
+        self.form.apply_settings(fix.set)
+        self.notify(message, title="Advice in the form")
+
+    def action_history(self) -> None:
+        """The last minutes of every chart, every GPU, the advice in full."""
+        self.app.push_screen(self._telemetry.history_screen(self.query_one(GpuPanel)))
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""
