@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from fakes.flag_strategies import serve_flags
+from fakes.real_vllm import provisioned_vllm
 from hypothesis import HealthCheck, given, settings
 
 from tui.domain.export import export_run
 from tui.domain.flags import ServeFlags, flag_specs
 from tui.domain.results import RunRecord
-from tui.server.provision import find_provisioned
 
 PROBE = """\
 import json, sys
@@ -70,12 +70,7 @@ class Probe:
 
 @pytest.fixture(scope="module")
 def probe() -> Iterator[Probe]:
-    found = find_provisioned()
-    if found is None:
-        message = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
-        if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    found = provisioned_vllm()
     running = Probe(found.python)
     yield running
     running.close()

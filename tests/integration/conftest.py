@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from fakes.real_vllm import provisioned_vllm
 from fakes.supervisor import Supervisor
 from realvllm_support import EventRecorder, SupervisorFactory, make_supervisor
 
-from tui.server.provision import ProvisionedVllm, find_provisioned
+from tui.server.provision import ProvisionedVllm
 
 
 @pytest.fixture(scope="session")
 def real_vllm() -> ProvisionedVllm:
     """The provisioned vLLM venv and tiny models; skips (or fails in CI) when absent."""
-    found = find_provisioned()
-    if found is None:
-        message = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
-        if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    found = provisioned_vllm()
     return found
 
 

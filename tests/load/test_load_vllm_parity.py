@@ -9,13 +9,13 @@ protocol, which a Hugging Face tokenizer satisfies as is).
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.real_vllm import provisioned_vllm
 
 from tui.domain.workload import LoadSpec
 from tui.load.prompts import random_prompts
@@ -95,12 +95,7 @@ def synthetic_records() -> list[RequestRecord]:
 
 @pytest.fixture(scope="module")
 def vllm_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    found = find_provisioned()
-    if found is None:
-        message = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
-        if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    found = provisioned_vllm()
     probe = tmp_path_factory.mktemp("parity") / "probe.py"
     probe.write_text(PROBE, encoding="utf-8")
     payload = {

@@ -13,9 +13,8 @@ import re
 import subprocess
 
 import pytest
+from fakes.real_vllm import provisioned_vllm
 from fakes.sim_process import sim_process
-
-from tui.server.provision import find_provisioned
 
 pytestmark = pytest.mark.realvllm
 
@@ -29,12 +28,7 @@ def _prompt_tokens(text: str) -> float:
 
 
 def test_bench_serve_runs_against_the_simulator_without_a_tokenizer_warning() -> None:
-    provisioned = find_provisioned()
-    if provisioned is None:
-        message = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
-        if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    provisioned = provisioned_vllm()
     model = str(provisioned.model)
     with sim_process(model, "--sim-speed", "20", "--block-size", "128") as sim:
         sim.wait_ready()

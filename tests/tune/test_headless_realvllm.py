@@ -12,15 +12,15 @@ tests/tune/test_headless_realvllm.py``.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import psutil
 import pytest
+from fakes.real_vllm import provisioned_vllm
 from fakes.sweep_process import start_sweep, stored_runs
 
 from tui.domain.results import RunStatus
-from tui.server.provision import ProvisionedVllm, find_provisioned
+from tui.server.provision import ProvisionedVllm
 from tui.store.server_state import ServerStateFile
 
 pytestmark = pytest.mark.realvllm
@@ -31,12 +31,7 @@ DEADLINE_S = 600.0  # a bound for a hung process; 5 starts take ~3 minutes on a 
 @pytest.fixture(scope="module")
 def real_vllm() -> ProvisionedVllm:
     """The provisioned vLLM; skips (fails in CI) when absent."""
-    found = find_provisioned()
-    if found is None:
-        message = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
-        if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
+    found = provisioned_vllm()
     return found
 
 

@@ -16,23 +16,13 @@ from typing import Protocol
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.stats import RequestRecord, calculate_metrics
+from tui.session.loads import LoadRunnerLike
 
 
-class RecordingRunner(Protocol):
-    """``tui.load.runner.LoadRunner`` as this adapter uses it."""
+class RecordingRunner(LoadRunnerLike, Protocol):
+    """``tui.load.runner.LoadRunner`` as this adapter uses it: a runner that keeps its records."""
 
     last_records: list[RequestRecord]
-
-    async def run(
-        self,
-        spec: LoadSpec,
-        *,
-        base_url: str,
-        model: str,
-        on_progress: Callable[[LoadProgress], None] | None = None,
-    ) -> BenchResult: ...
-
-    async def cancel(self) -> object: ...
 
 
 class GoodputRunner:
