@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
-from ui_fakes import FIXED_TIME, MODEL, FakeSession, board_runs, kv_failure, presets
+from ui_fakes import (
+    FIXED_TIME,
+    MODEL,
+    FakeSession,
+    NoteLog,
+    board_runs,
+    kv_failure,
+    presets,
+)
 
 from tui.domain.diagnosis import Fix
 from tui.domain.events import ServerState
@@ -20,26 +27,9 @@ from tui.ui.app import VtcApp, create_app
 from tui.ui.widgets.flag_form import FlagForm
 
 
-class Notes:
-    """Collects the app's notifications (title and message)."""
-
-    def __init__(self, app: VtcApp) -> None:
-        self.items: list[tuple[str, str, str]] = []
-        original = app.notify
-
-        def record(message: str, *, title: str = "", severity: Any = "information", **kw: Any):
-            self.items.append((title, message, str(severity)))
-            return original(message, title=title, severity=severity, **kw)
-
-        app.notify = record  # type: ignore[method-assign]
-
-    def text(self) -> str:
-        return "\n".join(f"{t}: {m}" for t, m, _ in self.items)
-
-
-def make(session: FakeSession) -> tuple[VtcApp, Notes]:
+def make(session: FakeSession) -> tuple[VtcApp, NoteLog]:
     app = create_app(session, clock=None)
-    return app, Notes(app)
+    return app, NoteLog(app)
 
 
 def form(app: VtcApp) -> FlagForm:
