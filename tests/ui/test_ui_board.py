@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fakes.waiting import until
 from textual.pilot import Pilot
 from textual.widgets import Footer, Input
 from ui_fakes import (
@@ -372,15 +373,15 @@ async def test_with_a_field_focused_the_key_bar_shows_the_keys_that_work_there()
         def bar() -> list[str]:
             return [k.key_display for k in app.query_one(Footer).query("FooterKey")]  # type: ignore[attr-defined]
 
-        await pilot.pause()
+        # The footer recomposes its keys after a focus change: wait for it, not for a speed.
+        await until(lambda: bool(bar()), "the key bar's keys")
         assert bar()[:2] == ["t", "r"] and "Esc" not in bar()
         app.main_screen.form.focus_field("max_model_len")
-        await pilot.pause()
-        await pilot.pause()
-        assert bar() == ["F5", "F6", "F7", "F8", "F9", "F1", "Esc"]
+        fkeys = ["F5", "F6", "F7", "F8", "F9", "F1", "Esc"]
+        await until(lambda: "Esc" in bar(), "the key bar of a focused field")
+        assert bar() == fkeys
         await pilot.press("escape")
-        await pilot.pause()
-        await pilot.pause()
+        await until(lambda: "Esc" not in bar() and bool(bar()), "the board's key bar again")
         assert app.focused is board_of(app) and "r" in bar()
 
 
