@@ -18,6 +18,9 @@ from tui.domain.sweep.outcome import Measurement
 from tui.domain.workload import LoadSpec
 from tui.tune.context import Evaluated, TrialBench
 
+FULL_RETREATS = 3
+"""Full runs below a bisected rate whose full run missed the SLOs (see :func:`bisect`)."""
+
 
 def at_rate(load: LoadSpec, rate: float, prompts: int) -> LoadSpec:
     """``load`` at ``rate`` req/s with ``prompts`` prompts."""
@@ -84,8 +87,45 @@ async def bisect(
         lo, hi = (mid, hi) if m.verdict.met else (lo, mid)
     if lo <= 0:
         return Evaluated(out, len(out) - 1)
+    held = [m.load.request_rate for m in out[1:] if m.verdict.met and m.load.request_rate < lo]
+    safest = min([r for r in (floor, *held) if r > 0], default=0.0)
+    return await _settle_full(bench, first.load, out, lo, safest, full_prompts)
+
+
+async def _settle_full(
+    bench: TrialBench,
+    load: LoadSpec,
+    out: list[Measurement],
+    rate: float,
+    fallback: float,
+    prompts: int,
+) -> Evaluated:
+    """The rate the short probes found, measured in full; lower if the full run misses.
+
+    The trial stands for a full benchmark, never for a short probe: a short probe's p99 and
+    throughput are noisier (fewer requests, a larger share of ramp-up and drain), so the
+    best of several met probes is a lucky draw that a full run, or another seed, does not
+    repeat. If the full run misses, up to ``FULL_RETREATS`` full runs bisect between the
+    lowest rate a probe (or the search's incumbent) held within the SLOs (``fallback``;
+    else 0) and ``rate``, the last one at ``fallback`` itself while none met; the highest
+    full run that meets them stands for the trial.
+    """
+    hi, lo = rate, fallback if 0 < fallback < rate else 0.0
     await bench.reset_prefix_cache()
-    full = await bench.measure(at_rate(first.load, round(lo, 3), full_prompts), f"rate {lo:.3g}")
-    out.append(full)
-    chosen = len(out) - 1 if full.verdict.met else best_met(out)
-    return Evaluated(out, chosen if chosen is not None else len(out) - 1)
+    out.append(await bench.measure(at_rate(load, round(rate, 3), prompts), f"rate {rate:.3g}"))
+    if out[-1].verdict.met:
+        return Evaluated(out, len(out) - 1)
+    best: int | None = None
+    for step in range(1, FULL_RETREATS + 1):
+        if step == FULL_RETREATS and best is None and lo > 0:
+            probe = lo  # the last try: the lowest rate a short probe held
+        else:
+            probe = (lo + hi) / 2
+        await bench.reset_prefix_cache()
+        m = await bench.measure(at_rate(load, round(probe, 3), prompts), f"rate {probe:.3g}")
+        out.append(m)
+        if m.verdict.met:
+            best, lo = len(out) - 1, probe
+        else:
+            hi = probe
+    return Evaluated(out, best if best is not None else len(out) - 1)
