@@ -93,8 +93,9 @@ async def test_failed_starts_teach_the_search_which_region_fails() -> None:
     status = await SweepRun(spec(search={"seed": 3}), [lane]).run()
     failed = [t for t in status.trials if t.state is TrialState.FAILED_START]
     # half the space fails (the grid would start all 36 of those); each failure rules out
-    # everything heavier than it, and TPE learns the region
-    assert 1 <= len(failed) <= 4
+    # everything heavier than it, and TPE learns the region (a failure at a lower
+    # utilization does not rule out a higher one: more memory may fit)
+    assert 1 <= len(failed) <= 6
     assert status.best is not None and status.best.params["max_num_seqs"] == 64
 
 

@@ -50,17 +50,24 @@ def bench_loads(spec: SweepSpec) -> list[tuple[dict[str, object], LoadSpec]]:
 
 
 def grid_procedure(spec: SweepSpec, loads: list[tuple[dict[str, object], LoadSpec]]) -> Procedure:
-    """Each bench record in turn; the rate policy for one that misses; the best met."""
+    """Each bench record in turn; the rate policy for one that misses; the best met.
+
+    Each record stands by its own measurement or by its rate policy's pick (a full-length
+    run, never one of the bisection's short probes), and the best of those that met the SLOs
+    stands for the trial.
+    """
     policy = spec.grid.rate_search
 
     async def run(bench: TrialBench) -> Evaluated:
         out: list[Measurement] = []
+        stands: list[int] = []  # per record, the measurement that stands for it
         for i, (record, load) in enumerate(loads):
             if i:
                 await bench.reset_prefix_cache()
             phase = str(record.get(NAME_KEY) or _text(record) or "full")
             first = await bench.measure(load, phase)
             if first.verdict.met or policy == "none":
+                stands.append(len(out))
                 out.append(first)
                 continue
             if policy == "descent":
@@ -73,9 +80,13 @@ def grid_procedure(spec: SweepSpec, loads: list[tuple[dict[str, object], LoadSpe
                     full_prompts=load.num_prompts,
                     steps=spec.search.bisect_steps,
                 )
+            if more.chosen is not None:  # the rate policy's pick, never a short probe
+                stands.append(len(out) + more.chosen)
             out.extend(more.measurements)
-        chosen = best_met(out)
-        return Evaluated(out, chosen if chosen is not None else (len(out) - 1 if out else None))
+        pick = best_met([out[i] for i in stands])
+        if pick is not None:
+            return Evaluated(out, stands[pick])
+        return Evaluated(out, len(out) - 1 if out else None)
 
     return run
 

@@ -17,8 +17,9 @@
 4. **Stop** after ``patience`` starts without a better short result, when the feasible
    space is exhausted, or when the budget (one start kept back) is spent.
 5. **Confirm.** The best full result is started again and measured under ``confirm_seeds``
-   workload seeds; it is reported by its worst seed (SCOOT's robust re-run). If a seed
-   misses the SLOs, the next best is confirmed instead while the budget lasts.
+   workload seeds; it is reported by its worst seed (SCOOT's robust re-run). A seed that
+   misses the SLOs at the trial's rate lowers it (full runs, at most 25% lower) to one
+   every seed holds; if none is found, the next best is confirmed while the budget lasts.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from tui.tune.context import (
 )
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product
-from tui.tune.strategies.rates import at_rate, bisect
+from tui.tune.strategies.rates import at_rate, bisect, hold_under_seeds
 
 ENUMERATE_LIMIT = 20_000  # larger spaces are pruned lazily, proposal by proposal
 MAX_STALE_ASKS = 40  # proposals in a row that add nothing before one is drawn at random
@@ -394,19 +395,13 @@ async def _full_only(bench: TrialBench, load: LoadSpec, policy: str, steps: int)
 
 
 def confirm_procedure(spec: SweepSpec, trial: TrialOutcome) -> Procedure:
-    """The trial's chosen load under ``confirm_seeds`` seeds; the worst seed stands for it."""
+    """The trial's chosen load under ``confirm_seeds`` seeds, at a rate every seed holds
+    within the SLOs; the worst seed stands for it (see :func:`hold_under_seeds`)."""
     chosen = trial.measurement
     load = chosen.load if chosen is not None else base_load(spec)
     seeds = [load.seed + i for i in range(spec.search.confirm_seeds)]
 
     async def run(bench: TrialBench) -> Evaluated:
-        out = []
-        for i, seed in enumerate(seeds):
-            if i:
-                await bench.reset_prefix_cache()
-            out.append(await bench.measure(load.model_copy(update={"seed": seed}), f"seed {seed}"))
-        missed = [i for i, m in enumerate(out) if not m.verdict.met]
-        worst = missed[0] if missed else min(range(len(out)), key=lambda i: out[i].objective)
-        return Evaluated(out, worst)
+        return await hold_under_seeds(bench, load, seeds)
 
     return run
