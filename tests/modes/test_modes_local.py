@@ -10,6 +10,7 @@ import pytest
 from tui.domain.telemetry import SourceStatus
 from tui.modes import ConsoleOptions
 from tui.modes.local import LocalVllmMode
+from tui.modes.options import SetupError
 from tui.modes.sources import NvmlReader
 
 
@@ -45,3 +46,17 @@ def test_the_gpu_source_and_the_servers_visible_devices(
         )
     else:
         assert isinstance(services.gpu, NvmlReader) and policy.absent is None
+
+
+def test_a_bad_serve_line_is_judged_before_the_executable_or_the_history(tmp_path: Path) -> None:
+    """`vtc -- serve m --enforce-eager=maybe` on a machine without vLLM: the flag is the one
+    line the operator sees (not "vllm not found"), and no history is created."""
+    options = ConsoleOptions(
+        vllm=str(tmp_path / "no-such-vllm"),
+        serve_args=("serve", "m", "--enforce-eager=maybe"),
+        data_dir=tmp_path / "data",
+    )
+    with pytest.raises(SetupError) as caught:
+        LocalVllmMode().parts(options)
+    assert "--enforce-eager" in caught.value.one_line() and "maybe" in caught.value.one_line()
+    assert not (tmp_path / "data").exists()

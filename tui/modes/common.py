@@ -69,6 +69,15 @@ def _from_serve_args(argv: Sequence[str], point: StartingPoint) -> ServeFlags:
     return command.flags
 
 
+def check_serve_line(options: ConsoleOptions) -> None:
+    """Judge the ``-- serve`` line's flags before anything else is looked at (the executable,
+    the history, the devices): a bad flag is the one line the operator sees. Raises
+    :class:`SetupError`."""
+    if options.serve_args:
+        scratch = StartingPoint(ServeFlags(model="-"), LoadSpec(), None, [])
+        _from_serve_args(options.serve_args, scratch)
+
+
 def _from_config(path: Path, model: str | None, point: StartingPoint) -> ServeFlags:
     try:
         imported = load_config_file(path, model=model)

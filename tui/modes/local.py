@@ -25,6 +25,7 @@ from tui.modes.common import (
     STOP_GRACE_S,
     Services,
     assemble,
+    check_serve_line,
     free_port,
     open_history,
     reattach,
@@ -82,6 +83,7 @@ class LocalVllmMode:
 
     def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
         """What :meth:`build` joins: the session's facts and the adapters it chose."""
+        check_serve_line(options)
         resolved = shutil.which(options.vllm)
         if resolved is None:
             raise SetupError(
