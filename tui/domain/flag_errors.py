@@ -45,11 +45,12 @@ class FlagProblem:
 
 
 def shown_value(value: Any) -> str:
-    """A value as a message shows it: quoted when empty or spaced, cut when long."""
+    """A value as a message shows it: quoted when empty, spaced or holding a control character
+    (a newline would break the one line), cut when long."""
     text = value if isinstance(value, str) else repr(value)
     if len(text) > _SHOWN_VALUE_CHARS:
         text = text[: _SHOWN_VALUE_CHARS - 1] + "…"
-    if text == "" or text != text.strip() or " " in text:
+    if text == "" or any(c.isspace() for c in text) or not text.isprintable():
         return repr(text)
     return text
 
