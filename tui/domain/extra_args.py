@@ -123,6 +123,12 @@ def _option(
     if count_problem:
         out.problems.append(FlagProblem(FIELD, count_problem))
         return consumed
+    if not values and flag.nargs == "?":
+        # argparse stores the action's const; vLLM's one such flag, --hf-token, has
+        # const=True ("use the token from `huggingface-cli login`").
+        out.values[flag.dest] = True
+        _once(out, flag, token.spelled, seen)
+        return consumed
     typed = []
     for value in values:
         problem, converted = type_value(flag, value)
