@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.server.diagnose.common import make
-from tui.server.diagnose.reading import LogView, contains, tolerant
+from tui.server.diagnose.reading import LogView, contains, group_text, tolerant
 
 _GATED: Final = tolerant(
     r"(?P<text>GatedRepoError|You are trying to access a gated repo|Cannot access gated repo for "
@@ -120,7 +120,7 @@ def model_access(log: LogView) -> Diagnosis | None:
     if found:
         m, evidence = found
         model = _model(log, m, "model")
-        facts: dict[str, Any] = {"error": " ".join(m.group("text").split())}
+        facts: dict[str, Any] = {"error": group_text(m)}
         if model:
             facts["model"] = model
         return make(
@@ -135,7 +135,7 @@ def model_access(log: LogView) -> Diagnosis | None:
     if found:
         m, evidence = found
         model = _model(log, m, "model", "model2", "model3", "model4")
-        facts = {"error": " ".join(m.group("text").split())}
+        facts = {"error": group_text(m)}
         if model:
             facts["model"] = model
         return make(
@@ -170,7 +170,7 @@ def remote_code(log: LogView) -> Diagnosis | None:
         "the model's config or code is custom (not in transformers): it loads only with "
         "--trust-remote-code (read the repository's code first)",
         evidence,
-        {"error": " ".join(m.group("text").split())},
+        {"error": group_text(m)},
         _trust_fix(log),
     )
 
@@ -181,7 +181,7 @@ def tokenizer_error(log: LogView) -> Diagnosis | None:
     if not found:
         return None
     m, evidence = found
-    text = " ".join(m.group("text").split())
+    text = group_text(m)
     facts: dict[str, Any] = {"error": text}
     fixes: list[Fix] = []
     if contains(text, "untagged enum"):
@@ -229,7 +229,7 @@ def disk_full(log: LogView) -> Diagnosis | None:
     if not found:
         return None
     m, evidence = found
-    facts: dict[str, Any] = {"error": " ".join(m.group("text").split())}
+    facts: dict[str, Any] = {"error": group_text(m)}
     where = ""
     if m.group("where"):
         facts["location"] = m.group("where")

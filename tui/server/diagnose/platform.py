@@ -42,7 +42,7 @@ from tui.server.diagnose.common import (
     make,
     positive_int,
 )
-from tui.server.diagnose.reading import LogView, contains, tolerant
+from tui.server.diagnose.reading import LogView, contains, group_text, tolerant
 
 _BF16: Final = tolerant(
     r"Bfloat16 is only supported on GPUs with compute capability of at least 8\.0\. Your "
@@ -72,7 +72,7 @@ def unsupported_dtype(log: LogView) -> Diagnosis | None:
         m, evidence = found
         m = log.refine(m)
         cc = m.group("cc")
-        facts: dict[str, Any] = {"dtype": "bfloat16", "gpu": " ".join(m.group("gpu").split()),
+        facts: dict[str, Any] = {"dtype": "bfloat16", "gpu": group_text(m, "gpu"),
                                  "required_compute_capability": "8.0"}  # fmt: skip
         if cc:
             facts["compute_capability"] = cc
@@ -168,7 +168,7 @@ def unsupported_gpu(log: LogView) -> Diagnosis | None:
     found = log.find(_GPU_TOO_OLD)
     if found:
         m, evidence = found
-        facts: dict[str, Any] = {"error": " ".join(m.group("text").split())}
+        facts: dict[str, Any] = {"error": group_text(m)}
         if m.group("sm"):
             facts["cuda_arch"] = m.group("sm")
         return make(
@@ -255,7 +255,7 @@ def unsupported_block_size(log: LogView) -> Diagnosis | None:
     if found:
         m, evidence = found
         bs = int(m.group("bs"))
-        detail = " ".join((m.group("detail") or "").split())
+        detail = group_text(m, "detail")
         multiples = [int(x) for x in re.findall(r"MultipleOf\((\d+)\)", detail)]
         default_multiple = BLOCK_MULTIPLE_CPU if log.device == "cpu" else BLOCK_MULTIPLE_GPU
         multiple = math.lcm(*multiples) if multiples else default_multiple
@@ -323,7 +323,7 @@ def cuda_driver(log: LogView) -> Diagnosis | None:
     found = log.find(_DRIVER_OLD)
     if found:
         m, evidence = found
-        facts: dict[str, Any] = {"error": " ".join(m.group("text").split())}
+        facts: dict[str, Any] = {"error": group_text(m)}
         if m.group("found"):
             facts["driver_cuda_version"] = int(m.group("found"))
         return make(
@@ -337,7 +337,7 @@ def cuda_driver(log: LogView) -> Diagnosis | None:
     found = log.find(_NO_GPU)
     if found:
         m, evidence = found
-        text = " ".join(m.group("text").split())
+        text = group_text(m)
         return make(
             log,
             "no_gpu_visible",
@@ -382,7 +382,7 @@ def nccl_error(log: LogView) -> Diagnosis | None:
     if not found:
         return None
     m, evidence = found
-    text = " ".join(m.group("text").split())
+    text = group_text(m)
     facts: dict[str, Any] = {"error": text}
     fixes: list[Fix] = []
     hint = "run with NCCL_DEBUG=INFO to see why"

@@ -180,6 +180,11 @@ def tolerant(pattern: str, *needles: str, flags: int = 0, ignore_case: bool = Tr
     return Tolerant(pattern, needles, flags, ignore_case)
 
 
+def group_text(match: re.Match[str], group: str = "text") -> str:
+    """A captured group with its whitespace (wrapped lines, indents) folded to single spaces."""
+    return " ".join((match.group(group) or "").split())
+
+
 def contains(text: str, needle: str) -> bool:
     """Whether ``needle`` occurs in ``text``, whitespace ignored on both sides (a wrap may have
     dropped or added a space anywhere in flat text)."""
