@@ -389,7 +389,7 @@ def _strict(spec: FlagSpec, value: Any, problems: list[FlagProblem]) -> Any:
     }[kind]
     problems.append(
         FlagProblem(
-            spec.name, f"expected {expected}, got {_type_word(value)}", spec.cli, repr(value)
+            spec.name, f"expected {expected}, got {type_word(value)}", spec.cli, repr(value)
         )
     )
     return None
@@ -402,7 +402,10 @@ def _strict_extra(value: Any, problems: list[FlagProblem]) -> Any:
     return ()
 
 
-def _type_word(value: Any) -> str:
+def type_word(value: Any) -> str:
+    """What a file's value is, in the words a message uses ("a number", "a table"...)."""
+    if value is None:
+        return "nothing"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int | float):

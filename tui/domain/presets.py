@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tui.domain.errors import VtcError
 from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import ValidationContext, flags_from_values
+from tui.domain.flag_validation import ValidationContext, flags_from_values, type_word
 from tui.domain.flags import ServeFlags
 from tui.domain.workload import LoadSpec
 
@@ -75,10 +75,10 @@ def parse_preset(
         raise PresetError(f"{origin}: unknown key {unknown[0]!r} (a preset has {sorted(_KEYS)})")
     for key in _TEXT_KEYS:
         if not isinstance(data.get(key), str):
-            raise PresetError(f"{origin}: {key} must be text, got {_what(data.get(key))}")
+            raise PresetError(f"{origin}: {key} must be text, got {type_word(data.get(key))}")
     flags_table = data.get("flags", {})
     if not isinstance(flags_table, dict):
-        raise PresetError(f"{origin}: [flags] must be a table, got {_what(flags_table)}")
+        raise PresetError(f"{origin}: [flags] must be a table, got {type_word(flags_table)}")
     model = data.get("model", flags_table.get("model", ""))
     try:
         flags = flags_from_values({**flags_table, "model": model}, context)
@@ -99,7 +99,7 @@ def _workload(table: Any, origin: str) -> LoadSpec | None:
     if table is None:
         return None
     if not isinstance(table, dict):
-        raise PresetError(f"{origin}: [workload] must be a table, got {_what(table)}")
+        raise PresetError(f"{origin}: [workload] must be a table, got {type_word(table)}")
     try:
         return LoadSpec.model_validate(table, strict=True)  # true is no number of prompts
     except ValidationError as exc:
@@ -111,21 +111,7 @@ def _workload(table: Any, origin: str) -> LoadSpec | None:
 def _sim_gpu(value: Any, origin: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    raise PresetError(f"{origin}: sim_gpu must be text, got {_what(value)}")
-
-
-def _what(value: Any) -> str:
-    if value is None:
-        return "nothing"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__
+    raise PresetError(f"{origin}: sim_gpu must be text, got {type_word(value)}")
 
 
 def render_preset(preset: Preset) -> str:
