@@ -25,12 +25,39 @@ def test_the_first_fix_of_the_latest_failure() -> None:
     assert choice.fix == LOWER and choice.run is not None and choice.run.id == 1
 
 
-def test_the_same_cause_after_a_fix_stops_instead_of_looping() -> None:
+def test_the_same_cause_after_a_fix_takes_the_first_failures_next_fix_not_its_own() -> None:
     first = failed(1, BASE, UTIL, LOWER)
     again = failed(2, BASE.replace(gpu_memory_utilization=0.95), UTIL.model_copy(
         update={"set": {"gpu_memory_utilization": 0.96}}))  # fmt: skip
     choice = choose_fix([first, again])
-    assert choice.fix is None and "failed the same way" in choice.reason
+    assert choice.fix == LOWER and choice.run is first
+    # the failed attempt is undone in the form: utilization back to the first run's
+    assert choice.settings == {"max_model_len": 928, "gpu_memory_utilization": None}
+    last = failed(3, BASE.replace(max_model_len=928), UTIL.model_copy(
+        update={"set": {"gpu_memory_utilization": 0.97}}))  # fmt: skip
+    stop = choose_fix([first, again, last])
+    assert stop.fix is None and "every fix offered since was tried" in stop.reason
+
+
+TP2 = Fix(title="Split the weights over 2 GPUs", set={"tensor_parallel_size": 2})
+FP8 = Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"})
+TP1 = Fix(title="Set tensor_parallel_size back to 1", set={"tensor_parallel_size": 1})
+
+
+def test_a_fix_that_failed_another_way_leads_to_the_next_untried_fix() -> None:
+    """Issue 17: split over 2 GPUs failed with world size 2 > 1; f takes fp8, not a dead end."""
+    oom = failed(7, BASE, TP2, FP8, kind="weights_oom")
+    world = failed(8, BASE.replace(tensor_parallel_size=2), TP1, kind="world_size_exceeds_gpus")
+    choice = choose_fix([oom, world])
+    assert choice.fix == FP8 and choice.run is oom
+    assert choice.settings == {"quantization": "fp8", "tensor_parallel_size": None}
+    served = BASE.replace(quantization="fp8")
+    assert oom.flags.replace(**choice.settings) == served
+
+
+def test_a_world_size_failure_without_a_parent_offers_its_revert() -> None:
+    world = failed(8, BASE.replace(tensor_parallel_size=2), TP1, kind="world_size_exceeds_gpus")
+    assert choose_fix([world]).fix == TP1
 
 
 def test_a_different_cause_after_a_fix_is_fixed_in_turn() -> None:

@@ -298,8 +298,9 @@ class MainScreen(SweepActions):
     def action_fix(self) -> None:
         """One-key fix: the latest failure's next untried fix into the form, then restart.
 
-        Stops, and says why, when the last fix did not help (the same cause again) or
-        every fix was tried (``tui.domain.fix_loop``): ``f`` never loops.
+        After a fix that failed, the failure it came from offers its next untried fix (the
+        failed attempt undone); stops, and says why, when every fix was tried
+        (``tui.domain.fix_loop``): ``f`` never loops and never dead-ends.
         """
         if self._sweep_refuses("f"):
             return
@@ -308,8 +309,8 @@ class MainScreen(SweepActions):
             self.notify(choice.reason, title="No fix applied", severity="warning", timeout=10)
             return
         fix = choice.fix
-        self.form.apply_settings(fix.set)
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+        self.form.apply_settings(choice.settings)
+        settings = ", ".join(f"{k}={format_value(v)}" for k, v in choice.settings.items())
         title = f"Fix from run {choice.run.label}: restarting"
         self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()
