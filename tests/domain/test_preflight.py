@@ -188,6 +188,18 @@ def test_little_free_gpu_memory_warns_that_vllm_refuses_to_start() -> None:
     assert any("refuses to start" in w for w in est.warnings)
 
 
+def test_a_world_size_above_the_machines_gpus_is_refused_as_vllm_refuses_it() -> None:
+    """Issue 17: a one-GPU box must never be offered tensor_parallel_size=2."""
+    one = DeviceMemory(10004 * MIB, 10004 * MIB, "gpu", "RTX 3080", gpu_count=1)
+    flags = SEED_000.replace(max_model_len=512, tensor_parallel_size=2)
+    refused = estimate(LLAMA_8B, flags, one).warnings
+    assert any("world size 2" in w and "1 GPU " in w for w in refused)
+    two = DeviceMemory(10004 * MIB, 10004 * MIB, "gpu", "RTX 3080", gpu_count=2)
+    assert not any("world size" in w for w in estimate(LLAMA_8B, flags, two).warnings)
+    unknown = DeviceMemory(10004 * MIB, 10004 * MIB, "gpu", "RTX 3080")
+    assert not any("world size" in w for w in estimate(LLAMA_8B, flags, unknown).warnings)
+
+
 def test_unknown_free_memory_is_an_assumption_not_a_warning() -> None:
     device = DeviceMemory(10004 * MIB, None, "gpu", "RTX 3080")
     flags = SEED_000.replace(max_model_len=512)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from tui.domain.events import ServerState
@@ -11,13 +12,15 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
 from tui.modes import ConsoleOptions, build_session
-from tui.modes.demo import sim_gpu_device
+from tui.modes.demo import sim_catalog_config, sim_gpu_device
+from tui.server.diagnose import diagnose, preflight_checker
 from tui.server.kv_estimator import (
     KvEstimator,
     cpu_node_memory,
     gpu_device_from_sample,
     is_cpu_build,
 )
+from tui.server.model_config import find_model_config
 from tui.session import wait_for_state
 from tui.sim.catalog import GPUS
 
@@ -99,8 +102,14 @@ def test_gpu_device_from_an_nvml_sample_gives_back_our_own_servers_memory() -> N
     sample = GpuSample(t=0.0, source="nvml", status=SourceStatus.OK, devices=(gpu,))
     plain = gpu_device_from_sample(sample)
     ours = gpu_device_from_sample(sample, own_pids={111})
-    assert plain == DeviceMemory(10 * GIB, 1 * GIB, "gpu", "NVIDIA GeForce RTX 3080")
+    assert plain == DeviceMemory(10 * GIB, 1 * GIB, "gpu", "NVIDIA GeForce RTX 3080", gpu_count=1)
     assert ours is not None and ours.free_bytes == 8 * GIB
+    two = GpuSample(t=0.0, source="nvml", status=SourceStatus.OK,
+                    devices=(gpu, replace(gpu, index=1)))  # fmt: skip
+    seen = gpu_device_from_sample(two)
+    assert seen is not None and seen.gpu_count == 2
+    hidden = gpu_device_from_sample(two, visible="1")
+    assert hidden is not None and hidden.gpu_count == 1
     down = GpuSample(t=0.0, source="nvml", status=SourceStatus.UNAVAILABLE, message="no driver")
     assert gpu_device_from_sample(down) is None
     assert gpu_device_from_sample(sample, index=3) is None
@@ -144,7 +153,7 @@ def test_cpu_build_is_recognised_by_its_distribution(tmp_path: Path) -> None:
 def test_sim_gpu_device_is_the_catalog_gpu() -> None:
     spec = GPUS["rtx3080-10gb"]
     assert sim_gpu_device("rtx3080-10gb") == DeviceMemory(
-        spec.total_bytes, spec.total_bytes, "gpu", spec.name
+        spec.total_bytes, spec.total_bytes, "gpu", spec.name, gpu_count=1
     )
     assert sim_gpu_device("rtx3080-10gb", GIB).free_bytes == spec.total_bytes - GIB
 
@@ -195,3 +204,22 @@ async def test_demo_session_records_the_estimate_next_to_the_logged_capacity(
         assert ready.startup.kv_cache_tokens == ready.startup.kv_estimate_tokens
     finally:
         await session.close()
+
+
+def test_weights_oom_on_one_gpu_never_offers_more_gpus() -> None:
+    """Issue 17: the fixes are checked against the machine; a one-GPU box gets fp8, not tp 2."""
+
+    def estimator(count: int) -> KvEstimator:
+        return KvEstimator(
+            lambda: sim_gpu_device("rtx3080-10gb", count=count),
+            find_config=lambda m: find_model_config(m, env={}, fallback=sim_catalog_config),
+        )
+
+    flags = ServeFlags(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=512)
+    log = "ValueError: Failed to load model - not enough GPU memory\n"
+    one = diagnose(log, flags=flags, check=preflight_checker(estimator(1)))
+    assert one.kind == "weights_oom"
+    assert [f.set for f in one.fixes] == [{"quantization": "fp8"}]
+    assert any("world size 2" in w for w in one.facts["withheld_fixes"])
+    two = diagnose(log, flags=flags, check=preflight_checker(estimator(2)))
+    assert {"tensor_parallel_size": 2} in [f.set for f in two.fixes]

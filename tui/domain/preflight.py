@@ -33,12 +33,15 @@ class DeviceMemory:
 
     ``kind`` ``"gpu"``: one GPU (each rank's, when parallel). ``"cpu"``: the CPU build of
     vLLM, whose "device" is the NUMA node's RAM. ``free_bytes`` is ``None`` when unknown.
+    ``gpu_count``: how many GPUs the server can use on this machine (``None``: unknown), so
+    that a world size above it is refused here as vLLM refuses it, and never offered as a fix.
     """
 
     total_bytes: int
     free_bytes: int | None = None
     kind: DeviceKind = "gpu"
     name: str = ""
+    gpu_count: int | None = None
 
     def __post_init__(self) -> None:
         if self.total_bytes <= 0:
@@ -127,6 +130,7 @@ def estimate(
         if device.free_bytes is not None:
             free = device.free_bytes - budget.CUDA_CONTEXT_BYTES
         b = budget.gpu_budget(cfg, device.total_bytes, free)
+        _world_size_check(cfg, device, warnings)
         _gpu_checks(cfg, b, device, warnings, assumptions)
     exact = cfg.kv_cache_memory_bytes is not None or cfg.num_gpu_blocks_override is not None
     if exact:
@@ -135,6 +139,20 @@ def estimate(
 
 
 _KV_GUESS = "KV bytes use"  # the prefix of assumptions that only matter for measured sizing
+
+
+def world_size_message(world_size: int, gpu_count: int) -> str:
+    """vLLM 0.32's refusal (``config/parallel.py:1052-1058``), worded for the form."""
+    return (
+        f"world size {world_size} (tensor x pipeline parallel) is larger than the "
+        f"{gpu_count} GPU{'s' if gpu_count != 1 else ''} available on this machine: vLLM "
+        "refuses to start"
+    )
+
+
+def _world_size_check(cfg: EngineConfig, device: DeviceMemory, warnings: list[str]) -> None:
+    if device.gpu_count is not None and cfg.world_size > device.gpu_count:
+        warnings.append(world_size_message(cfg.world_size, device.gpu_count))
 
 
 def _gpu_checks(

@@ -52,10 +52,13 @@ def simulator_command() -> list[str]:
     return [sys.executable, "-m", "tui.sim"]
 
 
-def sim_gpu_device(gpu: str, used_bytes: int = 0) -> DeviceMemory:
-    """The simulator's catalog GPU ``gpu`` (key or product name), ``used_bytes`` taken."""
+def sim_gpu_device(gpu: str, used_bytes: int = 0, count: int = 1) -> DeviceMemory:
+    """The simulator's catalog GPU ``gpu`` (key or product name), ``used_bytes`` taken, on a
+    simulated machine of ``count`` such GPUs (the demo launches one: no ``--sim-gpus``)."""
     spec = resolve_gpu(gpu)
-    return DeviceMemory(spec.total_bytes, spec.total_bytes - used_bytes, "gpu", spec.name)
+    return DeviceMemory(
+        spec.total_bytes, spec.total_bytes - used_bytes, "gpu", spec.name, gpu_count=count
+    )
 
 
 def sim_catalog_config(model: str) -> ModelConfig | None:

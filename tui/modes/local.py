@@ -169,7 +169,8 @@ def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:
     """The CPU build's NUMA node, else NVML's GPU 0 (the console's own server counts as free)."""
     if nvml is None:
         return cpu_node_memory()
-    return gpu_device_from_sample(nvml.sample(), 0, console_children())
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return gpu_device_from_sample(nvml.sample(), 0, console_children(), visible)
 
 
 def _cli_loader(vllm_executable: str) -> CliLoader | None:

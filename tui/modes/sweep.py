@@ -140,8 +140,9 @@ class SweepMode:
         credentials, store_path = self._common(data_dir, index, demo=True)
         gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_SIM_GPU
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
+        per_trial = gpus_per_trial(self.spec)
         estimator = KvEstimator(
-            lambda: sim_gpu_device(gpu), env={**self.env, **env},
+            lambda: sim_gpu_device(gpu, count=per_trial), env={**self.env, **env},
             find_config=lambda m: find_model_config(m, env=self.env, fallback=sim_catalog_config),
         )  # fmt: skip
         launcher = ProcessLauncher(
@@ -149,7 +150,6 @@ class SweepMode:
             startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
             fix_check=preflight_checker(estimator),
         )  # fmt: skip
-        per_trial = gpus_per_trial(self.spec)
         args = [
             "--sim-gpu",
             gpu,
@@ -177,7 +177,7 @@ class SweepMode:
         if group is not None:
             env["CUDA_VISIBLE_DEVICES"] = group
         first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
-        estimator = KvEstimator(_device_reader(nvml, first), env={**self.env, **env})
+        estimator = KvEstimator(_device_reader(nvml, first, group), env={**self.env, **env})
         launcher = ProcessLauncher(
             [vllm], env=env, log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
@@ -239,10 +239,13 @@ def _count(nvml: NvmlGpuSource) -> int:
     return len(nvml.sample().devices)
 
 
-def _device_reader(nvml: NvmlGpuSource | None, index: int) -> Callable[[], DeviceMemory | None]:
+def _device_reader(
+    nvml: NvmlGpuSource | None, index: int, group: str | None = None
+) -> Callable[[], DeviceMemory | None]:
     if nvml is None:
         return cpu_node_memory
-    return lambda: gpu_device_from_sample(nvml.sample(), index, console_children())
+    visible = group if group is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
+    return lambda: gpu_device_from_sample(nvml.sample(), index, console_children(), visible)
 
 
 def _watched(data_dir: Path, demo: bool) -> frozenset[int]:

@@ -31,13 +31,26 @@ GIB = 2**30
 CPU_KVCACHE_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"  # whole GiB; overrides the flag (cpu.py:323-327)
 
 
+def visible_gpu_count(visible: str | None, found: int) -> int:
+    """How many GPUs a server sees: ``CUDA_VISIBLE_DEVICES``'s entries when it is set (an
+    empty value hides them all), else the ``found`` devices."""
+    if visible is None:
+        return found
+    return len([part for part in visible.split(",") if part.strip()])
+
+
 def gpu_device_from_sample(
-    sample: GpuSample, index: int = 0, own_pids: Iterable[int] = ()
+    sample: GpuSample,
+    index: int = 0,
+    own_pids: Iterable[int] = (),
+    visible: str | None = None,
 ) -> DeviceMemory | None:
     """GPU ``index`` of an NVML/DCGM sample; ``None`` when the source or a number is N/A.
 
     Memory held by ``own_pids`` (the console's own server, which a restart stops first)
-    counts as free: that server will be gone when the new one starts.
+    counts as free: that server will be gone when the new one starts. ``visible`` is the
+    server's ``CUDA_VISIBLE_DEVICES`` (``None``: unset): the GPU count pre-flight checks the
+    world size against.
     """
     if sample.status is not SourceStatus.OK:
         return None
@@ -49,7 +62,8 @@ def gpu_device_from_sample(
         pids = set(own_pids)
         ours = sum(used or 0 for pid, used in device.processes if pid in pids)
         free = min(device.memory_total, device.memory_total - device.memory_used + ours)
-    return DeviceMemory(device.memory_total, free, "gpu", device.name)
+    count = visible_gpu_count(visible, len(sample.devices))
+    return DeviceMemory(device.memory_total, free, "gpu", device.name, gpu_count=count)
 
 
 def console_children() -> set[int]:

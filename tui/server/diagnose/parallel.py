@@ -118,9 +118,22 @@ def _numbers(log: LogView, groups: dict[str, Any]) -> tuple[int | None, int | No
     return ws, gpus, pp
 
 
-def _fixes(gpus: int | None, pp: int) -> list[Fix]:
-    if not gpus or gpus < 1:
+def _revert(log: LogView) -> list[Fix]:
+    """The GPU count unknown: undo the parallel flags the run set (vLLM's default: 1 each)."""
+    undo = {
+        name: None
+        for name in ("tensor_parallel_size", "pipeline_parallel_size")
+        if positive_int(log, name) > 1
+    }
+    if not undo:
         return []
+    names = " and ".join(undo)
+    return [Fix(title=f"Revert {names} to 1 (the flag that asked for more GPUs)", set=undo)]
+
+
+def _fixes(log: LogView, gpus: int | None, pp: int) -> list[Fix]:
+    if not gpus or gpus < 1:
+        return _revert(log)
     fixes: list[Fix] = []
     if 1 < pp <= gpus:
         tp_keep_pp = _largest_tp(max(1, gpus // pp))
@@ -134,8 +147,12 @@ def _fixes(gpus: int | None, pp: int) -> list[Fix]:
     fix_set: dict[str, Any] = {"tensor_parallel_size": tp}
     if pp > 1:
         fix_set["pipeline_parallel_size"] = 1
-    what = f"all {gpus}" if tp == gpus else f"{tp} of the {gpus}"
-    fixes.append(Fix(title=f"Use {what} GPU(s) for tensor parallelism", set=fix_set))
+    if tp == 1 and positive_int(log, "tensor_parallel_size") > 1:
+        title = f"Revert tensor_parallel_size to 1 (this machine has {gpus} GPU)"
+    else:
+        what = f"all {gpus}" if tp == gpus else f"{tp} of the {gpus}"
+        title = f"Use {what} GPU(s) for tensor parallelism"
+    fixes.append(Fix(title=title, set=fix_set))
     return fixes
 
 
@@ -160,6 +177,6 @@ def world_size_exceeds_gpus(log: LogView) -> Diagnosis | None:
             f"{asked} needs more GPUs than {have}",
             evidence,
             facts,
-            _fixes(gpus, pp),
+            _fixes(log, gpus, pp),
         )
     return None
