@@ -135,7 +135,8 @@ class FakeMetrics:
     """A /metrics reader whose next values the test sets; records its targets.
 
     ``histograms``: the latency histograms of the next page (``ServerLatency`` names);
-    ``t``: the next sample's time; ``status``/``message``: a page that could not be read.
+    ``t``: the next sample's time; ``status``/``message``: a page that could not be read;
+    ``preemptions``: the preemption counter (``None``: not on the page).
     ``scrapes`` counts the samples taken.
     """
 
@@ -144,6 +145,7 @@ class FakeMetrics:
         self.kv = 0.25
         self.waiting = 0.0
         self.running = 1.0
+        self.preemptions: float | None = None
         self.gpu = gpu
         self.t = 0.0
         self.histograms: dict[str, Histogram] = {}
@@ -169,6 +171,7 @@ class FakeMetrics:
             kv_cache_usage=self.kv,
             num_running=self.running,
             num_waiting=self.waiting,
+            preemptions_total=self.preemptions,
             gpu=self.gpu,
             histograms=dict(self.histograms),
         )

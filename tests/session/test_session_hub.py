@@ -259,6 +259,33 @@ async def test_advice_holds_only_while_its_condition_does() -> None:
     await hub.aclose()
 
 
+async def test_a_new_server_instance_drops_the_previous_ones_advice() -> None:
+    """Issue 17: restarted from a preempting configuration to a calm one, the Metrics panel
+    kept advising ``max_num_seqs=4 · 30 preemptions in the last 59 s`` from the old server."""
+    metrics = FakeMetrics()
+    hub = TelemetryHub(emit=lambda _: None, interval_s=0.01, metrics=metrics)
+    hub.start()
+    hub.follow(Launched(pid=1, argv=(), log_path=None), run(7), url=None, pid=1)
+    hub.follow(Ready(elapsed=1.0), run(7), url=URL, pid=1)
+    metrics.running, metrics.preemptions = 8.0, 0.0
+    await until(lambda: metrics.scrapes >= 2)
+    metrics.t, metrics.preemptions = 1.0, 30.0
+    await until(lambda: any(a.code == "preemptions" for a in hub.status().advice))
+    hub.follow(Exited(exit_code=0), run(7), url=None, pid=None)
+    await until(lambda: hub.status().metrics is None)  # the old server's page is let go
+    hub.follow(Launched(pid=2, argv=(), log_path=None), run(8), url=None, pid=2)
+    hub.follow(Ready(elapsed=1.0), run(8), url=URL, pid=2)
+    metrics.preemptions, metrics.running = 0.0, 2.0  # the new server: a fresh counter, calm
+    scraped = metrics.scrapes
+    await until(lambda: metrics.scrapes >= scraped + 3)
+    for step in range(3):
+        metrics.t = 2.0 + step  # within a minute of the old server's samples
+        scraped = metrics.scrapes
+        await until(lambda: metrics.scrapes >= scraped + 2)
+    assert hub.status().advice == ()
+    await hub.aclose()
+
+
 async def test_a_run_keeps_its_series_and_its_loads_server_side_latency() -> None:
     recorded = Recorded()
     metrics = FakeMetrics()

@@ -35,9 +35,7 @@ async def test_an_estimator_that_raises_becomes_a_warning_and_never_blocks_a_lau
     assert await preflight.estimate(FLAGS) is None  # the launch goes on without it
 
 
-async def test_chunked_prefill_off_is_flagged_and_the_flag_list_loads_in_the_background() -> (
-    None
-):
+async def test_chunked_prefill_off_is_flagged_and_the_flag_list_loads_in_the_background() -> None:
     def broken() -> object:
         raise RuntimeError("vllm not importable\nTraceback ...")
 

@@ -130,7 +130,8 @@ async def test_export_writes_the_format_under_the_data_dir_with_secrets_by_name(
     # even a value slipped into the recorded environment must not reach an export.
     repro = Reproduction(env={"VLLM_API_KEY": "sk-very-secret"}, secret_env=["HF_TOKEN"])
     run = measured().model_copy(
-        update={"flags": ServeFlags(model="m", max_num_seqs=64), "repro": repro})
+        update={"flags": ServeFlags(model="m", max_num_seqs=64), "repro": repro}
+    )
     path = await session.tools.export(run, "compose")
     assert path == tmp_path / "data" / "exports" / "runs" / "7" / "compose.yaml"
     text = path.read_text()

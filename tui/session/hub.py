@@ -174,8 +174,11 @@ class TelemetryHub:
         """Follow the current server's ``event`` (``run``: its run, already updated)."""
         if isinstance(event, Launched):
             self.server_pid = event.pid
+            self._new_instance()
             self._begin_run(run)
         elif isinstance(event, Ready):
+            if pid is not None and pid != self.server_pid:
+                self._new_instance()  # a server taken over (no Launched came before)
             self.server_pid = pid if pid is not None else self.server_pid
             self._begin_run(run)  # a server taken over begins its run's series here
             if url is not None:
@@ -245,6 +248,12 @@ class TelemetryHub:
                 await source.aclose()
 
     # -- internals ------------------------------------------------------------------------------
+    def _new_instance(self) -> None:
+        """Another server: advice and peaks are that server's own from now on."""
+        self._readings.begin_instance()
+        if self._peaks is not None:
+            self._peaks = {}
+
     def _begin_run(self, run: RunRecord | None) -> None:
         if run is None or run.id is None:
             return

@@ -176,6 +176,7 @@ class SessionPort(Protocol):
     def history(self) -> TelemetryHistory:
         """The panels' numbers over the last minutes (read-only for the console)."""
         ...
+
     @property
     def tools(self) -> SessionTools: ...
 

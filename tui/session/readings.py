@@ -7,7 +7,10 @@ reading with its reason. A *standing* reading (the simulated GPU released once i
 simulator exited) describes a state rather than a poll: it is current until replaced.
 
 Once an interval the hub asks for :meth:`Readings.status`: the freshness of every source,
-the server's GPUs and the advice that holds over the last minute of /metrics samples.
+the server's GPUs and the advice that holds over the last minute of /metrics samples *of the
+server instance watched now*: :meth:`Readings.begin_instance` (a new server) starts the
+advisor's window afresh, so a restart from a preempting configuration to a calm one never
+keeps advising from the previous server's samples (issue 17).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Readings:
         self._metrics: ServerMetrics | None = None
         self._gpu_standing = False
         self._server_gpus: frozenset[int] = frozenset()
+        self._instance: list[ServerMetrics] = []  # this server's samples in the advice window
 
     @property
     def gpu(self) -> GpuSample | None:
@@ -89,11 +93,20 @@ class Readings:
         self._stamp("host", sample.status, sample.message)
         self.history.record_host(sample)
 
+    def begin_instance(self) -> None:
+        """A new server instance: the advice window holds none of the previous one's samples."""
+        self._instance = []
+        self._metrics = None
+
     def on_metrics(self, sample: ServerMetrics) -> None:
         """A /metrics reading of the watched server."""
         self._metrics = sample
         self._stamp("metrics", sample.status, sample.message)
         self.history.record_metrics(sample)
+        if sample.status is SourceStatus.OK:
+            since = sample.t - ADVICE_WINDOW_S
+            self._instance = [s for s in self._instance if s.t >= since]
+            self._instance.append(sample)
 
     def on_failure(self, source: str, message: str) -> None:
         """A poll of ``source`` raised: DOWN with the reason until a reading says otherwise."""
@@ -141,6 +154,5 @@ class Readings:
         latest = self._metrics
         if latest is None or latest.status is not SourceStatus.OK:
             return []
-        recent = self.history.recent_metrics(latest.t - ADVICE_WINDOW_S)
-        inputs = AdviceInputs(recent, self.flags, self._gpu, self._server_gpus)
+        inputs = AdviceInputs(list(self._instance), self.flags, self._gpu, self._server_gpus)
         return advise(inputs)
