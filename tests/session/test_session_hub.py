@@ -280,8 +280,7 @@ async def test_a_new_server_instance_drops_the_previous_ones_advice() -> None:
     await until(lambda: metrics.scrapes >= scraped + 3)
     for step in range(3):
         metrics.t = 2.0 + step  # within a minute of the old server's samples
-        scraped = metrics.scrapes
-        await until(lambda: metrics.scrapes >= scraped + 2)
+        await until(lambda at=metrics.scrapes: metrics.scrapes >= at + 2)  # type: ignore[misc]
     assert hub.status().advice == ()
     await hub.aclose()
 
