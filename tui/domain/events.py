@@ -101,4 +101,29 @@ class Exited:
     requested: bool = field(default=False)  # True when the console asked it to stop
 
 
-ServerEvent = Launched | StageReached | LogLine | KvCacheReported | Ready | Failed | Exited
+@dataclass(frozen=True)
+class Unanswered:
+    """The process is alive but ``/health`` gave no 200 within its deadline (hung, stopped
+    with SIGSTOP, or swamped): ``silent_s`` since its last answer, ``reason`` the last probe's
+    outcome. Sent again at each failed probe (the age grows) until :class:`Answered`."""
+
+    silent_s: float
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Answered:
+    """``/health`` answers again after :class:`Unanswered`."""
+
+
+ServerEvent = (
+    Launched
+    | StageReached
+    | LogLine
+    | KvCacheReported
+    | Ready
+    | Failed
+    | Exited
+    | Unanswered
+    | Answered
+)

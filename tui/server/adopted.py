@@ -36,6 +36,7 @@ from tui.domain.flags import ServeFlags, stored_context
 from tui.domain.results import StartupProfile
 from tui.server.backend import ADOPTED, EventSink, Takeover
 from tui.server.diagnose import diagnose
+from tui.server.health_watch import HealthWatch
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber
 from tui.server.process import (
@@ -46,7 +47,7 @@ from tui.server.process import (
     terminate_tree,
 )
 from tui.server.stages import StageTracker
-from tui.server.watching import Request, WatchedServer, wait_first
+from tui.server.watching import Request, WatchedServer, cancel_and_wait, wait_first
 from tui.store.server_state import ServerStateError, ServerStateFile, ServerStateRecord
 
 logger = logging.getLogger(__name__)
@@ -306,6 +307,7 @@ class AdoptedServer(WatchedServer):
         self._record = record
         self._poll_s = poll_interval_s
         self._health_s = health_interval_s
+        self._health: asyncio.Future[None] | None = None
         self._startup = startup  # how its start went, from its run record (if stored)
         self._log_pos = 0
         self._partial = b""
@@ -387,6 +389,14 @@ class AdoptedServer(WatchedServer):
 
     # -- the lifecycle ----------------------------------------------------------------------
     async def _run(self) -> None:
+        try:
+            await self._follow()
+        finally:  # /health is asked while it serves (tui.server.health_watch)
+            if self._health is not None:
+                await cancel_and_wait(self._health)
+                self._health = None
+
+    async def _follow(self) -> None:
         if self._requested() is None:
             self._announce()
         loop = asyncio.get_running_loop()
@@ -411,6 +421,9 @@ class AdoptedServer(WatchedServer):
                 if await self._prober.health(self.base_url) == 200:
                     self._set_state(ServerState.READY)
                     self._emit_ready()
+            if self._state is ServerState.READY and self._health is None:
+                watch = HealthWatch(self._prober, self.base_url, self._emit)
+                self._health = asyncio.ensure_future(watch.run())
             await wait_first(self._requests(), timeout_s=self._poll_s)
 
     def _announce(self) -> None:

@@ -38,6 +38,7 @@ from tui.domain.events import (
 from tui.domain.flags import ServeFlags
 from tui.server.backend import LAUNCHED, EventSink
 from tui.server.diagnose import diagnose, port_in_use_diagnosis
+from tui.server.health_watch import HEALTH_INTERVAL_S, HealthWatch
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
 from tui.server.probe import HealthProber, base_url, held_by_stranger, port_holder, port_is_busy
 from tui.server.process import snapshot_tree
@@ -75,6 +76,7 @@ class LaunchSettings:
     poll_interval_s: float
     max_log_lines: int = DEFAULT_MAX_LINES
     fix_check: FixChecker | None = None  # checks each offered fix (the pre-flight estimate)
+    health_interval_s: float = HEALTH_INTERVAL_S  # /health while serving (tui.server.health_watch)
 
 
 class End(enum.Enum):
@@ -282,9 +284,7 @@ class LaunchedServer(WatchedServer):
             diagnosis = port_in_use_diagnosis(port, why, holder=holder)
             return self._refuse(diagnosis)
         header = f"# vtc: {shlex.join(self._argv)}"
-        self._log_path = await asyncio.to_thread(
-            new_log_path, self._settings.log_dir, port, header
-        )
+        self._log_path = await asyncio.to_thread(new_log_path, self._settings.log_dir, port, header)
         self._t0 = time.monotonic()
         self._started_at = datetime.now(UTC)
         try:
@@ -392,12 +392,19 @@ class LaunchedServer(WatchedServer):
     async def _serving(self) -> End:
         assert self._proc is not None
         exited, request = self._proc.exited, self._requests()
-        while True:
-            await asyncio.to_thread(self._remember_tree, self._proc.pid)  # the tree as it serves
-            await wait_first(exited, request, timeout_s=SERVING_SNAPSHOT_S)
-            end = self._first_end()
-            if end is not None:
-                return end
+        watch = HealthWatch(
+            self._prober, self.base_url, self._emit, interval_s=self._settings.health_interval_s
+        )
+        health = asyncio.ensure_future(watch.run())
+        try:
+            while True:
+                await asyncio.to_thread(self._remember_tree, self._proc.pid)  # as it serves
+                await wait_first(exited, request, timeout_s=SERVING_SNAPSHOT_S)
+                end = self._first_end()
+                if end is not None:
+                    return end
+        finally:
+            await cancel_and_wait(health)
 
     async def _conclude(self, end: End) -> End:
         if end is End.EXITED:

@@ -44,6 +44,7 @@ from pathlib import Path
 from tui.domain.diagnosis import FixChecker
 from tui.domain.flags import LAUNCH_HOST, ServeFlags
 from tui.server.backend import EventSink
+from tui.server.health_watch import HEALTH_INTERVAL_S
 from tui.server.launched import LaunchedServer, LaunchSettings
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber, HttpxProber
@@ -94,6 +95,7 @@ class ProcessLauncher:
         default_host: str | None = DEFAULT_HOST,
         max_log_lines: int = DEFAULT_MAX_LINES,
         fix_check: FixChecker | None = None,
+        health_interval_s: float = HEALTH_INTERVAL_S,
     ) -> None:
         if isinstance(command, str) or not command:
             raise ValueError("command must be a non-empty argv list, e.g. ['vllm']")
@@ -108,6 +110,7 @@ class ProcessLauncher:
             poll_interval_s=poll_interval_s,
             max_log_lines=max_log_lines,
             fix_check=fix_check,
+            health_interval_s=health_interval_s,
         )
         self.default_host = default_host
         self._own_prober = prober is None

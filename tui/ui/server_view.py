@@ -2,14 +2,16 @@
 
 The record (folded from the server's events by ``tui.domain.record.apply``) holds what the
 start did; the live part is only what no record keeps: the process id and the clock while
-it starts. Recomputed on every event, so the panel can never drift from the board.
+it starts, and whether a READY server still answers ``/health`` (``Unanswered``: shown as
+NOT RESPONDING with its silence, never as a green READY). Recomputed on every event, so the
+panel can never drift from the board.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tui.domain.events import ServerState, Stage
+from tui.domain.events import ServerState, Stage, Unanswered
 from tui.domain.results import RunRecord, RunStatus
 
 
@@ -28,6 +30,8 @@ class ServerView:
     exit_code: int | None = None
     failure: str = ""
     since_launch: float | None = None  # live clock while starting (None: not shown)
+    silent_s: float | None = None  # READY but /health unanswered this long (None: answering)
+    silent_why: str = ""
 
 
 def project(
@@ -36,10 +40,14 @@ def project(
     *,
     pid: int | None = None,
     since_launch: float | None = None,
+    silence: Unanswered | None = None,
 ) -> ServerView:
     """The panel for ``record`` (the current run) in ``state``, with the live ``pid`` and clock."""
+    silent = silence if state is ServerState.READY else None  # a stop in progress says so
+    silent_s = silent.silent_s if silent is not None else None
+    silent_why = silent.reason if silent is not None else ""
     if record is None:
-        return ServerView(state=state, pid=pid)
+        return ServerView(state=state, pid=pid, silent_s=silent_s, silent_why=silent_why)
     startup = record.startup
     last = startup.stages[-1] if startup.stages else None
     ready = startup.seconds_to_ready
@@ -57,4 +65,6 @@ def project(
         exit_code=record.exit_code,
         failure=record.diagnosis.summary if failed and record.diagnosis else "",
         since_launch=since_launch if state is ServerState.STARTING else None,
+        silent_s=silent_s,
+        silent_why=silent_why,
     )

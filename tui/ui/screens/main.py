@@ -13,7 +13,15 @@ from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
-from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
+from tui.domain.events import (
+    Failed,
+    Launched,
+    LogLine,
+    Ready,
+    ServerEvent,
+    ServerState,
+    Unanswered,
+)
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
@@ -66,6 +74,7 @@ class MainScreen(SweepActions):
         self._clock = clock
         self._launched_at: float | None = None
         self._pid: int | None = None  # live: the record does not keep the process id
+        self._silence: Unanswered | None = None  # live: READY but /health unanswered
         self._view = project(session.current, session.state)
         self._restarting = False
         self._loading = False
@@ -171,6 +180,7 @@ class MainScreen(SweepActions):
         if isinstance(event, LogLine):
             self.server_panel.tail.write(event.text)
             return
+        self._silence = event if isinstance(event, Unanswered) else None
         if isinstance(event, Launched):
             self.server_panel.tail.set_lines([])
             self.query_one(LoadPanel).clear()
@@ -191,7 +201,13 @@ class MainScreen(SweepActions):
         since = None
         if self._clock is not None and self._launched_at is not None:
             since = self._clock() - self._launched_at
-        view = project(self.session.current, self.session.state, pid=self._pid, since_launch=since)
+        view = project(
+            self.session.current,
+            self.session.state,
+            pid=self._pid,
+            since_launch=since,
+            silence=self._silence,
+        )
         self._view = view
         self.server_panel.view = view
 

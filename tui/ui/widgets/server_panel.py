@@ -23,8 +23,29 @@ _STATE_STYLE = {
 }
 
 
+NOT_RESPONDING = "NOT RESPONDING"
+
+
+def _silent_lines(view: ServerView) -> Content:
+    """A READY server whose /health does not answer: alive, not serving (hung, stopped)."""
+    head: list[str | tuple[str, str]] = [(f"● {NOT_RESPONDING}", "bold $error")]
+    if view.run_label:
+        head.append(f"  run {view.run_label}")
+    if view.pid is not None:
+        head.append(f" · pid {view.pid}")
+    head.append(f" · silent {view.silent_s or 0:.0f}s")
+    detail = Content.styled(
+        f"{view.silent_why or 'no /health answer'}: the process is alive but does not "
+        "answer (hung or stopped); s stops it (SIGKILL if SIGTERM is ignored)",
+        "$error",
+    )
+    return Content("\n").join([Content.assemble(*head), detail])
+
+
 def status_lines(view: ServerView) -> Content:
     """The two status lines above the log tail."""
+    if view.silent_s is not None and view.state is ServerState.READY:
+        return _silent_lines(view)
     head: list[str | tuple[str, str]] = [
         (f"● {view.state.value.upper()}", f"bold {_STATE_STYLE[view.state]}"),
     ]
