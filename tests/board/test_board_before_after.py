@@ -43,4 +43,4 @@ def test_a_repeat_reads_as_noise_and_other_loads_are_called_out() -> None:
     assert "30.0% increase (noise)" in text and "a repeat" in text
     c = served_run(3, tput=1040, workload=LoadSpec(num_prompts=200))
     text = before_after_markdown(before_after(a, c))
-    assert "(other load)" in text and "Not like for like: workload num_prompts: 64 vs 200" in text
+    assert "(other load)" in text and "Not like for like: other workload: prompts 64 vs 200" in text

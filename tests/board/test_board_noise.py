@@ -91,7 +91,7 @@ def test_different_workloads_are_marked_and_never_a_gain() -> None:
     base = served_run(1, tput=100, workload=LoadSpec(num_prompts=32))
     run = served_run(2, tput=1000, workload=LoadSpec(num_prompts=200), max_num_seqs=512)
     verdict = like_for_like(run, base)
-    assert not verdict.ok and verdict.reasons == ("workload num_prompts: 200 vs 32",)
+    assert not verdict.ok and verdict.reasons == ("other workload: prompts 200 vs 32",)
     result = compare(OUTPUT_THROUGHPUT, run, base, Groups([base, run]))
     assert result.verdict is Verdict.OTHER_LOAD and result.percent == 900.0
 
@@ -100,7 +100,7 @@ def test_a_different_machine_is_not_like_for_like_but_an_unknown_one_is_not_held
     a = served_run(1, repro=Reproduction(gpu_name="NVIDIA A100", vllm_version="0.32.0"))
     b = served_run(2, repro=Reproduction(gpu_name="NVIDIA H100", vllm_version="0.32.0"))
     c = served_run(3, repro=Reproduction(gpu_name=None, vllm_version="0.32.0"))
-    assert like_for_like(a, b).reasons == ("GPU: NVIDIA A100 vs NVIDIA H100",)
+    assert like_for_like(a, b).reasons == ("other machine: GPU NVIDIA A100 vs NVIDIA H100",)
     assert like_for_like(a, c).ok and like_for_like(a, served_run(4)).ok
 
 

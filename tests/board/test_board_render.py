@@ -24,7 +24,7 @@ def _board():  # type: ignore[no-untyped-def]
         served_run(4, tput=950, max_num_seqs=512, repro=REPRO),
         served_run(5, tput=2000, max_num_seqs=512, workload=LoadSpec(num_prompts=200), repro=REPRO),
     ]
-    return build_board(runs, BoardView())
+    return build_board(runs, BoardView(pinned=2))  # the default: test_board_baseline.py
 
 
 def _md_rows(text: str) -> list[list[str]]:
@@ -55,7 +55,7 @@ def test_csv_has_raw_numbers_and_json_has_the_verdicts() -> None:
     assert float(table[3]["out tok/s vs baseline %"]) == 18.75
     assert table[0]["cause"].startswith("max seq len") and table[1]["baseline"] == "1"
     doc = json.loads(json.dumps(board_json(board)))
-    assert doc["baseline"] == {"id": 2, "label": "#2", "reason": "first served run of this session"}
+    assert doc["baseline"] == {"id": 2, "label": "#2", "reason": "pinned"}
     cells = {r["label"]: r["cells"]["metric:output_throughput"] for r in doc["rows"]}
     assert cells["#3"]["verdict"] == "noise" and cells["#4"]["verdict"] == "gain"
     assert cells["#5"]["verdict"] == "other load" and cells["#2"]["verdict"] == "baseline"

@@ -83,7 +83,7 @@ def test_the_page_is_self_contained_and_forbids_fetching() -> None:
 
 
 def test_the_page_holds_table_plot_comparison_and_each_reproduction() -> None:
-    html = _page(sample_runs(), selected=3)
+    html = _page(sample_runs(), selected=3, pinned=2)
     assert "failed: kv_cache_too_small" in html and "30576" in html
     assert html.count('class="baseline"') == 1  # one baseline row
     assert BASELINE_COLOR in html and SELECTED_COLOR in html and "<polyline" in html

@@ -97,11 +97,11 @@ async def test_issue_10_done_when_three_sessions_by_keys_at_80x24() -> None:
         assert grid_of(app).row_count == 3
         states = [r.state for r in table.rows]
         assert states[2] == "failed: kv_cache_too_small"
-        # the default baseline: this session (s3) has served nothing, so the newest served
-        # run of an earlier session, and the title says so
+        # the default baseline: the newest completed load (this session, s3, has none), and
+        # the title says so
         assert board.board is not None and board.board.baseline is not None
         assert board.board.baseline.label == "#2"
-        assert "vs #2 (newest served run of an earlier session)" in str(board.border_title)
+        assert "vs #2 (newest completed load)" in str(board.border_title)
 
         # sort by output throughput, descending: #2 (905), #1 (640), the failure (N/A) last
         await cursor_to_column(pilot, "metric:output_throughput")

@@ -1,11 +1,12 @@
 """The one baseline every delta and every flag diff on the board is measured against.
 
 The operator pins one (``p`` in the console, ``--baseline`` headless). Otherwise it is the
-first served run of the current session: the first run of a session is usually the
-starting point, and one that failed to start (seed 000's run 1 did) has no numbers to
-compare with, so the first one that served stands in. A session with no served run yet
-falls back to the newest served run before it, so a new session is still compared with
-something the operator has seen.
+**newest completed like-for-like load**: the newest run whose load finished whole (not
+cancelled, not partial: :mod:`.load_mark`) with the same model, workload and machine as the
+board's newest load (a hand run's before a sweep trial's, so a sweep's probe of another
+model never takes over an 8B board). A run without a load, a cancelled or partial load and
+another model are never chosen automatically: a board with no such load has no baseline
+and says so, rather than comparing every row with a launch run that has no numbers.
 """
 
 from __future__ import annotations
@@ -14,15 +15,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from tui.domain.board.identity import run_label, same_run
+from tui.domain.board.load_mark import completed_load
+from tui.domain.board.noise import like_for_like
 from tui.domain.results import RunRecord
+
+__all__ = [
+    "NO_BASELINE",
+    "Baseline",
+    "BaselineReason",
+    "choose_baseline",
+    "current_session",
+    "run_label",
+    "same_run",
+]
 
 
 class BaselineReason(StrEnum):
     """Why this run is the baseline (the header says so)."""
 
     PINNED = "pinned"
-    FIRST_SERVED_THIS_SESSION = "first served run of this session"
-    LATEST_SERVED_BEFORE = "newest served run of an earlier session"
+    NEWEST_COMPLETED_LOAD = "newest completed load"
+
+NO_BASELINE = "no completed load yet: no baseline"
 
 
 @dataclass(frozen=True)
@@ -43,41 +58,43 @@ class Baseline:
         return f"vs {self.label} ({self.reason.value})"
 
 
-def run_label(run: RunRecord) -> str:
-    """A run's label, ``#id`` when it has none."""
-    return run.label or (f"#{run.id}" if run.id is not None else "(new)")
-
-
-def same_run(a: RunRecord, b: RunRecord) -> bool:
-    """Whether ``a`` and ``b`` are the same run (the same stored id, or the same object)."""
-    return a is b or (a.id is not None and a.id == b.id)
-
-
 def current_session(runs: Sequence[RunRecord]) -> str | None:
     """The session of the newest run: "this session" for a board read after the fact."""
     return runs[-1].session if runs else None
 
 
+def _anchor(runs: Sequence[RunRecord]) -> RunRecord | None:
+    """The board's newest load: a hand run's when there is one, else a sweep trial's."""
+    loaded = [r for r in runs if r.bench is not None and r.served]
+    hand = [r for r in loaded if r.sweep is None]
+    return (hand or loaded)[-1] if loaded else None
+
+
 def choose_baseline(
     runs: Sequence[RunRecord], *, pinned: int | None = None, session: str | None = None
 ) -> Baseline | None:
-    """The baseline among ``runs`` (oldest first); ``None`` when nothing has served.
+    """The baseline among ``runs`` (oldest first); ``None`` when no load completed.
 
     ``pinned`` is a run id; when it is not among ``runs`` the default is used and ``note``
-    says so. ``session`` defaults to the newest run's (:func:`current_session`).
+    says so. ``session``: the console's session (kept for the callers; the newest completed
+    load decides whichever session it ran in).
     """
+    del session
     note = ""
     if pinned is not None:
         chosen = next((r for r in runs if r.id == pinned), None)
         if chosen is not None:
             return Baseline(chosen, BaselineReason.PINNED)
         note = f"pinned run #{pinned} is not on the board"
-    if session is None:
-        session = current_session(runs)
-    this_session = next((r for r in runs if r.session == session and r.served), None)
-    if this_session is not None:
-        return Baseline(this_session, BaselineReason.FIRST_SERVED_THIS_SESSION, note)
-    earlier = next((r for r in reversed(runs) if r.served), None)
-    if earlier is not None:
-        return Baseline(earlier, BaselineReason.LATEST_SERVED_BEFORE, note)
+    anchor = _anchor(runs)
+    if anchor is None:
+        return None
+    for run in reversed(runs):
+        if (
+            run.served
+            and completed_load(run)
+            and run.flags.model == anchor.flags.model
+            and like_for_like(run, anchor).ok
+        ):
+            return Baseline(run, BaselineReason.NEWEST_COMPLETED_LOAD, note)
     return None

@@ -78,5 +78,5 @@ def before_after(
         after=after,
         rows=rows,
         flag_changes=tuple(diff_flags(before.flags, after.flags)),
-        like_for_like=like_for_like(before, after),
+        like_for_like=like_for_like(before, after, other="after"),
     )

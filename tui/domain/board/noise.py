@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tui.domain.board.baseline import same_run
+from tui.domain.board.identity import same_run
 from tui.domain.board.metrics import MetricSpec
 from tui.domain.flags import FlagGroup, flag_specs
 from tui.domain.results import RunRecord
@@ -64,19 +64,42 @@ class LikeForLike:
     reasons: tuple[str, ...] = ()
 
 
-def like_for_like(a: RunRecord, b: RunRecord) -> LikeForLike:
-    """Whether ``a`` and ``b`` ran the same workload on the same machine."""
-    reasons = [*_workload_reasons(a.workload, b.workload), *_machine_reasons(a, b)]
+def like_for_like(a: RunRecord, b: RunRecord, *, other: str = "baseline") -> LikeForLike:
+    """Whether ``a`` and ``b`` ran the same model and workload on the same machine; each
+    reason names what differs as the operator reads it (``b`` is called ``other``):
+    ``baseline has no load``, ``other workload: input 128 vs 256``, ``other model: X vs Y``."""
+    reasons = [
+        *_model_reasons(a, b),
+        *_workload_reasons(a.workload, b.workload, other),
+        *_machine_reasons(a, b),
+    ]
     return LikeForLike(not reasons, tuple(reasons))
 
 
-def _workload_reasons(a: LoadSpec | None, b: LoadSpec | None) -> list[str]:
+def _model_reasons(a: RunRecord, b: RunRecord) -> list[str]:
+    if a.flags.model == b.flags.model:
+        return []
+    return [f"other model: {a.flags.model} vs {b.flags.model}"]
+
+
+#: How a workload field reads in a reason (``other workload: input 128 vs 256``).
+_WORKLOAD_WORDS: dict[str, str] = {
+    "input_len": "input", "output_len": "output", "num_prompts": "prompts",
+    "max_concurrency": "concurrency", "request_rate": "rate", "prefix_len": "prefix",
+    "range_ratio": "range",
+}  # fmt: skip
+
+
+def _workload_reasons(a: LoadSpec | None, b: LoadSpec | None, other: str) -> list[str]:
     if a == b:
         return []
-    if a is None or b is None:
-        return ["one run has no recorded workload"]
+    if b is None:
+        return [f"{other} has no load"]
+    if a is None:
+        return ["this run has no load"]
     old, new = a.model_dump(), b.model_dump()
-    return [f"workload {k}: {old[k]} vs {new[k]}" for k in old if old[k] != new[k]]
+    diffs = [f"{_WORKLOAD_WORDS.get(k, k)} {old[k]} vs {new[k]}" for k in old if old[k] != new[k]]
+    return ["other workload: " + ", ".join(diffs)]
 
 
 def _machine_reasons(a: RunRecord, b: RunRecord) -> list[str]:
@@ -87,7 +110,7 @@ def _machine_reasons(a: RunRecord, b: RunRecord) -> list[str]:
                         ("vllm_version", "vLLM")):  # fmt: skip
         x, y = getattr(a.repro, field), getattr(b.repro, field)
         if x is not None and y is not None and x != y:
-            reasons.append(f"{what}: {x} vs {y}")
+            reasons.append(f"other machine: {what} {x} vs {y}")
     return reasons
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
+from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
 from tui.domain.board.view import Board
@@ -62,6 +63,19 @@ def machine_line(runs: Sequence[RunRecord]) -> str | None:
 
 
 # -- plain text ---------------------------------------------------------------------------------
+def not_compared(row: Row) -> str | None:
+    """``not compared: other workload: input 128 vs 256``: why a measured row has no delta."""
+    lfl = row.like_for_like
+    if lfl is None or lfl.ok or row.run.bench is None or row.is_baseline:
+        return None
+    return "not compared: " + "; ".join(lfl.reasons)
+
+
+def row_notes(row: Row) -> str:
+    """What the notes column says: a failure's cause, why a row is not compared."""
+    return " · ".join(n for n in (row.cause, not_compared(row)) if n)
+
+
 def board_text(board: Board) -> str:
     """An aligned plain-text table with the header line (``vtc runs``)."""
     table = board.table
@@ -78,6 +92,9 @@ def board_text(board: Board) -> str:
     causes = [f"  {r.label}: {r.cause}" for r in table.rows if r.cause]
     if causes:
         lines += ["", "causes:", *causes]
+    apart = [f"  {r.label}: {why}" for r in table.rows if (why := not_compared(r))]
+    if apart:
+        lines += ["", "not compared with the baseline:", *apart]
     return "\n".join(lines) + "\n"
 
 
@@ -89,7 +106,7 @@ def _md(text: str) -> str:
 def board_markdown(board: Board) -> str:
     """Markdown in seed 000's shape: flags that differ as columns, failures with their cause."""
     table = board.table
-    notes = any(r.cause for r in table.rows)
+    notes = any(row_notes(r) for r in table.rows)
     titles = [f"`{c.title}`" if c.kind is ColumnKind.FLAG else c.title for c in table.columns]
     titles += ["notes"] if notes else []
     aligns = ["---:" if c.numeric else "---" for c in table.columns] + (["---"] if notes else [])
@@ -100,7 +117,7 @@ def board_markdown(board: Board) -> str:
     lines += ["| " + " | ".join(titles) + " |", "|" + "|".join(aligns) + "|"]
     for row in table.rows:
         cells = [_md_cell(row, c, row.cells[i]) for i, c in enumerate(table.columns)]
-        cells += [_md(row.cause or "")] if notes else []
+        cells += [_md(row_notes(row))] if notes else []
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", LEGEND]
     return "\n".join(lines) + "\n"
@@ -124,7 +141,8 @@ def board_csv(board: Board) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "label", "baseline", "state", *(c.title for _, c in others),
                      *(_metric_title(c) for _, c in metrics),
-                     *(f"{c.title} vs baseline %" for _, c in metrics), "cause"])  # fmt: skip
+                     *(f"{c.title} vs baseline %" for _, c in metrics), "cause",
+                     "not compared"])  # fmt: skip
     for row in table.rows:
         values = [row.cells[i].comparison for i, _ in metrics]
         writer.writerow([
@@ -132,7 +150,7 @@ def board_csv(board: Board) -> str:
             row.state, *(row.cells[i].text for i, _ in others),
             *("" if v is None or v.value is None else repr(v.value) for v in values),
             *("" if v is None or v.percent is None else f"{v.percent:.2f}" for v in values),
-            row.cause or "",
+            row.cause or "", (not_compared(row) or "").removeprefix("not compared: "),
         ])  # fmt: skip
     return out.getvalue()
 
@@ -171,12 +189,17 @@ def _json_row(board: Board, row: Row) -> dict[str, Any]:
     lfl = row.like_for_like
     return {
         "id": row.run.id, "label": row.label, "baseline": row.is_baseline, "state": row.state,
-        "cause": row.cause, "repeats": row.repeats,
+        "cause": row.cause, "repeats": row.repeats, "load": _load_json(row.run),
         "like_for_like": None if lfl is None else {"ok": lfl.ok, "reasons": list(lfl.reasons)},
         "flag_changes": [{"flag": c.name, "baseline": format_value(c.old),
                           "run": format_value(c.new)} for c in row.flag_changes],
         "cells": cells,
     }  # fmt: skip
+
+
+def _load_json(run: RunRecord) -> str | None:
+    mark = load_mark(run.bench)
+    return mark.value if mark is not None else None
 
 
 # -- Before / After --------------------------------------------------------------------------------

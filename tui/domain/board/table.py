@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from tui.domain.board.baseline import run_label, same_run
+from tui.domain.board.load_mark import load_mark
 from tui.domain.board.metrics import MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
@@ -203,9 +204,11 @@ def flag_value(run: RunRecord, name: str) -> Any:
 
 
 def state_text(run: RunRecord) -> str:
-    """``ready``, ``stopped``, ``replaced``, ``lost``, ``failed: kv_cache_too_small``..."""
+    """``ready``, ``stopped``, ``replaced``, ``lost``, ``failed: kv_cache_too_small``...;
+    a load that did not finish whole says so (``stopped, load cancelled``)."""
+    mark = load_mark(run.bench)
     if run.status is not RunStatus.FAILED:
-        return run.status.value
+        return run.status.value + (f", load {mark.value}" if mark is not None else "")
     word = "died" if run.served else "failed"  # died after ready vs a failed start
     return f"{word}: {run.diagnosis.kind}" if run.diagnosis is not None else word
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tui.domain.board.baseline import Baseline, choose_baseline, run_label
+from tui.domain.board.baseline import NO_BASELINE, Baseline, choose_baseline, run_label
 from tui.domain.board.before_after import BeforeAfter, before_after
 from tui.domain.board.noise import Groups
 from tui.domain.board.pareto import Scatter, build_scatter
@@ -66,7 +66,7 @@ class Board:
         shown = len(self.table.rows)
         count = f"{shown} of {len(self.runs)} runs" if shown != len(self.runs) else f"{shown} runs"
         if self.baseline is None:
-            return f"{count} · no served run yet: no baseline"
+            return f"{count} · {NO_BASELINE}"
         note = f" · {self.baseline.note}" if self.baseline.note else ""
         return f"{count} · {self.baseline.header()}{note}"
 

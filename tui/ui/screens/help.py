@@ -48,7 +48,8 @@ PANELS: tuple[tuple[str, str], ...] = (
      "under their field as you type; '!' lines are pre-flight warnings."),
     ("Runs", "Every run as cards (oldest left) or a table (t), each with its own end state "
      "(ready, stopped, replaced, lost, failed with its cause). The title says the baseline: "
-     "pinned (p), else the first served run of this session. Yellow flags differ from it. "
+     "pinned (p), else the newest completed load of the same model, workload and machine "
+     "(never a run without a load, nor a cancelled or partial one). Yellow flags differ from it. "
      "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
      "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
      "marks the baseline, tN a sweep's trial N, ▸ the selected run."),

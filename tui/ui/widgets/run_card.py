@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
+from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
 from tui.domain.flags import format_value
@@ -53,6 +54,9 @@ def _status_line(record: RunRecord) -> Content:
         text.append(f" {startup.stages[-1].name}")
     if record.exit_code is not None and status is not RunStatus.READY:
         text.append(f" exit {record.exit_code}")
+    mark = load_mark(record.bench)
+    if mark is not None:  # never a plain green READY over a load that did not finish
+        text.append((f" LOAD {mark.value.upper()}", "bold $warning"))
     return Content.assemble(*text)
 
 
