@@ -116,3 +116,49 @@ async def test_flag_rule_refusals_are_never_started(strategy: str) -> None:
     if strategy == "grid":
         pruned = [t for t in status.trials if t.state is TrialState.PRUNED]
         assert len(pruned) == 1 and "flag rules" in pruned[0].diagnosis
+
+
+async def test_identical_failures_in_a_row_stop_the_sweep_with_the_reason() -> None:
+    """Issue 17: pairs kept starting after four identical failures."""
+    lane = ScriptedLane(fails=lambda f: "insufficient_free_memory")
+    status = await SweepRun(grid_spec(), [lane]).run()
+    assert status.state is SweepState.FAILED
+    assert len(lane.starts) == 3  # no fourth start
+    assert "3 trials in a row failed the same way (insufficient_free_memory)" in status.message
+    assert "scripted insufficient_free_memory" in status.message
+
+
+async def test_a_failure_streak_one_parameter_value_explains_goes_on() -> None:
+    """A grid row of one value that cannot start (every batched size at 256 sequences) is
+    that value's doing, not the machine's: the sweep goes on past it."""
+    spec = grid_spec(
+        parameters={"max_num_seqs": [256, 64], "max_num_batched_tokens": [2048, 4096, 8192]}
+    )
+    lane = ScriptedLane(fails=lambda f: "kv_cache_too_small" if f.max_num_seqs == 256 else None)
+    status = await SweepRun(spec, [lane]).run()
+    assert status.state is SweepState.DONE and len(lane.starts) == 6
+    assert status.failed_starts == 3
+
+
+async def test_a_stop_between_two_loads_of_a_trial_runs_no_further_load() -> None:
+    """x after a trial's first load and before its next: no load (nor trial) after it."""
+    spec = grid_spec(
+        strategy="auto_tune",
+        parameters={"max_num_seqs": [64], "max_num_batched_tokens": [2048]},
+        auto_tune={"probe_start": 0.9, "probe_stop": 0.9, "first_prompts": 40,
+                   "descent_prompts": 10},
+    )  # fmt: skip
+    lane = ScriptedLane(model=saturating(1.0, base_e2el_ms=50000.0))  # misses the SLO: descent
+    run = SweepRun(spec, [lane])
+    original = lane.bench
+
+    async def stop_after_first(load, *, model, goodput):  # type: ignore[no-untyped-def]
+        result = await original(load, model=model, goodput=goodput)
+        if len(lane.benches) == 1:
+            run.stop()  # the load already finished: only the next one can be refused
+        return result
+
+    lane.bench = stop_after_first  # type: ignore[method-assign]
+    status = await run.run()
+    assert status.state is SweepState.STOPPED
+    assert len(lane.benches) == 1

@@ -3,6 +3,7 @@ Before/After; the main screen refuses r/b/f while a sweep runs."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from textual.widgets import DataTable, Input
@@ -122,7 +123,8 @@ async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs(
         assert "run_load" not in session.calls
 
 
-async def test_x_stops_and_u_resumes_the_newest_unfinished_sweep() -> None:
+async def test_x_stops_and_u_resumes_only_the_sweep_this_screen_ran() -> None:
+    """Issue 17: u resumed another process's sweep; now only this screen's, by its id."""
     session = FakeSession(runs=runs())
     app = create_app(session, clock=None, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -144,11 +146,38 @@ async def test_x_stops_and_u_resumes_the_newest_unfinished_sweep() -> None:
                 "workload": {},
             }
         )
-        sweeps.unfinished = [unfinished]
+        sweeps.unfinished = [unfinished]  # another sweep's journal: never taken
         await pilot.press("u")
         await pilot.pause()
         await pilot.pause()
-        assert sweeps.started[-1][0] is unfinished
+        assert sweeps.started == [] and sweeps.resumed == []
+        assert any("s-1 has no journal" in str(n.message) for n in app._notifications)
+        mine = unfinished.model_copy(update={"name": "mine"})
+        sweeps.unfinished = [unfinished, mine]
+        sweeps.status = replace(sweeps.status, sweep_id=mine.sweep_id())  # type: ignore[arg-type]
+        await pilot.press("u")
+        await pilot.pause()
+        await pilot.pause()
+        assert sweeps.resumed == [mine.sweep_id()] and sweeps.started[-1][0] is mine
+
+
+async def test_u_before_any_sweep_ran_here_says_why_not() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_sweep(pilot)
+        sweeps = session.sweeps
+        assert sweeps is not None
+        sweeps.unfinished = [
+            SweepSpec.model_validate(
+                {"name": "other", "base": {"model": "m"},
+                 "parameters": {"max_num_seqs": [1, 2]}, "workload": {}}
+            )
+        ]  # fmt: skip
+        await pilot.press("u")
+        await pilot.pause()
+        assert sweeps.started == []
+        assert any("has run no sweep" in str(n.message) for n in app._notifications)
 
 
 async def test_a_applies_the_best_to_the_form_and_v_shows_before_after() -> None:

@@ -19,6 +19,7 @@ from fakes.runs import failed_run, served_run
 from textual.app import App
 
 from tui.domain.diagnosis import Diagnosis, Fix
+from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.history import TelemetryHistory
@@ -148,7 +149,13 @@ class FakeSession:
         """Nothing to start."""
         self.calls.append("start")
 
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord:
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord:
         """Add a STARTING run and announce it, like the real session."""
         self.calls.append("restart")
         self.restarted_with.append(flags)
@@ -232,6 +239,7 @@ class FakeSweeps:
         self.started: list[tuple[SweepSpec, int | None]] = []
         self.stops = 0
         self.unfinished: list[SweepSpec] = []
+        self.resumed: list[str] = []
 
     @property
     def running(self) -> bool:
@@ -254,6 +262,15 @@ class FakeSweeps:
         self.stops += 1
         if self.status is not None:
             self.publish(replace(self.status, state=SweepState.STOPPED, message="stopped"))
+
+    async def resume(self, sweep_id: str, *, baseline_run_id: int | None = None) -> SweepSpec:
+        """Resume a scripted unfinished sweep by id (``VtcError`` when none has it)."""
+        spec = next((s for s in self.unfinished if s.sweep_id() == sweep_id), None)
+        if spec is None:
+            raise VtcError(f"sweep {sweep_id} has no journal here: nothing to resume")
+        self.resumed.append(sweep_id)
+        self.start(spec, baseline_run_id=baseline_run_id)
+        return spec
 
     async def resumable(self) -> list[SweepSpec]:
         """The scripted unfinished sweeps."""

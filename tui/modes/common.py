@@ -179,7 +179,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     if services.slot.can_launch:
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, runner=runner,
+            estimator=services.estimator, runner=runner, machine=info.label,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])

@@ -23,7 +23,7 @@ from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
-from tui.session.port import LoadFinished, SessionEvent, SessionInfo
+from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent, SessionInfo
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
@@ -141,9 +141,18 @@ class Session:
         elif self.info.autostart and self.can_restart:
             await self.restart(self.info.initial_flags)
 
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord:
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord:
         """Stop what runs (load first), launch ``flags`` as a new run (``sweep``: a trial's
-        tag); returns once launched, readiness or failure arrive as events and run updates."""
+        tag); returns once launched, readiness or failure arrive as events and run updates.
+
+        ``proceed`` is asked once the old server is gone, before anything new is opened: a
+        sweep stopped meanwhile withdraws its launch (:class:`LaunchWithdrawn`)."""
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
         old_pids, old_run = self._slot.live_pids(), self._book.current
@@ -154,6 +163,8 @@ class Session:
             message = await self._release(old_pids)
             if message:
                 self._bus.emit(LogLine(f"[vtc] {message}"))
+        if proceed is not None and not proceed():
+            raise LaunchWithdrawn("the launch was withdrawn while the old server stopped")
         estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
         startup = StartupProfile(kv_estimate_tokens=estimate.kv_tokens if estimate else None)
         record = await self._book.open(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.domain.advice import Advice
+from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.freshness import Freshness
@@ -78,6 +79,10 @@ SessionEvent = (
 """Everything a session reports to its subscribers, on its event loop, in order."""
 
 
+class LaunchWithdrawn(VtcError):
+    """A restart's ``proceed`` said no once the old server was gone: nothing launched."""
+
+
 class SweepControl(Protocol):
     """The sweeps a session runs on its own server (``tui.tune.service`` implements it).
 
@@ -101,6 +106,11 @@ class SweepControl(Protocol):
 
     async def stop(self) -> None:
         """Stop the running sweep (the trial in progress is cut short and run again later)."""
+        ...
+
+    async def resume(self, sweep_id: str, *, baseline_run_id: int | None = None) -> SweepSpec:
+        """Resume the sweep ``sweep_id`` on the machine its trials were measured on (its
+        spec); ``VtcError`` saying why not."""
         ...
 
     async def resumable(self) -> list[SweepSpec]:
@@ -182,7 +192,13 @@ class SessionPort(Protocol):
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
     async def start(self) -> None: ...
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord: ...
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord: ...
     async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None: ...
     async def cancel_load(self) -> None: ...
     async def stop_server(self) -> None: ...

@@ -39,6 +39,12 @@ from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe, request_model
 
 Clock = Callable[[], float]
+REPEATED_FAILURES = 3
+"""This many trials in a row that fail the same way (the same diagnosis kind), with no swept
+parameter value all of them share, stop the sweep with the reason: the cause is then the
+machine or the base command, not a parameter, and every further start would fail alike
+(issue 17: pairs kept starting after four identical failures). A streak that shares a value
+(a grid's ``gpu_memory_utilization=0.98`` row) is the parameter's doing: the sweep goes on."""
 
 
 class SweepStopped(Exception):
@@ -94,6 +100,8 @@ class TrialBench:
     async def measure(self, load: LoadSpec, phase: str) -> Measurement:
         """Run ``load``; its numbers, SLO verdict and objective. Raises ``LaneError``."""
         spec = self._ctx.spec
+        if self._ctx.stop_requested:  # x between two loads of a trial: no further load
+            raise SweepStopped()
         self._ctx.note_activity(f"{self._lane.name}: {phase} benchmark ({load.num_prompts})")
         run = await self._lane.bench(load, model=self._model, goodput=self._ctx.goodput)
         result = run.result
@@ -127,6 +135,7 @@ class SweepContext:
         clock: Clock = time.monotonic,
         baseline_run_id: int | None = None,
         pruner: Pruner | None = None,
+        max_repeated_failures: int = REPEATED_FAILURES,
     ) -> None:
         if not lanes:
             raise ValueError("a sweep needs at least one lane")
@@ -155,6 +164,9 @@ class SweepContext:
         self._resumed = 0
         self._resumed_s = 0.0
         self._message = ""
+        self._max_repeats = max(1, max_repeated_failures)
+        self._streak: list[TrialOutcome] = []  # the latest failures of one kind, in a row
+        self._given_up: str | None = None  # why the sweep stopped on repeated failures
 
     # -- what strategies read -----------------------------------------------------------------
     @property
@@ -182,6 +194,8 @@ class SweepContext:
         (``starts``: the budget of starts counts too)."""
         if self._stop:
             raise SweepStopped()
+        if self._given_up is not None:
+            raise SweepFailed(self._given_up)
         wall = self.spec.budget.max_wall_s
         if wall is not None and self.elapsed() >= wall:
             raise BudgetSpent(f"wall-time budget of {wall:g} s spent")
@@ -288,7 +302,27 @@ class SweepContext:
         if self._journal is not None:  # before it is reported: a crash now keeps it
             await asyncio.to_thread(self._journal.record, outcome)
         self._finish(outcome)
+        if plan.kind != "probe":  # a probe fails by design until a utilization fits
+            self._count_repeats(outcome)
         return outcome
+
+    def _count_repeats(self, outcome: TrialOutcome) -> None:
+        """Identical failures in a row: at the limit, no further trial starts (the reason)."""
+        if outcome.state not in (TrialState.FAILED_START, TrialState.BENCH_FAILED):
+            self._streak = []
+            return
+        kind = _failure_kind(outcome)
+        if self._streak and _failure_kind(self._streak[-1]) != kind:
+            self._streak = []
+        self._streak.append(outcome)
+        count = len(self._streak)
+        shared = set.intersection(*(_choice_items(t) for t in self._streak))
+        if count >= self._max_repeats and not shared and self._given_up is None:
+            self._given_up = (
+                f"stopped: {count} trials in a row failed the same way ({kind}): "
+                f"{outcome.diagnosis or outcome.state.value}; fix the cause, then resume"
+            )
+            raise SweepFailed(self._given_up)
 
     async def _measure(
         self, plan: TrialPlan, lane: Lane, base: dict[str, Any], run_id: int | None, t0: float
@@ -345,3 +379,12 @@ class SweepContext:
             return None
         left = max(0, self.planned - sum(1 for t in trials if t.state is not TrialState.PRUNED))
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
+
+
+def _failure_kind(outcome: TrialOutcome) -> str:
+    return outcome.diagnosis_kind or outcome.diagnosis or outcome.state.value
+
+
+def _choice_items(outcome: TrialOutcome) -> set[tuple[str, str]]:
+    """The trial's swept parameter values, comparable across trials."""
+    return {(name, repr(value)) for name, value in outcome.params.items()}

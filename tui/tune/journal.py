@@ -37,14 +37,16 @@ class JournalSummary:
     strategy: str
     trials: int
     done: bool
+    machine: str | None = None  # where its trials were measured (``None``: not recorded)
 
 
 class Journal:
     """Append-only trial log of one sweep."""
 
-    def __init__(self, path: Path, spec: SweepSpec) -> None:
+    def __init__(self, path: Path, spec: SweepSpec, *, machine: str | None = None) -> None:
         self.path = path
         self.spec = spec
+        self.machine = machine  # where its trials are measured (header; a resume checks it)
         self.finished: dict[str, TrialOutcome] = {}
         self.was_done = False
         if path.exists():
@@ -76,6 +78,8 @@ class Journal:
                     "sweep_id": self.spec.sweep_id(),
                     "spec": self.spec.model_dump(mode="json"),
                 }
+                if self.machine:
+                    header["machine"] = self.machine
                 f.write(json.dumps(header) + "\n")
             f.write(json.dumps(data) + "\n")
             f.flush()
@@ -106,6 +110,11 @@ def list_journals(data_dir: Path) -> list[JournalSummary]:
     return out
 
 
+def read_summary(path: Path) -> JournalSummary | None:
+    """One journal's summary; ``None`` when it is missing or unreadable."""
+    return _summarise(path) if path.is_file() else None
+
+
 def _summarise(path: Path) -> JournalSummary | None:
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -120,6 +129,7 @@ def _summarise(path: Path) -> JournalSummary | None:
     return JournalSummary(
         path, str(header.get("sweep_id", path.stem)), str(spec.get("name", "?")),
         str(spec.get("strategy", "?")), trials, done,
+        str(header["machine"]) if header.get("machine") else None,
     )  # fmt: skip
 
 

@@ -9,6 +9,7 @@ out on the session's bus as :class:`~tui.session.port.SweepUpdated`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,13 @@ from tui.domain.sweep.outcome import SweepState, SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.session.port import SessionEvent, SweepUpdated
 from tui.tune.goodput import GoodputRunner
-from tui.tune.journal import Journal, journal_path, list_journals, load_spec_from_journal
+from tui.tune.journal import (
+    Journal,
+    journal_path,
+    list_journals,
+    load_spec_from_journal,
+    read_summary,
+)
 from tui.tune.prune import Estimator, Pruner
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane, SweepTarget
@@ -44,8 +51,10 @@ class SweepService:
         estimator: Estimator | None = None,
         runner: GoodputRunner | None = None,
         ready_timeout_s: float = 900.0,
+        machine: str | None = None,
     ) -> None:
         self._data_dir = data_dir
+        self._machine = machine
         self._emit = emit
         self._client = client
         self._estimator = estimator
@@ -87,6 +96,30 @@ class SweepService:
         if self._task is not None:
             await asyncio.gather(self._task, return_exceptions=True)
 
+    async def resume(self, sweep_id: str, *, baseline_run_id: int | None = None) -> SweepSpec:
+        """Resume the sweep ``sweep_id`` (its journal), only on the machine its trials were
+        measured on; :class:`VtcError` saying why not (no journal, finished, elsewhere)."""
+        if self.running:
+            raise SweepBusy("a sweep is already running", hint="x on the sweep screen stops it")
+        path = journal_path(self._data_dir, sweep_id)
+        summary = await asyncio.to_thread(read_summary, path)
+        if summary is None:
+            raise VtcError(f"sweep {sweep_id} has no journal here: nothing to resume")
+        if summary.done:
+            raise VtcError(
+                f"sweep {summary.name} finished: nothing to resume",
+                hint="g runs it again (its finished trials are replayed, not re-run)",
+            )
+        if summary.machine and self._machine and summary.machine != self._machine:
+            raise VtcError(
+                f"sweep {summary.name} was measured on {summary.machine}, this console runs "
+                f"{self._machine}: not resumed (its numbers would not compare)",
+                hint="resume it where it ran (the demo: the same --sim-gpu and --sim-speed)",
+            )
+        spec = await asyncio.to_thread(load_spec_from_journal, path)
+        self.start(spec, baseline_run_id=baseline_run_id)
+        return spec
+
     async def resumable(self) -> list[SweepSpec]:
         """Unfinished sweeps of this data dir, newest first (read in a thread)."""
         return await asyncio.to_thread(self._unfinished)
@@ -119,7 +152,9 @@ class SweepService:
             runner=self._runner, on_note=self._note,
         )  # fmt: skip
         try:
-            journal = await asyncio.to_thread(Journal, path, spec)
+            journal = await asyncio.to_thread(
+                functools.partial(Journal, path, spec, machine=self._machine)
+            )
             self._run = SweepRun(
                 spec, [lane], journal=journal, pruner=Pruner(self._estimator),
                 emit=self._publish, baseline_run_id=baseline,

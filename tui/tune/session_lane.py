@@ -20,7 +20,7 @@ from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.workload import LoadSpec
-from tui.session.port import LoadFinished, SessionEvent
+from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent
 from tui.telemetry.scrape import ScrapeError, fetch_page
 from tui.telemetry.vllm_metrics import parse_vllm_metrics
 from tui.tune.goodput import GoodputRunner
@@ -31,6 +31,9 @@ NO_DEV_MODE = (
     "the prefix cache was not reset: the server has no /reset_prefix_cache (vtc sweep starts "
     "servers with VLLM_SERVER_DEV_MODE=1; in the console, export it before vtc)"
 )
+
+
+STOPPED_BEFORE_START = "the sweep was stopped before the trial's server started"
 
 
 class SweepTarget(Protocol):
@@ -44,7 +47,13 @@ class SweepTarget(Protocol):
     def base_url(self) -> str | None: ...
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None) -> RunRecord: ...
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord: ...
     async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None: ...
     async def cancel_load(self) -> None: ...
     async def stop_server(self) -> None: ...
@@ -72,6 +81,7 @@ class SessionLane:
         self._load_error = ""
         self._loading = False
         self._warned = False
+        self._aborted = False  # the sweep is stopping: no further server is launched
         self._changed = asyncio.Event()
         session.subscribe(self._on_event)
 
@@ -87,8 +97,19 @@ class SessionLane:
             self._changed.set()
 
     async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
-        """Restart with ``flags`` as a new run tagged ``tag``; wait for ready or failed."""
-        record = await self._session.restart(flags, sweep=tag)
+        """Restart with ``flags`` as a new run tagged ``tag``; wait for ready or failed.
+
+        The session launches only if the sweep was not stopped while the previous server
+        was being stopped (``x`` then: no trial starts after it).
+        """
+        if self._aborted:
+            raise LaneInterrupted(STOPPED_BEFORE_START)
+        try:
+            record = await self._session.restart(
+                flags, sweep=tag, proceed=lambda: not self._aborted
+            )
+        except LaunchWithdrawn as exc:
+            raise LaneInterrupted(STOPPED_BEFORE_START) from exc
         try:
             state = await self._settled()
         except TimeoutError:
@@ -146,7 +167,8 @@ class SessionLane:
         return response.status_code == 200
 
     async def abort(self) -> None:
-        """Cut a running load short, or stop a server still starting."""
+        """Cut a running load short, or stop a server still starting; launch no other."""
+        self._aborted = True
         if self._loading:
             await self._session.cancel_load()
         elif self._session.state is ServerState.STARTING:

@@ -3,8 +3,9 @@
 While a sweep runs it drives the same session the operator does: its trials are runs on
 the board (tagged with the sweep), and the main screen refuses ``r``/``b``/``f`` with one
 line. Keys here: ``g`` start the composed sweep (F2), ``x`` stop (F3), ``u`` resume the
-newest unfinished sweep, ``a`` apply the best to the flags form, ``v`` Before / After of
-the baseline and the best, ``Esc``/``w`` close (the sweep runs on).
+sweep this console ran and stopped (never another process's; on its own machine), ``a``
+apply the best to the flags form, ``v`` Before / After of the baseline and the best,
+``Esc``/``w`` close (the sweep runs on).
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ from tui.ui.widgets.sweep_trials import SweepTrials
 
 STYLES = Path(__file__).parent.parent / "styles"
 SWEEP_KEYS_HELP = (
-    "Sweep screen: g start the composed sweep (F2) · x stop (F3) · u resume the newest "
-    "unfinished sweep · a apply the best to the form · v Before/After of baseline vs best · "
+    "Sweep screen: g start the composed sweep (F2) · x stop (F3) · u resume the sweep this "
+    "console stopped · a apply the best to the form · v Before/After of baseline vs best · "
     "Esc/w close (the sweep runs on)"
+)
+
+
+NOTHING_TO_RESUME = (
+    "This console has run no sweep: u resumes the one it stopped (g starts the composed "
+    "sweep, which resumes its journal if it ran before)"
 )
 
 
@@ -152,22 +159,22 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         self.run_worker(self.control.stop(), group="sweep-stop", exit_on_error=False)
 
     def action_resume(self) -> None:
-        """Resume the newest sweep that did not finish."""
+        """Resume the sweep this screen ran (its sweep id), never another process's."""
         if self.control.running:
             self.notify("A sweep is running.", severity="warning")
             return
+        status = self.control.status
+        if status is None:
+            self.notify(NOTHING_TO_RESUME, title="Not resumed", severity="warning")
+            return
 
         async def resume() -> None:
-            specs = await self.control.resumable()
-            if not specs:
-                self.notify("No unfinished sweep to resume.", severity="warning")
-                return
             try:
-                self.control.start(specs[0], baseline_run_id=self._baseline())
+                spec = await self.control.resume(status.sweep_id, baseline_run_id=self._baseline())
             except VtcError as exc:
                 self.notify(exc.one_line(), title="Not resumed", severity="error")
                 return
-            self.notify(f"Resuming {specs[0].name}: finished trials are not run again.")
+            self.notify(f"Resuming {spec.name}: finished trials are not run again.")
 
         self.run_worker(resume(), group="sweep-resume", exit_on_error=False)
 
