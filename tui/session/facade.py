@@ -141,28 +141,17 @@ class Session:
         elif self.info.autostart and self.can_restart:
             await self.restart(self.info.initial_flags)
 
-    async def restart(
-        self,
-        flags: ServeFlags,
-        sweep: SweepTag | None = None,
-        *,
-        proceed: Callable[[], bool] | None = None,
-    ) -> RunRecord:
+    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None, *,
+                      proceed: Callable[[], bool] | None = None) -> RunRecord:  # fmt: skip
         """Stop what runs (load first), launch ``flags`` as a new run (``sweep``: a trial's
-        tag); returns once launched, readiness or failure arrive as events and run updates.
-
-        ``proceed`` is asked once the old server is gone, before anything new is opened: a
-        sweep stopped meanwhile withdraws its launch (:class:`LaunchWithdrawn`)."""
+        tag; ``proceed``: asked once the old server is gone, else :class:`LaunchWithdrawn`)."""
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
         old_pids, old_run = self._slot.live_pids(), self._book.current
         await self.stop_server()
         if old_run is not None and old_run.id is not None:
             self._book.apply(RunEnded(RunStatus.REPLACED, REPLACED_WHY), old_run.id)
-        if self._release is not None and old_pids:
-            message = await self._release(old_pids)
-            if message:
-                self._bus.emit(LogLine(f"[vtc] {message}"))
+        await _wait_release(self._release, old_pids, self._bus.emit)
         if proceed is not None and not proceed():
             raise LaunchWithdrawn("the launch was withdrawn while the old server stopped")
         estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
@@ -251,3 +240,13 @@ class Session:
         await self._hub.aclose()
         await self._slot.aclose()
         await self._book.close()
+
+
+async def _wait_release(
+    release: ReleaseWaiter | None, pids: set[int], emit: Callable[[SessionEvent], None]
+) -> None:
+    """Wait until the old server's GPU memory is released (what it said goes to the log)."""
+    if release is not None and pids:
+        message = await release(pids)
+        if message:
+            emit(LogLine(f"[vtc] {message}"))

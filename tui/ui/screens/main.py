@@ -198,16 +198,10 @@ class MainScreen(SweepActions):
 
     def _refresh_view(self) -> None:
         """The Server panel as the current record and the live state say now."""
-        since = None
-        if self._clock is not None and self._launched_at is not None:
-            since = self._clock() - self._launched_at
-        view = project(
-            self.session.current,
-            self.session.state,
-            pid=self._pid,
-            since_launch=since,
-            silence=self._silence,
-        )
+        launched, clock = self._launched_at, self._clock
+        since = clock() - launched if clock is not None and launched is not None else None
+        view = project(self.session.current, self.session.state, pid=self._pid,
+                       since_launch=since, silence=self._silence)  # fmt: skip
         self._view = view
         self.server_panel.view = view
 
@@ -312,12 +306,9 @@ class MainScreen(SweepActions):
         self._run("Load", run_load, "load")
 
     def action_fix(self) -> None:
-        """One-key fix: the latest failure's next untried fix into the form, then restart.
-
-        After a fix that failed, the failure it came from offers its next untried fix (the
-        failed attempt undone); stops, and says why, when every fix was tried
-        (``tui.domain.fix_loop``): ``f`` never loops and never dead-ends.
-        """
+        """One-key fix: the next untried fix into the form, then restart; after a failed
+        fix, the next one of the failure it came from; says why when none is left
+        (``tui.domain.fix_loop``): never loops."""
         if self._sweep_refuses("f"):
             return
         choice = choose_fix(list(self.session.runs))
