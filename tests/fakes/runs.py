@@ -96,6 +96,7 @@ class MemoryRunStore:
         self.threads: set[str] = set()
         self.fail_updates = False
         self.closed = False
+        self.version = 0
 
     def add(self, record: RunRecord) -> RunRecord:
         """Store with the next id; label ``#id`` unless it has one."""
@@ -119,6 +120,16 @@ class MemoryRunStore:
     def list(self, limit: int = 200) -> list[RunRecord]:
         """The newest ``limit`` runs, oldest first."""
         return [self.records[k] for k in sorted(self.records)][-limit:]
+
+    def data_version(self) -> int:
+        """Bumped by :meth:`write_from_elsewhere` (another process's commit)."""
+        return self.version
+
+    def write_from_elsewhere(self, record: RunRecord) -> RunRecord:
+        """Store ``record`` as another process would: the data version changes."""
+        stored = self.add(record)
+        self.version += 1
+        return stored
 
     def close(self) -> None:
         """Mark closed."""

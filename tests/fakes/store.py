@@ -25,6 +25,7 @@ class MemoryRunStore:
         self._next_id = 1
         self._notice = notice or HistoryNotice()
         self.closed = False
+        self.version = 0
 
     @property
     def notice(self) -> HistoryNotice:
@@ -55,6 +56,16 @@ class MemoryRunStore:
     def delete(self, run_id: int) -> None:
         """Forget one run."""
         self._runs.pop(run_id, None)
+
+    def data_version(self) -> int:
+        """Bumped by :meth:`write_from_elsewhere` (another process's commit)."""
+        return self.version
+
+    def write_from_elsewhere(self, record: RunRecord) -> RunRecord:
+        """Store ``record`` as another process would: the data version changes."""
+        stored = self.add(record)
+        self.version += 1
+        return stored
 
     def close(self) -> None:
         """Nothing to close; remembered for assertions."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -91,3 +92,40 @@ async def test_the_206th_run_has_its_own_label_although_only_200_are_listed(
     assert len(book.runs) == 200
     assert (await book.open(record())).label == "#207"  # never a second #201
     await book.close()
+
+
+async def test_runs_another_process_writes_join_the_board_without_a_restart() -> None:
+    """Issue 17: an open console showed 32 runs while 42 were stored."""
+    store = MemoryRunStore()
+    updates: list[RunUpdated] = []
+    book = RunBook(store, [], updates.append, session_id="mine")
+    assert await book.refresh() == 0  # the first look: nothing of others' yet
+    mine = await book.open(record())
+    other = store.write_from_elsewhere(record(session="a-sweep"))
+    assert await book.refresh() == 1
+    assert [r.id for r in book.runs] == [mine.id, other.id]
+    assert updates[-1].record == other and book.current == mine  # ours stays current
+    assert await book.refresh() == 0  # nothing new: the store is not even listed
+    ended = other.model_copy(update={"status": RunStatus.STOPPED})
+    store.update(ended)
+    store.version += 1  # the other process's commit
+    assert await book.refresh() == 1 and book.runs[-1].status is RunStatus.STOPPED
+    await book.close()
+
+
+async def test_the_real_history_sees_another_connections_commit(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    ours, theirs = RunStore(path), RunStore(path)
+    book = RunBook(ours, ours.list(), lambda u: None, session_id="mine")
+    try:
+        book.begin(set(), poll_s=0.01)
+        await book.open(record())
+        written = theirs.add(record(session="headless-sweep"))
+        for _ in range(2000):  # event-driven wait on the poller, bounded
+            if any(r.id == written.id for r in book.runs):
+                break
+            await asyncio.sleep(0.01)
+        assert [r.session for r in book.runs] == ["mine", "headless-sweep"]
+    finally:
+        await book.close()
+        theirs.close()

@@ -4,6 +4,12 @@ Records change only through :func:`tui.domain.record.apply`, here, and every cha
 written to the store in order by one writer thread (SQLite must not block the event loop).
 A run is inserted, and the insert awaited, before its server is launched, so a console
 killed right after still has it. Labels come from the store (``#<id>``: unique forever).
+
+Runs other processes write (a headless ``vtc sweep``, a second console on the same data dir)
+join the board without a restart: once :meth:`RunBook.begin` ran, the store's
+``data_version`` is polled (in the writer thread, never on the event loop) and, when another
+connection committed, the history is read again and its new or changed runs of other
+sessions are merged in (this session's own runs are only ever written from here).
 """
 
 from __future__ import annotations
@@ -22,12 +28,17 @@ from tui.session.port import RunUpdated
 logger = logging.getLogger(__name__)
 
 
+STORE_POLL_S = 2.0
+"""How often the run book asks the store whether another process wrote to it."""
+
+
 class RunStoreLike(Protocol):
     """What the run book needs of ``tui.store.history.RunStore``."""
 
     def add(self, record: RunRecord) -> RunRecord: ...
     def update(self, record: RunRecord) -> None: ...
     def list(self, limit: int = 200) -> list[RunRecord]: ...
+    def data_version(self) -> int: ...
     def close(self) -> None: ...
 
 
@@ -57,6 +68,8 @@ class RunBook:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vtc-runbook")
         self._last_write: Future[object] | None = None
         self._closed = False
+        self._watch: asyncio.Task[None] | None = None
+        self._version: int | None = None
 
     @property
     def runs(self) -> list[RunRecord]:
@@ -114,6 +127,54 @@ class RunBook:
                 lost += 1
         return lost
 
+    def begin(self, keep: Collection[int], *, poll_s: float = STORE_POLL_S) -> int:
+        """The session begins: :meth:`settle_orphans`, then follow what other processes
+        write to the store (every ``poll_s``). Returns how many runs were marked lost."""
+        lost = self.settle_orphans(keep)
+        if self._watch is None and not self._closed:
+            self._watch = asyncio.ensure_future(self._follow_store(poll_s))
+        return lost
+
+    async def refresh(self) -> int:
+        """Merge what other processes wrote since the last look; how many runs changed."""
+        if self._closed:
+            return 0
+        read = self._writer.submit(self._read_if_changed)
+        records = await asyncio.wrap_future(read)
+        if records is None:
+            return 0
+        changed = 0
+        for record in records:
+            if record.session is not None and record.session == self.session_id:
+                continue  # ours: this book is its only writer, and may be ahead of the store
+            known = self._find(record.id) if record.id is not None else None
+            if known == record:
+                continue
+            if known is None:
+                self._runs.append(record)
+                self._runs.sort(key=lambda r: r.id if r.id is not None else 0)
+            else:
+                self._swap(record)
+            changed += 1
+            self._on_update(RunUpdated(record))
+        return changed
+
+    def _read_if_changed(self) -> list[RunRecord] | None:
+        """In the writer thread: the history when another connection committed, else None."""
+        version = self._store.data_version()
+        if version == self._version:
+            return None
+        self._version = version  # the first look lists too: runs written since the mode read
+        return self._store.list()
+
+    async def _follow_store(self, poll_s: float) -> None:
+        while not self._closed:
+            try:
+                await self.refresh()
+            except Exception:  # a busy or vanished file: the next look may succeed
+                logger.warning("cannot read the run history for other processes' runs")
+            await asyncio.sleep(poll_s)
+
     def end_now(self, event: RunEnded) -> None:
         """Last resort once the event loop is gone (a crash): end the current run, in place.
 
@@ -142,6 +203,10 @@ class RunBook:
         """Flush, then close the store (idempotent)."""
         if self._closed:
             return
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
         await self.flush()
         self._closed = True
         self._writer.submit(self._store.close)

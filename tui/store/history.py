@@ -230,6 +230,15 @@ class RunStore:
         self.skipped_rows = skipped
         return records
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: it changes when *another* connection (another
+        vtc process: a headless sweep, a second console) commits to the history."""
+        try:
+            row = self._conn.execute("PRAGMA data_version").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise HistoryError(f"cannot read the run history {self.path}: {exc}") from None
+        return int(row[0])
+
     def delete(self, run_id: int) -> None:
         """Remove one run from the history."""
         with self._tx() as conn:
