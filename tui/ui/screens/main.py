@@ -42,6 +42,7 @@ from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
 
 Clock = Callable[[], float]
+WIDE = 110  # columns from which the form stays beside the board's table
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -57,7 +58,7 @@ class MainScreen(SweepActions):
     # The board takes focus first, so the letter keys act at once; Tab reaches the form.
     AUTO_FOCUS = "#board"
     # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]  # noqa: RUF012
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
 
     def __init__(self, session: SessionPort, *, clock: Clock | None = None) -> None:
@@ -361,6 +362,19 @@ class MainScreen(SweepActions):
         return True
 
     # -- the board and the form ------------------------------------------------------------
+    @on(ResultsBoard.TableToggled)
+    def _table_toggled(self, _: ResultsBoard.TableToggled) -> None:
+        self._fit_form()
+
+    def on_resize(self) -> None:
+        """The form beside the table only where there is room for both."""
+        self._fit_form()
+
+    def _fit_form(self) -> None:
+        # Below WIDE columns the table takes the form's width (t brings the cards and the
+        # form back). Display, not a class on the screen: that would restyle every widget.
+        self.form.display = not (self.board.table_mode and self.size.width < WIDE)
+
     @on(ResultsBoard.LoadIntoForm)
     def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
         """Put a run's flags (and the workload it ran) into the form."""
