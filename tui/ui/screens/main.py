@@ -42,6 +42,7 @@ from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
 
 Clock = Callable[[], float]
+HELP_SCREEN = "help"
 WIDE = 110  # columns from which the form stays beside the board's table
 
 
@@ -348,7 +349,9 @@ class MainScreen(SweepActions):
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
-        self.app.push_screen(HelpScreen())
+        if not self.app.is_screen_installed(HELP_SCREEN):  # composed once, shown each time
+            self.app.install_screen(HelpScreen(), HELP_SCREEN)
+        self.app.push_screen(HELP_SCREEN)
 
     def action_leave_field(self) -> None:
         """Esc in a form field: focus the board, so letter keys act again."""
