@@ -22,7 +22,10 @@ The panels above the work area (which the load redraws every second) are not com
 Situations: the console idle (the demo server ready, no load) and while the console's
 own load runs (``b``, a time-bounded run at 16 and at 256 concurrent streams against the
 simulator). Prints p50/p95/max per key and situation, the load average beside each
-situation, and ends with ``key latency: worst p95 N ms (KEY, SITUATION)``.
+situation, and ends with ``key latency: worst p95 N ms (KEY, SITUATION)``. Beside them, the
+console process's CPU time from the key to the change (p50): on a machine shared with
+others it moves less than the wall time does; under load it includes the load's own work
+in that window.
 
 Every console is ended with SIGTERM (it quits as ``q`` does, stopping the simulator it
 started), then ``vtc stop --demo`` on its data dir, then its tmux server is killed.
@@ -48,6 +51,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
 
 from benchmarks._procs import load_average, table  # noqa: E402
 from tui.domain.diagnosis import Diagnosis  # noqa: E402
@@ -215,6 +220,8 @@ class Screen:
     pane: Pane
     top: int
     capture_s: float = 0.0
+    process: psutil.Process | None = None  # the console: its CPU time per key
+    last_cpu_s: float | None = None  # the console's CPU seconds during the last press
 
     def area(self) -> list[str]:
         """The work area's lines, styles included."""
@@ -238,6 +245,7 @@ class Screen:
         """Seconds from sending ``key`` to its first change of the work area (less one
         capture); ``None`` when nothing changed within KEY_TIMEOUT_S."""
         before = self.settle()
+        cpu = self._cpu()
         start = time.perf_counter()
         self.pane.send(key)
         tick = start
@@ -245,13 +253,25 @@ class Screen:
             now_lines = self.area()
             elapsed = time.perf_counter() - start
             if now_lines != before:
+                after = self._cpu()
+                self.last_cpu_s = after - cpu if after is not None and cpu is not None else None
                 return max(0.0, elapsed - self.capture_s)
             if elapsed > KEY_TIMEOUT_S:
+                self.last_cpu_s = None
                 return None
             tick += POLL_S
             pause = tick - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
+
+    def _cpu(self) -> float | None:
+        if self.process is None:
+            return None
+        try:
+            times = self.process.cpu_times()
+        except psutil.Error:
+            return None
+        return times.user + times.system
 
 
 def capture_cost(pane: Pane, n: int = 20) -> float:
@@ -282,11 +302,15 @@ class Samples:
     load_before: str = ""
     load_after: str = ""
     by_key: dict[str, list[float]] = field(default_factory=dict)
+    cpu_by_key: dict[str, list[float]] = field(default_factory=dict)
     missed: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
-    def add(self, key: str, seconds: float | None) -> None:
-        """One sample (``None``: the key showed nothing; counted, and as KEY_TIMEOUT_S)."""
+    def add(self, key: str, seconds: float | None, cpu_s: float | None = None) -> None:
+        """One sample (``None``: the key showed nothing; counted, and as KEY_TIMEOUT_S) and
+        the console's CPU seconds meanwhile, when known."""
+        if cpu_s is not None:
+            self.cpu_by_key.setdefault(key, []).append(cpu_s)
         if seconds is None:
             self.missed[key] = self.missed.get(key, 0) + 1
             seconds = KEY_TIMEOUT_S
@@ -303,33 +327,36 @@ def alternate(screen: Screen, out: Samples, pairs: tuple[tuple[str, str], ...], 
     """``n`` rounds of each (tmux key, reported name) pair, in order."""
     for _ in range(n):
         for key, name in pairs:
-            out.add(name, screen.press(key))
+            out.add(name, screen.press(key), screen.last_cpu_s)
 
 
 def palette(screen: Screen, out: Samples, n: int) -> None:
-    """ctrl+p and Esc, when ctrl+p opens something; else a note that there is no palette."""
+    """ctrl+p and Esc, when ctrl+p opens something that Esc closes; else a note."""
+    before = [_plain(line) for line in screen.settle()]
     first = screen.press("C-p")
-    if first is None:
+    opened = [_plain(line) for line in screen.settle()]
+    if first is None or opened == before:
         out.notes.append("ctrl+p: no palette (nothing changed)")
         return
+    closed = screen.press("Escape")
+    if [_plain(line) for line in screen.settle()] != before:
+        out.notes.append("ctrl+p: what changed was not a palette that Esc closes; skipped")
+        return
     out.add("ctrl+p (palette)", first)
-    out.add("Esc (palette)", screen.press("Escape"))
+    out.add("Esc (palette)", closed)  # their CPU: not kept (other presses came between)
     alternate(screen, out, (("C-p", "ctrl+p (palette)"), ("Escape", "Esc (palette)")), n - 1)
 
 
 def focus_field(screen: Screen, label: str, tries: int = 12) -> bool:
     """Tab through the form until typing lands in the field ``label`` (probe: a digit, then
     Backspace); True once focus is there."""
-    pane = screen.pane
     for _ in range(tries):
-        pane.send("Tab")
-        before = screen.settle()
-        pane.send("9")
-        after = screen.settle()
-        pane.send("BSpace")
-        screen.settle()
-        plain = [_plain(a) for a in after]
-        changed = [p for p, b in zip(plain, before, strict=False) if p != _plain(b)]
+        screen.pane.send("Tab")
+        before = [_plain(line) for line in screen.settle()]
+        screen.press("9")  # waits for the digit to show (a slow screen is not a still one)
+        after = [_plain(line) for line in screen.settle()]
+        screen.press("BSpace")
+        changed = [a for a, b in zip(after, before, strict=False) if a != b]
         if any(label in line for line in changed):
             return True
     return False
@@ -358,14 +385,14 @@ def measure_keys(screen: Screen, out: Samples, n: int) -> None:
     palette(screen, out, n)
     if focus_field(screen, TYPE_FIELD):
         alternate(screen, out, (("5", "type (field)"), ("BSpace", "type (field)")), n)
-        out.add("Esc (leave field)", screen.press("Escape"))
+        out.add("Esc (leave field)", screen.press("Escape"), screen.last_cpu_s)
     else:
         out.notes.append(f"typing: the {TYPE_FIELD} field was not reached by Tab")
         screen.pane.send("Escape")
     for _ in range(n):
-        out.add("t (to table)", screen.press("t"))
+        alternate(screen, out, (("t", "t (to table)"),), 1)
         alternate(screen, out, (("Up", "↑/↓ (table)"), ("Down", "↑/↓ (table)")), 1)
-        out.add("t (to cards)", screen.press("t"))
+        alternate(screen, out, (("t", "t (to cards)"),), 1)
 
 
 # -- one console -------------------------------------------------------------------------------
@@ -418,6 +445,15 @@ def stop(pane: Pane, data: Path, tree: Path) -> None:
     pane.kill_server()
 
 
+def console_process(pane: Pane) -> psutil.Process | None:
+    """The console's process (the pane runs it directly), for its CPU time."""
+    pid = pane.pid()
+    try:
+        return psutil.Process(pid) if pid is not None else None
+    except psutil.Error:
+        return None
+
+
 def situation_name(size: tuple[int, int], runs: int, streams: int) -> str:
     """``80x24 30 runs idle``, ``120x40 200 runs 256 streams``."""
     load = f"{streams} streams" if streams else "idle"
@@ -436,7 +472,8 @@ def run_situations(args: argparse.Namespace) -> list[Samples]:
                     time.sleep(1.0)
                     out = Samples(situation_name(size, runs, streams))  # type: ignore[arg-type]
                     out.load_before = load_average()
-                    screen = Screen(pane, work_area_top(pane), capture_cost(pane))
+                    top, cost = work_area_top(pane), capture_cost(pane)
+                    screen = Screen(pane, top, cost, console_process(pane))
                     measure_keys(screen, out, args.samples)
                     out.load_after = load_average()
                     report(out, screen.capture_s)
@@ -448,11 +485,13 @@ def report(out: Samples, capture_s: float) -> None:
     """One situation's table."""
     print(f"\n## {out.situation}  ({out.load_before} -> {out.load_after}; "
           f"one capture {capture_s * 1000:.1f} ms, subtracted)")  # fmt: skip
-    rows = [["key", "n", "p50 ms", "p95 ms", "max ms", "no change"]]
+    rows = [["key", "n", "p50 ms", "p95 ms", "max ms", "no change", "cpu p50 ms"]]
     for key, values in out.by_key.items():
         ms = [v * 1000 for v in values]
+        cpu = [v * 1000 for v in out.cpu_by_key.get(key, [])]
         rows.append([key, str(len(ms)), f"{pct(ms, 0.5):.0f}", f"{pct(ms, 0.95):.0f}",
-                     f"{max(ms):.0f}", str(out.missed.get(key, 0))])  # fmt: skip
+                     f"{max(ms):.0f}", str(out.missed.get(key, 0)),
+                     f"{pct(cpu, 0.5):.0f}" if cpu else "-"])  # fmt: skip
     table(rows)
     for note in out.notes:
         print(f"note: {note}")
