@@ -3,7 +3,8 @@
 A structural check, not a timing test: while the board is toggled, its selection moved,
 help and the run detail opened and closed, the console makes no blocking call on its event
 loop (file, socket, process, sleep: Python's audit events), rebuilds no widget of the work
-area, restyles none of the form's widgets, clears no table, and composes help only once.
+area, restyles none of the form's widgets, rebuilds no board for a toggle, clears no table
+on a selection move, and composes help only once.
 ``benchmarks/console_latency.py`` measures the time these keys take in a real terminal.
 """
 
@@ -21,9 +22,11 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from ui_fakes import board_session, many_runs
 
+from tui.domain.board.view import Board, build_board
 from tui.ui.app import VtcApp, create_app
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.run_detail import RunDetailScreen
+from tui.ui.widgets import results_board
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.results_board import ResultsBoard
@@ -102,6 +105,13 @@ async def test_toggling_the_board_rebuilds_nothing_and_leaves_the_form_styles_al
             update_nodes(nodes, animate=animate)
 
         monkeypatch.setattr(app.stylesheet, "update_nodes", counting.__get__(app.stylesheet))
+        built: list[object] = []
+
+        def counting_build(*args: Any, **kwargs: Any) -> Board:
+            built.append(args)
+            return build_board(*args, **kwargs)
+
+        monkeypatch.setattr(results_board, "build_board", counting_build)
         await press(pilot, "t")
         assert app.screen.query_one(ResultsBoard).table_mode
         assert not form.display  # 80 columns: the table takes the form's width
@@ -112,6 +122,7 @@ async def test_toggling_the_board_rebuilds_nothing_and_leaves_the_form_styles_al
         in_form = widgets_under(form)
         assert not [n for n in restyled if id(n) in in_form]
         assert app.screen not in restyled  # no class on the screen
+        assert built == []  # the same runs and view: the board is drawn, not rebuilt
 
 
 async def test_selection_moves_in_the_table_do_not_rebuild_it(
