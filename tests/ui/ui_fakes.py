@@ -8,6 +8,7 @@ Everything here is fixed data: no clocks, no randomness.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -16,7 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from fakes.runs import failed_run, served_run
+from rich.console import Console
 from textual.app import App
+from textual.widgets import Static
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
@@ -528,3 +531,10 @@ class NoteLog:
     def text(self) -> str:
         """Every notification as ``title: message`` lines."""
         return "\n".join(f"{t}: {m}" for t, m, _ in self.items)
+
+
+def help_lines(app: App[None], width: int = 80) -> list[str]:
+    """The help screen's text as it reads at ``width`` columns, line by line."""
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    console.print(app.screen.query_one("#help-text", Static).content)
+    return console.export_text().splitlines()

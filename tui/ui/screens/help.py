@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -19,6 +21,7 @@ from tui.ui.keys import (
     SAVE_PRESET_HELP,
 )
 
+KEY_WIDTH = 10  # the key column (the widest key, ^PgUp/PgDn, fits)
 PANELS: tuple[tuple[str, str], ...] = (
     ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
      "cache size and max concurrency the server logged, how the console runs servers, and "
@@ -79,8 +82,36 @@ def help_rows() -> list[tuple[str, str]]:
     return rows
 
 
+def help_table(variables: dict[str, str]) -> Table:
+    """Every help row in one two-column grid: keys in the accent colour, sections bold.
+
+    One renderable in one widget, not a widget per cell: opening help then lays out and
+    styles a handful of widgets instead of ~130 (issue 22: ``?`` took 200-700 ms).
+    ``variables`` are the app's theme variables (a Rich table takes colours, not ``$names``).
+    """
+    accent = variables.get("accent", "")
+    primary = variables.get("text-primary", "")
+    key_style = f"bold {accent}" if accent.startswith("#") else "bold"
+    section_style = f"bold {primary}" if primary.startswith("#") else "bold"
+    table = Table.grid(expand=True)
+    table.add_column(width=KEY_WIDTH, style=key_style)
+    table.add_column(ratio=1)
+    for name, text in help_rows():
+        if not text:
+            if table.row_count:
+                table.add_row("", "")  # a blank line above each section but the first
+            table.add_row(Text(name, style=section_style, no_wrap=True), "")
+        else:
+            table.add_row(name, text)
+    return table
+
+
 class HelpScreen(ModalScreen[None]):
-    """Keys and panels; any of Esc, ?, q or F1 closes it."""
+    """Keys and panels; any of Esc, ?, q or F1 closes it.
+
+    The console installs one and shows it again each time (``MainScreen.action_help``), so
+    it is composed once.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q,f1", "dismiss", "Close", key_display="Esc"),
@@ -89,13 +120,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         """One scrolling text."""
         with VerticalScroll(id="help-box"):
-            for name, text in help_rows():
-                if not text:
-                    yield Static(name, classes="help-section")
-                    continue
-                with Horizontal(classes="help-row"):
-                    yield Static(name, classes="help-key")
-                    yield Static(text, classes="help-text")
+            yield Static(help_table(self.app.theme_variables), id="help-text")
 
     def on_mount(self) -> None:
         """Title the box."""

@@ -50,6 +50,8 @@ from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
 
 Clock = Callable[[], float]
+HELP_SCREEN = "help"
+WIDE = 110  # columns from which the form stays beside the board's table
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -65,7 +67,7 @@ class MainScreen(SweepActions):
     # The board takes focus first, so the letter keys act at once; Tab reaches the form.
     AUTO_FOCUS = "#board"
     # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]  # noqa: RUF012
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
 
     def __init__(self, session: SessionPort, *, clock: Clock | None = None) -> None:
@@ -355,7 +357,9 @@ class MainScreen(SweepActions):
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
-        self.app.push_screen(HelpScreen())
+        if not self.app.is_screen_installed(HELP_SCREEN):  # composed once, shown each time
+            self.app.install_screen(HelpScreen(), HELP_SCREEN)
+        self.app.push_screen(HELP_SCREEN)
 
     def action_leave_field(self) -> None:
         """Esc in a form field: focus the board, so letter keys act again."""
@@ -369,6 +373,19 @@ class MainScreen(SweepActions):
         return True
 
     # -- the board and the form ------------------------------------------------------------
+    @on(ResultsBoard.TableToggled)
+    def _table_toggled(self, _: ResultsBoard.TableToggled) -> None:
+        self._fit_form()
+
+    def on_resize(self) -> None:
+        """The form beside the table only where there is room for both."""
+        self._fit_form()
+
+    def _fit_form(self) -> None:
+        # Below WIDE columns the table takes the form's width (t brings the cards and the
+        # form back). Display, not a class on the screen: that would restyle every widget.
+        self.form.display = not (self.board.table_mode and self.size.width < WIDE)
+
     @on(ResultsBoard.LoadIntoForm)
     def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
         """Put a run's flags (and the workload it ran) into the form."""

@@ -1,0 +1,175 @@
+"""The keys an operator presses most stay cheap by construction (issue 22).
+
+A structural check, not a timing test: while the board is toggled, its selection moved,
+help and the run detail opened and closed, the console makes no blocking call on its event
+loop (file, socket, process, sleep: Python's audit events), rebuilds no widget of the work
+area, restyles none of the form's widgets, rebuilds no board for a toggle, clears no table
+on a selection move, and composes help only once.
+``benchmarks/console_latency.py`` measures the time these keys take in a real terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from textual.css.stylesheet import Stylesheet
+from textual.dom import DOMNode
+from textual.pilot import Pilot
+from textual.widget import Widget
+from ui_fakes import board_session, many_runs
+
+from tui.domain.board.view import Board, build_board
+from tui.ui.app import VtcApp, create_app
+from tui.ui.screens.help import HelpScreen
+from tui.ui.screens.run_detail import RunDetailScreen
+from tui.ui.widgets import results_board
+from tui.ui.widgets.board_grid import BoardGrid
+from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.results_board import ResultsBoard
+from tui.ui.widgets.run_card import RunCard
+
+BLOCKING_EVENTS = frozenset(
+    {"open", "time.sleep", "subprocess.Popen", "os.system", "os.posix_spawn", "os.fork",
+     "socket.connect", "socket.getaddrinfo", "sqlite3.connect", "shutil.copyfile"}
+)  # fmt: skip
+HOT_KEYS = ("left", "right", "t", "up", "down", "t", "question_mark", "escape", "enter", "escape")
+
+
+class LoopCalls:
+    """Blocking calls (audit events) made on the test's thread while armed."""
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.thread = threading.get_ident()
+        self.seen: list[str] = []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.armed and event in BLOCKING_EVENTS and threading.get_ident() == self.thread:
+            self.seen.append(f"{event} {args!r:.100}")
+
+
+_CALLS = LoopCalls()
+sys.addaudithook(_CALLS)  # an audit hook stays for the process: it records only while armed
+
+
+def console() -> VtcApp:
+    return create_app(board_session(many_runs(30)), clock=None)
+
+
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await pilot.pause()
+
+
+def widgets_under(node: DOMNode) -> set[int]:
+    return {id(w) for w in node.walk_children(with_self=True)}
+
+
+async def test_hot_keys_make_no_blocking_call_on_the_event_loop() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, *HOT_KEYS)  # once first: lazy imports open their files once
+        await app.workers.wait_for_complete()
+        _CALLS.thread, _CALLS.seen = threading.get_ident(), []
+        _CALLS.armed = True
+        try:
+            await press(pilot, *HOT_KEYS)
+        finally:
+            _CALLS.armed = False
+        assert isinstance(app.screen, type(app.main_screen))
+    assert _CALLS.seen == []
+
+
+async def test_toggling_the_board_rebuilds_nothing_and_leaves_the_form_styles_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        work = app.screen.query_one("#work")
+        form = app.screen.query_one(FlagForm)
+        cards = list(app.screen.query(RunCard))
+        before = widgets_under(work)
+        restyled: list[DOMNode] = []
+        update_nodes = app.stylesheet.update_nodes
+
+        def counting(self: Stylesheet, nodes: Iterable[DOMNode], animate: bool = False) -> None:
+            nodes = list(nodes)
+            restyled.extend(nodes)
+            update_nodes(nodes, animate=animate)
+
+        monkeypatch.setattr(app.stylesheet, "update_nodes", counting.__get__(app.stylesheet))
+        built: list[object] = []
+
+        def counting_build(*args: Any, **kwargs: Any) -> Board:
+            built.append(args)
+            return build_board(*args, **kwargs)
+
+        monkeypatch.setattr(results_board, "build_board", counting_build)
+        await press(pilot, "t")
+        assert app.screen.query_one(ResultsBoard).table_mode
+        assert not form.display  # 80 columns: the table takes the form's width
+        await press(pilot, "up", "down", "t")
+        assert form.display
+        assert widgets_under(work) == before  # nothing mounted, removed or recomposed
+        assert list(app.screen.query(RunCard)) == cards  # the same cards, updated in place
+        in_form = widgets_under(form)
+        assert not [n for n in restyled if id(n) in in_form]
+        assert app.screen not in restyled  # no class on the screen
+        assert built == []  # the same runs and view: the board is drawn, not rebuilt
+
+
+async def test_selection_moves_in_the_table_do_not_rebuild_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, "t")
+        grid = app.screen.query_one(BoardGrid)
+        cleared: list[bool] = []
+        clear = grid.clear
+
+        def counting_clear(columns: bool = False) -> BoardGrid:
+            cleared.append(columns)
+            return clear(columns)
+
+        monkeypatch.setattr(grid, "clear", counting_clear)
+        rows = grid.row_count
+        await press(pilot, "up", "up", "down")
+        assert grid.cursor_row == rows - 2  # moved: the selection is on the run above the last
+        assert cleared == []
+        assert grid.row_count == rows
+
+
+async def test_help_is_composed_once_and_stays_small() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, "question_mark")
+        first = app.screen
+        assert isinstance(first, HelpScreen)
+        widgets: list[Widget] = list(first.walk_children())
+        assert len(widgets) <= 4  # one scroller, one text: not a widget per key
+        await press(pilot, "escape", "question_mark")
+        assert app.screen is first
+        assert [id(w) for w in first.walk_children()] == [id(w) for w in widgets]
+        await press(pilot, "escape")
+        assert app.screen is app.main_screen
+
+
+async def test_the_run_detail_opens_without_rebuilding_the_board() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        before = widgets_under(app.screen.query_one("#board"))
+        await press(pilot, "enter")
+        assert isinstance(app.screen, RunDetailScreen)
+        await press(pilot, "escape")
+        assert widgets_under(app.screen.query_one("#board")) == before
