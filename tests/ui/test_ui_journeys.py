@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -17,9 +18,11 @@ from textual.widgets import Static
 
 from tui.domain.events import ServerState
 from tui.domain.results import RunStatus
+from tui.domain.telemetry import SourceStatus
 from tui.modes import ConsoleOptions, build_session
 from tui.session.facade import Session
 from tui.ui.app import VtcApp, create_app
+from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.run_card import RunCard
 
 SIZE = (80, 24)
@@ -176,3 +179,52 @@ async def test_the_baseline_after_a_launch_run_and_two_loads_is_the_newest_load(
         text = card_of(app, first.label)
         assert "max_num_seqs 32 -> 64" in text and "%" in text  # compared: a delta, not
         assert "other load" not in text  # "(other load)"
+
+
+def metrics_text(app: VtcApp) -> str:
+    return str(app.main_screen.query_one(MetricsPanel).render())
+
+
+async def test_a_restart_from_a_preempting_to_a_calm_configuration_drops_the_advice(
+    demo: Session,
+) -> None:
+    """Issue 17: after the restart the Metrics panel still advised ``max_num_seqs=...
+    · 30 preemptions in the last 59 s`` from the previous server."""
+    app = create_app(demo, clock=None)
+    async with app.run_test(size=SIZE) as pilot:
+        form = app.main_screen.form
+        load = {"input_len": "128", "output_len": "200", "num_prompts": "32",
+                "max_concurrency": "32"}  # fmt: skip
+        for name, value in load.items():
+            form.field(f"load-{name}").set_value(value)
+        await pilot.pause()
+        await pilot.press("r")
+        await until(pilot, lambda: settled(demo), "the start")
+        app.main_screen.board.focus()
+        await pilot.press("b")  # 32 streams of 328 tokens on ~2,300 tokens of KV: preemption
+        await until(pilot, lambda: "preemptions in the last" in metrics_text(app), "the advice")
+        await until(
+            pilot,
+            lambda: demo.current is not None and demo.current.bench is not None,
+            "the load's end",
+        )
+        form.field("max_num_seqs").set_value("4")
+        await pilot.pause()
+        app.main_screen.board.focus()
+        count = len(demo.runs)
+        await pilot.press("r")
+        await until(pilot, lambda: len(demo.runs) > count and settled(demo), "the calm start")
+        assert demo.state is ServerState.READY
+        ready_at = time.monotonic()
+        panel = app.main_screen.query_one(MetricsPanel)
+
+        def read_since(t: float) -> bool:
+            m = panel.metrics
+            return m is not None and m.status is SourceStatus.OK and m.t > t
+
+        # readings of the new server, well within the old one's minute of samples
+        await until(pilot, lambda: read_since(ready_at), "the new server's page")
+        later = time.monotonic() + 1.0
+        await until(pilot, lambda: read_since(later), "more of its readings")
+        assert "preemptions in the last" not in metrics_text(app)
+        assert not any(a.code == "preemptions" for a in panel.advice)
