@@ -24,6 +24,7 @@ from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
+from tui.session.slot import LeftRunning
 from tui.store.board_cli import add_board_parsers, run_board_command
 from tui.telemetry import top as top_cli
 from tui.tune.headless import add_sweep_parser, run_sweep_command
@@ -193,15 +194,20 @@ def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
     return 0 if outcome.stopped else 1
 
 
-def _say_detached(pid: int | None, url: str | None, demo: bool) -> None:
-    """After a hang-up: where the server runs on (the terminal may be gone: best effort)."""
+def detached_message(left: LeftRunning | None, demo: bool) -> str:
+    """What a hang-up's detach says: the server left running, by pid and URL when known."""
     flag = " --demo" if demo else ""
+    which = f"the server (pid {left.pid}, {left.base_url})" if left is not None else "the server"
+    return (
+        f"vtc: detached; {which} keeps running: `vtc{flag}` reattaches, "
+        f"`vtc stop{flag}` stops it"
+    )
+
+
+def _say_detached(left: LeftRunning | None, demo: bool) -> None:
+    """After a hang-up: where the server runs on (the terminal may be gone: best effort)."""
     with contextlib.suppress(OSError):
-        print(
-            f"vtc: detached; the server (pid {pid}, {url}) keeps running: `vtc{flag}` "
-            f"reattaches, `vtc stop{flag}` stops it",
-            file=sys.stderr,
-        )
+        print(detached_message(left, demo), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,7 +253,7 @@ def run_console(options: ConsoleOptions) -> int:
         raise
     session.abandon()  # no-op after a quit or a detach
     if session.detached:
-        _say_detached(session.pid, session.base_url, options.demo)
+        _say_detached(session.left_running, options.demo)
     return 0
 
 

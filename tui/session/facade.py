@@ -27,7 +27,7 @@ from tui.session.port import LoadFinished, SessionEvent, SessionInfo
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
-from tui.session.slot import ServerSlot
+from tui.session.slot import LeftRunning, ServerSlot
 from tui.session.tools import RunFiles, RunTools
 
 REPLACED_WHY = "the next run took its place"
@@ -98,6 +98,11 @@ class Session:
     def pid(self) -> int | None:
         """The current server's root pid, when local."""
         return self._slot.pid
+
+    @property
+    def left_running(self) -> LeftRunning | None:
+        """The server a detach left running (its pid and URL), else ``None``."""
+        return self._slot.left_running
 
     @property
     def vllm_cli(self) -> VllmCli | None:

@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.errors import VtcError
@@ -51,6 +52,18 @@ class StateKeeper(Protocol):
     def forget(self, pid: int | None) -> None: ...
 
 
+@dataclass(frozen=True)
+class LeftRunning:
+    """The server a detach left running: its root pid and where it answers.
+
+    Taken before the slot lets the server go (after it the slot holds no server, so its
+    pid and URL read ``None``): what the console prints on its way out.
+    """
+
+    pid: int
+    base_url: str
+
+
 class LaunchRefused(VtcError):
     """The session cannot launch here (attached to a server it did not start)."""
 
@@ -76,6 +89,7 @@ class ServerSlot:
         self._flags: ServeFlags | None = None  # what the launched server runs with
         self._run_id: int | None = None
         self._unrecorded: Launched | None = None  # seen before launch() returned
+        self.left_running: LeftRunning | None = None  # set by a detach that left it running
 
     def listen(self, callback: Callable[[ServerEvent], None]) -> None:
         """Deliver the current server's events to ``callback`` (the session's handler)."""
@@ -180,6 +194,7 @@ class ServerSlot:
         if not await backend.detach():
             return False
         keeper.release(pid)
+        self.left_running = LeftRunning(pid=pid, base_url=backend.base_url)
         self._generation += 1  # whatever it says from now on is no longer ours
         return True
 
