@@ -199,8 +199,7 @@ def detached_message(left: LeftRunning | None, demo: bool) -> str:
     flag = " --demo" if demo else ""
     which = f"the server (pid {left.pid}, {left.base_url})" if left is not None else "the server"
     return (
-        f"vtc: detached; {which} keeps running: `vtc{flag}` reattaches, "
-        f"`vtc stop{flag}` stops it"
+        f"vtc: detached; {which} keeps running: `vtc{flag}` reattaches, `vtc stop{flag}` stops it"
     )
 
 

@@ -15,7 +15,6 @@ from tui.tune.lanes import Lane
 from tui.tune.prune import Pruner
 from tui.tune.strategies import make_strategy
 
-
 FINISHED = "every trial the strategy planned has run"
 """Why a sweep that ran to its end ended (its state already says "done")."""
 
