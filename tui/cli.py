@@ -77,7 +77,14 @@ def _parser() -> argparse.ArgumentParser:
         "--attach",
         metavar="URL",
         help="watch and load a server vtc did not start, e.g. http://host:8000 "
-        "(restart and stop disabled)",
+        "(restart and stop disabled); the form shows its flags as read from it",
+    )
+    parser.add_argument(
+        "--attach-log",
+        type=Path,
+        metavar="FILE",
+        help="with --attach: that server's startup log, read for the flags /v1/models and "
+        "/metrics do not tell (quantization, dtype, ...)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 

@@ -18,6 +18,7 @@ from tui.domain.flags import ServeFlags
 from tui.domain.history import TelemetryHistory
 from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
+from tui.domain.server_config import ServerConfig
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
@@ -60,6 +61,7 @@ class Session:
         self.info, self._bus, self._book, self._slot, self._repro = info, bus, book, slot, repro
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
         self._closed = self.detached = False
+        self.left_running: LeftRunning | None = None  # what a detach left running (pid, URL)
         slot.listen(self._on_server_event)
         self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
@@ -90,19 +92,14 @@ class Session:
         return self._slot.log_lines
 
     @property
-    def base_url(self) -> str | None:
-        """Where the current server answers."""
-        return self._slot.base_url
-
-    @property
     def pid(self) -> int | None:
         """The current server's root pid, when local."""
         return self._slot.pid
 
     @property
-    def left_running(self) -> LeftRunning | None:
-        """The server a detach left running (its pid and URL), else ``None``."""
-        return self._slot.left_running
+    def server_config(self) -> ServerConfig | None:
+        """The attached server's configuration as read from it (``None``: not attached)."""
+        return self._slot.server_config
 
     @property
     def vllm_cli(self) -> VllmCli | None:
@@ -140,7 +137,7 @@ class Session:
         if takeover is not None:
             status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
             card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
-            url = self.base_url
+            url = self._slot.base_url
             record = await self._book.resume_or_open(takeover.run_id, card, executable=url)
             self._slot.watch(record.id)
         elif self.info.autostart and self.can_restart:
@@ -155,10 +152,8 @@ class Session:
         await self.stop_server()
         if old_run is not None and old_run.id is not None:
             self._book.apply(RunEnded(RunStatus.REPLACED, REPLACED_WHY), old_run.id)
-        if self._release is not None and old_pids:
-            message = await self._release(old_pids)
-            if message:
-                self._bus.emit(LogLine(f"[vtc] {message}"))
+        if self._release is not None and old_pids and (message := await self._release(old_pids)):
+            self._bus.emit(LogLine(f"[vtc] {message}"))
         estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
         startup = StartupProfile(kv_estimate_tokens=estimate.kv_tokens if estimate else None)
         record = await self._book.open(
@@ -197,6 +192,7 @@ class Session:
         await self._loads.cancel()
         await self._hub.unwatch_server()
         self.detached = await self._slot.detach_or_stop()
+        self.left_running = self._slot.left_running
         await self._shutdown()
         return self.detached
 

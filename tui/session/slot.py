@@ -25,6 +25,7 @@ from tui.domain.errors import VtcError
 from tui.domain.events import Exited, Failed, Launched, ServerEvent, ServerState
 from tui.domain.flag_validation import ensure_valid
 from tui.domain.flags import ServeFlags
+from tui.domain.server_config import ServerConfig
 from tui.server.backend import Capabilities, ExistingServer, Launcher, ServerBackend, Takeover
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,12 @@ class ServerSlot:
     def capabilities(self) -> Capabilities:
         """What the current server allows (nothing before there is one)."""
         return self._backend.capabilities if self._backend is not None else NO_SERVER
+
+    @property
+    def server_config(self) -> ServerConfig | None:
+        """The existing server's configuration as read from it, while it is the one watched."""
+        existing = self._existing
+        return existing.config if existing is not None and self._backend is existing else None
 
     @property
     def state(self) -> ServerState:
