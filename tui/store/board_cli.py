@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.render import (
@@ -92,6 +95,11 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--compare", nargs=2, metavar=("BEFORE", "AFTER"),
         help="print the Before / After table of two runs instead",
     )  # fmt: skip
+    runs.add_argument(
+        "--wide", action="store_true",
+        help="table: every column at full width (default: fit the terminal, naming what is "
+        "left out)",
+    )  # fmt: skip
 
     export = sub.add_parser("export", help="write a run as a command, config YAML, compose...")
     export.add_argument("run", metavar="RUN", help="run id, #id, label, or last")
@@ -111,6 +119,20 @@ def _view_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="RUN", help="pin the baseline (default: the "
                         "first served run of the newest session)")  # fmt: skip
     parser.add_argument("--latency", choices=list(LATENCY_AXES), default="ttft")
+
+
+def table_width(wide: bool, out: TextIO) -> int | None:
+    """The width ``vtc runs`` fits its table to: ``COLUMNS`` when set, else the terminal's;
+    ``None`` (full width) with ``--wide`` or when the output is not a terminal (a pipe or a
+    file keeps whole rows for the next program)."""
+    if wide:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not out.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def run_board_command(args: argparse.Namespace) -> int:
@@ -166,8 +188,10 @@ def _runs(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(board_json(board), indent=2))
     else:
-        render = {"table": board_text, "md": board_markdown, "csv": board_csv}[args.format]
-        print(render(board), end="")
+        if args.format == "table":
+            print(board_text(board, table_width(args.wide, sys.stdout)), end="")
+        else:
+            print({"md": board_markdown, "csv": board_csv}[args.format](board), end="")
     return 0
 
 
