@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
@@ -217,7 +218,11 @@ def _say_detached(left: LeftRunning | None, demo: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``vtc`` console script."""
+    """Entry point of the ``vtc`` console script; a closed pipe ends it quietly (141)."""
+    return quiet_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(own)
     if args.command == "bench":

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.flags import ArgvError
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
@@ -129,4 +130,4 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``vtc-sim``)."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv))
+    sys.exit(quiet_on_broken_pipe(lambda: run(sys.argv[1:] if argv is None else argv)))
