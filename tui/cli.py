@@ -104,20 +104,28 @@ def _parser() -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
 
     setup = sub.add_parser(
-        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models"
-    )
+        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models",
+        description="Build (once; cached) a venv with vLLM's CPU build and two tiny local "
+        "models, for the tests marked realvllm and for trying vtc without a GPU.",
+    )  # fmt: skip
     setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     add_bench_parser(sub)
     top_cli.add_parser(sub)
-    sub.add_parser("presets", help="list the shipped and user presets")
+    sub.add_parser(
+        "presets", help="list the shipped and user presets",
+        description="List the presets: name, shipped or yours, model, what it is and its "
+        "source. Yours live in the platform's config dir (presets/*.toml).",
+    )  # fmt: skip
     add_board_parsers(sub)
     add_sweep_parser(sub)
     stop = sub.add_parser(
-        "stop", help="stop the server a vtc console started and left running (after a hang-up)"
-    )
-    stop.add_argument("--demo", action="store_true", help="the demo's simulator")
+        "stop", help="stop the server a vtc console started and left running (after a hang-up)",
+        description="Stop the server a vtc console started and left running (a hang-up "
+        "detaches): its whole process tree, SIGTERM then SIGKILL after --grace seconds.",
+    )  # fmt: skip
+    stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
@@ -190,15 +198,19 @@ def cmd_presets() -> int:
 
 
 def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
-    """``vtc stop``: stop the server the state file records (its whole tree); 1 if none."""
+    """``vtc stop``: stop the server the state file records (its whole tree); 1 if none.
+
+    Without ``--demo`` it stops the demo's server when that is the only one recorded.
+    """
     from tui.server.adopted import stop_recorded_server
     from tui.store.history import default_data_dir
-    from tui.store.server_state import ServerStateFile
+    from tui.store.server_state import file_to_stop
 
-    outcome = stop_recorded_server(
-        ServerStateFile.in_data_dir(default_data_dir(), demo=demo), grace_s=grace_s
-    )
-    print(f"vtc stop: {outcome.message}", file=sys.stdout if outcome.stopped else sys.stderr)
+    file, is_demo = file_to_stop(default_data_dir(), demo=demo)
+    outcome = stop_recorded_server(file, grace_s=grace_s)
+    which = "the demo's server: " if is_demo and not demo else ""
+    stream = sys.stdout if outcome.stopped else sys.stderr
+    print(f"vtc stop: {which}{outcome.message}", file=stream)
     return 0 if outcome.stopped else 1
 
 
