@@ -92,6 +92,11 @@ class Session:
         return self._slot.log_lines
 
     @property
+    def base_url(self) -> str | None:
+        """Where the current server answers."""
+        return self._slot.base_url
+
+    @property
     def pid(self) -> int | None:
         """The current server's root pid, when local."""
         return self._slot.pid
@@ -130,14 +135,12 @@ class Session:
         self._hub.start()
         self._preflight.load_cli()
         takeover = await self._slot.take_over()
-        keep = set(self.info.protected_runs)
-        if takeover is not None and takeover.run_id is not None:
-            keep.add(takeover.run_id)
-        self._book.settle_orphans(keep)
+        kept = {takeover.run_id} if takeover is not None and takeover.run_id is not None else set()
+        self._book.settle_orphans(set(self.info.protected_runs) | kept)
         if takeover is not None:
             status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
             card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
-            url = self._slot.base_url
+            url = self.base_url
             record = await self._book.resume_or_open(takeover.run_id, card, executable=url)
             self._slot.watch(record.id)
         elif self.info.autostart and self.can_restart:
@@ -181,10 +184,7 @@ class Session:
         await self._shutdown()
 
     async def detach(self) -> bool:
-        """Leave the server running for the next ``vtc`` (the terminal hung up).
-
-        Returns True when it was left running; else it is stopped as :meth:`close` would.
-        """
+        """Leave the server running for the next ``vtc`` (a hang-up); False: stopped instead."""
         if self._closed:
             return self.detached
         self._closed = True
