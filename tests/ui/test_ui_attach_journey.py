@@ -17,7 +17,7 @@ import httpx
 import pytest
 from fakes.net import free_port
 from textual.pilot import Pilot
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from tui.modes import ConsoleOptions, build_session
 from tui.ui.app import create_app
@@ -83,16 +83,19 @@ async def test_the_attached_form_reads_what_the_server_runs(
             assert form.field("model").value == MODEL
             assert form.border_title is not None and "read from the server" in form.border_title
             max_len = form.field("max_model_len")
-            assert max_len.editor.disabled and "/v1/models" in _source(max_len)
-            assert "/metrics" in _source(form.field("block_size"))
+            assert max_len.editor.disabled and _source(max_len) == "← api"
+            assert _source(form.field("block_size")) == "← metrics"
+            legend = str(form.query_one("#form-source", Static).render())
+            assert "←api /v1/models" in legend and "←metrics /metrics" in legend
             quant = form.field("quantization")
             editor = quant.editor
             assert editor.disabled
             if with_log:
-                assert quant.value == "fp8" and "startup log" in _source(quant)
+                assert quant.value == "fp8" and _source(quant) == "← log"
+                assert "←log its log" in legend and "blank: vLLM's default" in legend
             else:  # vLLM 0.32's /metrics does not say: the form says it does not know
                 assert quant.value == "" and isinstance(editor, Input)
-                assert editor.placeholder == "not known"
+                assert editor.placeholder == "not known" and "blank: not known" in legend
             offered = {b.binding.action for b in app.screen.active_bindings.values()}
             assert not offered & LAUNCHING and "bench" in offered
             card = session.current

@@ -69,7 +69,7 @@ class ServerConfig:
 
     def unread(self) -> str:
         """What a flag read from nowhere is: vLLM's default, or not known."""
-        return "default (per the log)" if self.log_read else "not known"
+        return "vLLM default" if self.log_read else "not known"
 
     def summary(self) -> str:
         """One line: which flags came from where (``max-model-len from /v1/models; ...``)."""

@@ -13,12 +13,24 @@ from textual.content import Content
 from textual.widgets import Static
 
 from tui.domain.flags import flag_specs
-from tui.domain.server_config import ServerConfig
+from tui.domain.server_config import FROM_LOG, FROM_METRICS, FROM_MODELS, ServerConfig
 from tui.session.port import SessionPort
 from tui.ui.widgets.flag_form import EXTRA, MODEL, FlagForm
 
 NOT_READ_YET = "not read yet"
 TITLE = "Flags · read from the server (read-only)"
+# Beside each field, short (the form is 43 columns at 80x24); the legend above says them whole.
+TAGS = {FROM_MODELS: "api", FROM_METRICS: "metrics", FROM_LOG: "log"}
+LEGEND = "read-only · ←api /v1/models ←metrics /metrics ←log"
+
+
+def legend(config: ServerConfig | None) -> str:
+    """The line above the fields: what each mark means and what an unmarked field is."""
+    if config is None:
+        return f"read-only: {NOT_READ_YET} from the server"
+    if config.log_read:
+        return f"{LEGEND} its log · blank: vLLM's default"
+    return f"{LEGEND} (no --attach-log) · blank: not known"
 
 
 def show_server_config(form: FlagForm, config: ServerConfig | None) -> None:
@@ -26,19 +38,18 @@ def show_server_config(form: FlagForm, config: ServerConfig | None) -> None:
     if config is not None:
         form.load_flags(config.flags)
     unread = config.unread() if config is not None else NOT_READ_YET
-    form.field(MODEL).mark_read("/v1/models" if config is not None else None, unread)
+    form.field(MODEL).mark_read(TAGS[FROM_MODELS] if config is not None else None, unread)
     for spec in flag_specs():
         source = config.source(spec.name) if config is not None else None
-        form.field(spec.name).mark_read(source, unread)
+        form.field(spec.name).mark_read(TAGS.get(source, source) if source else None, unread)
     form.field(EXTRA).mark_read(None, unread)
     form.border_title = TITLE
-    what = config.summary() if config is not None else "nothing read yet"
     boxes = form.query("#form-source").results(Static)
     box = next(boxes, None)
     if box is None:
         box = Static(id="form-source", classes="form-source")
         form.mount(box, before="#form-fields")
-    box.update(Content(f"read from the server: {what}"))
+    box.update(Content(legend(config)))
 
 
 class AttachedForm:

@@ -188,6 +188,8 @@ class FlagField(Vertical):
         """
         editor = self.editor
         editor.disabled = True
+        for range_hint in self.query(".field-hint").results(Static):
+            range_hint.display = range_hint.has_class("field-source")  # nothing is typed here
         if source is None:
             if isinstance(editor, Select):
                 editor.prompt = unread
