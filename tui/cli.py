@@ -20,10 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
 from tui.modes import ConsoleOptions, build_session
+from tui.session.slot import LeftRunning
 from tui.store.board_cli import add_board_parsers, run_board_command
 from tui.telemetry import top as top_cli
 from tui.tune.headless import add_sweep_parser, run_sweep_command
@@ -76,7 +78,14 @@ def _parser() -> argparse.ArgumentParser:
         "--attach",
         metavar="URL",
         help="watch and load a server vtc did not start, e.g. http://host:8000 "
-        "(restart and stop disabled)",
+        "(restart and stop disabled); the form shows its flags as read from it",
+    )
+    parser.add_argument(
+        "--attach-log",
+        type=Path,
+        metavar="FILE",
+        help="with --attach: that server's startup log, read for the flags /v1/models and "
+        "/metrics do not tell (quantization, dtype, ...)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -95,20 +104,28 @@ def _parser() -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
 
     setup = sub.add_parser(
-        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models"
-    )
+        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models",
+        description="Build (once; cached) a venv with vLLM's CPU build and two tiny local "
+        "models, for the tests marked realvllm and for trying vtc without a GPU.",
+    )  # fmt: skip
     setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     add_bench_parser(sub)
     top_cli.add_parser(sub)
-    sub.add_parser("presets", help="list the shipped and user presets")
+    sub.add_parser(
+        "presets", help="list the shipped and user presets",
+        description="List the presets: name, shipped or yours, model, what it is and its "
+        "source. Yours live in the platform's config dir (presets/*.toml).",
+    )  # fmt: skip
     add_board_parsers(sub)
     add_sweep_parser(sub)
     stop = sub.add_parser(
-        "stop", help="stop the server a vtc console started and left running (after a hang-up)"
-    )
-    stop.add_argument("--demo", action="store_true", help="the demo's simulator")
+        "stop", help="stop the server a vtc console started and left running (after a hang-up)",
+        description="Stop the server a vtc console started and left running (a hang-up "
+        "detaches): its whole process tree, SIGTERM then SIGKILL after --grace seconds.",
+    )  # fmt: skip
+    stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
@@ -181,31 +198,43 @@ def cmd_presets() -> int:
 
 
 def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
-    """``vtc stop``: stop the server the state file records (its whole tree); 1 if none."""
+    """``vtc stop``: stop the server the state file records (its whole tree); 1 if none.
+
+    Without ``--demo`` it stops the demo's server when that is the only one recorded.
+    """
     from tui.server.adopted import stop_recorded_server
     from tui.store.history import default_data_dir
-    from tui.store.server_state import ServerStateFile
+    from tui.store.server_state import file_to_stop
 
-    outcome = stop_recorded_server(
-        ServerStateFile.in_data_dir(default_data_dir(), demo=demo), grace_s=grace_s
-    )
-    print(f"vtc stop: {outcome.message}", file=sys.stdout if outcome.stopped else sys.stderr)
+    file, is_demo = file_to_stop(default_data_dir(), demo=demo)
+    outcome = stop_recorded_server(file, grace_s=grace_s)
+    which = "the demo's server: " if is_demo and not demo else ""
+    stream = sys.stdout if outcome.stopped else sys.stderr
+    print(f"vtc stop: {which}{outcome.message}", file=stream)
     return 0 if outcome.stopped else 1
 
 
-def _say_detached(pid: int | None, url: str | None, demo: bool) -> None:
-    """After a hang-up: where the server runs on (the terminal may be gone: best effort)."""
+def detached_message(left: LeftRunning | None, demo: bool) -> str:
+    """What a hang-up's detach says: the server left running, by pid and URL when known."""
     flag = " --demo" if demo else ""
+    which = f"the server (pid {left.pid}, {left.base_url})" if left is not None else "the server"
+    return (
+        f"vtc: detached; {which} keeps running: `vtc{flag}` reattaches, `vtc stop{flag}` stops it"
+    )
+
+
+def _say_detached(left: LeftRunning | None, demo: bool) -> None:
+    """After a hang-up: where the server runs on (the terminal may be gone: best effort)."""
     with contextlib.suppress(OSError):
-        print(
-            f"vtc: detached; the server (pid {pid}, {url}) keeps running: `vtc{flag}` "
-            f"reattaches, `vtc stop{flag}` stops it",
-            file=sys.stderr,
-        )
+        print(detached_message(left, demo), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``vtc`` console script."""
+    """Entry point of the ``vtc`` console script; a closed pipe ends it quietly (141)."""
+    return quiet_on_broken_pipe(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(own)
     if args.command == "bench":
@@ -247,7 +276,7 @@ def run_console(options: ConsoleOptions) -> int:
         raise
     session.abandon()  # no-op after a quit or a detach
     if session.detached:
-        _say_detached(session.pid, session.base_url, options.demo)
+        _say_detached(session.left_running, options.demo)
     return 0
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.server_config import ServerConfig
 from tui.server.backend import (
     ADOPTED,
     ATTACHED_REMOTE,
@@ -148,11 +149,13 @@ class FakeExisting(FakeBackend):
         pid: int | None = 4242,
         url: str = "http://127.0.0.1:8000",
         ready: bool = True,
+        config: ServerConfig | None = None,
     ) -> None:
         caps = ADOPTED if pid is not None else ATTACHED_REMOTE
         super().__init__(lambda event: None, pid=pid, url=url, capabilities=caps, tree=(pid or 0,))
         self.takeover = Takeover(flags=flags, run_id=run_id, label=label)
         self.serving = ready
+        self.config: ServerConfig | None = config
 
     async def connect(self, on_event: EventSink) -> Takeover:
         """First look: no events yet."""

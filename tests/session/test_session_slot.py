@@ -13,7 +13,7 @@ from fakes.servers import FakeExisting, FakeLauncher
 
 from tui.domain.events import Exited, Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
-from tui.session.slot import LaunchRefused, ServerSlot
+from tui.session.slot import LaunchRefused, LeftRunning, ServerSlot
 
 FLAGS = ServeFlags(model="m", port=8123)
 
@@ -108,6 +108,11 @@ async def test_an_adopted_server_is_claimed_in_the_state_file_as_its_stored_run(
         {"pid": 4242, "url": "http://127.0.0.1:8000", "flags": FLAGS, "run_id": 5}
     ]
     assert await slot.detach() is True and keeper.released == [4242]
+    # What the console prints on its way out: once the slot closes it no longer holds the
+    # server (its pid and URL read None), so the detach keeps them.
+    await slot.aclose()
+    assert slot.pid is None and slot.base_url is None
+    assert slot.left_running == LeftRunning(pid=4242, base_url="http://127.0.0.1:8000")
 
 
 async def test_detach_refused_by_the_server_leaves_the_state_file_alone() -> None:

@@ -28,7 +28,7 @@ def test_sim_options_both_spellings_and_defaults() -> None:
     cmd = parse_command(["m", "--sim-gpu=rtx3080-10gb", "--sim_gpu_used_gb", "1.5", "--sim-seed=7"])
     assert cmd.sim.gpu.name == "NVIDIA GeForce RTX 3080"
     assert cmd.sim.gpu_used_bytes == int(1.5 * GIB) and cmd.sim.seed == 7
-    assert parse_command(["m"]).sim.gpu.key == "rtx4090-24gb"
+    assert parse_command(["m"]).sim.gpu.key == "rtx3080-10gb"  # as `vtc --demo`
     with pytest.raises(ArgvError, match="unknown simulated GPU 'gtx1'"):
         parse_command(["m", "--sim-gpu", "gtx1"])
     with pytest.raises(ArgvError, match="invalid float value: 'fast'"):

@@ -212,7 +212,9 @@ def test_no_memory_for_cache_blocks() -> None:
 
 
 def test_unsupported_block_size_fails_after_the_kv_report() -> None:
-    code, out, err = sim(LLAMA_8B, "--max-model-len", "4096", "--block-size", "8")
+    code, out, err = sim(
+        LLAMA_8B, "--max-model-len", "4096", "--block-size", "8", "--sim-gpu", "rtx4090-24gb"
+    )
     assert code == 1
     assert "GPU KV cache size: " in out
     engine_failure(

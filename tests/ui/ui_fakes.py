@@ -39,6 +39,7 @@ from tui.domain.results import (
     StartupProfile,
     SweepTag,
 )
+from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.vllm_cli import VllmCli
@@ -123,6 +124,7 @@ class FakeSession:
         self.sweeps: FakeSweeps | None = FakeSweeps(self) if can_restart else None
         self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
         self.tools = FakeTools()
+        self.server_config: ServerConfig | None = None  # attached: what was read (tests set it)
 
     # -- the session surface ----------------------------------------------------------------
     @property

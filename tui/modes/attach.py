@@ -22,6 +22,7 @@ from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
 from tui.server.attached import AttachedServer, attach_url
+from tui.server.attached_config import AttachedConfigReader
 from tui.session.facade import Session
 from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
@@ -73,7 +74,12 @@ class AttachMode:
             history=history,
             slot=ServerSlot(
                 existing=AttachedServer(
-                    url, api_key=credentials.api_key, poll_interval_s=options.poll_interval_s
+                    url,
+                    api_key=credentials.api_key,
+                    poll_interval_s=options.poll_interval_s,
+                    config_reader=AttachedConfigReader(
+                        lambda: local_client(credentials), log_path=options.attach_log
+                    ),
                 )
             ),
             metrics=MetricsReader(local_client(credentials)),

@@ -37,13 +37,18 @@ from tui.session.facade import Session
 from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import UnknownGpuError, catalog_models, resolve_gpu, resolve_model
+from tui.sim.catalog import (
+    DEFAULT_GPU,
+    UnknownGpuError,
+    catalog_models,
+    resolve_gpu,
+    resolve_model,
+)
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
-DEFAULT_SIM_GPU = "rtx3080-10gb"
 NO_FLAG_LIST = "demo: the simulator's flags are the declared ones"
 
 
@@ -116,7 +121,7 @@ class DemoMode:
         point = starting_point(options, default_preset=DEMO_PRESET)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         preset = point.preset
-        gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_SIM_GPU)
+        gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
         estimator = KvEstimator(
             lambda: sim_gpu_device(gpu),

@@ -32,6 +32,7 @@ class ConsoleOptions:
     data_dir: Path | None = None
     poll_interval_s: float = 1.0
     attach: str | None = None  # the URL of a server this console watches but did not start
+    attach_log: Path | None = None  # that server's startup log, read for its flags
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, serve_args: Sequence[str]) -> ConsoleOptions:
@@ -49,4 +50,5 @@ class ConsoleOptions:
             serve_args=list(serve_args),
             config=args.config,
             attach=args.attach,
+            attach_log=args.attach_log,
         )

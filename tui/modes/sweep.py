@@ -23,7 +23,6 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.load.runner import LoadRunner
 from tui.modes.common import STOP_GRACE_S, Services, assemble, free_port, open_history
 from tui.modes.demo import (
-    DEFAULT_SIM_GPU,
     sim_catalog_config,
     sim_gpu_device,
     simulated_gpu_absent,
@@ -47,6 +46,7 @@ from tui.session.facade import Session
 from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
+from tui.sim.catalog import DEFAULT_GPU
 from tui.store.history import default_data_dir
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.telemetry.nvml import NvmlGpuSource
@@ -138,7 +138,7 @@ class SweepMode:
 
     def _demo_lane(self, options: ConsoleOptions, data_dir: Path, index: int) -> LaneParts:
         credentials, store_path = self._common(data_dir, index, demo=True)
-        gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_SIM_GPU
+        gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_GPU
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
         per_trial = gpus_per_trial(self.spec)
         estimator = KvEstimator(

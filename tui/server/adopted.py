@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags, stored_context
 from tui.domain.results import StartupProfile
+from tui.domain.server_config import ServerConfig
 from tui.server.backend import ADOPTED, EventSink, Takeover
 from tui.server.diagnose import diagnose
 from tui.server.health_watch import HealthWatch
@@ -320,6 +321,11 @@ class AdoptedServer(WatchedServer):
     def pid(self) -> int | None:
         """The server's pid (its process group too)."""
         return self._record.pid
+
+    @property
+    def config(self) -> ServerConfig | None:
+        """``None``: a console launched it, so its flags are the state file's, not read."""
+        return None
 
     @property
     def base_url(self) -> str:

@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import time
 import urllib.parse
+from typing import Protocol
 
 from tui.domain.events import Exited, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.server_config import ServerConfig
 from tui.server.backend import ATTACHED_REMOTE, EventSink, Takeover
 from tui.server.probe import HealthProber
 from tui.server.watching import WatchedServer, wait_first
@@ -49,6 +51,14 @@ def attach_url(url: str) -> str:
     return f"{parsed.scheme}://{parsed.netloc}{path}"
 
 
+class ConfigReader(Protocol):
+    """Reads a server's effective configuration (``tui.server.attached_config`` has one)."""
+
+    async def read(self, url: str, fallback_model: str) -> ServerConfig:
+        """What the server (and its log) say; never raises, notes what it could not read."""
+        ...
+
+
 class AttachedServer(WatchedServer):
     """A server at a URL that this console watches and loads but does not own."""
 
@@ -62,6 +72,7 @@ class AttachedServer(WatchedServer):
         prober: HealthProber | None = None,
         api_key: str | None = None,
         poll_interval_s: float = 1.0,
+        config_reader: ConfigReader | None = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
@@ -72,6 +83,8 @@ class AttachedServer(WatchedServer):
         self._models: list[str] | None = None  # what /v1/models listed (None: not asked yet)
         self._last_note = ""
         self._t0 = time.monotonic()
+        self._reader = config_reader
+        self._config: ServerConfig | None = None
 
     # -- what the session reads -------------------------------------------------------------
     @property
@@ -89,6 +102,11 @@ class AttachedServer(WatchedServer):
         """The model id ``/v1/models`` listed, once known."""
         return self._model
 
+    @property
+    def config(self) -> ServerConfig | None:
+        """Its effective configuration as last read (``None``: not read, or no reader)."""
+        return self._config
+
     # -- the session's commands -------------------------------------------------------------
     async def connect(self, on_event: EventSink) -> Takeover:
         """A first look (no events yet): the state, and the flags the board card shows."""
@@ -96,6 +114,9 @@ class AttachedServer(WatchedServer):
         self._t0 = time.monotonic()
         await self._probe(quiet=True)
         flags = ServeFlags(model=self._model or UNKNOWN_MODEL)
+        if self._state is ServerState.READY and await self._read_config():
+            assert self._config is not None
+            flags = self._config.flags
         return Takeover(flags=flags, run_id=None, label=self.label)
 
     def watch(self) -> None:
@@ -148,11 +169,26 @@ class AttachedServer(WatchedServer):
                 f"load runs name the model {UNKNOWN_MODEL!r}"
             )
 
+    async def _read_config(self) -> bool:
+        """Read the server's configuration (when a reader was given); whether it was read."""
+        if self._reader is None:
+            return False
+        self._config = await self._reader.read(self._url, self._model or UNKNOWN_MODEL)
+        return True
+
+    def _note_config(self) -> None:
+        config = self._config
+        if config is not None:
+            self._note(f"read from the server: {config.summary()}")
+            for note in config.notes:
+                self._note(f"not read: {note}")
+
     def _ready(self) -> Ready:
         return Ready(elapsed=time.monotonic() - self._t0, timed=False)
 
     async def _run(self) -> None:
         if self._state is ServerState.READY:
+            self._note_config()
             self._emit(self._ready())
         while True:
             # The first notes come a poll after connect(): by then the console shows its
@@ -163,6 +199,9 @@ class AttachedServer(WatchedServer):
             before = self._state
             await self._probe()
             if self._state is ServerState.READY and before is not ServerState.READY:
+                # (Re)started: its flags may have changed since the last look.
+                if await self._read_config():
+                    self._note_config()
                 self._emit(self._ready())
             elif before is ServerState.READY and self._state is not ServerState.READY:
                 self._emit(Exited(exit_code=None, requested=False))

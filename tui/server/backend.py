@@ -22,6 +22,7 @@ from typing import Protocol
 
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
+from tui.domain.server_config import ServerConfig
 
 EventSink = Callable[[ServerEvent], None]
 """Where a backend reports its events (the session's server slot)."""
@@ -111,6 +112,12 @@ class Takeover:
 
 class ExistingServer(ServerBackend, Protocol):
     """A server already running when the session starts (adopted or attached)."""
+
+    @property
+    def config(self) -> ServerConfig | None:
+        """Its configuration as read from the server (attached); ``None``: its flags are
+        this console's own (adopted: the state file has them) or could not be read."""
+        ...
 
     async def connect(self, on_event: EventSink) -> Takeover:
         """A first look, without events; later events go to ``on_event``."""

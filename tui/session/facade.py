@@ -18,6 +18,7 @@ from tui.domain.flags import ServeFlags
 from tui.domain.history import TelemetryHistory
 from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
+from tui.domain.server_config import ServerConfig
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
@@ -27,7 +28,7 @@ from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent, Sessio
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
-from tui.session.slot import ServerSlot
+from tui.session.slot import LeftRunning, ServerSlot
 from tui.session.tools import RunFiles, RunTools
 
 REPLACED_WHY = "the next run took its place"
@@ -60,6 +61,7 @@ class Session:
         self.info, self._bus, self._book, self._slot, self._repro = info, bus, book, slot, repro
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
         self._closed = self.detached = False
+        self.left_running: LeftRunning | None = None  # what a detach left running (pid, URL)
         slot.listen(self._on_server_event)
         self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
@@ -100,6 +102,11 @@ class Session:
         return self._slot.pid
 
     @property
+    def server_config(self) -> ServerConfig | None:
+        """The attached server's configuration as read from it (``None``: not attached)."""
+        return self._slot.server_config
+
+    @property
     def vllm_cli(self) -> VllmCli | None:
         """The installed vLLM's flags, once loaded in the background."""
         return self._preflight.vllm_cli
@@ -128,10 +135,9 @@ class Session:
         self._hub.start()
         self._preflight.load_cli()
         takeover = await self._slot.take_over()
-        keep = set(self.info.protected_runs)
-        if takeover is not None and takeover.run_id is not None:
-            keep.add(takeover.run_id)
-        self._book.begin(keep)  # orphans settled; other processes' runs followed from now on
+        kept = {takeover.run_id} if takeover is not None and takeover.run_id is not None else set()
+        # orphans settled; other processes' runs followed from now on
+        self._book.begin(set(self.info.protected_runs) | kept)
         if takeover is not None:
             status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
             card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
@@ -181,10 +187,7 @@ class Session:
         await self._shutdown()
 
     async def detach(self) -> bool:
-        """Leave the server running for the next ``vtc`` (the terminal hung up).
-
-        Returns True when it was left running; else it is stopped as :meth:`close` would.
-        """
+        """Leave the server running for the next ``vtc`` (a hang-up); False: stopped instead."""
         if self._closed:
             return self.detached
         self._closed = True
@@ -192,6 +195,7 @@ class Session:
         await self._loads.cancel()
         await self._hub.unwatch_server()
         self.detached = await self._slot.detach_or_stop()
+        self.left_running = self._slot.left_running
         await self._shutdown()
         return self.detached
 

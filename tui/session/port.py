@@ -21,6 +21,7 @@ from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
+from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepStatus
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.vllm_cli import VllmCli
@@ -187,6 +188,11 @@ class SessionPort(Protocol):
         """The panels' numbers over the last minutes (read-only for the console)."""
         ...
 
+    @property
+    def server_config(self) -> ServerConfig | None:
+        """An attached server's configuration as read from it, each flag with its source
+        (``None``: this console launches its servers, or nothing could be read yet)."""
+        ...
     @property
     def tools(self) -> SessionTools: ...
 

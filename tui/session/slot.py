@@ -18,12 +18,14 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Exited, Failed, Launched, ServerEvent, ServerState
 from tui.domain.flag_validation import ensure_valid
 from tui.domain.flags import ServeFlags
+from tui.domain.server_config import ServerConfig
 from tui.server.backend import Capabilities, ExistingServer, Launcher, ServerBackend, Takeover
 
 logger = logging.getLogger(__name__)
@@ -51,6 +53,18 @@ class StateKeeper(Protocol):
     def forget(self, pid: int | None) -> None: ...
 
 
+@dataclass(frozen=True)
+class LeftRunning:
+    """The server a detach left running: its root pid and where it answers.
+
+    Taken before the slot lets the server go (after it the slot holds no server, so its
+    pid and URL read ``None``): what the console prints on its way out.
+    """
+
+    pid: int
+    base_url: str
+
+
 class LaunchRefused(VtcError):
     """The session cannot launch here (attached to a server it did not start)."""
 
@@ -76,6 +90,7 @@ class ServerSlot:
         self._flags: ServeFlags | None = None  # what the launched server runs with
         self._run_id: int | None = None
         self._unrecorded: Launched | None = None  # seen before launch() returned
+        self.left_running: LeftRunning | None = None  # set by a detach that left it running
 
     def listen(self, callback: Callable[[ServerEvent], None]) -> None:
         """Deliver the current server's events to ``callback`` (the session's handler)."""
@@ -91,6 +106,12 @@ class ServerSlot:
     def capabilities(self) -> Capabilities:
         """What the current server allows (nothing before there is one)."""
         return self._backend.capabilities if self._backend is not None else NO_SERVER
+
+    @property
+    def server_config(self) -> ServerConfig | None:
+        """The existing server's configuration as read from it, while it is the one watched."""
+        existing = self._existing
+        return existing.config if existing is not None and self._backend is existing else None
 
     @property
     def state(self) -> ServerState:
@@ -180,6 +201,7 @@ class ServerSlot:
         if not await backend.detach():
             return False
         keeper.release(pid)
+        self.left_running = LeftRunning(pid=pid, base_url=backend.base_url)
         self._generation += 1  # whatever it says from now on is no longer ours
         return True
 

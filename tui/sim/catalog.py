@@ -128,7 +128,9 @@ GPUS: dict[str, GpuSpec] = {
     )
 }
 
-DEFAULT_GPU = "rtx4090-24gb"
+DEFAULT_GPU = "rtx3080-10gb"
+"""The GPU simulated when none is named: ``vtc-sim`` alone, ``vtc --demo`` and demo sweeps
+(declared once, here). The RTX 3080 10 GB of the write-up vtc was born from (seed 000)."""
 
 
 class UnknownGpuError(ValueError):

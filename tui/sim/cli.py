@@ -1,18 +1,9 @@
 """``vtc-sim``: a drop-in for ``vllm serve`` backed by a simulated GPU.
 
-    vtc-sim serve MODEL [vllm serve flags] [--sim-gpu NAME] [--sim-gpus N]
-                        [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
-                        [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
-
 Same argv (every flag of vLLM 0.32's serve parser), log format, errors, exit codes, HTTP
 API and metric names as ``vllm serve`` 0.32 (see :mod:`tui.sim.server` and
-``tui/sim/README.md``). ``--sim-*`` options: ``--sim-gpu`` picks a catalog GPU
-(``vtc-sim gpus`` lists them), ``--sim-gpus`` how many the node has, ``--sim-speed`` scales
-all time (start-up stages and token timing; 10 = ten times faster), ``--sim-gpu-used-gb``
-memory other processes already hold on each GPU, ``--sim-seed`` the random seed.
-``--sim-fixed-ttft-ms``/``--sim-fixed-itl-ms`` inject fixed wall-clock delays instead: every
-streamed sequence gets its first token TTFT ms after arrival and then one every ITL ms,
-bypassing the scheduler and cost model (for measuring load clients against known delays).
+``tui/sim/README.md``). :data:`HELP` is what ``vtc-sim --help`` prints: plain text, for a
+terminal (this docstring is reST, for the code).
 """
 
 from __future__ import annotations
@@ -22,11 +13,37 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.flags import ArgvError
 from tui.sim.argv import UnrecognizedArgs, parse_command
-from tui.sim.catalog import GPUS, catalog_models
+from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
 from tui.sim.logs import VERSION, VllmLog
 from tui.sim.server import SimServer
+
+HELP = f"""\
+usage: vtc-sim serve MODEL [vllm serve flags] [--sim-gpu NAME] [--sim-gpus N]
+                     [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
+                     [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
+       vtc-sim gpus        list the simulated GPUs and the models it knows
+       vtc-sim --version   the vLLM version it speaks ({VERSION})
+
+A drop-in for `vllm serve` {VERSION} backed by a simulated GPU: the same flags, log lines,
+errors, exit codes, HTTP API and metric names. Each effect of its cost model and the vLLM
+behaviour it imitates: tui/sim/README.md.
+
+Simulator options:
+  --sim-gpu NAME         the GPU simulated (default {DEFAULT_GPU}, as `vtc --demo`);
+                         `vtc-sim gpus` lists them
+  --sim-gpus N           how many GPUs the node has
+  --sim-speed X          scale all time (start-up stages and token timing; 10 = ten times
+                         faster)
+  --sim-gpu-used-gb X    memory other processes already hold on each GPU
+  --sim-seed N           the random seed
+  --sim-fixed-ttft-ms MS, --sim-fixed-itl-ms MS
+                         fixed wall-clock delays instead of the cost model: every streamed
+                         sequence gets its first token MS after arrival, then one every MS
+                         (for measuring load clients against known delays)
+"""
 
 _VLLM_USAGE = (
     "usage: vllm [-h] [-v]\n"
@@ -44,11 +61,12 @@ def _usage_error(err: TextIO, usage: str, prog: str, message: str) -> int:
 
 
 def _catalog(out: TextIO) -> int:
-    out.write("Simulated GPUs (--sim-gpu):\n")
+    out.write("Simulated GPUs (--sim-gpu; * the default):\n")
     for gpu in GPUS.values():
         fp8 = "fp8" if gpu.supports_fp8 else "no fp8"
+        mark = "*" if gpu.key == DEFAULT_GPU else " "
         out.write(
-            f"  {gpu.key:14} {gpu.name:26} {gpu.memory_gib:6.2f} GiB  "
+            f"{mark} {gpu.key:14} {gpu.name:26} {gpu.memory_gib:6.2f} GiB  "
             f"{gpu.bandwidth_gbs:5.0f} GB/s  {gpu.fp16_tflops:5.0f} TFLOPS fp16  {fp8}\n"
         )
     out.write("Models (or a directory with a config.json):\n")
@@ -68,7 +86,7 @@ def run(
     err = err or sys.stderr
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
-        out.write(__doc__ or "")
+        out.write(HELP)
         return 0
     if args[0] in ("-v", "--version"):
         out.write(f"{VERSION}\n")
@@ -86,7 +104,7 @@ def run(
         )
     rest = args[1:]
     if any(a == "-h" or a == "--help" or a.startswith("--help=") for a in rest):
-        out.write(__doc__ or "")
+        out.write(HELP)
         return 0
     try:
         command = parse_command(rest)
@@ -112,4 +130,4 @@ def run(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``vtc-sim``)."""
-    sys.exit(run(sys.argv[1:] if argv is None else argv))
+    sys.exit(quiet_on_broken_pipe(lambda: run(sys.argv[1:] if argv is None else argv)))

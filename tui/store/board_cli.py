@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TextIO
 
 from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.render import (
@@ -75,14 +78,22 @@ def empty_message(demo: bool) -> str:
 
 def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``runs``, ``export`` and ``report`` on the ``vtc`` subcommand parser."""
-    runs = sub.add_parser("runs", help="print the board: every run, differing flags, metrics")
+    runs = sub.add_parser(
+        "runs", help="print the board: every run, differing flags, metrics",
+        description="Print the board of stored runs: one row per run, the flags that differ "
+        "as columns, the metrics with their change against the baseline, failures with their "
+        "cause. The table fits the terminal (--wide: every column); md, csv and json too.",
+    )  # fmt: skip
     runs.add_argument("--demo", action="store_true", help="the demo's history")
     runs.add_argument("--format", choices=FORMATS, default="table", help="default: table")
     runs.add_argument("--json", action="store_true", help="the full stored records as JSON")
     _view_arguments(runs)
     runs.add_argument("--sort", metavar="COLUMN", help="e.g. out tok/s, max_num_seqs, state")
     runs.add_argument("--desc", action="store_true", help="sort descending")
-    runs.add_argument("--show", choices=[s.value for s in StateFilter], default="all")
+    runs.add_argument(
+        "--show", choices=[s.value for s in StateFilter], default="all",
+        help="which runs: all (default), served or failed",
+    )  # fmt: skip
     runs.add_argument("--sweep", metavar="ID", help="only the trials of this sweep (id prefix)")
     runs.add_argument(
         "--where", action="append", default=[], metavar="FLAG=VALUE",
@@ -92,17 +103,34 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--compare", nargs=2, metavar=("BEFORE", "AFTER"),
         help="print the Before / After table of two runs instead",
     )  # fmt: skip
+    runs.add_argument(
+        "--wide", action="store_true",
+        help="table: every column at full width (default: fit the terminal, naming what is "
+        "left out)",
+    )  # fmt: skip
 
-    export = sub.add_parser("export", help="write a run as a command, config YAML, compose...")
+    export = sub.add_parser(
+        "export", help="write a run as a command, config YAML, compose...",
+        description="Write one stored run as a shell command, a vLLM --config YAML, a compose "
+        "service, a systemd unit or a Kubernetes Deployment (secrets only by name).",
+    )  # fmt: skip
     export.add_argument("run", metavar="RUN", help="run id, #id, label, or last")
-    export.add_argument("--as", dest="fmt", choices=EXPORT_FORMATS, required=True)
+    export.add_argument(
+        "--as", dest="fmt", choices=EXPORT_FORMATS, required=True, help="the format written"
+    )
     export.add_argument("--demo", action="store_true", help="a run of the demo's history")
     export.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
     export.add_argument("--exec", dest="executable", help="systemd: absolute path of vllm")
 
-    report = sub.add_parser("report", help="write the board as one self-contained HTML page")
+    report = sub.add_parser(
+        "report", help="write the board as one self-contained HTML page",
+        description="Write the board as one HTML page with no outside requests: the table, "
+        "the throughput/latency plot with its Pareto frontier, each run's command.",
+    )  # fmt: skip
     report.add_argument("--demo", action="store_true", help="the demo's history")
-    report.add_argument("-o", "--output", type=Path, required=True, metavar="FILE.html")
+    report.add_argument(
+        "-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page written"
+    )
     _view_arguments(report)
     report.add_argument("--selected", metavar="RUN", help="the run marked as selected")
 
@@ -110,7 +138,24 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _view_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", metavar="RUN", help="pin the baseline (default: the "
                         "first served run of the newest session)")  # fmt: skip
-    parser.add_argument("--latency", choices=list(LATENCY_AXES), default="ttft")
+    parser.add_argument(
+        "--latency", choices=list(LATENCY_AXES), default="ttft",
+        help="the latency the plot and the Pareto frontier use (default ttft: p99 TTFT)",
+    )  # fmt: skip
+
+
+def table_width(wide: bool, out: TextIO) -> int | None:
+    """The width ``vtc runs`` fits its table to: ``COLUMNS`` when set, else the terminal's;
+    ``None`` (full width) with ``--wide`` or when the output is not a terminal (a pipe or a
+    file keeps whole rows for the next program)."""
+    if wide:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not out.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def run_board_command(args: argparse.Namespace) -> int:
@@ -166,8 +211,10 @@ def _runs(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(board_json(board), indent=2))
     else:
-        render = {"table": board_text, "md": board_markdown, "csv": board_csv}[args.format]
-        print(render(board), end="")
+        if args.format == "table":
+            print(board_text(board, table_width(args.wide, sys.stdout)), end="")
+        else:
+            print({"md": board_markdown, "csv": board_csv}[args.format](board), end="")
     return 0
 
 

@@ -152,3 +152,17 @@ class ServerStateFile:
         except FileNotFoundError:
             return False
         return True
+
+
+def file_to_stop(data_dir: Path, *, demo: bool) -> tuple[ServerStateFile, bool]:
+    """The state file ``vtc stop`` acts on, and whether it is the demo's.
+
+    ``--demo``: the demo's. Plain ``vtc stop``: the console's, unless only the demo's
+    file records a server (a demo left running by a hang-up): then that one, so the
+    server the operator is asking about is found whichever way it was started.
+    """
+    console = ServerStateFile.in_data_dir(data_dir, demo=False)
+    demo_file = ServerStateFile.in_data_dir(data_dir, demo=True)
+    if demo or (not console.exists() and demo_file.exists()):
+        return demo_file, True
+    return console, False

@@ -33,7 +33,7 @@ from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
 from tui.tune.journal import Journal, journal_path
 from tui.tune.prune import Pruner
-from tui.tune.report import progress_line, result_txt, sweep_json, trial_line
+from tui.tune.report import closing_line, progress_line, result_txt, sweep_json, trial_line
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane
 from tui.tune.spec_file import auto_tune_from_env, load_spec
@@ -193,7 +193,7 @@ def _outputs(
 ) -> None:
     for note in final.notes:
         print(f"note: {note}", file=out)
-    print(f"{final.state.value}: {final.message}", file=out)
+    print(closing_line(final), file=out)
     print(progress_line(final), file=out)
     best = final.best
     if best is not None and best.flags is not None:

@@ -151,6 +151,20 @@ def trial_line(trial: TrialOutcome, objective: str) -> str:
     return f"trial {trial.index}{lane}{run} {trial.note}: {value}{trial.verdict_text}"
 
 
+def closing_line(status: SweepStatus) -> str:
+    """``done: every trial the strategy planned has run (12 trials, 9 starts)``.
+
+    The state is said once: a message that begins with it (``stopped: ...``) is not
+    prefixed again.
+    """
+    word = status.state.value
+    message = status.message.strip()
+    if message.lower().startswith(word + ":"):
+        message = message[len(word) + 1 :].strip()
+    counts = f"{status.done} trials, {status.starts} starts"
+    return f"{word}: {message} ({counts})" if message and message != word else f"{word} ({counts})"
+
+
 def progress_line(status: SweepStatus) -> str:
     """``search 5/13 trials · 4 starts (1 failed) · best 812.4 tok/s (trial 3) · ETA 2m10s``."""
     planned = f"/{status.planned}" if status.planned else ""

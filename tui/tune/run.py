@@ -15,6 +15,9 @@ from tui.tune.lanes import Lane
 from tui.tune.prune import Pruner
 from tui.tune.strategies import make_strategy
 
+FINISHED = "every trial the strategy planned has run"
+"""Why a sweep that ran to its end ended (its state already says "done")."""
+
 
 class SweepRun:
     """A sweep in progress: :meth:`run` it, :meth:`stop` it from elsewhere."""
@@ -45,14 +48,14 @@ class SweepRun:
     async def run(self) -> SweepStatus:
         """Run the spec's strategy; the final status (also published)."""
         ctx = self.context
-        state, message = SweepState.DONE, "done"
+        state, message = SweepState.DONE, FINISHED
         ctx.publish(SweepState.RUNNING, f"{self.spec.strategy}: starting")
         try:
             await make_strategy(self.spec.strategy).run(ctx)
         except SweepStopped:
             state, message = SweepState.STOPPED, "stopped: the next run of this spec resumes it"
         except BudgetSpent as exc:
-            message = f"done: {exc}"
+            message = f"{exc}: the best so far stands"
         except VtcError as exc:
             state, message = SweepState.FAILED, exc.one_line()
         if ctx.stop_requested and state is SweepState.DONE:

@@ -51,6 +51,19 @@ COMMANDS: tuple[Command, ...] = (
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 
+LAUNCH_ACTIONS: frozenset[str] = frozenset(
+    {"restart", "fix", "stop_server", "sweep", "apply_advice", "repeat", "load_run"}
+)
+"""The commands that need a console that launches its own servers (their flags go to a
+restart). Attached to a server it did not start (``SessionPort.can_restart`` False) the
+console offers none of them: the key bar hides them (``check_action``)."""
+
+
+def offered(action: str, *, can_launch: bool) -> bool:
+    """Whether ``action`` applies in a console that can (or cannot) launch servers."""
+    return can_launch or action not in LAUNCH_ACTIONS
+
+
 QUIT_HELP = "Quit: stops the load and the server this console started (also ctrl+q)."
 ESCAPE_HELP = "Leave a form field (focus moves to the board), so letter keys work again."
 SAVE_PRESET_HELP = (

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
+from pathlib import PurePath
 
 from textual.content import Content
 
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.export.command import serve_line
+from tui.domain.export.launch import launch_spec
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
@@ -234,18 +238,23 @@ def startup_lines(run: RunRecord) -> list[Content]:
     return lines
 
 
+def _is_vllm_serve(argv: Sequence[str]) -> bool:
+    return len(argv) > 1 and PurePath(argv[0]).name == "vllm" and argv[1] == "serve"
+
+
 def repro_lines(run: RunRecord) -> list[Content]:
-    """What it takes to run it again: the command, the machine (secrets by name only)."""
+    """What it takes to run it again on a real box: its ``vllm serve`` command line, the
+    machine (secrets by name only); a run the simulator served also says what ran here."""
+    lines = [Content(f"  {serve_line(launch_spec(run))}")]
     repro = run.repro
     if repro is None:
-        return [
-            Content.styled(
-                "  not recorded (a run from before vtc kept it); e exports its flags", "$text-muted"
-            )
-        ]
-    lines = []
-    if repro.argv:
-        lines.append(Content(f"  {shlex.join(repro.argv)}"))
+        lines.append(
+            Content.styled("  machine not recorded (a run from before vtc kept it)", "$text-muted")
+        )
+        return lines
+    if repro.argv and not _is_vllm_serve(repro.argv):
+        ran = f"  ran here as (not vLLM): {shlex.join(repro.argv)}"
+        lines.append(Content.styled(ran, "$text-muted"))
     machine = [
         f"vLLM {repro.vllm_version}" if repro.vllm_version else "",
         f"{repro.gpu_name} ×{repro.gpu_count}"

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
+from tui.domain.board.fit import fit_grid
 from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
@@ -76,26 +78,43 @@ def row_notes(row: Row) -> str:
     return " · ".join(n for n in (row.cause, not_compared(row)) if n)
 
 
-def board_text(board: Board) -> str:
-    """An aligned plain-text table with the header line (``vtc runs``)."""
+def board_text(board: Board, width: int | None = None) -> str:
+    """An aligned plain-text table with the header line (``vtc runs``).
+
+    ``width``: the terminal's; the table is narrowed to fit (:mod:`~.fit`) and the text
+    lines wrapped, saying which columns were left out. ``None``: every column, full width.
+    """
     table = board.table
     grid = [[c.title for c in table.columns]]
     grid += [[cell_text(r, c, r.cells[i]) for i, c in enumerate(table.columns)] for r in table.rows]
-    widths = [max(len(line[i]) for line in grid) for i in range(len(table.columns))]
-    lines = [board.header()]
-    for n, line in enumerate(grid):
+    fitted = fit_grid(table.columns, grid, width) if width is not None else None
+    columns = fitted.columns if fitted is not None else tuple(table.columns)
+    rows = fitted.grid if fitted is not None else grid
+    widths = [max(len(line[i]) for line in rows) for i in range(len(columns))]
+    lines = _wrapped(board.header(), width)
+    for n, line in enumerate(rows):
         cells = [
             text.rjust(w) if col.numeric and n > 0 else text.ljust(w)
-            for text, w, col in zip(line, widths, table.columns, strict=True)
+            for text, w, col in zip(line, widths, columns, strict=True)
         ]
         lines.append("  ".join(cells).rstrip())
+    if fitted is not None and fitted.dropped:
+        left_out = f"--wide shows every column; not shown: {', '.join(fitted.dropped)}"
+        lines += _wrapped(left_out, width)
     causes = [f"  {r.label}: {r.cause}" for r in table.rows if r.cause]
     if causes:
-        lines += ["", "causes:", *causes]
+        lines += ["", "causes:", *(w for c in causes for w in _wrapped(c, width, "      "))]
     apart = [f"  {r.label}: {why}" for r in table.rows if (why := not_compared(r))]
     if apart:
-        lines += ["", "not compared with the baseline:", *apart]
+        lines += ["", "not compared with the baseline:"]
+        lines += [w for a in apart for w in _wrapped(a, width, "      ")]
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str, width: int | None, indent: str = "") -> list[str]:
+    if width is None or len(text) <= width:
+        return [text]
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_on_hyphens=False) or [text]
 
 
 # -- Markdown -------------------------------------------------------------------------------------

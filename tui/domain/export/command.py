@@ -12,6 +12,11 @@ import shlex
 from tui.domain.export.launch import LaunchSpec, comment_block, header_lines
 
 
+def serve_line(spec: LaunchSpec) -> str:
+    """``vllm serve MODEL --flag value ...``: what the operator runs on a real box."""
+    return shlex.join(["vllm", "serve", *spec.serve_args])
+
+
 def command_text(spec: LaunchSpec) -> str:
     """Comment lines about the run, then the one command line."""
     lines = header_lines(spec)
@@ -19,5 +24,5 @@ def command_text(spec: LaunchSpec) -> str:
         names = " ".join(spec.secret_env)
         lines.append(f"export {names} before running (never put a secret on the command line)")
     assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(spec.env.items())]
-    command = " ".join([*assignments, shlex.join(["vllm", "serve", *spec.serve_args])])
+    command = " ".join([*assignments, serve_line(spec)])
     return comment_block(lines) + command + "\n"

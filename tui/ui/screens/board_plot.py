@@ -7,6 +7,7 @@ the frontier. Drawn with textual-plotext (plotext in a Textual widget).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
@@ -22,6 +23,11 @@ from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.pareto import Scatter
 from tui.domain.board.view import BoardView, build_board
 from tui.domain.results import RunRecord
+
+PLOT_WIDTH = 80
+"""The width drawn for before the plot has its own (an 80-column terminal)."""
+Y_AXIS_CELLS = 10  # the y axis's labels and frame take this much of the width
+Y_TICK_ROWS = 3  # one y tick every three rows at most
 
 
 def scatter_notes(scatter: Scatter) -> Content:
@@ -46,11 +52,44 @@ def scatter_notes(scatter: Scatter) -> Content:
     return Content.assemble(*parts)
 
 
-def _padded(values: Sequence[float], share: float = 0.08) -> tuple[float, float]:
-    """The range of ``values`` with a margin, so no point sits on the frame."""
+def axis_range(values: Sequence[float], share: float = 0.08) -> tuple[float, float]:
+    """The range of ``values`` with a margin, so no point sits on the frame.
+
+    Latency and throughput are never negative: the range starts at 0 at the lowest (a
+    margin below a small value would put the axis's first tick below zero).
+    """
     low, high = min(values), max(values)
     pad = (high - low) * share or max(abs(high) * 0.1, 1.0)
-    return low - pad, high + pad
+    return max(0.0, low - pad), high + pad
+
+
+def tick_label(value: float) -> str:
+    """A short tick label: ``0``, ``250``, ``1500``, ``12k``, ``12.5k``, ``0.25``."""
+    if abs(value) >= 10_000:
+        return f"{value / 1000:.3g}k"
+    return f"{value:.4g}"
+
+
+def fitting_count(low: float, high: float, cells: int) -> int:
+    """How many x tick labels fit ``cells`` columns, each with two blank cells beside it."""
+    widest = max(len(tick_label(low)), len(tick_label(high))) + 2
+    return max(2, min(6, cells // widest))
+
+
+def nice_ticks(low: float, high: float, most: int) -> list[float]:
+    """Round ticks (1, 2 or 5 x 10^k apart) inside [low, high], at most about ``most``."""
+    if not high > low:
+        return [low]
+    raw = (high - low) / max(most, 1)
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(low / step) * step
+    ticks: list[float] = []
+    value = first
+    while value <= high + step * 1e-9:
+        ticks.append(round(value, 10))
+        value += step
+    return ticks
 
 
 def draw(plot: PlotextPlot, scatter: Scatter) -> None:
@@ -64,9 +103,14 @@ def draw(plot: PlotextPlot, scatter: Scatter) -> None:
         plot.refresh()
         return
     xs, ys = [p.latency_ms for p in points], [p.throughput for p in points]
-    (x_low, x_high), (y_low, y_high) = _padded(xs), _padded(ys)
+    (x_low, x_high), (y_low, y_high) = axis_range(xs), axis_range(ys)
     plt.xlim(x_low, x_high)
     plt.ylim(y_low, y_high)
+    width = plot.size.width or PLOT_WIDTH  # before the first layout: a terminal's width
+    x_ticks = nice_ticks(x_low, x_high, fitting_count(x_low, x_high, width - Y_AXIS_CELLS))
+    plt.xticks(x_ticks, [tick_label(v) for v in x_ticks])
+    y_ticks = nice_ticks(y_low, y_high, max(2, (plot.size.height or 12) // Y_TICK_ROWS))
+    plt.yticks(y_ticks, [tick_label(v) for v in y_ticks])
     front = scatter.frontier
     if len(front) > 1:
         plt.plot([p.latency_ms for p in front], [p.throughput for p in front], color="green")

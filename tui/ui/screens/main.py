@@ -34,7 +34,8 @@ from tui.session.port import (
     SweepUpdated,
     TelemetryStatus,
 )
-from tui.ui.keys import screen_bindings
+from tui.ui.attached_form import AttachedForm
+from tui.ui.keys import offered, screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
@@ -83,6 +84,7 @@ class MainScreen(SweepActions):
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
         self._telemetry = TelemetryControl(session, live=clock is not None)
+        self._attached = AttachedForm(session)  # attach mode: the server's flags, read-only
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -124,6 +126,7 @@ class MainScreen(SweepActions):
         self.server_panel.view = self._view
         self.server_panel.tail.set_lines(self.session.log_lines)
         self.board.show(list(self.session.runs))
+        self._attached.refresh(self.form)
         if self._clock is not None:
             self.set_interval(1.0, self._tick)
         backlog, self._backlog = self._backlog or [], None
@@ -175,6 +178,7 @@ class MainScreen(SweepActions):
             current = self.session.current
             if current is not None and current.id == event.record.id:
                 self._refresh_view()
+                self._attached.refresh(self.form)
         else:
             self._server_event(event)
 
@@ -189,6 +193,7 @@ class MainScreen(SweepActions):
             self._launched_at = self._clock() if self._clock else None
             self._pid = event.pid
         elif isinstance(event, Ready):
+            self._attached.refresh(self.form)
             self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
         elif isinstance(event, Failed):
             fixes = event.diagnosis.fixes
@@ -214,7 +219,8 @@ class MainScreen(SweepActions):
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
-        self._check_flags(message.flags)
+        if self.session.can_restart:  # attached: nothing launches, the form is what was read
+            self._check_flags(message.flags)
 
     # An exclusive worker: each keystroke cancels the check still running for the one before,
     # and typing never waits on it (the session runs the check itself off the loop).
@@ -243,12 +249,6 @@ class MainScreen(SweepActions):
     def action_restart(self) -> None:
         """Validate the form; if it holds, restart the server with it."""
         if self._sweep_refuses("r"):
-            return
-        if not self.session.can_restart:
-            self.notify(
-                "Attached to a server this console did not start: it cannot restart it.",
-                severity="warning",
-            )
             return
         flags, problems = self.form.validate_flags()
         if flags is None:
@@ -346,13 +346,7 @@ class MainScreen(SweepActions):
         self._run("Cancel", self.session.cancel_load, "cancel")
 
     def action_stop_server(self) -> None:
-        """Stop the server this console started."""
-        if not self.session.can_restart:
-            self.notify(
-                "Attached to a server this console did not start: it will not stop it.",
-                severity="warning",
-            )
-            return
+        """Stop the server this console started (attached: not offered, ``check_action``)."""
         self._run("Stop", self.session.stop_server, "stop")
 
     def action_help(self) -> None:
@@ -367,10 +361,10 @@ class MainScreen(SweepActions):
             self.board.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Esc (leave the field) is offered, and shown in the key bar, only in a field."""
+        """Esc only in a field; attached, no command that launches (``keys.LAUNCH_ACTIONS``)."""
         if action == "leave_field":
             return isinstance(self.focused, Input | Select)
-        return True
+        return offered(action, can_launch=self.session.can_restart)
 
     # -- the board and the form ------------------------------------------------------------
     @on(ResultsBoard.TableToggled)

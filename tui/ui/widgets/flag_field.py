@@ -179,6 +179,32 @@ class FlagField(Vertical):
         else:
             editor.value = text
 
+    def mark_read(self, source: str | None, unread: str) -> None:
+        """Read-only, as read from a server this console did not start (attach mode).
+
+        ``source`` says where the value was read (shown beside it); a field read from
+        nowhere shows ``unread`` ("not known", or vLLM's default when the log said so)
+        instead of a default it cannot vouch for.
+        """
+        editor = self.editor
+        editor.disabled = True
+        for range_hint in self.query(".field-hint").results(Static):
+            range_hint.display = range_hint.has_class("field-source")  # nothing is typed here
+        if source is None:
+            if isinstance(editor, Select):
+                editor.prompt = unread
+            else:
+                editor.placeholder = unread
+        text = f"← {source}" if source is not None else ""
+        hints = self.query(".field-source").results(Static)
+        hint = next(hints, None)
+        if hint is None:
+            if not text:
+                return
+            hint = Static(classes="field-hint field-source")
+            self.query_one(".field-row").mount(hint)
+        hint.update(Content(text))
+
     def set_error(self, message: str | None) -> None:
         """Show ``message`` under the row (``None`` hides it)."""
         if message == self._error_shown:

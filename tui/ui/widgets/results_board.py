@@ -32,7 +32,7 @@ from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort
 from tui.ui.board_query import check_filter, describe_view, parse_filter
-from tui.ui.keys import board_bindings
+from tui.ui.keys import board_bindings, offered
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
@@ -97,6 +97,10 @@ class ResultsBoard(Vertical, can_focus=True):
         self._board: Board | None = None
         self._table_mode = False
         self._fingerprint: tuple[object, ...] | None = None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Attached: no repeat (it restarts) and no load (the form is the server's own)."""
+        return offered(action, can_launch=self._session.can_restart)
 
     def compose(self) -> ComposeResult:
         """The empty-board hint, the card strip and the (hidden) table."""
@@ -399,11 +403,6 @@ class ResultsBoard(Vertical, can_focus=True):
             self.notify(
                 f"{label} ran no load: n repeats a run with its flags and workload.",
                 severity="warning",
-            )
-            return
-        if not self._session.can_restart:
-            self.notify(
-                "Attached to a server this console did not start: no repeats.", severity="warning"
             )
             return
 
