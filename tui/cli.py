@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tui import __version__
+from tui.cli_output import inert_output
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
@@ -208,6 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vtc`` console script."""
     own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(own)
+    if args.command is None:
+        return run_console(ConsoleOptions.from_args(args, serve_args))
+    with inert_output():  # text from outside reaches the terminal inert
+        return _headless(args)
+
+
+def _headless(args: argparse.Namespace) -> int:
+    """Run one headless command (``vtc bench``, ``top``, ``diagnose``...)."""
     if args.command == "bench":
         return run_bench(args)
     if args.command == "top":
@@ -226,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_stop(args.demo, args.grace)
     if args.command == "sweep":
         return run_sweep_command(args)
-    return run_console(ConsoleOptions.from_args(args, serve_args))
+    raise AssertionError(f"unhandled command {args.command!r}")
 
 
 def run_console(options: ConsoleOptions) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
+from tui.domain.inert import inert
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
@@ -85,6 +86,6 @@ def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTE
     if start > 0 and text:
         text = text[1:]  # the first line was cut in the middle
     cut = start > 0 or len(text) > lines
-    shown = tuple(text[-lines:])
+    shown = tuple(inert(line, tabs=True) for line in text[-lines:])  # the file may be old
     note = f"the last {len(shown)} lines of {path}" if cut else str(path)
     return LogTail(shown, note)

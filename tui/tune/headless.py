@@ -23,8 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tui.cli_output import raw_stream
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
+from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
 from tui.modes.common import assemble
@@ -80,7 +82,8 @@ class Printer:
     """Progress: a line per finished trial; on a terminal one line updated in place too."""
 
     def __init__(self, out: TextIO, tty: bool) -> None:
-        self._out, self._tty = out, tty
+        # The updating line's own CSI goes to the terminal itself; the text is made inert.
+        self._out, self._tty = raw_stream(out), tty
         self._seen: set[int] = set()
         self._last = ""
 
@@ -93,7 +96,7 @@ class Printer:
         line = progress_line(status)
         if self._tty:
             text = f"{line} · {status.message}" if status.message else line
-            self._out.write("\r\x1b[2K" + text[:200])
+            self._out.write("\r\x1b[2K" + inert(text)[:200])
             self._out.flush()
         elif fresh and line != self._last:
             self._print(line)
@@ -101,7 +104,7 @@ class Printer:
 
     def _print(self, text: str) -> None:
         prefix = "\r\x1b[2K" if self._tty else ""
-        self._out.write(prefix + text + "\n")
+        self._out.write(prefix + inert(text) + "\n")
         self._out.flush()
 
     def end(self) -> None:

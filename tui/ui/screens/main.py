@@ -26,6 +26,7 @@ from tui.session.port import (
     SweepUpdated,
     TelemetryStatus,
 )
+from tui.ui.format import plain
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
@@ -101,7 +102,7 @@ class MainScreen(SweepActions):
 
     def on_mount(self) -> None:
         """Titles, then what the session already knows (a late start shows the board)."""
-        self.query_one("#server").border_title = f"Server · {self.session.info.label}"
+        self.query_one("#server").border_title = f"Server · {plain(self.session.info.label)}"
         for selector, title in (
             ("#gpu", "GPU"),
             ("#metrics", "Metrics"),
