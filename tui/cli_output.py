@@ -51,8 +51,8 @@ def raw_stream(out: TextIO) -> TextIO:
 def inert_output() -> Iterator[None]:
     """stdout and stderr through :class:`InertWriter` while the block runs."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = InertWriter(saved[0])  # type: ignore[assignment]
-    sys.stderr = InertWriter(saved[1])  # type: ignore[assignment]
+    sys.stdout = InertWriter(saved[0])
+    sys.stderr = InertWriter(saved[1])
     try:
         yield
     finally:

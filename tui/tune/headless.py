@@ -34,6 +34,7 @@ from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
 from tui.tune.journal import Journal, journal_path
+from tui.tune.lock import SweepLock
 from tui.tune.prune import Pruner
 from tui.tune.report import progress_line, result_txt, sweep_json, trial_line
 from tui.tune.run import SweepRun
@@ -131,8 +132,24 @@ async def _sweep(spec: SweepSpec, args: argparse.Namespace, out: TextIO) -> int:
     )  # fmt: skip
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
     mode = SweepMode(spec, sim_gpus=args.sim_gpus, gpus=gpus)
-    parts = await asyncio.to_thread(mode.lane_parts, options)
     data_dir = mode.data_dir(options)
+    lock = SweepLock.for_journal(journal_path(data_dir, spec.sweep_id()))
+    lock.acquire()  # before anything starts: a second process is refused with the holder
+    try:
+        return await _locked_sweep(spec, args, out, mode, options, data_dir)
+    finally:
+        lock.release()
+
+
+async def _locked_sweep(
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    out: TextIO,
+    mode: SweepMode,
+    options: ConsoleOptions,
+    data_dir: Path,
+) -> int:
+    parts = await asyncio.to_thread(mode.lane_parts, options)
     journal = await asyncio.to_thread(_journal, data_dir, spec, args.fresh)
     sessions = [
         assemble(p.info, p.services, poll_interval_s=options.poll_interval_s) for p in parts
