@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +41,12 @@ class SweepParamsError(VtcError):
     """A ``--serve-params``/``--bench-params`` file or record vtc cannot use."""
 
 
-def product(spec: SweepSpec) -> list[Choice]:
-    """Every combination of the spec's parameters, first parameter slowest."""
+def product(spec: SweepSpec) -> Iterator[Choice]:
+    """Every combination of the spec's parameters, first parameter slowest, one at a time
+    (the spec bounds the count: ``MAX_COMBINATIONS``)."""
     names = list(spec.parameters)
     axes = [spec.values(name) for name in names]
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes)]
+    return (dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes))
 
 
 def read_params_file(path: Path) -> list[dict[str, Any]]:
