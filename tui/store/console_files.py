@@ -18,6 +18,7 @@ from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.store.presets import save_user_preset
+from tui.store.regular_file import open_regular
 
 TAIL_LINES = 400
 TAIL_BYTES = 256 * 1024
@@ -73,7 +74,7 @@ def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:
 def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> LogTail:
     """The end of a text file: whole lines only, undecodable bytes replaced."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:  # a FIFO in the log's place never hangs the view
             size = handle.seek(0, os.SEEK_END)
             start = max(0, size - max_bytes)
             handle.seek(start)

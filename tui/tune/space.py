@@ -21,6 +21,7 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.domain.sweep.tunables import Value, check_value, tunable_names
 from tui.domain.workload import LoadSpec
 from tui.load.datasets import shared_prefix_spec
+from tui.store.regular_file import read_regular_text
 
 Choice = dict[str, Value]
 """One value per varied parameter (declared and pass-through names)."""
@@ -52,8 +53,8 @@ def product(spec: SweepSpec) -> Iterator[Choice]:
 def read_params_file(path: Path) -> list[dict[str, Any]]:
     """A parameter-sweep JSON file as vLLM reads it (list, or dict of named records)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_regular_text(path))
+    except (OSError, ValueError) as exc:  # not regular, unreadable, not UTF-8, not JSON
         raise SweepParamsError(f"cannot read {path}: {exc}") from exc
     return records(data, str(path))
 
