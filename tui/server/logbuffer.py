@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TextIO, overload
 
 from tui.domain.inert import inert
+from tui.store.private import open_private_append_text
 
 DEFAULT_MAX_LINES = 10_000
 """Enough for a whole failed start (a few hundred lines) plus a long tail of a served run."""
@@ -71,9 +72,8 @@ class LogBuffer(Sequence[str]):
         self._path = path
         self._file: TextIO | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Line-buffered: a crash of the console loses at most the current line.
-            self._file = path.open("a", encoding="utf-8", errors="replace", buffering=1)
+            # Line-buffered: a crash of the console loses at most the current line. 0600.
+            self._file = open_private_append_text(path)
 
     @property
     def path(self) -> Path | None:

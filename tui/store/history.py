@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from tui.domain.errors import VtcError
 from tui.domain.flags import stored_context
 from tui.domain.results import RunRecord
+from tui.store.private import private_dir, private_file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -95,7 +96,7 @@ class RunStore:
         self.skipped_rows = 0
         """Rows the last :meth:`list` skipped because they no longer read as a run."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)  # 0700: the runs' commands are the operator's alone
         except OSError as exc:
             raise HistoryError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
         self._conn = self._open()
@@ -118,6 +119,10 @@ class RunStore:
             raise HistoryError(f"cannot start a fresh history at {self.path}: {exc}") from None
 
     def _connect_checked(self) -> sqlite3.Connection:
+        try:
+            private_file(self.path)  # created 0600 (SQLite gives its side files the same mode)
+        except OSError as exc:
+            raise HistoryError(f"cannot open {self.path}: {exc.strerror or exc}") from None
         try:
             conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
+from tui.store.private import private_dir
 
 SWEEPS_DIR = "sweeps"
 
@@ -69,7 +70,7 @@ class Journal:
                 self.finished[outcome.key] = outcome
 
     def _write(self, data: dict[str, object]) -> None:
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fresh = not self.path.exists()
         # Created 0600: a journal holds the sweep's commands (the model, its paths).
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -32,6 +32,7 @@ from types import TracebackType
 
 from tui.domain.errors import VtcError
 from tui.domain.inert import inert
+from tui.store.private import private_dir
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def _read_holder(fd: int) -> LockHolder:
 
 
 def _open(path: Path) -> int:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dir(path.parent)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     return os.open(path, flags, 0o600)
 

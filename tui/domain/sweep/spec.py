@@ -44,7 +44,9 @@ _SCALAR = (bool, int, float, str)
 
 
 def _kind(value: object) -> str:
-    return {list: "a list", dict: "a table"}.get(type(value), type(value).__name__)
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "a table" if isinstance(value, dict) else type(value).__name__
 
 
 def check_flag_values(flags: Any, where: str) -> None:
