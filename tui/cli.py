@@ -184,13 +184,20 @@ def cmd_presets() -> int:
 def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
     """``vtc stop``: stop the server the state file records (its whole tree); 1 if none."""
     from tui.server.adopted import stop_recorded_server
+    from tui.store.board_cli import history_path
     from tui.store.history import default_data_dir
+    from tui.store.run_liveness import close_stopped_run
     from tui.store.server_state import ServerStateFile
 
     outcome = stop_recorded_server(
         ServerStateFile.in_data_dir(default_data_dir(), demo=demo), grace_s=grace_s
     )
     print(f"vtc stop: {outcome.message}", file=sys.stdout if outcome.stopped else sys.stderr)
+    record = outcome.record
+    # A console watching it records the end itself (one writer); else the record says it here.
+    unwatched = outcome.watched_by is None
+    if outcome.stopped and unwatched and record is not None and record.run_id is not None:
+        close_stopped_run(history_path(demo), record.run_id, "stopped by `vtc stop`")
     return 0 if outcome.stopped else 1
 
 
