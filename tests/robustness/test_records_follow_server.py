@@ -66,7 +66,8 @@ def detached(tmp_path: Path) -> Iterator[tuple[Path, ServerStateRecord]]:
     socket = f"i18-{uuid.uuid4().hex[:8]}"
     tmux = ["tmux", "-L", socket]
     command = (
-        f"env PYTHONPATH={ROOT} VTC_DATA_DIR={data} {sys.executable} -m tui.cli --demo "
+        f"env -u COLUMNS -u LINES PYTHONPATH={ROOT} VTC_DATA_DIR={data} {sys.executable} "
+        "-m tui.cli --demo "
         "--sim-speed 50"
     )
     subprocess.run([*tmux, "-f", "/dev/null", "new-session", "-d", "-s", "c", "-x", "120",

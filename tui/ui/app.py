@@ -14,7 +14,7 @@ from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.notifications import SeverityLevel
 
-from tui.domain.errors import one_line
+from tui.domain.errors import retry_line
 from tui.domain.inert import inert
 from tui.session.port import SessionEvent, SessionPort
 from tui.ui.keys import QUIT_HELP
@@ -144,7 +144,8 @@ class VtcApp(App[None]):
         try:
             await self.session.start()
         except Exception as exc:  # show it; the operator may still fix the form and press r
-            self.notify(one_line(exc), title="Session start failed", severity="error", timeout=15)
+            text = retry_line(exc, "r")  # a busy history names the key that tries again
+            self.notify(text, title="Session start failed", severity="error", timeout=15)
         for notice in self.session.info.notices:  # e.g. reattached, or a stale state file removed
             self.notify(notice, timeout=10)
 

@@ -12,7 +12,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
-from tui.domain.errors import one_line
+from tui.domain.errors import one_line, retry_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import FlagProblem, ServeFlags, format_value
@@ -218,14 +218,18 @@ class MainScreen(SweepActions):
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
-    def _run(self, what: str, job: Callable[[], Awaitable[object]], group: str) -> None:
-        """Run a session command in a worker; a failure becomes a notification."""
+    def _run(
+        self, what: str, job: Callable[[], Awaitable[object]], group: str, key: str = ""
+    ) -> None:
+        """Run a session command in a worker; a failure becomes a notification (naming
+        ``key``, the key that runs it again, when a busy file made it fail)."""
 
         async def guarded() -> None:
             try:
                 await job()
             except Exception as exc:  # the console reports (one line) and stays up
-                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
+                text = retry_line(exc, key) if key else one_line(exc)
+                self.notify(text, title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
 
@@ -259,7 +263,7 @@ class MainScreen(SweepActions):
             finally:
                 self._restarting = False
 
-        self._run("Restart", restart, "restart")
+        self._run("Restart", restart, "restart", key="r")
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
@@ -294,7 +298,7 @@ class MainScreen(SweepActions):
             finally:
                 self._loading = False
 
-        self._run("Load", run_load, "load")
+        self._run("Load", run_load, "load", key="b")
 
     def action_fix(self) -> None:
         """One-key fix: the latest failure's next untried fix into the form, then restart.
@@ -344,7 +348,7 @@ class MainScreen(SweepActions):
                 severity="warning",
             )
             return
-        self._run("Stop", self.session.stop_server, "stop")
+        self._run("Stop", self.session.stop_server, "stop", key="s")
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
