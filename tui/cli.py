@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tui import __version__
 from tui.broken_pipe import quiet_on_broken_pipe
+from tui.cli_output import inert_output
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.load.bench_cli import add_bench_parser, run_bench
@@ -203,7 +204,9 @@ def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
     Without ``--demo`` it stops the demo's server when that is the only one recorded.
     """
     from tui.server.adopted import stop_recorded_server
+    from tui.store.board_cli import history_path
     from tui.store.history import default_data_dir
+    from tui.store.run_liveness import close_stopped_run
     from tui.store.server_state import file_to_stop
 
     file, is_demo = file_to_stop(default_data_dir(), demo=demo)
@@ -211,6 +214,11 @@ def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
     which = "the demo's server: " if is_demo and not demo else ""
     stream = sys.stdout if outcome.stopped else sys.stderr
     print(f"vtc stop: {which}{outcome.message}", file=stream)
+    record = outcome.record
+    # A console watching it records the end itself (one writer); else the record says it here.
+    unwatched = outcome.watched_by is None
+    if outcome.stopped and unwatched and record is not None and record.run_id is not None:
+        close_stopped_run(history_path(is_demo), record.run_id, "stopped by `vtc stop`")
     return 0 if outcome.stopped else 1
 
 
@@ -237,6 +245,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     own, serve_args = _split_serve_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(own)
+    if args.command is None:
+        return run_console(ConsoleOptions.from_args(args, serve_args))
+    with inert_output():  # text from outside reaches the terminal inert
+        return _headless(args)
+
+
+def _headless(args: argparse.Namespace) -> int:
+    """Run one headless command (``vtc bench``, ``top``, ``diagnose``...)."""
     if args.command == "bench":
         return run_bench(args)
     if args.command == "top":
@@ -255,7 +271,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return cmd_stop(args.demo, args.grace)
     if args.command == "sweep":
         return run_sweep_command(args)
-    return run_console(ConsoleOptions.from_args(args, serve_args))
+    raise AssertionError(f"unhandled command {args.command!r}")
 
 
 def run_console(options: ConsoleOptions) -> int:

@@ -31,6 +31,21 @@ class VtcError(Exception):
         return self.one_line()
 
 
+class BusyError(VtcError):
+    """A file another process holds locked (the run history): the same action may be retried.
+
+    The console names the key that retries it after the one line (:func:`retry_line`).
+    """
+
+
+def retry_line(exc: BaseException, key: str) -> str:
+    """:func:`one_line` of ``exc``; for a :class:`BusyError`, its message and which key
+    tries again (the key stands in for the hint: the line must fit a toast)."""
+    if isinstance(exc, BusyError):
+        return f"{exc.message} · {key} retries"
+    return one_line(exc)
+
+
 def one_line(exc: BaseException, *, limit: int = 300) -> str:
     """A single line describing ``exc``: a :class:`VtcError`'s own line, else type and text.
 

@@ -105,7 +105,9 @@ def apply(record: RunRecord, event: RunEvent) -> RunRecord:
 def _server_event(record: RunRecord, event: ServerEvent) -> RunRecord:
     if isinstance(event, Launched):
         repro = (record.repro or Reproduction()).model_copy(update={"argv": list(event.argv)})
-        return record.model_copy(update={"log_path": event.log_path, "repro": repro})
+        return record.model_copy(
+            update={"log_path": event.log_path, "repro": repro, "server_pid": event.pid}
+        )
     if isinstance(event, StageReached):
         return _stage(record, event)
     if isinstance(event, KvCacheReported):

@@ -202,6 +202,10 @@ class RunRecord(BaseModel):
     log_path: str | None = None
     exit_code: int | None = None
     ended_because: str = ""  # one line, when the status alone does not say why it ended
+    # The server process a console launched for the run (``None``: attached, or recorded
+    # before vtc kept it): how a later reader tells a live run from one whose server is gone.
+    server_pid: int | None = None
+    last_seen: datetime | None = None  # a lost run: when its server was last known alive
 
     @model_validator(mode="before")
     @classmethod

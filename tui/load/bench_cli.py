@@ -39,6 +39,7 @@ import aiohttp
 
 from tui.domain.errors import VtcError
 from tui.domain.results import BenchResult
+from tui.domain.url_credentials import UrlCredential, authorization_header, split_url
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.bench_args import (
     GENERATED,
@@ -119,10 +120,12 @@ def file_prompts(args: argparse.Namespace, tokenizer: Tokenizer) -> list[PromptR
     )
 
 
-async def served_models(base: str, api_key: str | None, timeout_s: float) -> list[dict[str, Any]]:
+async def served_models(
+    base: str, api_key: str | None, timeout_s: float, credential: UrlCredential | None = None
+) -> list[dict[str, Any]]:
     """The cards of ``GET /v1/models`` (``serve.py:156-183``)."""
     url = f"{base.removesuffix('/v1')}/v1/models"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = authorization_header(credential, api_key)
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
@@ -136,10 +139,12 @@ async def served_models(base: str, api_key: str | None, timeout_s: float) -> lis
     return [m for m in models or [] if isinstance(m, dict) and "id" in m]
 
 
-async def find_model(base: str, api_key: str | None, asked: str | None) -> ServedModel:
+async def find_model(
+    base: str, api_key: str | None, asked: str | None, credential: UrlCredential | None = None
+) -> ServedModel:
     """The model to load: the one asked for (its card if listed), else the server's first."""
     try:
-        cards = await served_models(base, api_key, MODELS_TIMEOUT_S)
+        cards = await served_models(base, api_key, MODELS_TIMEOUT_S, credential)
     except BenchError:
         if asked is None:
             raise
@@ -294,9 +299,10 @@ async def run_async(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The bench run itself; see :func:`run_bench`."""
     options = _options(args)
     spec = build_spec(args)
-    base = base_url(args)
+    # user:password out of the URL: sent as Basic, never printed or written to a result.
+    base, credential = split_url(base_url(args))
     api_key = resolve_api_key(None)
-    model = await find_model(base, api_key, args.model)
+    model = await find_model(base, api_key, args.model, credential)
     if args.model is None:
         out.write(f"First model name: {model.name}, first model id: {model.root}\n")
     collect_text = bool(args.save_detailed)
@@ -310,6 +316,7 @@ async def run_async(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     _describe(args, spec, tokenizer, tokenizer_name, out)
     runner = LoadRunner(
         transport=args.transport,
+        credential=credential,
         tokenizer=tokenizer,
         percentiles=options.percentiles,
         percentile_metrics=options.metrics,

@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 
 import aiohttp
 
+from tui.domain.url_credentials import UrlCredential, authorization_header
 from tui.domain.workload import Endpoint
 from tui.load.account import NO_VALID_CHUNK, StreamRecorder
 from tui.load.errors import LoadError
@@ -289,6 +290,7 @@ class OpenAIStreamClient:
         request_timeout_s: float = 600.0,
         request_id_prefix: str = "",
         collect_text: bool = True,
+        credential: UrlCredential | None = None,
     ) -> None:
         if request_timeout_s <= 0:
             raise ValueError("request_timeout_s must be > 0")
@@ -303,6 +305,7 @@ class OpenAIStreamClient:
         self.collect_text = collect_text
         key = resolve_api_key(api_key)
         self._api_key = _header_value("the API key", key) if key else None
+        self._credential = credential  # the base URL's user:password, sent as Basic
 
     def __repr__(self) -> str:
         return f"OpenAIStreamClient(url={self.url!r}, model={self.model!r})"
@@ -333,8 +336,7 @@ class OpenAIStreamClient:
     def headers(self, request_id: str | None = None) -> dict[str, str]:
         """Content type, the Bearer key when there is one, and an ``x-request-id``."""
         headers = {"Content-Type": "application/json", "Accept": "*/*", "User-Agent": "vtc"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
+        headers.update(authorization_header(self._credential, self._api_key))
         if request_id is not None:
             headers["x-request-id"] = request_id
         return headers

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from tui.domain.results import BenchResult
+from tui.domain.url_credentials import UrlCredential
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.account import CANCELLED_ERROR, Ledger, Ticker
 from tui.load.budget import check_memory
@@ -168,6 +169,7 @@ class LoadRunner:
         *,
         transport: TransportKind | TransportFactory = "auto",
         api_key: str | None = None,
+        credential: UrlCredential | None = None,
         tokenizer: Tokenizer | None = None,
         percentiles: Sequence[float] = DEFAULT_PERCENTILES,
         percentile_metrics: Sequence[str] = DEFAULT_PERCENTILE_METRICS,
@@ -182,6 +184,7 @@ class LoadRunner:
             raise ValueError("progress_interval_s, lag_tick_s and rolling_window_s must be > 0")
         self._transport = transport
         self._api_key = api_key
+        self._credential = credential  # the server URL's user:password (Basic), if it had one
         self._tokenizer = tokenizer
         self._tokenizers: dict[str, tuple[Tokenizer, str]] = {}
         self._percentiles = validate_percentiles(percentiles)
@@ -299,6 +302,7 @@ class LoadRunner:
                     model=model,
                     endpoint=spec.endpoint,
                     api_key=self._api_key,
+                    credential=self._credential,
                     ignore_eos=spec.ignore_eos,
                     temperature=spec.temperature,
                     request_timeout_s=spec.request_timeout_s,

@@ -29,6 +29,7 @@ from typing import Any
 
 from tui.load.prompts import ApproxTokenizer, Tokenizer
 from tui.store.hf_cache import find_snapshot_file
+from tui.store.regular_file import is_regular_file, local_path
 
 APPROX_NAME = "approx (one common English word per token)"
 
@@ -114,11 +115,11 @@ class HfTokenizer:
 
         folder = Path(directory)
         path = folder / "tokenizer.json"
-        if not path.is_file():
+        if not is_regular_file(path):
             raise FileNotFoundError(f"no tokenizer.json in {folder}")
         config: dict[str, Any] = {}
         config_path = folder / "tokenizer_config.json"
-        if config_path.is_file():
+        if is_regular_file(config_path):
             loaded = json.loads(config_path.read_text(encoding="utf-8"))
             config = loaded if isinstance(loaded, dict) else {}
         return cls(Backend.from_file(str(path)), config, name=str(folder))
@@ -176,8 +177,9 @@ def load_tokenizer(model: str | None, tokenizer: str | None = None) -> tuple[Tok
     for candidate in (tokenizer, model):
         if not candidate:
             continue
-        folder: Path | None = Path(candidate).expanduser()
-        if folder is None or not (folder / "tokenizer.json").is_file():
+        folder = local_path(candidate)
+        # A model id is not always a path: one over 255 bytes is "not a local folder".
+        if folder is None or not is_regular_file(folder / "tokenizer.json"):
             folder = hub_snapshot(candidate)
         if folder is None:
             continue

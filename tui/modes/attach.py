@@ -17,10 +17,11 @@ import urllib.parse
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.gpus import remote_gpu_not_visible
+from tui.domain.url_credentials import split_url
 from tui.load.runner import LoadRunner
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
+from tui.modes.sources import HostReader, MetricsReader, NvmlReader, dcgm_reader, local_client
 from tui.server.attached import AttachedServer, attach_url
 from tui.server.attached_config import AttachedConfigReader
 from tui.session.facade import Session
@@ -51,6 +52,8 @@ class AttachMode:
         if options.demo:
             raise SetupError("--attach watches a server at a URL", hint="drop --demo")
         assert options.attach is not None
+        # user:password out of the URL first: only the clean URL is shown, stored, logged.
+        _, url_credential = split_url(options.attach)
         try:
             url = attach_url(options.attach)
         except ValueError as exc:
@@ -66,7 +69,7 @@ class AttachMode:
         gpu: GpuReader | None = None
         absent = remote_gpu_not_visible(time.monotonic(), host=host)
         if options.gpu_metrics_url:
-            gpu = DcgmReader(options.gpu_metrics_url, local_client())
+            gpu = dcgm_reader(options.gpu_metrics_url)
         elif local:
             gpu = NvmlReader(NvmlGpuSource())
         services = Services(
@@ -78,12 +81,14 @@ class AttachMode:
                     api_key=credentials.api_key,
                     poll_interval_s=options.poll_interval_s,
                     config_reader=AttachedConfigReader(
-                        lambda: local_client(credentials), log_path=options.attach_log
+                        lambda: local_client(credentials, url_credential=url_credential),
+                        log_path=options.attach_log,
                     ),
+                    credential=url_credential,
                 )
             ),
-            metrics=MetricsReader(local_client(credentials)),
-            runner=LoadRunner(api_key=credentials.api_key),
+            metrics=MetricsReader(local_client(credentials, url_credential=url_credential)),
+            runner=LoadRunner(api_key=credentials.api_key, credential=url_credential),
             gpu=gpu,
             host=HostReader() if local else None,
             gpu_policy=GpuPolicy(

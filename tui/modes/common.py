@@ -39,6 +39,7 @@ from tui.store.config_file import load_config_file
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import RunStore
 from tui.store.presets import load_presets
+from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.goodput import GoodputRunner
 from tui.tune.service import SweepService
@@ -136,6 +137,8 @@ def open_history(path: Path, notices: list[str]) -> tuple[RunStore, list[RunReco
     added to ``notices`` (one line each) for the console to say.
     """
     store = RunStore(path)
+    for lost in settle_gone_runs(store):  # a live run whose server is gone: closed as lost
+        notices.append(f"History: run {lost.id} closed as lost: {lost.ended_because}")
     history = store.list()
     notices.extend(f"History: {line}" for line in store.notice.lines())
     return store, history

@@ -32,7 +32,7 @@ from tui.modes.common import (
     starting_point,
 )
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
+from tui.modes.sources import HostReader, MetricsReader, NvmlReader, dcgm_reader, local_client
 from tui.server.diagnose import preflight_checker
 from tui.server.introspect import (
     IntrospectError,
@@ -103,7 +103,7 @@ class LocalVllmMode:
         nvml = None if is_cpu_build(resolved) else NvmlGpuSource()
         gpu: GpuReader | None = None
         if options.gpu_metrics_url:
-            gpu = DcgmReader(options.gpu_metrics_url, local_client())
+            gpu = dcgm_reader(options.gpu_metrics_url)
         elif nvml is not None:
             gpu = NvmlReader(nvml)
         estimator = KvEstimator(

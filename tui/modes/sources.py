@@ -14,20 +14,30 @@ import httpx
 
 from tui.domain.credentials import Credentials
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
+from tui.domain.url_credentials import UrlCredential, authorization_header, split_url
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.host import HostSource
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
 
-def local_client(credentials: Credentials | None = None) -> httpx.AsyncClient:
+def local_client(
+    credentials: Credentials | None = None, *, url_credential: UrlCredential | None = None
+) -> httpx.AsyncClient:
     """An HTTP client for the console's own scrapes and probes.
 
     ``trust_env=False``: a proxy from the environment must never sit between the console
-    and a server it watches.
+    and a server it watches. ``url_credential``: the user:password the URL it talks to
+    carried, sent as Basic (it wins over the API key: one Authorization header).
     """
-    headers = credentials.headers() if credentials is not None else {}
-    return httpx.AsyncClient(trust_env=False, headers=headers)
+    key = credentials.api_key if credentials is not None else None
+    return httpx.AsyncClient(trust_env=False, headers=authorization_header(url_credential, key))
+
+
+def dcgm_reader(url: str) -> DcgmReader:
+    """A DCGM exporter's reader; a user:password in ``url`` goes as Basic, nowhere else."""
+    clean, credential = split_url(url)
+    return DcgmReader(clean, local_client(url_credential=credential))
 
 
 class NvmlReader:

@@ -537,6 +537,7 @@ class StopOutcome:
     message: str
     record: ServerStateRecord | None = None
     report: TerminationReport | None = None
+    watched_by: int | None = None  # the pid of a live console watching it (it records the end)
 
 
 def stop_recorded_server(file: ServerStateFile, *, grace_s: float = 10.0) -> StopOutcome:
@@ -585,4 +586,5 @@ def stop_recorded_server(file: ServerStateFile, *, grace_s: float = 10.0) -> Sto
         f"({how}, {len(report.signalled)} process(es)){inspection_notice}",
         record,
         report,
+        check.console_pid,
     )

@@ -19,6 +19,7 @@ from typing import Protocol
 from tui.domain.events import Exited, LogLine, Ready, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.server_config import ServerConfig
+from tui.domain.url_credentials import UrlCredential, split_url
 from tui.server.backend import ATTACHED_REMOTE, EventSink, Takeover
 from tui.server.probe import HealthProber
 from tui.server.watching import WatchedServer, wait_first
@@ -35,16 +36,16 @@ def attach_url(url: str) -> str:
     A trailing ``/`` and a trailing ``/v1`` (an OpenAI client's base URL) are dropped: the
     console adds ``/health``, ``/metrics`` and ``/v1/...`` itself.
     """
-    text = url.strip()
+    text, _ = split_url(url)  # a user:password never reaches a label, a record or a message
     parsed = urllib.parse.urlsplit(text)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"--attach needs a server URL like http://host:8000, got {url!r}")
+        raise ValueError(f"--attach needs a server URL like http://host:8000, got {text!r}")
     if parsed.query or parsed.fragment:
-        raise ValueError(f"--attach needs a plain server URL (no ?query or #fragment): {url!r}")
+        raise ValueError(f"--attach needs a plain server URL (no ?query or #fragment): {text!r}")
     try:
         parsed.port  # noqa: B018 - raises ValueError for a port out of range or not a number
     except ValueError as exc:
-        raise ValueError(f"--attach: bad port in {url!r}: {exc}") from exc
+        raise ValueError(f"--attach: bad port in {text!r}: {exc}") from exc
     path = parsed.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[: -len("/v1")]
@@ -73,10 +74,14 @@ class AttachedServer(WatchedServer):
         api_key: str | None = None,
         poll_interval_s: float = 1.0,
         config_reader: ConfigReader | None = None,
+        credential: UrlCredential | None = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
-        super().__init__(ATTACHED_REMOTE, prober=prober, api_key=api_key, max_log_lines=1000)
+        super().__init__(
+            ATTACHED_REMOTE, prober=prober, api_key=api_key, max_log_lines=1000,
+            credential=credential,
+        )  # fmt: skip
         self._url = attach_url(url)
         self._poll_s = poll_interval_s
         self._model: str | None = None

@@ -52,6 +52,7 @@ from tui.server.watching import (
     cancel_and_wait,
     wait_first,
 )
+from tui.store.private import private_dir
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class End(enum.Enum):
 
 def new_log_path(log_dir: Path, port: int, header: str) -> Path:
     """A fresh ``serve-STAMP-PORT.log`` in ``log_dir``, created with ``header`` (blocking)."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(log_dir)  # 0700: the server logs
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = log_dir / f"serve-{stamp}-{port}.log"
     n = 2

@@ -100,7 +100,10 @@ def _read_stream(
         if not ready:
             stopped = "time limit"
             break
-        chunk = os.read(fd, CHUNK_BYTES)
+        try:
+            chunk = os.read(fd, CHUNK_BYTES)
+        except BlockingIOError:  # a non-blocking stream with nothing after all: wait again
+            continue
         if not chunk:
             break
         seen += len(chunk)
@@ -138,7 +141,8 @@ def read_log_excerpt(
         if name == "-":
             fd = sys.stdin.fileno()
             return _read_any(fd, head_bytes, tail_bytes, stream_limit_bytes, deadline_s)
-        fd = os.open(name, os.O_RDONLY)
+        # Never waits to open (a FIFO without a writer); a stream is then read to a deadline.
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
         try:
             return _read_any(fd, head_bytes, tail_bytes, stream_limit_bytes, deadline_s)
         finally:

@@ -8,19 +8,19 @@ library only: the log relay (:mod:`tui.server.relay`) imports it.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TextIO, overload
 
+from tui.domain.inert import inert
+from tui.store.private import open_private_append_text
+
 DEFAULT_MAX_LINES = 10_000
 """Enough for a whole failed start (a few hundred lines) plus a long tail of a served run."""
 
 REDACTED = "***"
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:
@@ -33,14 +33,16 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 def clean_line(raw: str) -> str:
     """One display line from one raw output line.
 
-    Drops the trailing newline and ANSI colour codes, and keeps only the last state of a
-    carriage-return progress bar (tqdm redraws a line with ``\\r`` when it is not a tty).
+    Drops the trailing newline, keeps only the last state of a carriage-return progress bar
+    (tqdm redraws a line with ``\\r`` when it is not a tty), and makes the rest inert: every
+    escape sequence (colour codes, and an OSC 52 clipboard write or a title a client put into
+    the log) and every control character but a tab goes (:func:`tui.domain.inert.inert`).
     """
     line = raw.rstrip("\r\n")
     if "\r" in line:
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
-    return _ANSI.sub("", line)
+    return inert(line, tabs=True)
 
 
 class LogBuffer(Sequence[str]):
@@ -70,9 +72,8 @@ class LogBuffer(Sequence[str]):
         self._path = path
         self._file: TextIO | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # Line-buffered: a crash of the console loses at most the current line.
-            self._file = path.open("a", encoding="utf-8", errors="replace", buffering=1)
+            # Line-buffered: a crash of the console loses at most the current line. 0600.
+            self._file = open_private_append_text(path)
 
     @property
     def path(self) -> Path | None:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from tui.domain.budget import default_embedding_params
 from tui.domain.kv import ModelShape
 from tui.store.hf_cache import find_snapshot_file, hub_cache_dir
+from tui.store.regular_file import is_directory, is_regular_file, local_path
 
 ConfigSource = Literal["local", "hf-cache", "sim-catalog"]
 
@@ -100,10 +101,11 @@ def find_model_config(
     """
     if not model or not model.strip():
         return ModelConfig(model, None, reason="no model named")
-    local = Path(model).expanduser()
-    if local.is_dir():
+    local = local_path(model)
+    # A model id of any length (or with a NUL) is not a folder, never a crash.
+    if local is not None and is_directory(local):
         config = local / "config.json"
-        if config.is_file():
+        if is_regular_file(config):
             return _read(model, config, "local")
         return ModelConfig(model, None, "local", local, f"{local} has no config.json")
     hub = hf_hub_cache(env)

@@ -16,6 +16,8 @@ from typing import Any, Protocol
 import httpx
 import psutil
 
+from tui.domain.url_credentials import UrlCredential, authorization_header
+
 
 class HealthProber(Protocol):
     """How a backend asks a server whether it is up (a fake replaces it in tests).
@@ -36,8 +38,15 @@ class HealthProber(Protocol):
 class HttpxProber:
     """The real prober: ``httpx.AsyncClient`` with a short timeout, proxies ignored."""
 
-    def __init__(self, *, api_key: str | None = None, timeout_s: float = 2.0) -> None:
-        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 2.0,
+        credential: UrlCredential | None = None,
+    ) -> None:
+        # The URL's user:password (as Basic) or the API key (as Bearer): one header.
+        self._headers = authorization_header(credential, api_key)
         self._timeout = timeout_s
         self._client: httpx.AsyncClient | None = None
 

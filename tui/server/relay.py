@@ -31,6 +31,7 @@ from typing import BinaryIO
 
 from tui.domain.secret_names import MIN_SECRET_LEN, SECRET_NAME
 from tui.server.logbuffer import clean_line, redact
+from tui.store.private import open_private_append_bytes
 
 SECRET_KEY = SECRET_NAME  # environment variables whose values are redacted (declared once)
 LINE_LIMIT = 1 << 20  # vLLM's engine-config line is long; 1 MiB per line is plenty
@@ -92,9 +93,9 @@ def relay(
     """Copy ``source`` line by line to ``log_path`` (and ``tee_fd``) until end of file."""
     ordered = sorted({s for s in secrets if s}, key=len, reverse=True)
     tee = _Tee(tee_fd)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     # Unbuffered, O_APPEND: one write per line, so the console's own notes interleave whole.
-    with log_path.open("ab", buffering=0) as log:
+    # Created 0600 in a 0700 folder: a log may echo prompts.
+    with open_private_append_bytes(log_path) as log:
         write_line = _writer(log.write, tee, ordered)
         for raw in read_lines(source):
             if sync_token and raw.endswith(sync_token):

@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from tui.domain.events import ServerEvent, ServerState
+from tui.domain.url_credentials import UrlCredential
 from tui.server.backend import Capabilities, EventSink
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
 from tui.server.probe import HealthProber, HttpxProber
@@ -72,10 +73,11 @@ class WatchedServer:
         api_key: str | None = None,
         grace_s: float = 10.0,
         max_log_lines: int = DEFAULT_MAX_LINES,
+        credential: UrlCredential | None = None,
     ) -> None:
         self._capabilities = capabilities
         self._own_prober = prober is None
-        self._prober: HealthProber = prober or HttpxProber(api_key=api_key)
+        self._prober: HealthProber = prober or HttpxProber(api_key=api_key, credential=credential)
         self._grace_s = grace_s
         self._sink: EventSink | None = None
         self._state = ServerState.IDLE

@@ -48,8 +48,16 @@ def _content(value: Any) -> str | None:
     return None
 
 
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` is a file; ``False`` for a name the system cannot look up (too long)."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
+    if not _is_file(path):
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -61,8 +69,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _template_text(folder: Path, config: dict[str, Any], override: str | None) -> str | None:
     if override:
         path = Path(override).expanduser()
+        if not _is_file(path):  # inline template text (of any length), as vLLM takes it
+            return override
         try:
-            return path.read_text(encoding="utf-8") if path.is_file() else override
+            return path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TokenizerLoadError(f"cannot read --chat-template {override}: {exc}") from exc
     jinja_file = folder / "chat_template.jinja"

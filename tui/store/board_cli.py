@@ -33,6 +33,7 @@ from tui.domain.export.launch import ExportOptions
 from tui.domain.results import RunRecord
 from tui.store.history import RunStore, default_data_dir
 from tui.store.report import report_html, write_report
+from tui.store.run_liveness import settle_gone_runs
 
 RUNS_FILE, DEMO_RUNS_FILE = "runs.sqlite", "demo-runs.sqlite"
 FORMATS = ("table", "md", "csv", "json")
@@ -53,6 +54,9 @@ def read_history(path: Path) -> list[RunRecord]:
         return []
     store = RunStore(path)
     try:
+        for lost in settle_gone_runs(store):  # the next reader sees the run's true end
+            print(f"vtc: history: run {lost.id} closed as lost: {lost.ended_because}",
+                  file=sys.stderr)  # fmt: skip
         runs = store.list()
         # A damaged file moved aside, rows skipped: said on stderr, one line each, so a
         # `--json` reader still gets clean output and the operator still learns of it.

@@ -19,6 +19,7 @@ from tui.domain.vllm_config_yaml import (
     ConfigYamlError,
     import_config_yaml,
 )
+from tui.store.regular_file import read_regular_bytes
 
 
 def load_config_file(
@@ -40,8 +41,7 @@ def load_config_file(
         # utils/argparse_utils.py:596-600, vLLM's words
         raise ConfigYamlError(f"{path}: Config file must be of a yaml/yml type. {ext} supplied")
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        raw = read_regular_bytes(path, MAX_CONFIG_BYTES + 1)  # a FIFO or device: refused
     except OSError as exc:
         raise ConfigYamlError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_CONFIG_BYTES:

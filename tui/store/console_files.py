@@ -13,10 +13,12 @@ from pathlib import Path
 
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
+from tui.domain.inert import inert
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.store.presets import save_user_preset
+from tui.store.regular_file import open_regular
 
 TAIL_LINES = 400
 TAIL_BYTES = 256 * 1024
@@ -72,7 +74,7 @@ def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:
 def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> LogTail:
     """The end of a text file: whole lines only, undecodable bytes replaced."""
     try:
-        with path.open("rb") as handle:
+        with open_regular(path) as handle:  # a FIFO in the log's place never hangs the view
             size = handle.seek(0, os.SEEK_END)
             start = max(0, size - max_bytes)
             handle.seek(start)
@@ -85,6 +87,6 @@ def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTE
     if start > 0 and text:
         text = text[1:]  # the first line was cut in the middle
     cut = start > 0 or len(text) > lines
-    shown = tuple(text[-lines:])
+    shown = tuple(inert(line, tabs=True) for line in text[-lines:])  # the file may be old
     note = f"the last {len(shown)} lines of {path}" if cut else str(path)
     return LogTail(shown, note)

@@ -16,18 +16,21 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import platformdirs
 from pydantic import ValidationError
 
-from tui.domain.errors import VtcError
+from tui.domain.errors import BusyError, VtcError
 from tui.domain.flags import stored_context
 from tui.domain.results import RunRecord
+from tui.store.private import private_dir, private_file
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -51,8 +54,36 @@ def default_data_dir() -> Path:
     return Path(override) if override else Path(platformdirs.user_data_dir("vtc"))
 
 
+T = TypeVar("T")
+
+
 class HistoryError(VtcError):
     """The history file cannot be opened or written (a permission, a full disk...)."""
+
+
+BUSY_TIMEOUT_S = 2.0
+"""SQLite's busy timeout: how long one attempt waits for another process's lock."""
+BUSY_ATTEMPTS = 3
+"""Attempts of one write (or of opening) before it is refused: at most about
+``BUSY_ATTEMPTS * BUSY_TIMEOUT_S`` (6 s) of waiting, off the console's loop."""
+
+
+class HistoryBusy(HistoryError, BusyError):
+    """Another process has held the history locked for longer than the stated bound."""
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
+def _busy(path: Path) -> HistoryBusy:
+    waited = BUSY_ATTEMPTS * BUSY_TIMEOUT_S
+    return HistoryBusy(
+        f"the run history {path} is locked by another process (waited {waited:g} s: "
+        f"{BUSY_ATTEMPTS} tries of {BUSY_TIMEOUT_S:g} s)",
+        hint="another vtc or sqlite3 holds it; close that, or try again",
+    )
 
 
 class _Unreadable(Exception):
@@ -95,7 +126,7 @@ class RunStore:
         self.skipped_rows = 0
         """Rows the last :meth:`list` skipped because they no longer read as a run."""
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)  # 0700: the runs' commands are the operator's alone
         except OSError as exc:
             raise HistoryError(f"cannot create {path.parent}: {exc.strerror or exc}") from None
         self._conn = self._open()
@@ -119,14 +150,18 @@ class RunStore:
 
     def _connect_checked(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+            private_file(self.path)  # created 0600 (SQLite gives its side files the same mode)
+        except OSError as exc:
+            raise HistoryError(f"cannot open {self.path}: {exc.strerror or exc}") from None
+        try:
+            conn = sqlite3.connect(
+                str(self.path), isolation_level=None, check_same_thread=False,
+                timeout=BUSY_TIMEOUT_S,
+            )  # fmt: skip
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open {self.path}: {exc}") from None
         try:
-            _check(conn)  # before anything writes to the file: a bad one is moved as it was
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.executescript(_SCHEMA)
+            self._retrying(lambda: _prepare(conn))
         except sqlite3.DatabaseError as exc:
             conn.close()
             if _is_corruption(exc):
@@ -164,15 +199,39 @@ class RunStore:
         return HistoryNotice(self._moved_to, self._reason, self.skipped_rows)
 
     # -- writing -----------------------------------------------------------------------------
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``, again while another process holds the file locked (each try waits
+        up to the busy timeout), then :class:`HistoryBusy` naming the file."""
+        for n in range(BUSY_ATTEMPTS):
+            try:
+                return attempt()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
+                if n + 1 < BUSY_ATTEMPTS:
+                    time.sleep(0.05 * (n + 1))  # a short pause: the holder may be committing
+        raise _busy(self.path)
+
+    def _write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``body`` in one IMMEDIATE transaction, retried whole while the file is busy."""
+
+        def attempt() -> T:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(self._conn)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            return result
+
         try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
+            return self._retrying(attempt)
+        except HistoryBusy:
             raise
-        self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise HistoryError(f"cannot write the run history {self.path}: {exc}") from None
 
     def add(self, record: RunRecord) -> RunRecord:
         """Insert ``record``; returns it with its new ``id`` (and label ``#id`` if it had none).
@@ -180,7 +239,8 @@ class RunStore:
         Ids come from SQLite's AUTOINCREMENT, never reused even after deletes, so a label
         taken from one is unique for the life of the history file.
         """
-        with self._tx() as conn:
+
+        def insert(conn: sqlite3.Connection) -> RunRecord:
             cur = conn.execute(
                 "INSERT INTO runs (created_at, status, model, record) VALUES (?, ?, ?, '')",
                 (record.created_at.isoformat(), record.status.value, record.flags.model),
@@ -194,17 +254,20 @@ class RunStore:
                 "UPDATE runs SET record = ? WHERE id = ?",
                 (stored.model_dump_json(), stored.id),
             )
-        return stored
+            return stored
+
+        return self._write(insert)
 
     def update(self, record: RunRecord) -> None:
         """Replace the stored copy of ``record`` (which must have an ``id``)."""
         if record.id is None:
             raise ValueError("update() needs a record that was added (id is None)")
-        with self._tx() as conn:
-            conn.execute(
+        self._write(
+            lambda conn: conn.execute(
                 "UPDATE runs SET status = ?, record = ? WHERE id = ?",
                 (record.status.value, record.model_dump_json(), record.id),
             )
+        )
 
     # -- reading -----------------------------------------------------------------------------
     def list(self, limit: int = 200) -> list[RunRecord]:
@@ -241,8 +304,7 @@ class RunStore:
 
     def delete(self, run_id: int) -> None:
         """Remove one run from the history."""
-        with self._tx() as conn:
-            conn.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+        self._write(lambda conn: conn.execute("DELETE FROM runs WHERE id = ?", (run_id,)))
 
     def close(self) -> None:
         """Close the connection."""
@@ -260,6 +322,13 @@ def _read_row(row_id: object, text: object, context: dict[str, object]) -> RunRe
     if record.id is None and isinstance(row_id, int):
         record = record.model_copy(update={"id": row_id})
     return record
+
+
+def _prepare(conn: sqlite3.Connection) -> None:
+    _check(conn)  # before anything writes to the file: a bad one is moved as it was
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(_SCHEMA)
 
 
 def _check(conn: sqlite3.Connection) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import platformdirs
 
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
+from tui.store.regular_file import read_regular_bytes
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 MAX_PRESET_BYTES = 256 * 1024
@@ -78,8 +79,7 @@ def _preset_files(folder: Path, errors: list[str]) -> list[Path]:
 def read_preset_text(path: Path) -> str:
     """A preset file's text, read boundedly; :class:`PresetError` naming it otherwise."""
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_PRESET_BYTES + 1)
+        raw = read_regular_bytes(path, MAX_PRESET_BYTES + 1)  # a FIFO never hangs the list
     except OSError as exc:
         raise PresetError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_PRESET_BYTES:

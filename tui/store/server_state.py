@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tui.domain.errors import VtcError
+from tui.store.private import private_dir
 
 STATE_FILE = "server.json"
 MAX_STATE_BYTES = 1 << 20
@@ -113,7 +114,7 @@ class ServerStateFile:
 
     def write(self, record: ServerStateRecord) -> None:
         """Replace the file with ``record``, atomically (readers see the old or the new)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)  # the file itself: mkstemp's 0600
         data = json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
         try:

@@ -34,6 +34,7 @@ from tui.domain.gpus import gpu_for_attached, server_gpu_indices
 from tui.domain.history import TelemetryHistory
 from tui.domain.quantiles import latency_of
 from tui.domain.telemetry import GpuSample, ServerLatency, ServerMetrics, SourceStatus
+from tui.domain.url_credentials import authorization_header, split_url
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
@@ -76,10 +77,20 @@ class TopWatcher:
         local_gpu: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.url = metrics_url(url)
+        # A user:password in either URL is taken out and sent as Basic to that URL only.
+        clean, credential = split_url(url)
+        self.url = metrics_url(clean)
         self.interval_s = interval_s
         self._clock = clock
-        self._client = httpx.AsyncClient(trust_env=False)
+        self._client = httpx.AsyncClient(
+            trust_env=False, headers=authorization_header(credential)
+        )
+        gpu_url, gpu_credential = split_url(gpu_metrics_url or "")
+        self._gpu_client = (
+            httpx.AsyncClient(trust_env=False, headers=authorization_header(gpu_credential))
+            if gpu_url
+            else None
+        )
         self._metrics = VllmMetricsSource(
             self.url,
             self._client,
@@ -88,8 +99,8 @@ class TopWatcher:
             clock=clock,
         )
         self._dcgm = (
-            DcgmGpuSource(gpu_metrics_url, self._client, timeout_s=scrape_deadline_s, clock=clock)
-            if gpu_metrics_url
+            DcgmGpuSource(gpu_url, self._gpu_client, timeout_s=scrape_deadline_s, clock=clock)
+            if self._gpu_client is not None
             else None
         )
         use_local = is_local_url(self.url) if local_gpu is None else local_gpu
@@ -152,6 +163,8 @@ class TopWatcher:
         for poller in self._pollers:
             await poller.stop()
         await self._client.aclose()
+        if self._gpu_client is not None:
+            await self._gpu_client.aclose()
         if self._nvml is not None:
             self._nvml.close()
 
@@ -287,9 +300,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Run ``vtc top`` from parsed arguments; the exit status."""
     try:
-        url = metrics_url(args.url)
+        metrics_url(split_url(args.url)[0])  # checked here; the watcher takes out user:password
         if args.gpu_metrics_url:
-            check_metrics_url(args.gpu_metrics_url)
+            check_metrics_url(split_url(args.gpu_metrics_url)[0])
+        url = args.url
     except (VtcError, ValueError) as exc:
         print(f"vtc: {one_line(str(exc), 300)}", file=sys.stderr)
         return 2

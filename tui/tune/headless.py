@@ -23,8 +23,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tui.cli_output import raw_stream
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
+from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
 from tui.modes.common import assemble
@@ -32,6 +34,7 @@ from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
 from tui.tune.journal import Journal, journal_path
+from tui.tune.lock import SweepLock
 from tui.tune.prune import Pruner
 from tui.tune.report import closing_line, progress_line, result_txt, sweep_json, trial_line
 from tui.tune.run import SweepRun
@@ -80,7 +83,8 @@ class Printer:
     """Progress: a line per finished trial; on a terminal one line updated in place too."""
 
     def __init__(self, out: TextIO, tty: bool) -> None:
-        self._out, self._tty = out, tty
+        # The updating line's own CSI goes to the terminal itself; the text is made inert.
+        self._out, self._tty = raw_stream(out), tty
         self._seen: set[int] = set()
         self._last = ""
 
@@ -93,7 +97,7 @@ class Printer:
         line = progress_line(status)
         if self._tty:
             text = f"{line} · {status.message}" if status.message else line
-            self._out.write("\r\x1b[2K" + text[:200])
+            self._out.write("\r\x1b[2K" + inert(text)[:200])
             self._out.flush()
         elif fresh and line != self._last:
             self._print(line)
@@ -101,7 +105,7 @@ class Printer:
 
     def _print(self, text: str) -> None:
         prefix = "\r\x1b[2K" if self._tty else ""
-        self._out.write(prefix + text + "\n")
+        self._out.write(prefix + inert(text) + "\n")
         self._out.flush()
 
     def end(self) -> None:
@@ -128,8 +132,24 @@ async def _sweep(spec: SweepSpec, args: argparse.Namespace, out: TextIO) -> int:
     )  # fmt: skip
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
     mode = SweepMode(spec, sim_gpus=args.sim_gpus, gpus=gpus)
-    parts = await asyncio.to_thread(mode.lane_parts, options)
     data_dir = mode.data_dir(options)
+    lock = SweepLock.for_journal(journal_path(data_dir, spec.sweep_id()))
+    lock.acquire()  # before anything starts: a second process is refused with the holder
+    try:
+        return await _locked_sweep(spec, args, out, mode, options, data_dir)
+    finally:
+        lock.release()
+
+
+async def _locked_sweep(
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    out: TextIO,
+    mode: SweepMode,
+    options: ConsoleOptions,
+    data_dir: Path,
+) -> int:
+    parts = await asyncio.to_thread(mode.lane_parts, options)
     journal = await asyncio.to_thread(_journal, data_dir, spec, args.fresh)
     sessions = [
         assemble(p.info, p.services, poll_interval_s=options.poll_interval_s) for p in parts

@@ -4,7 +4,8 @@ One JSON object per line: a header (the sweep id, the spec), then every finished
 it finishes, and a ``done`` line at the end. A trial is written only once it has finished,
 so after a crash (a SIGKILL included) the journal holds exactly the finished trials; a
 half-written last line is ignored. Trials are found again by their key (the strategy's
-note and the exact argv), so a resumed sweep replays them without starting a server.
+note and the exact argv), so a resumed sweep replays them without starting a server. One
+process writes a journal: the sweep's lock beside it (:mod:`tui.tune.lock`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
+from tui.store.private import private_dir
 
 SWEEPS_DIR = "sweeps"
 
@@ -70,9 +72,11 @@ class Journal:
                 self.finished[outcome.key] = outcome
 
     def _write(self, data: dict[str, object]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         fresh = not self.path.exists()
-        with self.path.open("a", encoding="utf-8") as f:
+        # Created 0600: a journal holds the sweep's commands (the model, its paths).
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        with open(fd, "a", encoding="utf-8") as f:
             if fresh:
                 header = {
                     "sweep_id": self.spec.sweep_id(),
@@ -85,10 +89,19 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
 
-    def record(self, outcome: TrialOutcome) -> None:
-        """Write a finished trial (blocking: call it from a worker thread)."""
+    def record(self, outcome: TrialOutcome) -> bool:
+        """Write a finished trial, once (blocking: call it from a worker thread).
+
+        A trial already in the journal (its key: kind, note, exact argv) is not written again:
+        the journal never holds one trial finished twice. Returns whether it was written.
+        One process writes a sweep's journal (:class:`tui.tune.lock.SweepLock`); this guard
+        also covers a strategy that finishes the same trial twice.
+        """
+        if outcome.key in self.finished:
+            return False
         self._write({"trial": outcome.model_dump(mode="json")})
         self.finished[outcome.key] = outcome
+        return True
 
     def close_done(self) -> None:
         """Mark the sweep finished (a later run with the same spec replays it whole)."""

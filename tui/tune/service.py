@@ -28,6 +28,7 @@ from tui.tune.journal import (
     load_spec_from_journal,
     read_summary,
 )
+from tui.tune.lock import SweepLock
 from tui.tune.prune import Estimator, Pruner
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane, SweepTarget
@@ -87,7 +88,11 @@ class SweepService:
             )
         if self._session is None:
             raise VtcError("this session runs no sweeps")
-        self._task = asyncio.create_task(self._go(spec, baseline_run_id), name="vtc-sweep")
+        # One writer per sweep: refused at once (SweepLocked names the holder) when another
+        # process runs it. A non-waiting flock on a small local file: it does not block.
+        lock = SweepLock.for_journal(journal_path(self._data_dir, spec.sweep_id()))
+        lock.acquire()
+        self._task = asyncio.create_task(self._go(spec, baseline_run_id, lock), name="vtc-sweep")
 
     async def stop(self) -> None:
         """Stop the running sweep and wait until it has (the trial in flight is cut short)."""
@@ -143,7 +148,7 @@ class SweepService:
         if self._run is not None:
             self._run.context.notes.append(text)
 
-    async def _go(self, spec: SweepSpec, baseline: int | None) -> None:
+    async def _go(self, spec: SweepSpec, baseline: int | None, lock: SweepLock) -> None:
         assert self._session is not None
         path = journal_path(self._data_dir, spec.sweep_id())
         client = self._client()
@@ -174,4 +179,5 @@ class SweepService:
                 )
             )
         finally:
+            lock.release()
             await client.aclose()

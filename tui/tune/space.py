@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.domain.sweep.tunables import Value, check_value, tunable_names
 from tui.domain.workload import LoadSpec
 from tui.load.datasets import shared_prefix_spec
+from tui.store.regular_file import read_regular_text
 
 Choice = dict[str, Value]
 """One value per varied parameter (declared and pass-through names)."""
@@ -41,18 +42,19 @@ class SweepParamsError(VtcError):
     """A ``--serve-params``/``--bench-params`` file or record vtc cannot use."""
 
 
-def product(spec: SweepSpec) -> list[Choice]:
-    """Every combination of the spec's parameters, first parameter slowest."""
+def product(spec: SweepSpec) -> Iterator[Choice]:
+    """Every combination of the spec's parameters, first parameter slowest, one at a time
+    (the spec bounds the count: ``MAX_COMBINATIONS``)."""
     names = list(spec.parameters)
     axes = [spec.values(name) for name in names]
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes)]
+    return (dict(zip(names, combo, strict=True)) for combo in itertools.product(*axes))
 
 
 def read_params_file(path: Path) -> list[dict[str, Any]]:
     """A parameter-sweep JSON file as vLLM reads it (list, or dict of named records)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_regular_text(path))
+    except (OSError, ValueError) as exc:  # not regular, unreadable, not UTF-8, not JSON
         raise SweepParamsError(f"cannot read {path}: {exc}") from exc
     return records(data, str(path))
 

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tui.domain.errors import VtcError
 from tui.domain.sweep.spec import SweepSpec
+from tui.store.regular_file import read_regular_text
 from tui.tune.space import SweepParamsError, read_params_file
 
 AUTO_TUNE_DEFAULTS: dict[str, str] = {
@@ -30,6 +31,11 @@ AUTO_TUNE_DEFAULTS: dict[str, str] = {
 ENV_NAMES = tuple(AUTO_TUNE_DEFAULTS)
 
 
+MAX_SPEC_BYTES = 4 * 1024 * 1024
+"""More than any spec needs (the shipped ones are under 4 KiB); a larger file is cut, and
+then fails as TOML with its line."""
+
+
 class SweepSpecError(VtcError):
     """A spec file that cannot be a sweep (the message names the file and the problem)."""
 
@@ -37,7 +43,7 @@ class SweepSpecError(VtcError):
 def load_spec(path: Path) -> SweepSpec:
     """The spec in ``path``; grid parameter files are read relative to it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_regular_text(path, MAX_SPEC_BYTES))
     except OSError as exc:
         raise SweepSpecError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -12,8 +12,10 @@ from typing import ClassVar
 
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
+from textual.notifications import SeverityLevel
 
-from tui.domain.errors import one_line
+from tui.domain.errors import retry_line
+from tui.domain.inert import inert
 from tui.session.port import SessionEvent, SessionPort
 from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
@@ -65,6 +67,22 @@ class VtcApp(App[None]):
         self._signals: list[int] = []
         self._signal_task: asyncio.Future[None] | None = None
         self.main_screen = MainScreen(session, clock=clock)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every toast as plain text: its message often holds text from outside (an error
+        body, a model id, a preset's name), shown as itself, escapes removed."""
+        super().notify(
+            inert(message, newlines=True) if not markup else message,
+            title=inert(title), severity=severity, timeout=timeout, markup=markup,
+        )  # fmt: skip
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the app's base screen (the help modal goes on top)."""
@@ -126,7 +144,8 @@ class VtcApp(App[None]):
         try:
             await self.session.start()
         except Exception as exc:  # show it; the operator may still fix the form and press r
-            self.notify(one_line(exc), title="Session start failed", severity="error", timeout=15)
+            text = retry_line(exc, "r")  # a busy history names the key that tries again
+            self.notify(text, title="Session start failed", severity="error", timeout=15)
         for notice in self.session.info.notices:  # e.g. reattached, or a stale state file removed
             self.notify(notice, timeout=10)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
+
+from tui.domain.inert import inert
+
 NA = "N/A"
 GIB = 1024**3
 
@@ -60,3 +64,9 @@ def seconds(value: float | None) -> str:
 def signed_percent(value: float) -> str:
     """A relative change with its sign (``+12.3%``, ``-4.0%``)."""
     return f"{value:+.1f}%"
+
+
+def plain(text: str) -> str:
+    """Text from outside (a model id, a URL, a run's label) for a markup string (a border
+    title): escapes and controls removed, ``[`` escaped so it shows as itself."""
+    return escape(inert(text))

@@ -54,9 +54,13 @@ def parse_values(name: str, text: str) -> list[Value] | ParamRange:
         start, _, rest = text.partition("..")
         stop, _, step = rest.partition(":")
         try:
-            span = ParamRange(start=float(start), stop=float(stop), step=float(step or 1))
-        except (ValueError, ValidationError) as exc:
+            bounds = float(start), float(stop), float(step or 1)
+        except ValueError as exc:
             raise ComposeError(f"{name}: range {text!r}: use start..stop:step") from exc
+        try:
+            span = ParamRange(start=bounds[0], stop=bounds[1], step=bounds[2])
+        except ValidationError as exc:  # the rule it breaks, in its own words
+            raise ComposeError(f"{name}: range {text!r}: {_rule(exc)}") from exc
         values: list[Value] = list(span.values())
         result: list[Value] | ParamRange = span
     else:
@@ -101,6 +105,10 @@ def compose(
     try:
         return SweepSpec.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first.get("loc", ()))
-        raise ComposeError(f"{loc}: {first.get('msg', 'invalid')}".removeprefix(": ")) from exc
+        loc = ".".join(str(p) for p in exc.errors()[0].get("loc", ()))
+        raise ComposeError(f"{loc}: {_rule(exc)}".removeprefix(": ")) from exc
+
+
+def _rule(exc: ValidationError) -> str:
+    """The first problem's message without pydantic's ``Value error, `` prefix."""
+    return str(exc.errors()[0].get("msg", "invalid")).removeprefix("Value error, ")

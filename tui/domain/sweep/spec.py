@@ -34,6 +34,84 @@ RatePolicy = Literal["none", "descent", "bisect"]
 """How a configuration whose SLOs fail at the workload's rate is measured further: not at
 all, auto_tune.sh's descent by 1 req/s, or a bisection of the SLO-bounded rate."""
 
+MAX_VALUES = 10_000
+"""The most values one parameter takes (a list, or a range's count)."""
+MAX_COMBINATIONS = 100_000
+"""The largest space a sweep accepts (the product of its parameters' sizes, times the grid's
+``serve_params`` records): counted before anything is enumerated, so a huge space is
+refused at once with its size instead of filling memory; no budget runs that many starts."""
+_SCALAR = (bool, int, float, str)
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return "a list"
+    return "a table" if isinstance(value, dict) else type(value).__name__
+
+
+def check_flag_values(flags: Any, where: str) -> None:
+    """A flag takes one value: text, a number or true/false (``ValueError`` in those words)."""
+    if not isinstance(flags, dict):
+        return
+    for name, value in flags.items():
+        if not isinstance(value, _SCALAR):
+            raise ValueError(
+                f"{where}{name} = {str(value)[:60]} is {_kind(value)}: a flag takes one value "
+                "(text, a number or true/false); several values to try go under [parameters]"
+            )
+
+
+def range_count(start: float, stop: float, step: float) -> int:
+    """How many values ``start..stop`` by ``step`` holds (``ValueError`` if it never ends)."""
+    if step == 0 or (stop - start) * step < 0 or not math.isfinite((stop - start) / step):
+        raise ValueError(f"range {start}..{stop} never ends with step {step}")
+    return math.floor((stop - start) / step + 1e-9) + 1
+
+
+def _check_parameter(name: str, space: object) -> int:
+    """How many values ``space`` (a list, or a range table) gives, checked in our words."""
+    if isinstance(space, dict) and {"start", "stop", "step"} <= set(space):
+        try:
+            count = range_count(*(float(space[k]) for k in ("start", "stop", "step")))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"parameter {name}: {exc}") from None
+    elif isinstance(space, list | tuple):
+        bad = next((v for v in space if not isinstance(v, _SCALAR)), None)
+        if bad is not None:
+            raise ValueError(
+                f"parameter {name}: {str(bad)[:60]} is {_kind(bad)}; each value to try is "
+                "text, a number or true/false"
+            )
+        count = len(space)
+    elif isinstance(space, ParamRange):
+        count = range_count(space.start, space.stop, space.step)
+    else:
+        raise ValueError(
+            f"parameter {name} = {str(space)[:60]}: give a list of values to try, or a range "
+            "table {start, stop, step}"
+        )
+    if count > MAX_VALUES:
+        raise ValueError(
+            f"parameter {name} has {count:,} values; a parameter takes at most {MAX_VALUES:,}"
+        )
+    return count
+
+
+def check_space(data: Any) -> None:
+    """Refuse, before anything is built, a space larger than :data:`MAX_COMBINATIONS`."""
+    if not isinstance(data, dict) or not isinstance(data.get("parameters", {}), dict):
+        return
+    sizes = {n: _check_parameter(n, s) for n, s in data.get("parameters", {}).items()}
+    grid = data.get("grid")
+    records = grid.get("serve_params") if isinstance(grid, dict) else None
+    total = math.prod(sizes.values()) * max(1, len(records) if isinstance(records, list) else 1)
+    if total > MAX_COMBINATIONS:
+        shape = " x ".join(f"{n} {c:,}" for n, c in sizes.items())
+        raise ValueError(
+            f"the sweep space has {total:,} combinations ({shape}), more than the "
+            f"{MAX_COMBINATIONS:,} a sweep takes: use fewer values or a coarser step"
+        )
+
 
 class ParamRange(BaseModel):
     """``start`` to ``stop`` inclusive by ``step`` (negative to count down)."""
@@ -46,10 +124,9 @@ class ParamRange(BaseModel):
 
     @model_validator(mode="after")
     def _direction(self) -> ParamRange:
-        if self.step == 0 or (self.stop - self.start) * self.step < 0:
-            raise ValueError(f"range {self.start}..{self.stop} never ends with step {self.step}")
-        if abs((self.stop - self.start) / self.step) > 10_000:
-            raise ValueError("range has more than 10,000 values")
+        count = range_count(self.start, self.stop, self.step)
+        if count > MAX_VALUES:
+            raise ValueError(f"range has {count:,} values, more than {MAX_VALUES:,}")
         return self
 
     def values(self) -> list[float | int]:
@@ -77,6 +154,13 @@ class SweepBase(BaseModel):
     model: str = Field(min_length=1)
     flags: dict[str, Value] = Field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scalars(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            check_flag_values(data.get("flags"), "flags.")
+        return data
 
     @model_validator(mode="after")
     def _valid(self) -> SweepBase:
@@ -208,6 +292,13 @@ class SweepSpec(BaseModel):
     grid: GridOptions = Field(default_factory=GridOptions)
     search: SearchOptions = Field(default_factory=SearchOptions)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        """The rules in their own words before pydantic's union text, the size first."""
+        check_space(data)
+        return data
+
     @model_validator(mode="after")
     def _parameters(self) -> SweepSpec:
         for name, space in self.parameters.items():
@@ -231,11 +322,9 @@ class SweepSpec(BaseModel):
         """Parameter ``name``'s values in declared order, each checked (floats coerced)."""
         space = self.parameters[name]
         raw = space.values() if isinstance(space, ParamRange) else space
-        out: list[Value] = []
+        out: dict[Value, None] = {}  # ordered, and a set's cost to find a repeat
         for value in raw:
-            checked = check_value(name, value)
-            if checked not in out:
-                out.append(checked)
+            out.setdefault(check_value(name, value), None)
         return tuple(out)
 
     def space_size(self) -> int:

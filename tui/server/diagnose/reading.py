@@ -35,6 +35,7 @@ from functools import cached_property
 from typing import Any, Final
 
 from tui.domain.flags import ServeFlags, flag_specs
+from tui.domain.inert import inert
 
 HEAD_CHARS: Final = 256 * 1024
 TAIL_CHARS: Final = 2 * 1024 * 1024
@@ -43,7 +44,6 @@ MAX_CHARS: Final = HEAD_CHARS + TAIL_CHARS
 ``TAIL_CHARS`` characters (about a second of reading on a busy core)."""
 
 # -- cleaning one physical line ------------------------------------------------------------
-_ANSI: Final = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _INVISIBLE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2060\ufeff\ufffd]")
 _SPACES: Final = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2007": " ", "\t": "    "})
 _QUOTE: Final = re.compile(r"^(?:[ ]{0,3}>)+[ ]?")
@@ -94,8 +94,8 @@ class PhysicalLine:
 def clean_line(line: str) -> PhysicalLine:
     """One physical line without noise, split into vLLM's prefix and the message."""
     text = line.rstrip("\r\n")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
+    if not text.isprintable():  # escapes (7- and 8-bit) and controls, as the console shows it
+        text = inert(text, tabs=True)
     if not text.isascii() or not text.isprintable():  # the common line skips both passes
         text = _INVISIBLE.sub("", text).translate(_SPACES)
     if ">" in text[:8]:

@@ -33,7 +33,7 @@ from tui.tune.strategies.rates import best_met, bisect, descent
 
 def serve_choices(spec: SweepSpec) -> list[Choice]:
     """The parameters' product, each combined with every ``serve_params`` record."""
-    combos = product(spec)
+    combos = list(product(spec))  # bounded: the spec refused a larger space
     extra = spec.grid.serve_params
     if not extra:
         return combos

@@ -19,6 +19,7 @@ from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
 from tui.domain.flags import format_value
 from tui.ui.board_cells import DIFFERS, VERDICT_STYLES
+from tui.ui.format import plain
 
 METRIC_WIDTH = 11
 VALUE_WIDTH = 11
@@ -91,7 +92,7 @@ class BeforeAfterScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         """Title the box, focus it (it scrolls with the keyboard on a short terminal)."""
         box = self.query_one("#ba-box")
-        box.border_title = f"Before / After · {self._ba.title}"
+        box.border_title = f"Before / After · {plain(self._ba.title)}"
         box.border_subtitle = "Esc closes"
         box.focus()
 

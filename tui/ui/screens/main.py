@@ -12,7 +12,7 @@ from textual.containers import Horizontal
 from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
-from tui.domain.errors import one_line
+from tui.domain.errors import one_line, retry_line
 from tui.domain.events import (
     Failed,
     Launched,
@@ -35,6 +35,7 @@ from tui.session.port import (
     TelemetryStatus,
 )
 from tui.ui.attached_form import AttachedForm
+from tui.ui.format import plain
 from tui.ui.keys import offered, screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
@@ -114,7 +115,7 @@ class MainScreen(SweepActions):
 
     def on_mount(self) -> None:
         """Titles, then what the session already knows (a late start shows the board)."""
-        self.query_one("#server").border_title = f"Server · {self.session.info.label}"
+        self.query_one("#server").border_title = f"Server · {plain(self.session.info.label)}"
         for selector, title in (
             ("#gpu", "GPU"),
             ("#metrics", "Metrics"),
@@ -235,14 +236,18 @@ class MainScreen(SweepActions):
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
-    def _run(self, what: str, job: Callable[[], Awaitable[object]], group: str) -> None:
-        """Run a session command in a worker; a failure becomes a notification."""
+    def _run(
+        self, what: str, job: Callable[[], Awaitable[object]], group: str, key: str = ""
+    ) -> None:
+        """Run a session command in a worker; a failure becomes a notification (naming
+        ``key``, the key that runs it again, when a busy file made it fail)."""
 
         async def guarded() -> None:
             try:
                 await job()
             except Exception as exc:  # the console reports (one line) and stays up
-                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
+                text = retry_line(exc, key) if key else one_line(exc)
+                self.notify(text, title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
 
@@ -270,7 +275,7 @@ class MainScreen(SweepActions):
             finally:
                 self._restarting = False
 
-        self._run("Restart", restart, "restart")
+        self._run("Restart", restart, "restart", key="r")
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
@@ -305,7 +310,7 @@ class MainScreen(SweepActions):
             finally:
                 self._loading = False
 
-        self._run("Load", run_load, "load")
+        self._run("Load", run_load, "load", key="b")
 
     def action_fix(self) -> None:
         """One-key fix: the next untried fix into the form, then restart; after a failed
@@ -347,7 +352,7 @@ class MainScreen(SweepActions):
 
     def action_stop_server(self) -> None:
         """Stop the server this console started (attached: not offered, ``check_action``)."""
-        self._run("Stop", self.session.stop_server, "stop")
+        self._run("Stop", self.session.stop_server, "stop", key="s")
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""

@@ -21,6 +21,7 @@ from tui.domain.board.view import Board
 from tui.domain.errors import one_line
 from tui.domain.log_tail import LogTail
 from tui.session.port import SessionTools
+from tui.ui.format import plain
 from tui.ui.run_detail_text import (
     failure_lines,
     flag_lines,
@@ -84,7 +85,8 @@ class RunDetailScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         """Card, startup profile, charts, log: one scrolling column."""
         run = self._row.run
-        yield Static(f"{card_heading_for(self._board, self._row)} · in full", id="detail-title")
+        heading = plain(f"{card_heading_for(self._board, self._row)} · in full")
+        yield Static(heading, id="detail-title")
         with VerticalScroll(id="detail"):
             yield Static(detail_content(self._board, self._row), id="detail-card")
             yield Static("Startup profile", classes="detail-section")

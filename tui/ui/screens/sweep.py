@@ -28,6 +28,7 @@ from tui.domain.sweep import SweepStatus
 from tui.domain.sweep.compose import ComposeError
 from tui.domain.workload import LoadSpec
 from tui.session.port import SessionPort, SweepControl
+from tui.ui.format import plain
 from tui.ui.widgets.sweep_before_after import SweepBeforeAfter
 from tui.ui.widgets.sweep_composer import SweepComposer
 from tui.ui.widgets.sweep_status import SweepStatusLine
@@ -118,7 +119,7 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         """Title, then the sweep as it stands."""
         box = self.query_one("#sweep-box")
         box.border_title = "Sweep"
-        box.border_subtitle = f"from {self._flags.model}"
+        box.border_subtitle = f"from {plain(self._flags.model)}"
         self.query_one(SweepBeforeAfter).display = False
         self.show(self.control.status)
 

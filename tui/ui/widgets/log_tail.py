@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from textual.content import Content
 from textual.widget import Widget
 
+from tui.domain.inert import inert
+
 KEEP_LINES = 200
 # Access-log lines of the console's own polling (uvicorn logs every /metrics scrape and
 # health probe): they would push the server's real output out of a small tail.
@@ -32,14 +34,14 @@ class LogTail(Widget):
     def set_lines(self, lines: Iterable[str]) -> None:
         """Replace the tail (a new server, or the console starting late)."""
         self._lines.clear()
-        self._lines.extend(line for line in lines if not is_polling_noise(line))
+        self._lines.extend(inert(line, tabs=True) for line in lines if not is_polling_noise(line))
         self.refresh()
 
     def write(self, line: str) -> None:
         """Append one line (the console's own polling is left out)."""
         if is_polling_noise(line):
             return
-        self._lines.append(line)
+        self._lines.append(inert(line, tabs=True))  # the screen never gets a raw escape
         self.refresh()
 
     @property

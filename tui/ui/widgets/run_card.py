@@ -20,7 +20,7 @@ from tui.domain.board.table import Column, ColumnKind, Row
 from tui.domain.flags import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
-from tui.ui.format import seconds, signed_percent, tokens
+from tui.ui.format import plain, seconds, signed_percent, tokens
 
 HIGHLIGHT = DIFFERS  # a flag that differs from the baseline's
 
@@ -260,7 +260,7 @@ class RunCard(VerticalScroll, can_focus=False):
         self._decorate()
 
     def _decorate(self) -> None:
-        self.border_title = card_heading(self._card)
+        self.border_title = plain(card_heading(self._card))
         for status in RunStatus:
             self.set_class(self._run.status is status, f"-{status.value}")
         self.set_class(self._card.row.is_baseline, "-baseline")
