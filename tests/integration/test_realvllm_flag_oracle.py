@@ -30,7 +30,7 @@ from fakes.flag_sets import random_argv
 from tui.domain.flag_errors import FlagError
 from tui.domain.flag_validation import ModelFacts, ValidationContext, flags_from_argv
 from tui.domain.preflight import DeviceMemory
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import table_for
 from tui.server.introspect import introspect_vllm
 from tui.server.provision import ProvisionedVllm
 
@@ -141,4 +141,4 @@ def test_the_shipped_parser_table_is_the_provisioned_vllms(real_vllm: Provisione
     ).stdout  # fmt: skip
     shipped = (root / "tui" / "domain" / "vllm_serve_options.py").read_text()
     assert generated == shipped
-    assert introspect_vllm(real_vllm.python).version.split("+")[0] == vllm_032_cli().version
+    assert introspect_vllm(real_vllm.python).version.split("+")[0] == table_for("0.32").version
