@@ -25,7 +25,6 @@ from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.engine import AsyncEngine
 from tui.sim.http import ROUTES, ApiContext, build_app, dev_routes, running_app
 from tui.sim.logs import (
-    VERSION,
     VllmLog,
     api_init_traceback,
     banner,
@@ -64,7 +63,7 @@ def system_fingerprint(command: SimCommand, cfg: ResolvedConfig) -> str | None:
     if mode == "custom":
         return value
     hash8 = hashlib.sha256(repr((command.parsed.model, cfg.flags)).encode()).hexdigest()[:8]
-    parts = [f"vllm-{VERSION}"]
+    parts = [f"vllm-{command.sim.vllm_version}"]
     if mode == "full":
         if cfg.tensor_parallel_size > 1:
             parts.append(f"tp{cfg.tensor_parallel_size}")
@@ -125,7 +124,7 @@ class SimServer:
 
     async def _run(self) -> int:
         cmd, log = self.command, self.log
-        for line in banner(cmd.parsed.model or ""):
+        for line in banner(cmd.parsed.model or "", cmd.sim.vllm_version):
             log.info(API, "api_utils.py:347", line)
         log.info(API, "api_utils.py:286", f"non-default args: {non_default_args(cmd)}")
         sock = self._bind()
