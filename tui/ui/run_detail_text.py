@@ -122,7 +122,10 @@ def failure_lines(run: RunRecord) -> list[Content]:
     if diagnosis.evidence:
         lines.append(Content.styled(f"log: {diagnosis.evidence}", "$text-muted"))
     for i, fix in enumerate(diagnosis.fixes, 1):
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+        settings = ", ".join(
+            [f"{k}={format_value(v)}" for k, v in fix.set.items()]
+            + [f"env {k}={v}" for k, v in fix.env.items()]
+        )
         lines.append(
             Content.assemble(
                 (f"fix {i}: ", "bold"),

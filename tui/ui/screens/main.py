@@ -310,6 +310,9 @@ class MainScreen(SweepActions):
         fix = choice.fix
         self.form.apply_settings(fix.set)
         settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+        if fix.env:  # the console's launches do not carry a run environment yet: say it
+            names = " ".join(f"{k}={v}" for k, v in fix.env.items())
+            settings += f"\nset {names} in vtc's environment (not applied by the form)"
         title = f"Fix from run {choice.run.label}: restarting"
         self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()
