@@ -66,6 +66,7 @@ class ApiContext:
     log: VllmLog = field(default_factory=VllmLog)
     log_requests: bool = False
     fingerprint: str | None = None
+    per_request_metrics: bool = False  # --enable-per-request-metrics on a 0.33+ server
 
 
 CTX_KEY = web.AppKey("ctx", ApiContext)

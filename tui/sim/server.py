@@ -47,6 +47,7 @@ from tui.sim.startup import (
 )
 from tui.sim.tokenizer import Tokenizer
 from tui.sim.validation import ConfigError
+from tui.sim.versions import has_per_request_metrics
 
 __all__ = ["SimServer", "non_default_args", "system_fingerprint"]
 
@@ -237,6 +238,8 @@ class SimServer:
             log=self.log,
             log_requests=front.log_requests,
             fingerprint=system_fingerprint(cmd, cfg),
+            per_request_metrics=has_per_request_metrics(cmd.sim.vllm_version)
+            and bool(front.values.get("enable_per_request_metrics")),
         )
 
     def _log_ready(self, ctx: ApiContext) -> None:

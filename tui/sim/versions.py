@@ -64,6 +64,17 @@ def kv_sources(version: str) -> KvSources:
     return _KV_033 if release(version) >= (0, 33) else _KV_032
 
 
+def has_per_request_metrics(version: str) -> bool:
+    """Whether ``--enable-per-request-metrics`` puts ``metrics`` on the streamed usage chunk.
+
+    0.33 (``entrypoints/openai/completion/serving.py:515-547``, chat likewise): the final
+    usage chunk of a single-prompt, ``n=1`` stream carries ``PerRequestMetrics``
+    (``entrypoints/generate/base/serving.py:55-95``); 0.32 accepts the flag but its chat and
+    completion streams carry none.
+    """
+    return release(version) >= (0, 33)
+
+
 def has_kv_offload_info(version: str) -> bool:
     """Whether ``version`` publishes ``vllm:kv_offload_config_info`` (0.33+, with offloading)."""
     return release(version) >= (0, 33)
