@@ -31,12 +31,12 @@ def release(version: str) -> tuple[int, ...]:
     """``"0.33.0+cpu"`` -> ``(0, 33, 0)``; the parts up to the first non-number."""
     parts: list[int] = []
     for part in version.split("+")[0].split("."):
-        digits = "".join(c for c in part if c.isdigit()) if part[:1].isdigit() else ""
+        digits = part[: len(part) - len(part.lstrip("0123456789"))]  # the leading digits
         if not digits:
             break
         parts.append(int(digits))
-        if not part.isdigit():
-            break
+        if digits != part:
+            break  # "0rc1": a pre-release of 0
     return tuple(parts)
 
 
