@@ -13,6 +13,7 @@ from textual.content import Content
 
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.diagnosis import Fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
@@ -265,3 +266,13 @@ def repro_lines(run: RunRecord) -> list[Content]:
     if env:
         lines.append(Content.styled("  env: " + " ".join(env), "$text-muted"))
     return lines
+
+
+def fix_settings_text(fix: Fix) -> str:
+    """A fix's flags as the form shows them; its environment variables on a line of their
+    own (the console's launches carry no run environment yet: the operator sets them)."""
+    settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+    if fix.env:
+        names = " ".join(f"{k}={v}" for k, v in fix.env.items())
+        settings += f"\nset {names} in vtc's environment (not applied by the form)"
+    return settings

@@ -15,7 +15,7 @@ from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import FlagProblem, ServeFlags, format_value
+from tui.domain.flags import FlagProblem, ServeFlags
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (
@@ -28,6 +28,7 @@ from tui.session.port import (
 )
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.sweep_actions import SweepActions
@@ -309,10 +310,7 @@ class MainScreen(SweepActions):
             return
         fix = choice.fix
         self.form.apply_settings(fix.set)
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
-        if fix.env:  # the console's launches do not carry a run environment yet: say it
-            names = " ".join(f"{k}={v}" for k, v in fix.env.items())
-            settings += f"\nset {names} in vtc's environment (not applied by the form)"
+        settings = fix_settings_text(fix)
         title = f"Fix from run {choice.run.label}: restarting"
         self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()
