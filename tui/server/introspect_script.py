@@ -189,7 +189,7 @@ def flexible_parser_class() -> Any:
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ModuleNotFoundError:
-        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef,attr-defined]
+        from vllm.utils import FlexibleArgumentParser  # older releases (no argparse_utils)
     return FlexibleArgumentParser
 
 
