@@ -27,7 +27,8 @@ from tui.server.diagnose.reading import LogView, group_text, tolerant
 RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
 
 _V2_REFUSED: Final = tolerant(
-    r"(?P<text>UVA is not available|Model Runner V2 requires Triton\.(?!.{0,3}using))",
+    # Not the traceback's source line (raise RuntimeError("UVA ...")): the exception's own.
+    r'(?P<text>(?<!\(")(?:UVA is not available|Model Runner V2 requires Triton\.(?!.{0,3}using)))',
     "UVA is not available",
     "requires Triton",
 )
