@@ -1,12 +1,17 @@
-"""Regenerate ``tui/domain/vllm_serve_options.py`` from an installed vLLM's serve parser.
+"""Regenerate a vLLM version's ``vllm serve`` table from that vLLM's real parser.
 
-Usage (the provisioned CPU build, see ``vtc setup-cpu-vllm``)::
+Usage (a venv with vLLM installed: the CPU build of ``vtc setup-cpu-vllm`` for 0.32, the
+parser env of ``python -m tui.server.parser_env 0.33.0`` for 0.33)::
 
-    python tools/gen_vllm_serve_options.py VENV_PYTHON > tui/domain/vllm_serve_options.py
+    python tools/gen_vllm_serve_options.py VENV_PYTHON --write
 
-It runs the same introspection the console runs (``tui/server/introspect_script.py``) and
-writes one row per argparse action; ``tests/integration/test_realvllm_flag_oracle.py``
-checks that the shipped table still equals the provisioned vLLM's parser.
+``--write`` puts the module where :mod:`tui.domain.vllm_tables` looks for that version
+(``tui/domain/vllm_serve_options.py`` for 0.32, ``vllm_serve_options_0_33.py`` for 0.33, and
+so on; a new version also needs its line in ``vllm_tables.TABLE_MODULES``); without it the
+module goes to stdout. It runs the same introspection the console runs
+(``tui/server/introspect_script.py``) and writes one row per argparse action;
+``tests/integration/test_realvllm_flag_oracle.py`` checks that the shipped tables still
+equal the provisioned parsers.
 """
 
 from __future__ import annotations
@@ -14,73 +19,134 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-from tui.server.introspect import dump_vllm_cli
+from tui.domain.vllm_cli import CliFlag
+from tui.domain.vllm_tables import module_file
+from tui.server.introspect import dump_vllm_cli, script_env
 
 # Run by the vLLM venv's Python: the range constraints (pydantic ge/gt/le/lt) each serve
-# option's config class declares, by dest (the first class that declares the field wins).
+# option's config class declares, by dest (the first class that declares the field wins),
+# and the Literal choices of the fields of the JSON config flags (``--speculative-config``'s
+# ``method``), in the order pydantic lists them in its "Input should be ..." message.
 BOUNDS_SCRIPT = """
-import dataclasses, json, os, sys
+import dataclasses, importlib, json, os, sys, typing
 out_fd = os.dup(1); os.dup2(2, 1)
 import annotated_types
 import vllm.config as C
 from vllm.engine.arg_utils import EngineArgs
-from vllm.entrypoints.launchers.cli_args import FrontendArgs
+for where in ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args"):
+    try:
+        FrontendArgs = importlib.import_module(where).FrontendArgs
+        break
+    except ModuleNotFoundError:
+        continue
 dests = {f.name for cls in (EngineArgs, FrontendArgs) for f in dataclasses.fields(cls)}
 classes = [getattr(C, n) for n in sorted(dir(C))] + [FrontendArgs]
-out = {}
+bounds = {}
 for cls in classes:
     fields = getattr(cls, "__pydantic_fields__", None)
     if not isinstance(cls, type) or not fields:
         continue
     for name, info in fields.items():
-        if name not in dests or name in out or name.startswith("_"):
+        if name not in dests or name in bounds or name.startswith("_"):
             continue
-        bounds = {}
+        found = {}
         for meta in info.metadata:
             for attr in ("ge", "gt", "le", "lt"):
                 if isinstance(meta, getattr(annotated_types, attr.capitalize())):
-                    bounds[attr] = getattr(meta, attr)
-        if bounds:
-            out[name] = [cls.__name__, bounds]
-os.write(out_fd, json.dumps(out, sort_keys=True).encode())
+                    found[attr] = getattr(meta, attr)
+        if found:
+            bounds[name] = [cls.__name__, found]
+
+def literal_values(tp):
+    # The values of a field that takes nothing but literals (and None): "Literal[...]",
+    # "Literal[...] | None", a Literal of Literals. "str | Literal[...]" takes any text: [].
+    origin = typing.get_origin(tp)
+    if origin is typing.Literal:
+        out = []
+        for arg in typing.get_args(tp):
+            if typing.get_origin(arg) is None:
+                out.append(arg)
+            else:
+                inner = literal_values(arg)
+                if not inner:
+                    return []
+                out.extend(inner)
+        return out
+    if origin is None or origin is typing.Annotated:
+        return literal_values(typing.get_args(tp)[0]) if origin else []
+    values = []
+    for arg in typing.get_args(tp):
+        if arg is type(None):
+            continue
+        inner = literal_values(arg)
+        if not inner:
+            return []
+        values.extend(inner)
+    return values
+
+literals = {}
+for dest in sorted(dests):
+    if not dest.endswith("_config"):
+        continue
+    name = dest.replace("_", "").lower()
+    cls = next((getattr(C, n) for n in dir(C) if n.lower() == name), None)
+    fields = getattr(cls, "__pydantic_fields__", None)
+    if not fields:
+        continue
+    found = {}
+    for field, info in fields.items():
+        values = literal_values(info.annotation)
+        if values and all(isinstance(v, str) for v in values) and not field.startswith("_"):
+            found[field] = values
+    if found:
+        literals[dest] = [cls.__name__, found]
+os.write(out_fd, json.dumps({"bounds": bounds, "literals": literals}, sort_keys=True).encode())
 """
 
 
-def config_bounds(python: str) -> dict[str, list[object]]:
-    """``{dest: [config class, {"ge": 1, ...}]}`` from the vLLM installed for ``python``."""
+def config_facts(python: str) -> dict[str, dict[str, list[object]]]:
+    """``{"bounds": {dest: [class, {"ge": 1}]}, "literals": {dest: [class, {field: [...]}]}}``."""
     done = subprocess.run(
-        [python, "-c", BOUNDS_SCRIPT], capture_output=True, text=True, check=True, timeout=300
+        [python, "-c", BOUNDS_SCRIPT],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+        env=script_env(),
     )
-    data: dict[str, list[object]] = json.loads(done.stdout)
+    data: dict[str, dict[str, list[object]]] = json.loads(done.stdout)
     return data
 
 
-HEADER = '''"""vLLM 0.32.0's ``vllm serve`` parser as data: each option, its action, type, arity.
+HEADER = '''"""vLLM {version}'s ``vllm serve`` parser as data: each option, its action, type, arity.
 
 Generated by ``tools/gen_vllm_serve_options.py`` from the real parser
-(``make_arg_parser(FlexibleArgumentParser())``, reference 1.1) of the provisioned CPU
-build; the real-vLLM suite checks it still matches. vtc uses it when it has not
-introspected the installed vLLM: to resolve abbreviations and aliases in extra arguments
+(``make_arg_parser(FlexibleArgumentParser())`` of
+``{module}``); the real-vLLM suite checks it still matches.
+:mod:`tui.domain.vllm_tables` picks the table of the installed vLLM's version when vtc has
+not introspected it: to resolve abbreviations and aliases in extra arguments
 (``--max-model`` is ``--max-model-len``), to check their values the way argparse types
 them, and to refuse unknown options before a launch.
 
-Row: ``(dest, option strings, action, type name, optional, nargs, choices, default)``;
-``default`` only when it is plain data (scalars, lists, dicts). Help texts are left out
-(introspect for them).
+Row: ``(dest, option strings, action, type name, optional, nargs, choices, default,
+deprecated)``; ``default`` only when it is plain data (scalars, lists, dicts); option
+strings include the ones vLLM accepts but hides from ``--help``; ``deprecated`` when vLLM
+marks the action or its help says so. Help texts are left out (introspect for them).
 ``BOUNDS``: the range each option's vLLM config class declares (pydantic ``ge``/``gt``/
 ``le``/``lt``), checked for the extra arguments with pydantic's words.
+``LITERALS``: the allowed values of the fields of the JSON config options, in pydantic's
+order (``--speculative-config``'s ``method``), refused with pydantic's words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from typing import Any
 
-from tui.domain.vllm_cli import CliFlag, VllmCli
-
 VERSION = "{version}"
+PARSER_MODULE = "{module}"
 
 # fmt: off
 ROWS: tuple[tuple[Any, ...], ...] = (
@@ -89,28 +155,9 @@ ROWS: tuple[tuple[Any, ...], ...] = (
 FOOTER = ''')
 
 BOUNDS: Mapping[str, tuple[str, Mapping[str, float]]] = {BOUNDS}
+
+LITERALS: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] = {LITERALS}
 # fmt: on
-
-
-@cache
-def vllm_032_cli() -> VllmCli:
-    """vLLM 0.32.0's serve parser as a :class:`VllmCli` (built once)."""
-    flags = [
-        CliFlag(
-            dest=dest,
-            option_strings=tuple(options),
-            type_name=type_name,
-            default=default,
-            choices=None if choices is None else tuple(choices),
-            nargs=nargs,
-            help="",
-            group="",
-            action=action,
-            optional=optional,
-        )
-        for dest, options, action, type_name, optional, nargs, choices, default in ROWS
-    ]
-    return VllmCli(version=VERSION, flags=tuple(flags))
 '''
 
 
@@ -125,10 +172,16 @@ def _literal(value: object) -> bool:
     return False
 
 
-def main(python: str) -> None:
-    data = dump_vllm_cli(python)
-    out = [HEADER.replace("{version}", str(data.get("vllm_version") or ""))]
-    for a in data["actions"]:
+def _dict_body(items: dict[str, object]) -> str:
+    return "{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in items.items()) + "}"
+
+
+def render(data: dict[str, object], facts: dict[str, dict[str, list[object]]]) -> str:
+    """The table module's text for one introspection dump and its config facts."""
+    version = str(data.get("vllm_version") or "").split("+")[0]
+    module = str(data.get("parser_module") or "")
+    out = [HEADER.replace("{version}", version).replace("{module}", module)]
+    for a in data["actions"]:  # type: ignore[attr-defined]
         if not a["option_strings"]:
             continue  # the positional model_tag
         default = a["default"]
@@ -144,16 +197,38 @@ def main(python: str) -> None:
             a["nargs"],
             None if choices is None else tuple(choices),
             default,
+            CliFlag.from_json(a).is_deprecated,
         )
         out.append(f"    {row!r},\n")
     bounds = {
         dest: (str(cls), dict(sorted(limits.items())))  # type: ignore[call-overload]
-        for dest, (cls, limits) in sorted(config_bounds(python).items())
+        for dest, (cls, limits) in sorted(facts["bounds"].items())
     }
-    body = "{\n" + "".join(f"    {d!r}: {b!r},\n" for d, b in bounds.items()) + "}"
-    out.append(FOOTER.replace("{BOUNDS}", body))
-    sys.stdout.write("".join(out))
+    literals = {
+        dest: (str(cls), {f: tuple(v) for f, v in sorted(fields.items())})  # type: ignore[attr-defined]
+        for dest, (cls, fields) in sorted(facts["literals"].items())
+    }
+    footer = FOOTER.replace("{BOUNDS}", _dict_body(bounds))  # type: ignore[arg-type]
+    out.append(footer.replace("{LITERALS}", _dict_body(literals)))  # type: ignore[arg-type]
+    return "".join(out)
+
+
+def main(argv: list[str]) -> int:
+    """``gen_vllm_serve_options.py PYTHON [--write]``."""
+    if not argv or argv[0].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    python = argv[0]
+    data = dump_vllm_cli(python)
+    text = render(data, config_facts(python))
+    if "--write" not in argv[1:]:
+        sys.stdout.write(text)
+        return 0
+    target = Path(__file__).resolve().parents[1] / module_file(str(data.get("vllm_version")))
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(main(sys.argv[1:]))

@@ -177,7 +177,7 @@ def _print_diagnosis(result: Diagnosis) -> None:
     for key, value in result.facts.items():
         print(f"  {key} = {value}")
     for fix in result.fixes:
-        sets = ", ".join(f"{k}={v}" for k, v in fix.set.items())
+        sets = fix.describe()  # flags and environment variables alike
         print(f"  fix: {fix.title}" + (f"  [{sets}]" if sets else ""))
     if result.evidence:
         print(f"  evidence: {result.evidence}")

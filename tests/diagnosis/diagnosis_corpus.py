@@ -107,8 +107,8 @@ def plain(value: Any) -> Any:
 
 
 def fix_sets(d: Diagnosis) -> list[dict[str, Any]]:
-    """The offered fixes' ``set`` dicts, JSON-normalised."""
-    return [plain(f.set) for f in d.fixes]
+    """The offered fixes' ``set`` dicts, JSON-normalised; an environment fix adds ``env``."""
+    return [plain({**f.set, **({"env": f.env} if f.env else {})}) for f in d.fixes]
 
 
 def kind_ok(fixture: Fixture, d: Diagnosis) -> bool:

@@ -7,7 +7,7 @@ import pytest
 from tui.domain import budget
 from tui.domain import vllm_defaults as D
 from tui.domain.flags import ServeFlags, flag_spec, flag_specs
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import table_for
 
 
 def test_every_static_default_is_the_declared_flags_default() -> None:
@@ -18,7 +18,7 @@ def test_every_static_default_is_the_declared_flags_default() -> None:
 
 
 def test_the_shipped_parser_table_agrees_with_the_declared_defaults() -> None:
-    cli = vllm_032_cli()
+    cli = table_for("0.32.0").cli
     for name, value in D.SERVE_DEFAULTS.items():
         flag = cli.flag(name)
         assert flag is not None, name

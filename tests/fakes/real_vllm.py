@@ -4,9 +4,11 @@ a failure where CI requires it (``VTC_REQUIRE_REAL_VLLM=1``)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
+from tui.server.parser_env import find_parser_env
 from tui.server.provision import ProvisionedVllm, find_provisioned
 
 NOT_PROVISIONED = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
@@ -19,4 +21,22 @@ def provisioned_vllm() -> ProvisionedVllm:
         if os.environ.get("VTC_REQUIRE_REAL_VLLM") == "1":
             pytest.fail(NOT_PROVISIONED)
         pytest.skip(NOT_PROVISIONED)
+    return found
+
+
+PARSER_ENV_MISSING = (
+    "vLLM {version}'s parser env is not built: run `python -m tui.server.parser_env {version}`"
+)
+
+
+def parser_env_python(version: str) -> Path:
+    """The python of the parser env of vLLM ``version`` (a newer vLLM's parser on the CPU
+    build, :mod:`tui.server.parser_env`), else skip (or fail where CI built it and says so
+    with ``VTC_REQUIRE_PARSER_ENV=1``)."""
+    found = find_parser_env(version)
+    if found is None:
+        message = PARSER_ENV_MISSING.format(version=version)
+        if os.environ.get("VTC_REQUIRE_PARSER_ENV") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
     return found

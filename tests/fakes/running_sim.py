@@ -58,7 +58,8 @@ async def start_sim(model: str, *flags: str) -> Running:
     port = free_port()
     command = parse_command([model, "--host", "127.0.0.1", "--port", str(port), *flags])
     out, err = io.StringIO(), io.StringIO()
-    server = SimServer(command, VllmLog(out, err), install_signals=False)
+    log = VllmLog(out, err, version=command.sim.vllm_version)
+    server = SimServer(command, log, install_signals=False)
     task = asyncio.create_task(server.run())
     running = Running(server, task, f"http://127.0.0.1:{port}", out, err)
     while True:

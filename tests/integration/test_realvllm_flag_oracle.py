@@ -12,6 +12,10 @@ model's own length is a pre-flight warning in vtc, not a refusal (vLLM accepts i
 variable, and rope scaling moves the limit), so the oracle is asked the same question.
 
 Also: the vLLM 0.32 parser table vtc ships still matches the provisioned vLLM's parser.
+
+The same runs against vLLM 0.33's parser where its parser env is built (0.33's wheel on the
+CPU build, ``python -m tui.server.parser_env 0.33.0``; CI's "vLLM 0.33 parser" stage):
+the oracle and the table diff, with vtc checking against its 0.33 table.
 """
 
 from __future__ import annotations
@@ -26,12 +30,19 @@ from pathlib import Path
 
 import pytest
 from fakes.flag_sets import random_argv
+from fakes.real_vllm import parser_env_python
 
 from tui.domain.flag_errors import FlagError
 from tui.domain.flag_validation import ModelFacts, ValidationContext, flags_from_argv
 from tui.domain.preflight import DeviceMemory
-from tui.domain.vllm_serve_options import vllm_032_cli
-from tui.server.introspect import introspect_vllm
+from tui.domain.vllm_tables import (
+    REGENERATE,
+    is_newer_than_tables,
+    module_file,
+    newest_series,
+    table_for,
+)
+from tui.server.introspect import introspect_vllm, vllm_dist_version
 from tui.server.provision import ProvisionedVllm
 
 pytestmark = pytest.mark.realvllm
@@ -44,6 +55,8 @@ ORACLE_TIMEOUT_S = 900.0  # import ~10 s, each set 0.01-1 s; a busy machine doub
 
 class Oracle:
     """The provisioned vLLM, asked one command line at a time."""
+
+    version = "0.32.0"
 
     def __init__(self, python: Path) -> None:
         env = {
@@ -84,24 +97,34 @@ class Oracle:
             self._proc.wait()
 
 
-@pytest.fixture(scope="module")
-def oracle(real_vllm: ProvisionedVllm) -> Iterator[Oracle]:
-    vllm = Oracle(real_vllm.python)
+VERSIONS = ("0.32.0", "0.33.0")
+
+
+def _python(real_vllm: ProvisionedVllm, version: str) -> Path:
+    """The provisioned CPU build for 0.32; a newer version's parser env (else skip)."""
+    return real_vllm.python if version == "0.32.0" else parser_env_python(version)
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def oracle(request: pytest.FixtureRequest, real_vllm: ProvisionedVllm) -> Iterator[Oracle]:
+    vllm = Oracle(_python(real_vllm, request.param))
+    vllm.version = request.param
     yield vllm
     vllm.close()
 
 
-def _context(model: Path) -> ValidationContext:
+def _context(model: Path, version: str) -> ValidationContext:
     config = json.loads((model / "config.json").read_text())
     return ValidationContext(
         device=DeviceMemory(total_bytes=16 * 2**30, kind="cpu", name="cpu"),
         model=ModelFacts(int(config["num_attention_heads"]), None),
+        installed=version,  # the shipped table of that version
     )
 
 
 def test_every_set_vtc_accepts_vllm_accepts(real_vllm: ProvisionedVllm, oracle: Oracle) -> None:
     model = str(real_vllm.model)
-    context = _context(real_vllm.model)
+    context = _context(real_vllm.model, oracle.version)
     rng = random.Random(SEED)
     accepted = refused = vllm_accepted = vllm_refused_of_refused = 0
     disagreements: list[str] = []
@@ -123,22 +146,40 @@ def test_every_set_vtc_accepts_vllm_accepts(real_vllm: ProvisionedVllm, oracle: 
             if not got["ok"]:
                 disagreements.append(f"{what} {line}: vLLM says {got.get('error')}")
     print(
-        f"oracle: {SETS} sets; vtc accepted {accepted}, refused {refused}; vLLM accepted "
-        f"{vllm_accepted} of the typed sets and refused {vllm_refused_of_refused} of those vtc "
-        f"refused; vLLM refused {len(disagreements)} of the sets vtc accepted"
+        f"oracle vLLM {oracle.version}: {SETS} sets; vtc accepted {accepted}, refused "
+        f"{refused}; vLLM accepted {vllm_accepted} of the typed sets and refused "
+        f"{vllm_refused_of_refused} of those vtc refused; vLLM refused {len(disagreements)} "
+        "of the sets vtc accepted"
     )
     assert not disagreements, "\n".join(disagreements[:10])
     assert accepted >= SETS // 10  # the generator reaches sets vtc accepts
 
 
-def test_the_shipped_parser_table_is_the_provisioned_vllms(real_vllm: ProvisionedVllm) -> None:
-    """``tools/gen_vllm_serve_options.py`` run against the provisioned vLLM writes exactly
-    the module vtc ships (options, actions, types, arities, choices, config ranges)."""
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_shipped_parser_table_is_the_provisioned_vllms(
+    real_vllm: ProvisionedVllm, version: str
+) -> None:
+    """``tools/gen_vllm_serve_options.py`` run against that vLLM writes exactly the module
+    vtc ships for it (options, actions, types, arities, choices, config ranges, literals)."""
+    python = _python(real_vllm, version)
     root = Path(__file__).resolve().parents[2]
     generated = subprocess.run(
-        [sys.executable, str(root / "tools" / "gen_vllm_serve_options.py"), str(real_vllm.python)],
+        [sys.executable, str(root / "tools" / "gen_vllm_serve_options.py"), str(python)],
         capture_output=True, text=True, check=True, timeout=600, cwd=root,
     ).stdout  # fmt: skip
-    shipped = (root / "tui" / "domain" / "vllm_serve_options.py").read_text()
+    shipped = (root / module_file(version)).read_text()
     assert generated == shipped
-    assert introspect_vllm(real_vllm.python).version.split("+")[0] == vllm_032_cli().version
+    assert introspect_vllm(python).version.split("+")[0] == table_for(version).version
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_installed_vllm_is_not_newer_than_every_table(
+    real_vllm: ProvisionedVllm, version: str
+) -> None:
+    """A vLLM newer than every table vtc ships fails here, with the command that writes its
+    table (then add its line to ``vllm_tables.TABLE_MODULES``)."""
+    installed = vllm_dist_version(_python(real_vllm, version))
+    assert not is_newer_than_tables(installed), (
+        f"vLLM {installed} is newer than every table vtc ships (newest: {newest_series()}); "
+        f"regenerate one: {REGENERATE}"
+    )

@@ -30,8 +30,18 @@ def _reply(data: dict[str, object]) -> None:
 
 
 def main() -> int:
+    import importlib
+
     from vllm.engine.arg_utils import AsyncEngineArgs
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+
+    for where in ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args"):
+        try:  # 0.33 moved the module (no shim); 0.32 has the second
+            cli_args = importlib.import_module(where)
+            break
+        except ModuleNotFoundError:
+            continue
+    make_arg_parser = cli_args.make_arg_parser
+    validate_parsed_serve_args = cli_args.validate_parsed_serve_args
     from vllm.usage.usage_lib import UsageContext
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

@@ -13,6 +13,7 @@ from tui.modes import ConsoleOptions
 from tui.modes.common import assemble
 from tui.modes.demo import DemoMode, demo_label
 from tui.session.slot import ServerSlot
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 from tui.store.history import RunStore
 
 
@@ -45,7 +46,7 @@ async def test_each_launch_records_how_to_reproduce_it_and_its_console_session(
     run = session.current
     assert run is not None and run.repro is not None and run.session is not None
     assert run.repro.argv == ["vllm", "serve", "m"]  # exactly what was executed
-    assert run.repro.vllm_version == "0.32.0"  # the vLLM the simulator speaks
+    assert run.repro.vllm_version == DEFAULT_SIM_VLLM_VERSION  # the vLLM the simulator speaks
     assert run.repro.gpu_name is not None and run.repro.gpu_name.endswith("(simulated)")
     assert run.repro.host
     await session.close()

@@ -65,9 +65,14 @@ def test_allow_listed_vllm_flags_are_accepted() -> None:
     )
 
 
+PIN_032 = ("--sim-vllm-version", "0.32.0")  # 0.33 knows --disable-log-requests again
+
+
 def test_unknown_flags_and_positionals_are_collected() -> None:
     with pytest.raises(UnrecognizedArgs) as info:
-        parse_command(["m", "--swap-space", "4", "extra", "--disable-log-requests"])
+        parse_command(
+            [*("m", "--swap-space", "4", "extra", "--disable-log-requests"), *PIN_032]
+        )
     assert str(info.value) == "unrecognized arguments: --swap-space 4 extra --disable-log-requests"
 
 

@@ -90,7 +90,7 @@ def test_unknown_flag_exits_2_like_argparse() -> None:
 
 
 def test_removed_vllm_flag_is_unrecognized() -> None:
-    code, _out, err = sim(LLAMA_8B, "--disable-log-requests")
+    code, _out, err = sim(LLAMA_8B, "--disable-log-requests", "--sim-vllm-version", "0.32.0")
     assert code == 2
     assert err.splitlines()[-1] == "vllm: error: unrecognized arguments: --disable-log-requests"
 

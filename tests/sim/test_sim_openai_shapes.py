@@ -17,6 +17,8 @@ import pytest
 from fakes.running_sim import Running, start_sim
 from fakes.tiny_model import write_tiny_model
 
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
+
 CAPTURES = Path(__file__).resolve().parent / "captures"
 
 
@@ -111,7 +113,7 @@ async def test_sse_chunks_have_vllms_fields(
         first_real = real[0].get("prompt_token_ids") or real[0]["choices"][0]["prompt_token_ids"]
         first_ours = ours[0].get("prompt_token_ids") or ours[0]["choices"][0]["prompt_token_ids"]
         assert first_ours == first_real
-    assert ours[-1]["system_fingerprint"].startswith("vllm-0.32.0-")
+    assert ours[-1]["system_fingerprint"].startswith(f"vllm-{DEFAULT_SIM_VLLM_VERSION}-")
 
 
 @pytest.mark.parametrize(

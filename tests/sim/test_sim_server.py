@@ -12,6 +12,8 @@ import pytest
 from fakes.sim_process import SimProcess, sim_process
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
+
 MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 
 
@@ -32,7 +34,8 @@ def test_port_is_not_listening_until_ready_then_health_is_200(server: SimProcess
     server.wait_for("Application startup complete.")
     r = httpx.get(server.base + "/health", timeout=5)
     assert r.status_code == 200 and r.content == b""
-    assert httpx.get(server.base + "/version", timeout=5).json() == {"version": "0.32.0"}
+    version = httpx.get(server.base + "/version", timeout=5).json()
+    assert version == {"version": DEFAULT_SIM_VLLM_VERSION}
     startup = "\n".join(server.lines)
     for text in (
         "Model loading took 5.98 GiB memory and ",

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tui.domain.flags import ArgvError
 from tui.domain.vllm_cli import CliFlag
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import table_for
 from tui.sim.argv import UnrecognizedArgs, non_default_args, parse_command
 from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.cli import run
@@ -28,12 +28,13 @@ from tui.sim.startup import check_command
 from tui.sim.vllm_flags import serve_cli
 
 MODEL = "meta-llama/Llama-3.2-1B-Instruct"
+V032 = ("--sim-vllm-version", "0.32.0")  # the texts pinned from 0.32's parser
 
 
 def test_the_flag_table_is_the_domains_one() -> None:
     # Declared once: the console's checks and the simulator read the same parser table
     # (the real-vLLM suite checks that table against the installed vLLM 0.32).
-    assert serve_cli() == vllm_032_cli()
+    assert serve_cli() == table_for(None).cli
     assert len(serve_cli().flags) >= 300
 
 
@@ -44,6 +45,8 @@ def _sample_value(flag: CliFlag) -> list[str]:
     if flag.choices:
         choice = next(c for c in flag.choices if c is not None)
         return [str(choice)]
+    if flag.dest == "kv_cache_dtype":
+        return ["fp8"]  # free text from 0.33 (platforms register dtypes); vtc checks its own
     kind = flag.type_name or "str"
     if kind.startswith("json"):
         return ["{}"]
@@ -101,14 +104,28 @@ def test_unmodelled_flags_are_kept_and_listed_in_non_default_args() -> None:
 )
 def test_argparse_errors_in_argparse_words(argv: list[str], message: str) -> None:
     with pytest.raises(ArgvError) as info:
-        parse_command([MODEL, *argv])
+        parse_command([MODEL, *argv, "--sim-vllm-version", "0.32.0"])
     assert str(info.value).startswith(message)
 
 
 def test_removed_flags_stay_unrecognized() -> None:
     with pytest.raises(UnrecognizedArgs) as info:
-        parse_command([MODEL, "--swap-space", "4", "--disable-log-requests"])
+        parse_command([MODEL, "--swap-space", "4", "--disable-log-requests", *V032])
     assert str(info.value) == "unrecognized arguments: --swap-space 4 --disable-log-requests"
+
+
+def test_each_simulated_version_speaks_its_own_parser() -> None:
+    # 0.33 added --watchdog-config and brought --disable-log-requests back as the negative
+    # of --enable-log-requests (EnableDisableAction); 0.32 knows neither.
+    newer = parse_command([MODEL, "--watchdog-config", "{}", "--disable-log-requests"])
+    assert newer.sim.vllm_version == "0.33.0"
+    assert newer.frontend.log_requests is False
+    with pytest.raises(UnrecognizedArgs):
+        parse_command([MODEL, "--watchdog-config", "{}", *V032])
+    older = parse_command([MODEL, "--sim-vllm-version", "0.32"])
+    assert older.sim.vllm_version == "0.32.0"
+    with pytest.raises(ArgvError, match=r"--sim-vllm-version: invalid choice: '0.31.0'"):
+        parse_command([MODEL, "--sim-vllm-version", "0.31.0"])
 
 
 def test_config_yaml_is_expanded_after_the_model_and_the_command_line_wins(

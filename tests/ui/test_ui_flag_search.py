@@ -82,7 +82,8 @@ async def test_without_a_flag_list_the_section_says_why_and_picks_it_up_later() 
     demo = FakeSession()  # demo label, no list
     app = create_app(demo, clock=None)
     async with app.run_test(size=(80, 24)):
-        assert note(app) == DEMO_REASON
+        assert note(app).startswith(DEMO_REASON)
+        assert "extra args: vLLM 0.33.0's table" in note(app)  # which table is in force
         assert not app.query_one("#flag-matches", OptionList).display
 
     session = FakeSession(mode_label=REAL)

@@ -81,7 +81,7 @@ def split_declared(
             out.rest.extend(t.text for t in lexed[i : i + 1 + count])
             i += 1 + count
             continue
-        negated = resolution.option.startswith("--no-")
+        negated = flag is not None and flag.is_negative(resolution.option)
         i += 1 + _declared(out, lexed, i, spec, negated=negated, glued=resolution.glued)
     return out
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,6 +35,7 @@ DiagnosisKind = Literal[
     "cuda_driver_mismatch",
     "no_gpu_visible",
     "nccl_error",
+    "model_runner_unsupported",
     "disk_full",
     "engine_died",
     "unknown",
@@ -52,18 +53,44 @@ tell (model or device unknown). Injected, so that diagnosing stays free of I/O."
 
 
 class Fix(BaseModel):
-    """One remedy: a title and the flags to set (snake_case names; ``None`` unsets).
+    """One remedy: a title, the flags to set (snake_case names; ``None`` unsets) and the
+    environment variables to set (``None`` removes one): the run's environment is part of
+    its configuration (``VLLM_USE_V2_MODEL_RUNNER=0`` is vLLM 0.33's way around UVA).
 
     ``check`` says whether the flags the fix produces passed the pre-flight check;
-    ``check_note`` says what was checked, or why nothing could be.
+    ``check_note`` says what was checked, or why nothing could be. A fix always changes
+    something: :attr:`is_empty` ones are never offered.
     """
 
     model_config = ConfigDict(frozen=True)
 
     title: str
     set: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str | None] = Field(default_factory=dict)
     check: FixCheck = "not_checked"
     check_note: str = ""
+
+    @property
+    def is_empty(self) -> bool:
+        """Neither a flag nor a variable to change: applying it would change nothing."""
+        return not self.set and not self.env
+
+    def describe(self) -> str:
+        """The settings as one line: ``name=value`` for flags, ``NAME=value`` for variables."""
+        parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in self.set.items()]
+        parts += [f"{k}={v}" if v is not None else f"unset {k}" for k, v in self.env.items()]
+        return ", ".join(parts)
+
+
+def apply_env(env: Mapping[str, str], fix: Fix) -> dict[str, str]:
+    """``env`` (a run's environment) with ``fix``'s variables set or removed."""
+    out = dict(env)
+    for name, value in fix.env.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
 
 
 class Diagnosis(BaseModel):

@@ -41,6 +41,9 @@ class ExtraCheck:
     problems: list[FlagProblem] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
     bounds: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
+    literals: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] = field(
+        default_factory=dict
+    )
 
 
 def extra_args_problems(
@@ -49,6 +52,7 @@ def extra_args_problems(
     *,
     last_wins: bool = False,
     bounds: Mapping[str, tuple[str, Mapping[str, float]]] | None = None,
+    literals: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] | None = None,
 ) -> ExtraCheck:
     """Check ``extra`` (tokens after ``vllm serve MODEL`` and the declared flags).
 
@@ -56,8 +60,10 @@ def extra_args_problems(
     simulator's reading); else that is a problem (vtc's: never silently doubled).
     ``bounds``: each option's range as its vLLM config class declares it (``{dest:
     (class, {"ge": 1})}``, :data:`tui.domain.vllm_serve_options.BOUNDS` for vLLM 0.32).
+    ``literals``: the allowed values of the JSON config options' fields (``{dest: (class,
+    {field: values})}``), e.g. the speculative ``method``s of that vLLM version.
     """
-    out = ExtraCheck(bounds=bounds or {})
+    out = ExtraCheck(bounds=bounds or {}, literals=literals or {})
     tokens = lex(extra)
     stray: list[str] = []
     seen: dict[str, str] = {}
@@ -107,7 +113,7 @@ def _option(
                 FlagProblem(FIELD, f"argument {name}: ignored explicit argument {inline!r}")
             )
             return 0
-        out.values[flag.dest] = not res.option.startswith("--no-")
+        out.values[flag.dest] = not flag.is_negative(res.option)
         _once(out, flag, token.spelled, seen)
         return 0
     if is_dotted(token.text):
@@ -135,7 +141,9 @@ def _option(
         if problem:
             out.problems.append(FlagProblem(FIELD, f"argument {name}: {problem}"))
             return consumed
-        limit = out_of_bounds(out.bounds.get(flag.dest), converted)
+        limit = out_of_bounds(out.bounds.get(flag.dest), converted) or not_a_literal(
+            out.literals.get(flag.dest), converted
+        )
         if limit:
             out.problems.append(FlagProblem(FIELD, limit, flag.name, value))
             return consumed
@@ -163,6 +171,31 @@ def out_of_bounds(bound: tuple[str, Mapping[str, float]] | None, value: Any) -> 
             limit = limits[key]
             shown = int(limit) if float(limit).is_integer() else limit
             return f"Input should be {words} {shown} ({config})"
+    return None
+
+
+def not_a_literal(
+    literal: tuple[str, Mapping[str, tuple[str, ...]]] | None, value: Any
+) -> str | None:
+    """pydantic's words when a JSON config sets a field to a value its ``Literal`` lacks.
+
+    ``1 validation error for SpeculativeConfig / method / Input should be 'ngram', ... or
+    'dspark' [type=literal_error, input_value='medusa', input_type=str]`` on one line: how
+    vLLM 0.33 refuses ``--speculative-config '{"method": "medusa"}'`` (medusa was removed).
+    """
+    if literal is None or not isinstance(value, dict):
+        return None
+    config, fields = literal
+    for name, allowed in fields.items():
+        got = value.get(name)
+        if name in value and got is not None and got not in allowed:
+            quoted = [repr(v) for v in allowed]
+            expected = quoted[-1] if len(quoted) == 1 else ", ".join(quoted[:-1])
+            expected += "" if len(quoted) == 1 else " or " + quoted[-1]
+            return (
+                f"1 validation error for {config}: {name}: Input should be {expected} "
+                f"[type=literal_error, input_value={got!r}, input_type={type(got).__name__}]"
+            )
     return None
 
 

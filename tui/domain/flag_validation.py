@@ -40,8 +40,7 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.secrets import split_secrets
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.vllm_defaults import PERFORMANCE_MODE
-from tui.domain.vllm_serve_options import BOUNDS, vllm_032_cli
-from tui.domain.vllm_serve_options import VERSION as VLLM_TABLE_VERSION
+from tui.domain.vllm_tables import VllmTable, default_cli, series, table_for
 
 # Methods that need the checkpoint's own quantization config: on an unquantized model vLLM
 # 0.32 refuses them ("Cannot find the config file for awq", config/vllm.py) or fails to
@@ -76,27 +75,41 @@ class ModelFacts:
 class ValidationContext:
     """What the caller knows besides the flags; every part is optional.
 
-    ``cli``: the installed vLLM's parser (default: vLLM 0.32's, shipped); ``device``: the
-    device a launch will use (vLLM derives its batch limits from it); ``model``: the model's
-    facts; ``performance_mode``: when not given in the extra arguments.
+    ``cli``: the installed vLLM's introspected parser; without it ``installed`` (the
+    installed vLLM's version, when known) picks the shipped table of that version, and with
+    neither the newest table is used (:func:`tui.domain.vllm_tables.table_for`).
+    ``device``: the device a launch will use (vLLM derives its batch limits from it);
+    ``model``: the model's facts; ``performance_mode``: when not given in the extra arguments.
     """
 
     cli: VllmCli | None = None
     device: DeviceMemory | None = None
     model: ModelFacts | None = None
     performance_mode: str = PERFORMANCE_MODE
+    installed: str | None = None
+
+    @property
+    def table(self) -> VllmTable:
+        """The shipped table for this vLLM (the introspected one's version, else installed)."""
+        return table_for(self.cli.version if self.cli is not None else self.installed)
 
     @property
     def parser(self) -> VllmCli:
         """The parser table the checks use."""
-        return self.cli if self.cli is not None else vllm_032_cli()
+        return self.cli if self.cli is not None else self.table.cli
+
+    def _same_series(self) -> bool:
+        return self.cli is None or series(self.cli.version) == series(self.table.version)
 
     @property
     def bounds(self) -> Mapping[str, tuple[str, Mapping[str, float]]]:
-        """vLLM 0.32's config ranges, when the parser is vLLM 0.32's (else none known)."""
-        if self.cli is None or self.cli.version.split("+")[0] == VLLM_TABLE_VERSION:
-            return BOUNDS
-        return {}
+        """The config ranges of this vLLM's version (none known for a version vtc lacks)."""
+        return self.table.bounds if self._same_series() else {}
+
+    @property
+    def literals(self) -> Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]]:
+        """The allowed values of the JSON config options' fields of this vLLM's version."""
+        return self.table.literals if self._same_series() else {}
 
 
 _NO_CONTEXT = ValidationContext()
@@ -106,7 +119,9 @@ _NO_CONTEXT = ValidationContext()
 def check_flags(flags: ServeFlags, context: ValidationContext | None = None) -> list[FlagProblem]:
     """Every problem vLLM would find in ``flags`` that ``ServeFlags`` itself cannot see."""
     ctx = context or _NO_CONTEXT
-    extra = extra_args_problems(flags.extra_args, ctx.parser, bounds=ctx.bounds)
+    extra = extra_args_problems(
+        flags.extra_args, ctx.parser, bounds=ctx.bounds, literals=ctx.literals
+    )
     problems = list(extra.problems)
     problems += _device_problems(flags, ctx, extra.values.get("performance_mode"))
     problems += _model_problems(flags, ctx)
@@ -220,7 +235,7 @@ def parse_serve_argv(argv: Sequence[str], *, last_wins: bool = True) -> ParsedSe
     :class:`ArgvError` for bad values.
     """
     split = split_declared(
-        strip_program(argv), flag_specs(), vllm_032_cli(), take_model=True, last_wins=last_wins
+        strip_program(argv), flag_specs(), default_cli(), take_model=True, last_wins=last_wins
     )
     if split.problems:
         raise ArgvError(split.problems)

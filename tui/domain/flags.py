@@ -48,7 +48,7 @@ from tui.domain.flag_errors import (
 )
 from tui.domain.flag_spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
 from tui.domain.secrets import find_secrets, secret_problems
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import default_cli
 
 __all__ = [
     "DTYPES", "KV_CACHE_DTYPES", "QUANTIZATION_METHODS", "ArgvError", "FlagChange",
@@ -405,16 +405,16 @@ def chunked_prefill_message(mnbt: int, mml: int) -> str:
 
 
 def _has_option(extra: Iterable[str], dest: str) -> bool:
-    cli = vllm_032_cli()
+    cli = default_cli()
     for token in extra:
         res = cli.resolve(token)
         if res.status == "known" and res.flag is not None and res.flag.dest == dest:
-            return not res.option.startswith("--no-")
+            return not res.flag.is_negative(res.option)
     return False
 
 
 def _extra_arg_problems(extra: tuple[str, ...]) -> list[str]:
-    cli = vllm_032_cli()
+    cli = default_cli()
     problems: list[str] = []
     for token in extra:
         res = cli.resolve(token)
@@ -432,7 +432,7 @@ def _move_declared(data: dict[str, Any]) -> dict[str, Any]:
     extra = data.get("extra_args")
     if not extra or isinstance(extra, str) or not all(isinstance(t, str) for t in extra):
         return data  # nothing to move, or not text: the field's own validation says so
-    split = split_declared(list(extra), flag_specs(), vllm_032_cli())
+    split = split_declared(list(extra), flag_specs(), default_cli())
     problems = [f"extra_args: {p.line}" for p in split.problems]
     for name, value in split.values.items():
         current = data.get(name)

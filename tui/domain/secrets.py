@@ -84,9 +84,9 @@ class SecretSplit:
 
 def _default_cli() -> VllmCli:
     # Imported here: the generated table is large and only needed for abbreviations.
-    from tui.domain.vllm_serve_options import vllm_032_cli
+    from tui.domain.vllm_tables import default_cli
 
-    return vllm_032_cli()
+    return default_cli()
 
 
 def _secret_option(token: ArgToken, cli: VllmCli) -> str | None:

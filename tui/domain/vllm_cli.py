@@ -92,18 +92,38 @@ class CliFlag:
 
     @property
     def is_deprecated(self) -> bool:
-        """Marked ``deprecated=True``, or its help says "--x is deprecated" (vLLM's habit)."""
-        return self.deprecated or any(
-            self.help.startswith(f"{o} is deprecated") for o in self.option_strings
+        """Marked ``deprecated=True``, or its help says so: "--x is deprecated" (vLLM's habit)
+        or a line of its own starting "Deprecated:" (0.33's ``--ir-op-priority``)."""
+        return (
+            self.deprecated
+            or any(self.help.startswith(f"{o} is deprecated") for o in self.option_strings)
+            or any(line.strip().startswith("Deprecated:") for line in self.help.splitlines())
         )
 
     @property
     def negation(self) -> str | None:
-        """The ``--no-x`` spelling, when the flag has one."""
+        """The spelling that turns the switch off (``--no-x``, or 0.33's ``--disable-x``)."""
         for option in self.option_strings:
-            if option.startswith("--no-"):
+            if self.is_negative(option):
                 return option
         return None
+
+    def is_negative(self, option: str) -> bool:
+        """Whether ``option`` sets this switch to False.
+
+        ``--no-x`` for every ``boolean_optional``; from vLLM 0.33 (``EnableDisableAction``,
+        ``utils/argparse_utils.py``) ``--enable-x`` pairs with ``--disable-x``, the second
+        spelling being the negative one, and ``--disable-x`` with ``--enable-x``.
+        """
+        if self.action != "boolean_optional":
+            return False
+        if option.startswith("--no-"):
+            return True
+        primary = self.name
+        for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+            if primary.startswith(prefix) and option == inverse + primary[len(prefix) :]:
+                return True
+        return False
 
     def to_json(self) -> dict[str, Any]:
         """The same shape the introspection script writes."""

@@ -43,7 +43,7 @@ from tui.domain.flags import ServeFlags, flag_specs, validated
 from tui.domain.humanint import format_human_bytes
 from tui.domain.secrets import SECRET_FLAGS
 from tui.domain.vllm_cli import VllmCli
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import default_cli
 
 # Declared flags whose vLLM option takes several values (nargs "+"); ServeFlags holds one.
 _MULTI_VALUE = frozenset({"served_model_name"})
@@ -171,7 +171,7 @@ def import_config_yaml(
     that parser. Raises :class:`ConfigYamlError` naming each key as written.
     """
     data = load_config_mapping(text)
-    parser = cli or (context.cli if context and context.cli else vllm_032_cli())
+    parser = cli or (context.parser if context else default_cli())
     reading = _Reading()
     for key, value in data.items():
         _read_key(reading, key, value, parser)
@@ -308,7 +308,7 @@ def _declared_for(
         by_dest = {s.name: s for s in flag_specs()}
         spec = by_dest.get(resolution.flag.dest)
         if spec is not None:
-            return spec, resolution.option.startswith("--no-")
+            return spec, resolution.flag.is_negative(resolution.option)
     return None, False
 
 
@@ -369,7 +369,9 @@ def _extra_tokens(key: str, value: Any, cli: VllmCli, notes: list[str]) -> list[
 def _negation(key: str, cli: VllmCli) -> str | None:
     option = "--no-" + key.replace("_", "-")
     flag = cli.flag(option)
-    return option if flag is not None and flag.negation == option else None
+    # vLLM's config reader writes "--no-KEY" for false when the parser registers it (0.33
+    # keeps it registered, hidden, beside --disable-x: utils/argparse_utils.py:657).
+    return option if flag is not None and flag.is_negative(option) else None
 
 
 def _model_value(key: str, value: Any) -> str:
@@ -429,7 +431,7 @@ def export_config_yaml(
     (``-tp 2``, ``-O3``) get their long name from ``cli`` (default: vLLM 0.32's parser).
     Secrets and anything a key cannot express land in ``left_out`` with a note.
     """
-    cli = cli or vllm_032_cli()
+    cli = cli or default_cli()
     doc: dict[str, Any] = {}
     notes: list[str] = []
     left_out: list[str] = []

@@ -160,6 +160,11 @@ class StreamRecorder:
             self.rec.output_tokens = int(usage.get("completion_tokens") or 0)
             if (prompt_tokens := usage.get("prompt_tokens")) is not None:
                 self.rec.prompt_len = int(prompt_tokens)
+        if isinstance(metrics := data.get("metrics"), dict):
+            # vLLM 0.33 sends them on the final usage chunk only (bench serve's
+            # _update_server_metrics, benchmarks/lib/endpoint_request_func.py:109-125).
+            self.rec.server_queue_time = _seconds(metrics.get("queue_time_ms"))
+            self.rec.server_ttft = _seconds(metrics.get("time_to_first_token_ms"))
         return 0
 
     def _text(self, piece: bytes | str) -> str:
@@ -168,6 +173,13 @@ class StreamRecorder:
         return "".join(
             _payload_text(p, self.endpoint) for p in SseParser.payloads(piece) if TOKEN_MARK in p
         )
+
+
+def _seconds(value: object) -> float | None:
+    """Milliseconds from the server as seconds; anything not a number is ``None``."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value / 1000.0
+    return None
 
 
 def _payload_text(payload: bytes, endpoint: Endpoint) -> str:

@@ -21,6 +21,7 @@ from tui.load.stats import (
     calculate_metrics,
     latency_stats,
     queue_samples,
+    server_time_stats,
 )
 
 
@@ -79,7 +80,10 @@ def build_result(
         max_output_tokens_per_s=metrics.max_output_tokens_per_s,
         max_concurrent_requests=metrics.max_concurrent_requests,
         rtfx=0.0,  # audio seconds per second; text workloads have none (serve.py:780)
-        stats=latency_stats(metrics, percentiles, percentile_metrics, queue),
+        stats={
+            **latency_stats(metrics, percentiles, percentile_metrics, queue),
+            **server_time_stats(records, percentiles),
+        },
         model_id=run.model_id,
         tokenizer_id=run.tokenizer_id,
         num_prompts=len(records) if run.num_prompts is None else run.num_prompts,

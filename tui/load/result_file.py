@@ -196,7 +196,19 @@ def result_json(
         client_max_loop_lag_ms=result.client_max_loop_lag_ms,
         client_bound_s=result.client_bound_s,
     ).model_dump()
-    return {**head, **body, **result.stats, **ours}
+    # bench serve 0.33 adds the server's own times after the result when the server reported
+    # any (serve.py:391-403,1357); vtc keeps them even without --save-detailed.
+    server = _server_times(records)
+    return {**head, **body, **server, **result.stats, **ours}
+
+
+def _server_times(records: Sequence[RequestRecord]) -> dict[str, list[float | None]]:
+    if not any(r.server_queue_time is not None or r.server_ttft is not None for r in records):
+        return {}
+    return {
+        "server_queue_times": [r.server_queue_time for r in records],
+        "server_ttfts": [r.server_ttft for r in records],
+    }
 
 
 def result_path(

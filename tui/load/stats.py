@@ -67,6 +67,11 @@ class RequestRecord:
     # with streams open). bench serve still counts it a success (ref 4.1); we keep that
     # and report the count beside it, so a cut-short run is not mistaken for a clean one.
     aborted_by_server: bool = False
+    # The server's own times, seconds, when it reports them (vLLM 0.33 with
+    # --enable-per-request-metrics: the last usage chunk's metrics.time_to_first_token_ms /
+    # queue_time_ms; bench serve's server_ttft / server_queue_time).
+    server_ttft: float | None = None
+    server_queue_time: float | None = None
 
 
 @dataclass(frozen=True)
@@ -364,6 +369,29 @@ def queue_samples(
     out = {"client_queue_time": [r.queue_time for r in ok]}
     if not math.isinf(request_rate):
         out["e2el_including_client_queue"] = [r.latency + r.queue_time for r in ok]
+    return out
+
+
+def server_time_stats(
+    records: Sequence[RequestRecord], percentiles: Sequence[float] = DEFAULT_PERCENTILES
+) -> dict[str, float]:
+    """``mean_/median_/p{P}_server_ttft_ms`` and ``..._server_queue_time_ms`` over the
+    requests whose server reported its times (none: no keys). vtc's, beside bench serve's
+    client-side TTFT, so the two can be read side by side."""
+    out: dict[str, float] = {}
+    for name, values in (
+        ("server_ttft", [r.server_ttft for r in records if r.server_ttft is not None]),
+        ("server_queue_time",
+         [r.server_queue_time for r in records if r.server_queue_time is not None]),
+    ):  # fmt: skip
+        if not values:
+            continue
+        chosen = validate_percentiles(percentiles)
+        summary = summarize(values, chosen)
+        out[f"mean_{name}_ms"] = summary["mean"]
+        out[f"median_{name}_ms"] = summary["median"]
+        for p in chosen:
+            out[percentile_key(p, name)] = summary[percentile_word(p)]
     return out
 
 

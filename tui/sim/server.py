@@ -25,7 +25,6 @@ from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.engine import AsyncEngine
 from tui.sim.http import ROUTES, ApiContext, build_app, dev_routes, running_app
 from tui.sim.logs import (
-    VERSION,
     VllmLog,
     api_init_traceback,
     banner,
@@ -48,6 +47,7 @@ from tui.sim.startup import (
 )
 from tui.sim.tokenizer import Tokenizer
 from tui.sim.validation import ConfigError
+from tui.sim.versions import has_per_request_metrics
 
 __all__ = ["SimServer", "non_default_args", "system_fingerprint"]
 
@@ -64,7 +64,7 @@ def system_fingerprint(command: SimCommand, cfg: ResolvedConfig) -> str | None:
     if mode == "custom":
         return value
     hash8 = hashlib.sha256(repr((command.parsed.model, cfg.flags)).encode()).hexdigest()[:8]
-    parts = [f"vllm-{VERSION}"]
+    parts = [f"vllm-{command.sim.vllm_version}"]
     if mode == "full":
         if cfg.tensor_parallel_size > 1:
             parts.append(f"tp{cfg.tensor_parallel_size}")
@@ -125,7 +125,7 @@ class SimServer:
 
     async def _run(self) -> int:
         cmd, log = self.command, self.log
-        for line in banner(cmd.parsed.model or ""):
+        for line in banner(cmd.parsed.model or "", cmd.sim.vllm_version):
             log.info(API, "api_utils.py:347", line)
         log.info(API, "api_utils.py:286", f"non-default args: {non_default_args(cmd)}")
         sock = self._bind()
@@ -238,6 +238,8 @@ class SimServer:
             log=self.log,
             log_requests=front.log_requests,
             fingerprint=system_fingerprint(cmd, cfg),
+            per_request_metrics=has_per_request_metrics(cmd.sim.vllm_version)
+            and bool(front.values.get("enable_per_request_metrics")),
         )
 
     def _log_ready(self, ctx: ApiContext) -> None:

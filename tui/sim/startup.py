@@ -22,7 +22,7 @@ from tui.domain import kv
 from tui.domain.flags import ServeFlags
 from tui.sim.argv import SimCommand
 from tui.sim.catalog import GIB, ModelEntry, UnknownModelError, resolve_model
-from tui.sim.logs import VERSION, VllmLog, engine_core_failure
+from tui.sim.logs import VllmLog, engine_core_failure
 from tui.sim.lora import lora_weight_bytes
 from tui.sim.memory import (
     FP8_QUANT,
@@ -35,6 +35,7 @@ from tui.sim.memory import (
 )
 from tui.sim.model_files import model_folder
 from tui.sim.validation import ConfigError, ErrorItem, first_config_error
+from tui.sim.versions import kv_sources
 
 API, ENGINE = "APIServer", "EngineCore"
 SIM_SRC = "vtc_sim.py:1"  # the simulator's own lines (vLLM has no such file)
@@ -172,7 +173,8 @@ def engine_config_line(command: SimCommand, cfg: ResolvedConfig) -> str:
     capture = max(cfg.cudagraph_capture_sizes, default=0) or None
     trust = bool(command.frontend.values.get("trust_remote_code"))
     return (
-        f"Initializing a V1 LLM engine (v{VERSION}) with config: model={model!r}, "
+        f"Initializing a V1 LLM engine (v{command.sim.vllm_version}) with config: "
+        f"model={model!r}, "
         f"speculative_config=None, tokenizer={model!r}, skip_tokenizer_init=False, "
         "tokenizer_mode=auto, revision=None, tokenizer_revision=None, "
         f"trust_remote_code={trust}, "
@@ -405,10 +407,13 @@ class EngineStartup:
     def _kv_capacity(self) -> None:
         plan = self.plan
         if plan.auto_fit_message:
-            line = 2476 if "reduced" in plan.auto_fit_message else 2466
-            self.log.info(ENGINE, f"kv_cache_utils.py:{line}", plan.auto_fit_message)
+            sources = kv_sources(self.log.version)
+            reduced = "reduced" in plan.auto_fit_message
+            where = sources.auto_fit_reduced if reduced else sources.auto_fit_kept
+            self.log.info(ENGINE, where, plan.auto_fit_message)
         if plan.capacity is not None:
-            self.log.info(ENGINE, "kv_cache_utils.py:2327", plan.capacity.log_line("GPU"))
+            where = kv_sources(self.log.version).capacity
+            self.log.info(ENGINE, where, plan.capacity.log_line("GPU"))
 
     async def _capture(self) -> None:
         log, cfg, plan = self.log, self.cfg, self.plan

@@ -1,4 +1,4 @@
-"""Every flag of vLLM 0.32.0's ``vllm serve`` parser, and argparse's way of reading their values.
+"""Every flag of the simulated vLLM's ``vllm serve`` (0.32 or 0.33), and argparse's reading.
 
 The parser's table is the domain's (:mod:`tui.domain.vllm_serve_options`, generated from the
 installed CPU build's ``make_arg_parser(FlexibleArgumentParser())``, reference 1.1, and
@@ -19,13 +19,14 @@ from typing import Any
 from tui.domain.flags import ArgvError
 from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
 from tui.domain.vllm_cli import CliFlag, VllmCli
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.vllm_tables import table_for
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 
 
 @cache
-def serve_cli() -> VllmCli:
-    """vLLM 0.32.0's ``vllm serve`` flags (the domain's table)."""
-    return vllm_032_cli()
+def serve_cli(version: str = DEFAULT_SIM_VLLM_VERSION) -> VllmCli:
+    """The ``vllm serve`` flags of vLLM ``version`` (the domain's table of that version)."""
+    return table_for(version).cli
 
 
 def action_name(flag: CliFlag) -> str:

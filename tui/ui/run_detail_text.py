@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
+from typing import Any
 
 from textual.content import Content
 
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.diagnosis import Fix
 from tui.domain.export.command import serve_line
 from tui.domain.export.launch import launch_spec
 from tui.domain.flags import format_value
@@ -126,7 +128,10 @@ def failure_lines(run: RunRecord) -> list[Content]:
     if diagnosis.evidence:
         lines.append(Content.styled(f"log: {diagnosis.evidence}", "$text-muted"))
     for i, fix in enumerate(diagnosis.fixes, 1):
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in fix.set.items())
+        settings = ", ".join(
+            [f"{k}={format_value(v)}" for k, v in fix.set.items()]
+            + [f"env {k}={v}" for k, v in fix.env.items()]
+        )
         lines.append(
             Content.assemble(
                 (f"fix {i}: ", "bold"),
@@ -271,3 +276,15 @@ def repro_lines(run: RunRecord) -> list[Content]:
     if env:
         lines.append(Content.styled("  env: " + " ".join(env), "$text-muted"))
     return lines
+
+
+def fix_settings_text(fix: Fix, flags: Mapping[str, Any] | None = None) -> str:
+    """A fix's flags as the form shows them (``flags``: what is applied, when more than
+    ``fix.set``, e.g. the revert of a failed fix); its environment variables on a line of
+    their own (the console's launches carry no run environment yet: the operator sets them)."""
+    applied = fix.set if flags is None else flags
+    settings = ", ".join(f"{k}={format_value(v)}" for k, v in applied.items())
+    if fix.env:
+        names = " ".join(f"{k}={v}" for k, v in fix.env.items())
+        settings += f"\nset {names} in vtc's environment (not applied by the form)"
+    return settings

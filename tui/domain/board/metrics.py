@@ -75,6 +75,8 @@ REQUEST_THROUGHPUT = MetricSpec("request_throughput", "req/s", "req/s", True, 2,
 TTFT_MEAN = _latency("mean_ttft_ms", "TTFT mean")
 TTFT_P50 = _latency("median_ttft_ms", "TTFT p50")
 TTFT_P99 = _latency("p99_ttft_ms", "TTFT p99")
+# The server's own TTFT (vLLM 0.33 --enable-per-request-metrics), beside the client's.
+SERVER_TTFT_P50 = _latency("median_server_ttft_ms", "srv TTFT p50")
 TPOT_MEAN = _latency("mean_tpot_ms", "TPOT mean")
 ITL_MEAN = _latency("mean_itl_ms", "ITL mean")
 ITL_P99 = _latency("p99_itl_ms", "ITL p99")
@@ -86,8 +88,8 @@ GOODPUT = MetricSpec("request_goodput", "goodput req/s", "req/s", True, 2, _good
 #: The table's metric columns, in order (issue 10, item 1). Goodput only shows when a run
 #: was measured against SLOs (:func:`table_metrics`).
 TABLE_METRICS: tuple[MetricSpec, ...] = (
-    OUTPUT_THROUGHPUT, REQUEST_THROUGHPUT, TTFT_P50, TTFT_P99, TPOT_MEAN, ITL_P99, E2EL_P99,
-    KV_TOKENS, GOODPUT,
+    OUTPUT_THROUGHPUT, REQUEST_THROUGHPUT, TTFT_P50, SERVER_TTFT_P50, TTFT_P99, TPOT_MEAN,
+    ITL_P99, E2EL_P99, KV_TOKENS, GOODPUT,
 )  # fmt: skip
 
 #: Seed 003's Before / After rows, plus output throughput (the first seed's one number).
@@ -105,9 +107,13 @@ ALL_METRICS: dict[str, MetricSpec] = {
 
 
 def table_metrics(runs: list[RunRecord]) -> tuple[MetricSpec, ...]:
-    """:data:`TABLE_METRICS` for ``runs``: goodput only when some run has a goodput."""
-    with_goodput = any(GOODPUT.value(r) is not None for r in runs)
-    return tuple(m for m in TABLE_METRICS if m is not GOODPUT or with_goodput)
+    """:data:`TABLE_METRICS` for ``runs``: goodput only when some run has a goodput, the
+    server's TTFT only when some server reported it."""
+    shown = {
+        GOODPUT: any(GOODPUT.value(r) is not None for r in runs),
+        SERVER_TTFT_P50: any(SERVER_TTFT_P50.value(r) is not None for r in runs),
+    }
+    return tuple(m for m in TABLE_METRICS if shown.get(m, True))
 
 
 def metric(key: str) -> MetricSpec:

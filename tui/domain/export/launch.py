@@ -137,6 +137,8 @@ def header_lines(spec: LaunchSpec, *, container: bool = False) -> list[str]:
         shown = [m for m in machine if m]
         if shown:
             lines.append("measured on " + ", ".join(shown))
+        if repro.vllm_version:
+            lines.append(f"image of that vLLM: {spec.image}")  # the tag of the version used
     tput, ttft = OUTPUT_THROUGHPUT.value(run), TTFT_P99.value(run)
     if tput is not None:
         lines.append(

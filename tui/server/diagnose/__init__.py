@@ -27,7 +27,18 @@ from typing import Final
 from tui.domain.diagnosis import Diagnosis, FixChecker
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import KvEstimate
-from tui.server.diagnose import access, args, config, engine, kv, memory, parallel, platform, quant
+from tui.server.diagnose import (
+    access,
+    args,
+    config,
+    engine,
+    kv,
+    memory,
+    parallel,
+    platform,
+    quant,
+    runner,
+)
 from tui.server.diagnose.common import Detector
 from tui.server.diagnose.policy import finish
 from tui.server.diagnose.ports import port_in_use, port_in_use_diagnosis
@@ -40,6 +51,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     args.unknown_flag,
     args.invalid_choice,
     args.invalid_type,
+    args.lora_rank,  # an adapter loaded at start-up (API server or engine) above the limit
     config.max_model_len_exceeds_model,
     config.scheduler_rules,
     config.legacy_range_errors,
@@ -58,6 +70,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     platform.cuda_driver,
     platform.unsupported_gpu,  # before the dtype: bfloat16 on a GPU vLLM cannot use at all
     platform.unsupported_dtype,
+    runner.model_runner_unsupported,  # 0.33's default runner refusing the machine (UVA, Triton)
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
     memory.weights_oom,

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.flags import FlagSpec, flag_specs
-from tui.server.diagnose.common import make, spec_by_spelling, unset_title
+from tui.server.diagnose.common import extra_with, make, spec_by_spelling, unset_title
 from tui.server.diagnose.reading import LogView, tolerant
 
 _UNRECOGNIZED: Final = tolerant(r"unrecognized arguments:", "unrecognized arguments:")
@@ -139,9 +139,50 @@ def _choice_fixes(
         fixes.append(Fix(title=unset_title(spec), set={spec.name: None}))
     elif best is not None:
         option = flag_text.split("/")[0].strip()
+        names = {n for n in re.split(r"[/,\s]+", flag_text) if n.startswith("-")}
         replaced = _replace_in_extra(log, flag_text, value, best)
-        fixes.append(Fix(title=f"Use {option} {best}", set=replaced or {}))
+        # Never an empty fix: with the run's extra arguments unknown it still names the value.
+        fixes.append(
+            Fix(title=f"Use {option} {best}", set=replaced or extra_with(log, names, option, best))
+        )
     return fixes
+
+
+_LORA_RANK: Final = tolerant(
+    r"LoRA rank (?P<rank>\d+) is greater than max_lora_rank (?P<max>\d+)",
+    "is greater than max_lora_rank",
+)
+# vLLM's --max-lora-rank choices (0.32 and 0.33 alike: config/lora.py MaxLoRARanks).
+_LORA_RANKS: Final = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank(log: LogView) -> Diagnosis | None:
+    """An adapter's rank above ``--max-lora-rank`` (``lora/peft_helper.py:193-197``)."""
+    found = log.find(_LORA_RANK)
+    if not found:
+        return None
+    m, evidence = found
+    rank, limit = int(m.group("rank")), int(m.group("max"))
+    allowed = [r for r in _LORA_RANKS if r >= rank]
+    facts: dict[str, Any] = {"flag": "max_lora_rank", "value": limit, "adapter_rank": rank}
+    fixes: list[Fix] = []
+    if allowed:
+        new = allowed[0]  # the rank the log names, or the next rank vLLM accepts above it
+        facts["suggested_value"] = new
+        fixes.append(
+            Fix(
+                title=f"Raise --max-lora-rank to {new} (the adapter's rank is {rank})",
+                set=extra_with(log, {"--max-lora-rank"}, "--max-lora-rank", str(new)),
+            )
+        )
+    return make(
+        log,
+        "invalid_flag_value",
+        f"a LoRA adapter has rank {rank}, above --max-lora-rank {limit}",
+        evidence,
+        facts,
+        fixes,
+    )
 
 
 def invalid_choice(log: LogView) -> Diagnosis | None:

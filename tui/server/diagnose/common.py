@@ -208,3 +208,27 @@ def without_flag(extra: tuple[str, ...], spec: FlagSpec) -> tuple[str, ...]:
         out.append(token)
         i += 1
     return tuple(out)
+
+
+def extra_with(log: LogView, names: set[str], option: str, value: str) -> dict[str, Any]:
+    """``{"extra_args": ...}`` with the option ``names`` set to ``value``.
+
+    With the run's flags: their extra arguments, the option's value replaced where it is
+    given (``--x V`` or ``--x=V``) or ``option=value`` appended. Without them (a pasted log):
+    just ``option=value``, so the fix still carries the value it names.
+    """
+    if log.flags is None:
+        return {"extra_args": (f"{option}={value}",)}
+    extra = list(log.flags.extra_args)
+    for i, token in enumerate(extra):
+        name, eq, _ = token.partition("=")
+        norm = "--" + name[2:].replace("_", "-") if name.startswith("--") else name
+        if norm not in names:
+            continue
+        if eq:
+            extra[i] = f"{name}={value}"
+            return {"extra_args": tuple(extra)}
+        if i + 1 < len(extra):
+            extra[i + 1] = value
+            return {"extra_args": tuple(extra)}
+    return {"extra_args": (*extra, f"{option}={value}")}

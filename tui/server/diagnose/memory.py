@@ -148,24 +148,45 @@ _CAPACITY_OLD: Final = tolerant(
     r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) free",
     "total capacity;",
 )
+# torch's allocator ("CUDA out of memory"), and out-of-memory raised outside it: the CUDA
+# runtime ("CUDA error: out of memory") and the driver API ("CUDA driver error: out of
+# memory", e.g. a quantized kernel repacking its weights with cuMemAlloc).
 _CUDA_OOM: Final = tolerant(
-    r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
-    r"HIP out of memory",
+    r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA (?:driver )?error: out of memory|"
+    r"HIP out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
     "out of memory",
     "OutOfMemoryError",
 )
 # Frames of the weight load (V0 and V1 model runners, the loaders) and the lines that say it
 # finished: an OOM with the first and without the second happened while loading the weights.
 _LOAD_FRAMES: Final = tolerant(
-    r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.",
+    r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.|"
+    r"in process_weights_after_loading|_repack|repack_",
     "load_model",
     "load_weights",
     "model_loader",
     "_initialize_model",
     "Loading model weights",
+    "process_weights_after_loading",
+    "repack",
 )
+# CUDA graph capture under way: the progress bar, the capture frames, the memory estimate
+# line (0.32 gpu_model_runner.py/gpu_worker.py); "Graph capturing finished" means it ended.
+_CAPTURE: Final = tolerant(
+    r"Capturing CUDA graphs?|in capture_model|in _capture_cudagraphs|cudagraph_capture|"
+    r"CUDA graph capture|in _dummy_run.{0,80}cudagraph",
+    "Capturing CUDA graph",
+    "capture_model",
+    "_capture_cudagraphs",
+    "cudagraph_capture",
+    "CUDA graph capture",
+    "cudagraph",
+)
+_CAPTURED: Final = tolerant(r"Graph capturing finished", "Graph capturing finished")
+# Not the loader's own "Loading weights took": quantized layers repack their weights after it
+# (process_weights_after_loading), still inside the weight load.
 _LOADED: Final = tolerant(
-    r"Loading model weights took|Model loading took|Loading weights took|model weights took",
+    r"Loading model weights took|Model loading took|model weights took",
     "weights took",
     "loading took",
 )
@@ -241,6 +262,23 @@ def lower_util_fix(log: LogView) -> Fix | None:
     )
 
 
+def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
+    """Out of memory while capturing CUDA graphs: eager mode needs no graph memory."""
+    fixes = [Fix(title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
+                 set={"enforce_eager": True})]  # fmt: skip
+    util_fix = lower_util_fix(log)
+    if util_fix:
+        fixes.append(util_fix)
+    return make(
+        log,
+        "out_of_memory",
+        "the GPU ran out of memory capturing CUDA graphs; --enforce-eager skips them",
+        evidence,
+        {**oom_facts(log), "stage": "cuda_graph_capture"},
+        fixes,
+    )
+
+
 def out_of_memory(log: LogView) -> Diagnosis | None:
     """CUDA out of memory after the weights: warm-up, profiling, CUDA graphs."""
     found = log.find(_SAMPLER_OOM, "dummy requests")
@@ -267,6 +305,9 @@ def out_of_memory(log: LogView) -> Diagnosis | None:
     found = log.find(_CUDA_OOM)
     if not found:
         return None
+    # Order-free on purpose: a log pasted newest line first has the OOM above the capture.
+    if log.find(_CAPTURE) is not None and log.find(_CAPTURED) is None:
+        return _capture_oom(log, found[1])
     util_fix = lower_util_fix(log)
     fixes = [util_fix] if util_fix else []
     mns = log.value("max_num_seqs")

@@ -292,14 +292,43 @@ _DRIVER_OLD: Final = tolerant(
     r"CUDA driver version is insufficient for CUDA runtime version|"
     r"forward compatibility was attempted on non supported HW|"
     r"the provided PTX was compiled with an unsupported toolchain|"
+    r"(?:system has )?unsupported display driver ?/ ?cuda driver combination|"
     r"(?P<lib>libcudart\.so\.\d+|libcublas\w{0,4}\.so\.\d+|libnvrtc\.so\.\d+): cannot open "
     r"shared object file)",
     "driver on your system is too old",
     "driver version is insufficient",
     "forward compatibility was attempted",
     "unsupported toolchain",
+    "cuda driver combination",
     "cannot open shared object file",
 )
+# The CUDA runtime's numbered errors as torch and the driver API print them ("Error 803:
+# system has unsupported display driver / cuda driver combination" from cudaGetDeviceCount,
+# "CUDA driver error: ...", "cudaErrorSystemNotReady"): codes beyond 804 and the others of
+# that family (CUDA's driver_types.h). Out-of-memory is memory's, not the platform's.
+_CUDA_CODE: Final = tolerant(
+    r"(?P<text>(?:Error|error|CUDA error|cudaError) ?(?P<code>\d{2,3})[:,] ?"
+    r"(?P<what>[a-zA-Z][^\n(]{2,100})|"
+    r"CUDA driver error: (?P<what2>(?!out of memory)[a-zA-Z][^\n(]{2,100})|"
+    r"cudaError(?P<name>SystemNotReady|SystemDriverMismatch|CompatNotSupportedOnDevice|"
+    r"NoDevice|InvalidDevice|DevicesUnavailable|InsufficientDriver|UnsupportedPtxVersion|"
+    r"Mps\w+|Unknown))",
+    "Error ",
+    "error ",
+    "CUDA driver error",
+    "cudaError",
+)
+_MISMATCH_CODES: Final = {35: "insufficient driver", 222: "unsupported PTX", 803: "", 804: ""}
+_MISMATCH_NAMES: Final = {"SystemDriverMismatch", "CompatNotSupportedOnDevice",
+                          "InsufficientDriver", "UnsupportedPtxVersion"}  # fmt: skip
+_NO_GPU_HINTS: Final = {
+    100: "no CUDA-capable device is visible (CUDA_VISIBLE_DEVICES, the container's --gpus)",
+    101: "a device index beyond the visible GPUs (CUDA_VISIBLE_DEVICES, tensor parallelism)",
+    46: "the GPUs are busy or unavailable (compute mode EXCLUSIVE_PROCESS, another process)",
+    801: "the operation is not supported on this device or platform",
+    802: "the system is not yet initialized: start nvidia-fabricmanager (NVSwitch systems)",
+    999: "the driver is in a bad state (often after suspend): reload it or reboot",
+}
 _NO_GPU: Final = tolerant(
     r"(?P<text>Found no NVIDIA driver on your system|No CUDA GPUs are available|"
     r"Failed to infer device type|libcuda\.so\.1: cannot open shared object file|"
@@ -318,6 +347,39 @@ _NO_GPU: Final = tolerant(
 )
 
 
+def _cuda_code(log: LogView) -> Diagnosis | None:
+    """A numbered CUDA runtime/driver error the named texts above do not cover."""
+    for m, evidence, _ in log.find_all(_CUDA_CODE):
+        what = (m.group("what") or m.group("what2") or "").strip().rstrip(".")
+        name = m.group("name") or ""
+        if "out of memory" in what.lower() or not (m.group("code") or name or what):
+            continue
+        code = int(m.group("code")) if m.group("code") else None
+        known = code is None or code in _MISMATCH_CODES or code in _NO_GPU_HINTS
+        if not known and not 800 <= (code or 0) < 1000:
+            continue  # "Error 12: ..." from elsewhere: not the CUDA runtime's family
+        text = " ".join((m.group("text") or "").split())
+        facts: dict[str, Any] = {"error": text}
+        if code is not None:
+            facts["cuda_error_code"] = code
+        if code in _MISMATCH_CODES or name in _MISMATCH_NAMES:
+            return make(
+                log,
+                "cuda_driver_mismatch",
+                "the NVIDIA driver does not match the CUDA user-space libraries "
+                f"({text}): install the driver that matches the CUDA build (in a container, "
+                "do not ship a libcuda of its own)",
+                evidence,
+                facts,
+            )
+        hint = _NO_GPU_HINTS.get(code or 0, "check the driver and the GPUs' state (nvidia-smi)")
+        if name.startswith("Mps") or (code is not None and 805 <= code <= 810):
+            hint = "the CUDA MPS server refused the client: check nvidia-cuda-mps-control"
+        return make(log, "no_gpu_visible", f"CUDA cannot use the GPU ({text}): {hint}",
+                    evidence, facts)  # fmt: skip
+    return None
+
+
 def cuda_driver(log: LogView) -> Diagnosis | None:
     """The driver is too old for the CUDA build, or no GPU/driver is visible at all."""
     found = log.find(_DRIVER_OLD)
@@ -326,6 +388,9 @@ def cuda_driver(log: LogView) -> Diagnosis | None:
         facts: dict[str, Any] = {"error": group_text(m)}
         if m.group("found"):
             facts["driver_cuda_version"] = int(m.group("found"))
+        code = re.search(r"Error (\d{2,3}): ?$", log.flat[max(0, m.start() - 16) : m.start()])
+        if code:
+            facts["cuda_error_code"] = int(code.group(1))
         return make(
             log,
             "cuda_driver_mismatch",
@@ -346,20 +411,25 @@ def cuda_driver(log: LogView) -> Diagnosis | None:
             evidence,
             {"error": text},
         )
-    return None
+    return _cuda_code(log)
 
 
+# Every wording of an NCCL failure: vLLM's pynccl ("NCCL error: unhandled cuda error"),
+# torch's c10d ("NCCL error in: .../ProcessGroupNCCL.cpp:1970, unhandled system error",
+# DistBackendError, the watchdog's WorkNCCL timeout), NCCL's result names
+# (ncclSystemError...), cupy's NcclError ("NCCL_ERROR_UNHANDLED_CUDA_ERROR: ..."),
+# NCCL's own WARN lines about shared memory, and P2P refusals.
 _NCCL: Final = tolerant(
-    r"(?P<text>NCCL error(?::| in: [^,]{0,200},) (?P<what>unhandled system error|unhandled cuda "
-    r"error|internal error|invalid argument|invalid usage|remote process exited)|"
-    r"nccl(?:System|Internal|UnhandledCuda|InvalidUsage|Remote)Error|"
+    r"(?P<text>NCCL error(?::| in: [^,]{0,200},) (?P<what>[a-z][^(\n,]{2,80})|"
+    r"nccl(?:System|Internal|UnhandledCuda|InvalidUsage|InvalidArgument|Remote)Error|"
+    r"NcclError: ?(?:NCCL_ERROR_\w+)?[^\n]{0,80}|NCCL_ERROR_[A-Z_]+[^\n]{0,80}|"
+    r"DistBackendError: [^\n]{0,160}?(?:NCCL|nccl)[^\n]{0,80}|"
+    r"Watchdog caught collective operation timeout: WorkNCCL[^\n]{0,120}|"
     r"NCCL WARN .{0,120}?shared memory|peer access is not supported between these two devices|"
     r"Failed to initialize (?:the )?NCCL)",
-    "NCCL error",
-    "nccl",
-    "NCCL WARN",
-    "peer access is not supported",
     "NCCL",
+    "nccl",
+    "peer access is not supported",
 )
 _SHM: Final = tolerant(
     r"/dev/shm/nccl-|Error while creating shared memory segment|No space left on device \(28\)",

@@ -202,6 +202,7 @@ def finish(diagnosis: Diagnosis, log: LogView, check: FixChecker | None) -> Diag
     """The diagnosis with its fixes held to the three rules."""
     fixes = pass_through_removed(log, overrides_first(diagnosis, log))
     fixes = drop_what_failed(diagnosis, log, fixes)
+    fixes = [fix for fix in fixes if not fix.is_empty]  # a fix always changes something
     offered, withheld = check_fixes(fixes, log.flags, check)
     facts = dict(diagnosis.facts)
     if withheld:

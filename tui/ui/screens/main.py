@@ -23,7 +23,7 @@ from tui.domain.events import (
     Unanswered,
 )
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import FlagProblem, ServeFlags, format_value
+from tui.domain.flags import FlagProblem, ServeFlags
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (
@@ -38,6 +38,7 @@ from tui.ui.attached_form import AttachedForm
 from tui.ui.format import plain
 from tui.ui.keys import offered, screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.sweep_actions import SweepActions
@@ -324,7 +325,7 @@ class MainScreen(SweepActions):
             return
         fix = choice.fix
         self.form.apply_settings(choice.settings)
-        settings = ", ".join(f"{k}={format_value(v)}" for k, v in choice.settings.items())
+        settings = fix_settings_text(fix, choice.settings)
         title = f"Fix from run {choice.run.label}: restarting"
         self.notify(f"{fix.title}\n{settings}", title=title)
         self.action_restart()

@@ -21,6 +21,7 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui.domain.vllm_cli import CliFlag, VllmCli
+from tui.domain.vllm_tables import default_table
 
 MAX_MATCHES = 8
 LINE_WIDTH = 38  # the form's text width at 80 columns: longer lines end in "…"
@@ -47,10 +48,13 @@ def cli_status(cli: VllmCli | None, error: str | None, never: str | None) -> Cli
     """
     if cli is not None:
         return CliStatus(cli)
+    # Without the installed vLLM's list, extra args are checked against a shipped table:
+    # say which (issue 19: with no vLLM known, the newest).
+    table = f" · extra args: vLLM {default_table().version}'s table"
     if error:
-        return CliStatus(None, f"vLLM's flag list failed to load: {error}")
+        return CliStatus(None, f"vLLM's flag list failed to load: {error}{table}")
     if never:
-        return CliStatus(None, never)
+        return CliStatus(None, never + table)
     return CliStatus(None, LOADING_REASON, settled=False)
 
 
@@ -81,8 +85,10 @@ def describe_value(flag: CliFlag) -> str:
 
 
 def match_prompt(flag: CliFlag) -> Content:
-    """Two lines for a match: the option and what it takes, then its help's first sentence."""
-    name = _clip(flag.name)
+    """Two lines for a match: the option and what it takes, then its help's first sentence.
+
+    A deprecated flag is marked, not hidden: vLLM still accepts it (with a warning)."""
+    name = _clip(flag.name + (" (deprecated)" if flag.is_deprecated else ""))
     rest = _clip(describe_value(flag), max(LINE_WIDTH - len(name) - 1, 1))
     head = Content.assemble((name, "bold"), " ", (rest, "$text-muted"))
     help_line = Content.styled(_clip(first_sentence(flag.help)), "$text-muted")
