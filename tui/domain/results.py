@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +17,7 @@ from tui.domain.workload import Endpoint, LoadSpec
 __all__ = [
     "BenchResult",
     "LatencyQuantiles",
+    "MeasuringClient",
     "Reproduction",
     "RunRecord",
     "RunStatus",
@@ -27,6 +28,13 @@ __all__ = [
     "SweepTag",
     "TelemetryPeaks",
 ]
+
+
+MeasuringClient = Literal["in-loop", "vtc-worker", "vtc-bench"]
+"""Which client measured a load: ``vtc-worker`` (the console's load in its own process,
+the same engine as ``vtc bench``), ``vtc-bench`` (``vtc bench``) or ``in-loop`` (the
+console's load on the UI's own event loop, before the worker; the default of older rows,
+whose figures the UI could delay: issue 23)."""
 
 
 class BenchResult(BaseModel):
@@ -43,7 +51,8 @@ class BenchResult(BaseModel):
     same names: they read back into these fields; unknown keys are dropped.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    # Infinities and NaN (a statistic over no requests) as strings: they must read back.
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
 
     # -- bench serve's summary (serve.py:1280-1302), in its order -----------------------------
     duration: float = 0.0
@@ -81,6 +90,7 @@ class BenchResult(BaseModel):
     client_cpu_s: float = 0.0  # the client's CPU time during the run
     client_max_loop_lag_ms: float = 0.0  # worst lateness of the client's event loop
     client_bound_s: float = 0.0  # seconds the client, not the server, was the bottleneck
+    client: MeasuringClient = "in-loop"  # which client measured it (older rows: in-loop)
 
     def metric(self, key: str) -> float | None:
         """A number by bench-serve key, from the top level or ``stats``."""
