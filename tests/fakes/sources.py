@@ -150,6 +150,7 @@ class FakeMetrics:
         self.status = SourceStatus.OK
         self.message = ""
         self.scrapes = 0
+        self.extra: dict[str, float] = {}  # e.g. the prefix-cache counters' totals
         self.sampled = asyncio.Event()
         self.closed = False
 
@@ -171,6 +172,7 @@ class FakeMetrics:
             num_waiting=self.waiting,
             gpu=self.gpu,
             histograms=dict(self.histograms),
+            extra=dict(self.extra),
         )
 
     async def aclose(self) -> None:

@@ -4,6 +4,7 @@ a typed result over a pipe, cancellation, secrets, and no worker outliving its c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -32,7 +33,9 @@ async def until(fake: FakeVllm, predicate: object) -> None:
 async def test_worker_measures_what_the_in_process_runner_measures(fake_vllm: FakeVllm) -> None:
     seen: list[LoadProgress] = []
     runner = ProcessLoadRunner(progress_interval_s=0.05)
-    result = await runner.run(SPEC, base_url=fake_vllm.base_url, model="fake", on_progress=seen.append)
+    result = await runner.run(
+        SPEC, base_url=fake_vllm.base_url, model="fake", on_progress=seen.append
+    )
     same = await LoadRunner().run(SPEC, base_url=fake_vllm.base_url, model="fake")
     assert result.client == "vtc-worker" and same.client == "in-loop"
     for key in ("completed", "failed", "total_input_tokens", "total_output_tokens", "num_prompts"):
@@ -60,10 +63,8 @@ async def test_the_api_key_goes_over_stdin_never_argv(fake_vllm: FakeVllm) -> No
     def spy(progress: LoadProgress) -> None:
         pid = runner.pid
         if pid is not None:
-            try:
+            with contextlib.suppress(psutil.Error):
                 argvs.append(psutil.Process(pid).cmdline())
-            except psutil.Error:
-                pass
 
     fake_vllm.chunk_delay_s = 0.02
     await runner.run(SPEC, base_url=fake_vllm.base_url, model="fake", on_progress=spy)
@@ -143,7 +144,8 @@ def test_the_worker_ends_when_its_console_dies(fake_vllm: FakeVllm, tmp_path: Pa
             async def main():
                 runner = ProcessLoadRunner()
                 spec = LoadSpec(input_len=16, output_len=500, num_prompts=4, max_concurrency=4)
-                task = asyncio.create_task(runner.run(spec, base_url={fake_vllm.base_url!r}, model="f"))
+                url = {fake_vllm.base_url!r}
+                task = asyncio.create_task(runner.run(spec, base_url=url, model="f"))
                 while runner.pid is None:
                     await asyncio.sleep(0.01)
                 print(runner.pid, flush=True)

@@ -188,7 +188,13 @@ class SweepTag(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """One run on the board: flags, how the start went, and the load result if any."""
+    """One run on the board: flags, how the start went, and the load result if any.
+
+    A run holds one load. Another load on the same server is its own run (every load is
+    kept, issue 23): a copy of the server's run, ``load_of`` naming it, with its own time,
+    workload and result; it is a repeat in that run's noise group (same flags, same
+    setting) and shares its server's status.
+    """
 
     id: int | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -212,6 +218,7 @@ class RunRecord(BaseModel):
     log_path: str | None = None
     exit_code: int | None = None
     ended_because: str = ""  # one line, when the status alone does not say why it ended
+    load_of: int | None = None  # a further load on that run's server (None: its own start)
 
     @model_validator(mode="before")
     @classmethod
@@ -230,6 +237,14 @@ class RunRecord(BaseModel):
                 if key.startswith("peak_")
             }
         return data
+
+    def another_load(self) -> RunRecord:
+        """A new run for a further load on this run's server (not stored yet: no id)."""
+        return RunRecord(
+            flags=self.flags, label="", status=self.status, executable=self.executable,
+            startup=self.startup, repro=self.repro, sweep=self.sweep, session=self.session,
+            log_path=self.log_path, load_of=self.load_of or self.id,
+        )  # fmt: skip
 
     @property
     def served(self) -> bool:

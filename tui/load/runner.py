@@ -258,11 +258,12 @@ class LoadRunner:
         """Run ``spec`` against ``base_url`` and return bench serve's numbers.
 
         ``goodput``: this run's SLOs (ms), in place of the runner's own (they travel with
-        the request: nothing is set on the runner). ``prompts`` replaces the random prompts ``spec`` describes (a JSONL or ShareGPT
-        workload). After a :meth:`cancel`, returns what finished: requests cut short
-        count as failed (error ``"cancelled"``); requests never sent are left out and
-        reported as ``not_sent``. ``on_progress`` gets a :class:`LoadProgress` every
-        ``progress_interval_s`` and once at the end; its exceptions are logged.
+        the request: nothing is set on the runner). ``prompts`` replaces the random prompts
+        ``spec`` describes (a JSONL or ShareGPT workload). After a :meth:`cancel`, returns
+        what finished: requests cut short count as failed (error ``"cancelled"``);
+        requests never sent are left out and reported as ``not_sent``. ``on_progress``
+        gets a :class:`LoadProgress` every ``progress_interval_s`` and once at the end;
+        its exceptions are logged.
         """
         if self.running:
             raise RuntimeError("a load run is already in progress on this runner")

@@ -17,7 +17,7 @@ import urllib.parse
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.gpus import remote_gpu_not_visible
-from tui.load.runner import LoadRunner
+from tui.load.process import ProcessLoadRunner
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import DcgmReader, HostReader, MetricsReader, NvmlReader, local_client
@@ -77,7 +77,7 @@ class AttachMode:
                 )
             ),
             metrics=MetricsReader(local_client(credentials)),
-            runner=LoadRunner(api_key=credentials.api_key),
+            runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader() if local else None,
             gpu_policy=GpuPolicy(
