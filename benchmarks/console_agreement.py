@@ -123,8 +123,8 @@ def _vtc_bench(url: str, model: str, spec: LoadSpec, out: Path, n: int) -> Bench
     return _bench_file(out / f"bench-{n}.json")
 
 
-def _history(data_dir: Path, model: str) -> None:
-    """200 stored runs: the board the console opens with."""
+def board_history(data_dir: Path, model: str) -> None:
+    """200 stored runs in ``data_dir``: the board the console opens with."""
     from tui.store.history import RunStore
 
     store = RunStore(data_dir / "runs.sqlite")
@@ -145,7 +145,8 @@ def _history(data_dir: Path, model: str) -> None:
     store.close()
 
 
-def _session(url: str, data_dir: Path, client: str) -> Any:
+def console_session(url: str, data_dir: Path, client: str) -> Any:
+    """The console's session attached to ``url`` (its load: ``worker`` or ``in-loop``)."""
     from tui.load.runner import LoadRunner
     from tui.modes.attach import AttachMode
     from tui.modes.common import assemble
@@ -191,7 +192,7 @@ async def _console_runs(
     schedule: list[str],
     bench: Any,
 ) -> tuple[list[BenchResult], list[BenchResult], ConsoleCpu, int]:
-    session = _session(url, data_dir, args.client)  # on the loop, as the console builds it
+    session = console_session(url, data_dir, args.client)  # on the loop, as the console builds it
     cpu, console, theirs, pressed = ConsoleCpu(), [], [], 0
 
     async def drive(pilot: Any) -> None:
@@ -297,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             server.wait_ready(url + "/v1/models", 300)
             _vtc_bench(url, model, spec.model_copy(update={"num_prompts": 16}), work, -1)  # warm
-            _history(work / "data", model)
+            board_history(work / "data", model)
             print(
                 f"client: {args.client}, UI: {'none' if args.no_ui else 'busy'}; {load_average()}"
             )
