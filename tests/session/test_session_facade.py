@@ -129,8 +129,9 @@ async def test_a_cancelled_load_after_a_completed_one_is_kept_as_its_own_partial
     assert events[-1] == LoadFinished(None, error=refused)
     await session.cancel_load()
     partial = await partial_task
-    assert partial is not None and partial.cancelled
+    assert partial is not None and partial.cancelled and not partial.complete
     assert session.current is not None and session.current.bench == full
+    assert full is not None and full.complete
     (kept,) = [r for r in session.runs if r.load_of == session.current.id]
     assert kept.bench == partial and kept.workload == LoadSpec(num_prompts=8)  # its own run
     await session.close()

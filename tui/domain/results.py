@@ -92,6 +92,12 @@ class BenchResult(BaseModel):
     client_bound_s: float = 0.0  # seconds the client, not the server, was the bottleneck
     client: MeasuringClient = "in-loop"  # which client measured it (older rows: in-loop)
 
+    @property
+    def complete(self) -> bool:
+        """The load ran to its end: not cancelled, every prompt sent (else its numbers are
+        partial, and each such load is kept as its own run, marked so)."""
+        return not self.cancelled and self.not_sent == 0
+
     def metric(self, key: str) -> float | None:
         """A number by bench-serve key, from the top level or ``stats``."""
         if key in self.stats:
