@@ -188,3 +188,25 @@ def test_every_line_reads_back_typed() -> None:
     with pytest.raises(ValueError):
         decode(b'{"kind": "result", "result": {"completed": "many"}}\n')
     assert isinstance(decode(b'{"kind": "result", "result": {}}\n'), ResultLine)
+
+
+async def test_a_cancel_before_the_worker_is_up_still_cancels(fake_vllm: FakeVllm) -> None:
+    fake_vllm.chunk_delay_s = 0.2
+    runner = ProcessLoadRunner()
+    spec = LoadSpec(input_len=16, output_len=200, num_prompts=8, max_concurrency=4)
+    task = asyncio.create_task(runner.run(spec, base_url=fake_vllm.base_url, model="fake"))
+    await asyncio.sleep(0)  # the run has begun: its process is being started
+    assert runner.running
+    await runner.cancel()
+    result = await task
+    assert result.cancelled and result.completed == 0
+    assert fake_vllm.finished_streams == 0
+
+
+async def test_the_in_process_runner_takes_a_cancel_while_preparing(fake_vllm: FakeVllm) -> None:
+    runner = LoadRunner()
+    task = asyncio.create_task(runner.run(SPEC, base_url=fake_vllm.base_url, model="fake"))
+    await asyncio.sleep(0)
+    runner.cancel_nowait()  # before its streams exist: they never start
+    result = await task
+    assert result.cancelled and result.completed == 0 and result.not_sent == SPEC.num_prompts

@@ -60,6 +60,7 @@ class ProcessLoadRunner:
         self._python = python
         self._proc: asyncio.subprocess.Process | None = None
         self._ended: asyncio.Event | None = None
+        self._cancelled = False  # asked while the worker was starting: said once it is up
 
     def __repr__(self) -> str:  # never the key
         return f"ProcessLoadRunner(running={self.running})"
@@ -92,6 +93,7 @@ class ProcessLoadRunner:
             api_key=self._api_key, progress_interval_s=self._interval,
         )  # fmt: skip
         self._ended = ended = asyncio.Event()
+        self._proc, self._cancelled = None, False
         try:
             proc = self._proc = await asyncio.create_subprocess_exec(
                 *self.argv(),
@@ -130,6 +132,8 @@ class ProcessLoadRunner:
         errors = asyncio.create_task(_collect(proc.stderr, tail))
         try:
             proc.stdin.write(job.model_dump_json().encode() + b"\n")
+            if self._cancelled:  # cancel() came while the process was being started
+                proc.stdin.write(CANCEL_LINE)
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once: its exit code and stderr say why, below
@@ -152,16 +156,18 @@ class ProcessLoadRunner:
         A worker that does not finish within ``cancel_grace_s`` is killed with its group.
         """
         proc, ended = self._proc, self._ended
-        if proc is None or ended is None or ended.is_set():
+        if ended is None or ended.is_set():
             return
-        if proc.stdin is not None and not proc.stdin.is_closing():
+        self._cancelled = True
+        if proc is not None and proc.stdin is not None and not proc.stdin.is_closing():
             with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
                 proc.stdin.write(CANCEL_LINE)
                 await proc.stdin.drain()
         try:
             await asyncio.wait_for(ended.wait(), self._grace)
         except TimeoutError:
-            _kill_group(proc)
+            if self._proc is not None:
+                _kill_group(self._proc)
             await ended.wait()
 
     async def _reap(self) -> None:

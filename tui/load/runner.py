@@ -198,6 +198,7 @@ class LoadRunner:
         self.last_records: list[RequestRecord] = []
         self.last_prompts: list[PromptRequest] = []
         self._run: _Run | None = None
+        self._cancel_early = False  # a cancel that came while the run was still preparing
         self._finished: asyncio.Future[BenchResult | None] | None = None
 
     def __repr__(self) -> str:
@@ -212,6 +213,8 @@ class LoadRunner:
         """Cut every stream of the current run now; returns at once (no-op when idle)."""
         if self._run is not None:
             self._run.cancel()
+        elif self.running:  # still building prompts: cancelled as soon as it exists
+            self._cancel_early = True
 
     async def cancel(self) -> BenchResult | None:
         """Cancel every in-flight stream at once and wait for the run to wrap up.
@@ -277,6 +280,7 @@ class LoadRunner:
             raise
         finally:
             self._run = None
+            self._cancel_early = False
         finished.set_result(result)
         return result
 
@@ -323,6 +327,8 @@ class LoadRunner:
                     tick_s=self._lag_tick_s,
                     refreeze=self._freeze_gc,
                 )
+                if self._cancel_early:
+                    run.cancel()
                 start, end, cpu_s = await run.execute()
             finally:
                 await transport.aclose()
