@@ -52,10 +52,13 @@ from benchmarks._procs import (  # noqa: E402
     table,
     terminate_on_sigterm,
 )
+from tui.domain.events import ServerState  # noqa: E402
 from tui.domain.flags import ServeFlags  # noqa: E402
 from tui.domain.results import BenchResult, RunRecord, RunStatus  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
+from tui.modes.options import ConsoleOptions  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
+from tui.session import wait_for_state  # noqa: E402
 
 NUMBERS = [
     "output_throughput",
@@ -83,6 +86,11 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--max-concurrency", type=int, default=16)
     p.add_argument("--client", choices=["worker", "in-loop"], default="worker")
     p.add_argument("--no-ui", action="store_true", help="drive the session without Textual")
+    p.add_argument(
+        "--launched",
+        action="store_true",
+        help="the console launches the server (vtc --vllm ... -- serve), not attach",
+    )
     return p.parse_args(argv)
 
 
@@ -145,15 +153,29 @@ def board_history(data_dir: Path, model: str) -> None:
     store.close()
 
 
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """Where the console's loads go: a server at ``url`` (attach), or one it launches."""
+
+    url: str
+    data_dir: Path
+    vllm: str = ""
+    serve_args: list[str] = dataclasses.field(default_factory=list)
+
+
 def console_session(url: str, data_dir: Path, client: str) -> Any:
     """The console's session attached to ``url`` (its load: ``worker`` or ``in-loop``)."""
+    return _session(ConsoleOptions(attach=url, data_dir=data_dir, poll_interval_s=1.0), client)
+
+
+def _session(options: Any, client: str) -> Any:
     from tui.load.runner import LoadRunner
     from tui.modes.attach import AttachMode
     from tui.modes.common import assemble
-    from tui.modes.options import ConsoleOptions
+    from tui.modes.local import LocalVllmMode
 
-    options = ConsoleOptions(attach=url, data_dir=data_dir, poll_interval_s=1.0)
-    info, services = AttachMode().parts(options)
+    mode = AttachMode() if options.attach else LocalVllmMode()
+    info, services = mode.parts(options)
     if client == "in-loop":  # the console before issue 23: the load on the UI's own loop
         services = dataclasses.replace(services, runner=LoadRunner())
     return assemble(info, services, poll_interval_s=options.poll_interval_s)
@@ -185,18 +207,30 @@ async def _press_while(pilot: Any, task: asyncio.Task[Any]) -> int:
 
 
 async def _console_runs(
-    url: str,
-    data_dir: Path,
-    args: argparse.Namespace,
-    spec: LoadSpec,
-    schedule: list[str],
-    bench: Any,
+    target: Target, args: argparse.Namespace, spec: LoadSpec, schedule: list[str], bench: Any
 ) -> tuple[list[BenchResult], list[BenchResult], ConsoleCpu, int]:
-    session = console_session(url, data_dir, args.client)  # on the loop, as the console builds it
+    if args.launched:  # `vtc --vllm PATH -- serve ...`: the console starts the server
+        options = ConsoleOptions(
+            vllm=target.vllm,
+            serve_args=target.serve_args,
+            data_dir=target.data_dir,
+            poll_interval_s=1.0,
+            startup_timeout=300,
+        )
+        session = _session(options, args.client)
+    else:
+        session = console_session(target.url, target.data_dir, args.client)
     cpu, console, theirs, pressed = ConsoleCpu(), [], [], 0
 
     async def drive(pilot: Any) -> None:
         nonlocal pressed
+        if args.launched:
+            if session.current is None or session.state is ServerState.IDLE:
+                await session.restart(session.info.initial_flags)
+            ready = await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 330)
+            if ready is not ServerState.READY:
+                raise SystemExit(f"the console's server did not start: {ready.value}")
+        await asyncio.to_thread(bench, -1)  # one unmeasured warm-up of the server
         for n, who in enumerate(schedule):
             if who == "bench":
                 theirs.append(await asyncio.to_thread(bench, n))
@@ -221,8 +255,10 @@ async def _console_runs(
             await session.close()
         return console, theirs, cpu, pressed
     from tui.ui.app import create_app
+    from tui.ui.pacer import LOAD_REFRESH_S
 
-    app = create_app(session, clock=None)
+    refresh = LOAD_REFRESH_S if args.client == "worker" else None  # as each console shipped
+    app = create_app(session, clock=None, load_refresh_s=refresh)
     async with app.run_test(size=(160, 50)) as pilot:
         await drive(pilot)
         await session.close()
@@ -256,6 +292,21 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.fmean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
+def _serve_args(model: str, port: int) -> list[str]:
+    return [
+        "serve",
+        model,
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "64M",
+        "--max-model-len",
+        "2048",
+        "--no-enable-prefix-caching",
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the comparison; 0 when it ran (PASS or not), 2 without the real vLLM."""
     args = _args(argv)
@@ -278,42 +329,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="vtc-agree-") as tmp:
         work = Path(tmp)
-        server = Server(
-            [
-                str(found.vllm),
-                "serve",
-                model,
-                "--port",
-                str(port),
-                "--enforce-eager",
-                "--kv-cache-memory-bytes",
-                "64M",
-                "--max-model-len",
-                "2048",
-                "--no-enable-prefix-caching",
-            ],
-            work / "server.log",
-            env={"HF_HUB_OFFLINE": "1"},
-        )
+        board_history(work / "data", model)
+        server = None
+        if not args.launched:  # attach: the server is started here, the console attaches
+            server = Server(
+                [str(found.vllm), *_serve_args(model, port)],
+                work / "server.log",
+                env={"HF_HUB_OFFLINE": "1"},
+            )
+        target = Target(url, work / "data", str(found.vllm), _serve_args(model, port))
         try:
-            server.wait_ready(url + "/v1/models", 300)
-            _vtc_bench(url, model, spec.model_copy(update={"num_prompts": 16}), work, -1)  # warm
-            board_history(work / "data", model)
+            if server is not None:
+                server.wait_ready(url + "/v1/models", 300)
+            where = "launched by the console" if args.launched else "attached"
             print(
-                f"client: {args.client}, UI: {'none' if args.no_ui else 'busy'}; {load_average()}"
+                f"client: {args.client}, UI: {'none' if args.no_ui else 'busy'}, "
+                f"server: {where}; {load_average()}"
             )
             console, bench, cpu, pressed = asyncio.run(
                 _console_runs(
-                    url,
-                    work / "data",
-                    args,
-                    spec,
-                    schedule,
-                    lambda n: _vtc_bench(url, model, spec, work, n),
+                    target, args, spec, schedule, lambda n: _vtc_bench(url, model, spec, work, n)
                 )
             )
         finally:
-            server.stop()
+            if server is not None:
+                server.stop()
     ok = _report(console, bench)
     share = 100.0 * cpu.cpu_s / cpu.wall_s if cpu.wall_s else 0.0
     print(
