@@ -236,8 +236,7 @@ def run_console(options: ConsoleOptions) -> int:
     except VtcError as exc:
         print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2
-    from tui.ui.app import create_app
-    from tui.ui.pacer import LOAD_REFRESH_S
+    from tui.ui.app import LOAD_REFRESH_S, create_app
 
     try:
         create_app(session, load_refresh_s=LOAD_REFRESH_S).run()

@@ -17,7 +17,9 @@ from tui.domain.errors import one_line
 from tui.session.port import SessionEvent, SessionPort
 from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
-from tui.ui.pacer import EventPacer
+from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
+
+__all__ = ["LOAD_REFRESH_S", "VtcApp", "create_app", "exit_backstop"]
 from tui.ui.screens.main import Clock, MainScreen
 
 STYLES = Path(__file__).parent / "styles"
