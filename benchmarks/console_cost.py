@@ -24,6 +24,20 @@ flat once the history rings are full (they are bounded: 10 numbers x 3600 sample
 full after an hour at 1 Hz, so a 30-minute run may see them grow by up to ~2 MB; the
 printed bound says how much).
 
+**With a load in progress** (issue 23):
+
+    python benchmarks/console_cost.py --with-load [--duration 60]
+
+The whole console (the attach mode's session, the Textual app headless over a board of
+200 runs) watches the simulator while its own loads run back to back (``b``: 200 prompts,
+64 concurrent, 128 in and 64 out), for each setting in turn: the load on the UI's own
+loop with no refresh bound (before), and the load in its own process with the refresh
+bounded at 2 Hz while it runs (after; also without the bound, to tell the two apart).
+Printed per setting: the console process's CPU and its load workers' CPU, each as a
+percentage of one core over the loads' wall time, the screen's updates per second (events
+applied, or batches while the bound holds), and
+the load average (other engineers use the CPU: read the figures beside it).
+
 Every process started here is stopped by its process group, also on Ctrl-C.
 """
 
@@ -31,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -232,6 +247,79 @@ def _report(watched: list[Watched]) -> None:
     )
 
 
+LOAD = {"input_len": 128, "output_len": 64, "num_prompts": 200, "max_concurrency": 64}
+SETTINGS = [  # (name, the load's client, refresh bound while it runs)
+    ("before: load on the UI loop", "in-loop", None),
+    ("load in its own process", "worker", None),
+    ("after: own process + 2 Hz bound", "worker", 0.5),
+]
+
+
+async def _console_with_load(url: str, data_dir: Path, client: str, refresh: float | None,
+                             duration_s: float) -> tuple[float, float, float, int]:  # fmt: skip
+    """(console CPU %, workers' CPU %, screen updates per second, loads) over
+    ``duration_s``: an update is one event applied, or one batch while the bound holds."""
+    from benchmarks.console_agreement import console_session
+    from tui.domain.workload import LoadSpec
+    from tui.ui.app import create_app
+
+    session = console_session(url, data_dir, client)
+    app = create_app(session, clock=None, load_refresh_s=refresh)
+    me = psutil.Process()
+    updates = loads = 0
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = app.main_screen
+        apply = screen.apply
+
+        def counted(event: object) -> None:  # each event the panels are updated with
+            nonlocal updates
+            updates += 1
+            apply(event)  # type: ignore[arg-type]
+
+        screen.apply = counted  # type: ignore[method-assign]
+        await pilot.pause()
+        t0, mine0 = time.monotonic(), me.cpu_times()
+        end = t0 + duration_s
+        while time.monotonic() < end:
+            result = await session.run_load(LoadSpec(**LOAD))  # type: ignore[arg-type]
+            loads += result is not None
+        wall, mine = time.monotonic() - t0, me.cpu_times()
+        await session.close()
+    own = (mine.user + mine.system) - (mine0.user + mine0.system)
+    children = (mine.children_user + mine.children_system) - (
+        mine0.children_user + mine0.children_system
+    )
+    batches = app.pacer.batches if app.pacer is not None else updates
+    return 100 * own / wall, 100 * children / wall, batches / wall, loads
+
+
+def _measure_with_load(args: argparse.Namespace) -> int:
+    from benchmarks.console_agreement import board_history
+
+    logs = Path(tempfile.mkdtemp(prefix="console-cost-load-"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    sim_argv = [sys.executable, "-m", "tui.sim", "serve", MODEL, "--sim-gpu", "rtx3080-10gb"]
+    sim_argv += ["--host", "127.0.0.1", "--port", str(port), "--sim-speed", "4"]
+    sim = Server(sim_argv, logs / "sim.log")
+    rows = [["setting", "console CPU %", "load worker CPU %", "updates/s", "loads", "load avg"]]
+    try:
+        sim.wait_ready(base + "/health", 120)
+        for n, (name, client, refresh) in enumerate(SETTINGS):
+            data = logs / f"data-{n}"
+            board_history(data, MODEL)
+            own, workers, fps, loads = asyncio.run(
+                _console_with_load(base, data, client, refresh, args.duration)
+            )
+            rows.append([name, f"{own:.1f}", f"{workers:.1f}", f"{fps:.1f}", str(loads),
+                         f"{os.getloadavg()[0]:.1f}"])  # fmt: skip
+            print(f"{name}: console {own:.1f} %, workers {workers:.1f} % ({load_average()})")
+        table(rows)
+        return 0
+    finally:
+        sim.stop(grace_s=5)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point (also the watchers' child processes, by ``--role``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -239,11 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, help="seconds to measure (default 1800)")
     parser.add_argument("--interval", type=float, default=1.0, help="poll interval (1 Hz)")
     parser.add_argument("--role", choices=("measure", "vtc", "bare"), default="measure")
+    parser.add_argument(
+        "--with-load", action="store_true", help="the whole console while its own loads run"
+    )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.duration is None:
-        args.duration = 300.0 if args.quick else 1800.0
+        args.duration = 60.0 if args.with_load else 300.0 if args.quick else 1800.0
     if args.role == "vtc":
         asyncio.run(_vtc_watcher(args.url, args.server_pid, args.duration + 60, args.interval))
         return 0
@@ -251,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_bare_watcher(args.url, args.duration + 60, args.interval))
         return 0
     terminate_on_sigterm()
+    if args.with_load:
+        return _measure_with_load(args)
     return _measure(args)
 
 

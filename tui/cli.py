@@ -281,10 +281,10 @@ def run_console(options: ConsoleOptions) -> int:
     except VtcError as exc:
         print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2
-    from tui.ui.app import create_app
+    from tui.ui.app import LOAD_REFRESH_S, create_app
 
     try:
-        create_app(session).run()
+        create_app(session, load_refresh_s=LOAD_REFRESH_S).run()
     except BaseException as exc:
         # The console crashed: kill the server it started and say so in the run, so the
         # history never says READY for a server that is gone.

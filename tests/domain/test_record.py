@@ -76,12 +76,20 @@ def test_an_exit_ends_a_live_run_so_it_never_says_ready_for_a_gone_server() -> N
     assert apply(stopped, RunEnded(RunStatus.LOST)) is stopped  # an ended run stays ended
 
 
-def test_a_cancelled_load_never_replaces_a_completed_result() -> None:
+def test_a_load_never_replaces_a_measured_result() -> None:
     full = BenchResult(completed=64, output_throughput=900.0)
     partial = BenchResult(completed=3, cancelled=True)
     peaks = TelemetryPeaks(kv_cache_usage=0.9)
     run = apply(RUN, LoadRecorded(full, LoadSpec(num_prompts=64), peaks))
     assert run.bench == full and run.workload == LoadSpec(num_prompts=64) and run.peaks == peaks
     assert apply(run, LoadRecorded(partial, LoadSpec(num_prompts=8), TelemetryPeaks())) is run
+    assert apply(run, LoadRecorded(full, LoadSpec(num_prompts=64), peaks)) is run
     first = apply(RUN, LoadRecorded(partial, LoadSpec(), TelemetryPeaks()))
-    assert first.bench == partial  # with nothing better, the partial numbers are shown
+    assert first.bench == partial and first.bench.cancelled  # kept, marked partial
+    # A later load is its own run, copied from the server's run (RunBook.record_load).
+    stored = run.model_copy(update={"id": 7, "label": "#7"})
+    other = stored.another_load()
+    assert other.load_of == 7 and other.id is None and other.bench is None
+    assert other.flags == stored.flags and other.status is stored.status
+    assert other.startup == stored.startup and other.served == stored.served
+    assert other.model_copy(update={"id": 8}).another_load().load_of == 7  # the server's run

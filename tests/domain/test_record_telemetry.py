@@ -31,14 +31,6 @@ def test_the_series_and_the_latency_land_on_the_run_and_nothing_is_a_change() ->
     assert ended.series == longer and ended.server_latency == latency(120)
 
 
-def test_a_new_load_clears_the_last_loads_latency_until_its_own_settles() -> None:
-    run = loaded(RunRecord(id=1, flags=ServeFlags(model="m")), cancelled=False)
-    run = apply(run, TelemetryRecorded(server_latency=latency(120)))
-    again = loaded(run, cancelled=False)
-    assert again.server_latency is None  # never the previous load's beside the new bench
-    assert apply(again, TelemetryRecorded(server_latency=latency(90))).server_latency == latency(90)
-
-
 def test_a_cancelled_loads_latency_never_sits_beside_a_completed_loads_bench() -> None:
     run = loaded(RunRecord(id=1, flags=ServeFlags(model="m")), cancelled=False)
     run = apply(run, TelemetryRecorded(server_latency=latency(120)))

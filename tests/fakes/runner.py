@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadProgress, LoadSpec
@@ -19,6 +19,7 @@ class FakeRunner:
         self.release = asyncio.Event()
         self.cancelled = False
         self.calls: list[tuple[LoadSpec, str, str]] = []
+        self.goodputs: list[dict[str, float]] = []  # each run's SLOs, as they came with it
 
     async def run(
         self,
@@ -27,9 +28,11 @@ class FakeRunner:
         base_url: str,
         model: str,
         on_progress: Callable[[LoadProgress], None] | None = None,
+        goodput: Mapping[str, float] | None = None,
     ) -> BenchResult:
         """Report one progress tick, wait to be released or cancelled."""
         self.calls.append((spec, base_url, model))
+        self.goodputs.append(dict(goodput or {}))
         if on_progress is not None:
             on_progress(LoadProgress(0.1, 0, 0, 1, spec.num_prompts, 0.0))
         self.started.set()

@@ -152,6 +152,7 @@ class FakeMetrics:
         self.status = SourceStatus.OK
         self.message = ""
         self.scrapes = 0
+        self.extra: dict[str, float] = {}  # e.g. the prefix-cache counters' totals
         self.sampled = asyncio.Event()
         self.closed = False
 
@@ -174,6 +175,7 @@ class FakeMetrics:
             preemptions_total=self.preemptions,
             gpu=self.gpu,
             histograms=dict(self.histograms),
+            extra=dict(self.extra),
         )
 
     async def aclose(self) -> None:

@@ -149,14 +149,17 @@ async def test_console_session_runs_the_loop_and_closes_clean(
     # Every run is in the store, with what it produced.
     store = RunStore(db)
     try:
-        (stored,) = store.list()
+        stored, cancelled = sorted(store.list(), key=lambda r: r.id or 0)
     finally:
         store.close()
     assert stored.id == record.id
-    # The store holds what the console showed last (after the cancelled load too).
+    # The store holds what the console showed last: the first load on the server's run, the
+    # cancelled one kept as its own run (every load is kept), both ended with the server.
     assert session.current is not None
     assert stored.bench is not None and stored.bench == session.current.bench
-    assert stored.status is RunStatus.STOPPED  # closed: never READY for a server that is gone
+    assert cancelled.load_of == record.id and cancelled.bench == partial
+    assert cancelled.bench is not None and not cancelled.bench.complete
+    assert stored.status is cancelled.status is RunStatus.STOPPED  # never READY once gone
     assert stored.startup.kv_cache_tokens == KV_64M // kv_bytes_per_token(real_vllm.model)
     assert stored.exit_code == 0
     assert any(isinstance(e, RunUpdated) for e in events)

@@ -112,7 +112,7 @@ async def test_a_load_runner_that_raises_is_one_line_and_the_session_carries_on(
     await session.close()
 
 
-async def test_a_cancelled_load_keeps_partial_numbers_only_where_none_were() -> None:
+async def test_a_cancelled_load_after_a_completed_one_is_kept_as_its_own_partial_run() -> None:
     launcher, runner = FakeLauncher(), FakeRunner(BenchResult(completed=64))
     session, events, _ = build(launcher=launcher, runner=runner)
     await session.start()
@@ -129,9 +129,33 @@ async def test_a_cancelled_load_keeps_partial_numbers_only_where_none_were() -> 
     assert events[-1] == LoadFinished(None, error=refused)
     await session.cancel_load()
     partial = await partial_task
-    assert partial is not None and partial.cancelled
+    assert partial is not None and partial.cancelled and not partial.complete
     assert session.current is not None and session.current.bench == full
+    assert full is not None and full.complete
+    (kept,) = [r for r in session.runs if r.load_of == session.current.id]
+    assert kept.bench == partial and kept.workload == LoadSpec(num_prompts=8)  # its own run
     await session.close()
+
+
+async def test_three_loads_on_one_server_are_three_results_with_their_slos() -> None:
+    launcher, runner = FakeLauncher(), FakeRunner()
+    session, _, store = build(launcher=launcher, runner=runner)
+    await session.start()
+    await session.restart(FLAGS)
+    launcher.last.ready()
+    runner.release.set()
+    results = []
+    for n, slos in ((8, {}), (16, {"ttft": 200.0}), (32, {})):
+        runner.result = BenchResult(completed=n, output_throughput=10.0 * n)
+        results.append(await session.run_load(LoadSpec(num_prompts=n), goodput=slos or None))
+    assert runner.goodputs == [{}, {"ttft": 200.0}, {}]  # each load's own, never left behind
+    measured = [r for r in session.runs if r.bench is not None]
+    assert [r.bench for r in measured] == results
+    assert [r.workload.num_prompts for r in measured if r.workload] == [8, 16, 32]
+    server = session.current
+    assert server is not None and [r.load_of for r in measured] == [None, server.id, server.id]
+    await session.close()
+    assert {store.records[r.id].status for r in measured if r.id} == {RunStatus.STOPPED}
 
 
 async def test_load_is_refused_unless_the_server_is_ready() -> None:

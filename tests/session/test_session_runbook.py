@@ -129,3 +129,58 @@ async def test_the_real_history_sees_another_connections_commit(tmp_path: Path) 
     finally:
         await book.close()
         theirs.close()
+
+
+async def test_every_load_on_one_server_is_kept_as_its_own_run() -> None:
+    from tui.domain.events import Exited
+    from tui.domain.record import LoadRecorded, TelemetryRecorded
+    from tui.domain.results import BenchResult, TelemetryPeaks
+    from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
+    from tui.domain.workload import LoadSpec
+
+    store = MemoryRunStore()
+    book = RunBook(store, [], lambda u: None, session_id="s1")
+    server = await book.open(record())
+    book.apply(Ready(elapsed=2.0))
+    assert server.id is not None
+    loads = [
+        LoadRecorded(
+            BenchResult(completed=8, output_throughput=t), LoadSpec(num_prompts=n), TelemetryPeaks()
+        )
+        for t, n in ((100.0, 8), (90.0, 8), (50.0, 4))
+    ]
+    kept = [await book.record_load(server.id, load) for load in loads]
+    assert [k.bench.output_throughput for k in kept if k and k.bench] == [100.0, 90.0, 50.0]
+    first, second, third = kept
+    assert first is not None and second is not None and third is not None
+    assert first.id == server.id and second.load_of == third.load_of == server.id
+    assert len({first.id, second.id, third.id}) == 3 and third.workload == LoadSpec(num_prompts=4)
+    assert book.current is not None and book.current.id == server.id  # still the server's run
+    # The last load's server-side latency goes to its own run; the series to the server's.
+    latency = ServerLatency(window_s=5.0, ttft=LatencyQuantiles(p50=40.0, count=4))
+    series = [SeriesPoint(t=1.0, kv_cache_usage=0.2)]
+    book.apply(TelemetryRecorded(series=series, server_latency=latency), server.id)
+    runs = {r.id: r for r in book.runs}
+    assert runs[third.id].server_latency == latency and runs[server.id].server_latency is None
+    assert runs[server.id].series == series and runs[third.id].series == []
+    # The further loads end with their server, in the store too.
+    book.apply(Exited(exit_code=0, requested=True))
+    await book.flush()
+    assert {store.records[i].status for i in (first.id, second.id, third.id)} == {RunStatus.STOPPED}
+    assert {store.records[i].bench.output_throughput for i in (first.id, second.id, third.id)} == {  # type: ignore[union-attr]
+        100.0,
+        90.0,
+        50.0,
+    }
+    assert all(store.records[i].session == "s1" for i in (second.id, third.id))
+
+
+async def test_a_further_load_on_a_watched_server_is_not_an_orphan() -> None:
+    history = [
+        record(id=1, label="#1", status=RunStatus.READY),
+        record(id=2, label="#2", status=RunStatus.READY, load_of=1),
+        record(id=3, label="#3", status=RunStatus.READY, load_of=9),
+    ]
+    book = RunBook(MemoryRunStore(history), history, lambda u: None)
+    assert book.settle_orphans({1}) == 1
+    assert [r.status for r in book.runs] == [RunStatus.READY, RunStatus.READY, RunStatus.LOST]

@@ -180,8 +180,10 @@ def _ended(record: RunRecord, event: RunEnded) -> RunRecord:
 
 
 def _load_recorded(record: RunRecord, event: LoadRecorded) -> RunRecord:
-    if event.result.cancelled and record.bench is not None:
-        return record  # a cancelled run's partial numbers never replace a completed result
+    if record.bench is not None:
+        # Nothing measured is ever overwritten: a further load is its own run
+        # (RunRecord.another_load; the run book opens it).
+        return record
     return record.model_copy(
         update={
             "bench": event.result,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -17,6 +17,7 @@ from tui.domain.workload import Endpoint, LoadSpec
 __all__ = [
     "BenchResult",
     "LatencyQuantiles",
+    "MeasuringClient",
     "Reproduction",
     "RunRecord",
     "RunStatus",
@@ -27,6 +28,13 @@ __all__ = [
     "SweepTag",
     "TelemetryPeaks",
 ]
+
+
+MeasuringClient = Literal["in-loop", "vtc-worker", "vtc-bench"]
+"""Which client measured a load: ``vtc-worker`` (the console's load in its own process,
+the same engine as ``vtc bench``), ``vtc-bench`` (``vtc bench``) or ``in-loop`` (the
+console's load on the UI's own event loop, before the worker; the default of older rows,
+whose figures the UI could delay: issue 23)."""
 
 
 class BenchResult(BaseModel):
@@ -43,7 +51,8 @@ class BenchResult(BaseModel):
     same names: they read back into these fields; unknown keys are dropped.
     """
 
-    model_config = ConfigDict(extra="ignore")
+    # Infinities and NaN (a statistic over no requests) as strings: they must read back.
+    model_config = ConfigDict(extra="ignore", ser_json_inf_nan="strings")
 
     # -- bench serve's summary (serve.py:1280-1302), in its order -----------------------------
     duration: float = 0.0
@@ -81,6 +90,13 @@ class BenchResult(BaseModel):
     client_cpu_s: float = 0.0  # the client's CPU time during the run
     client_max_loop_lag_ms: float = 0.0  # worst lateness of the client's event loop
     client_bound_s: float = 0.0  # seconds the client, not the server, was the bottleneck
+    client: MeasuringClient = "in-loop"  # which client measured it (older rows: in-loop)
+
+    @property
+    def complete(self) -> bool:
+        """The load ran to its end: not cancelled, every prompt sent (else its numbers are
+        partial, and each such load is kept as its own run, marked so)."""
+        return not self.cancelled and self.not_sent == 0
 
     def metric(self, key: str) -> float | None:
         """A number by bench-serve key, from the top level or ``stats``."""
@@ -178,7 +194,13 @@ class SweepTag(BaseModel):
 
 
 class RunRecord(BaseModel):
-    """One run on the board: flags, how the start went, and the load result if any."""
+    """One run on the board: flags, how the start went, and the load result if any.
+
+    A run holds one load. Another load on the same server is its own run (every load is
+    kept, issue 23): a copy of the server's run, ``load_of`` naming it, with its own time,
+    workload and result; it is a repeat in that run's noise group (same flags, same
+    setting) and shares its server's status.
+    """
 
     id: int | None = None
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -206,6 +228,7 @@ class RunRecord(BaseModel):
     # before vtc kept it): how a later reader tells a live run from one whose server is gone.
     server_pid: int | None = None
     last_seen: datetime | None = None  # a lost run: when its server was last known alive
+    load_of: int | None = None  # a further load on that run's server (None: its own start)
 
     @model_validator(mode="before")
     @classmethod
@@ -224,6 +247,14 @@ class RunRecord(BaseModel):
                 if key.startswith("peak_")
             }
         return data
+
+    def another_load(self) -> RunRecord:
+        """A new run for a further load on this run's server (not stored yet: no id)."""
+        return RunRecord(
+            flags=self.flags, label="", status=self.status, executable=self.executable,
+            startup=self.startup, repro=self.repro, sweep=self.sweep, session=self.session,
+            log_path=self.log_path, load_of=self.load_of or self.id,
+        )  # fmt: skip
 
     @property
     def served(self) -> bool:

@@ -323,6 +323,7 @@ async def run_async(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         goodput=options.goodput,
         collect_text=collect_text,
         freeze_gc=True,
+        client="vtc-bench",
     )
     result, interrupted = await _run_interruptible(runner, spec, base, model, prompts, args, err)
     print_summary(

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tui.domain.results import BenchResult
+from tui.domain.results import BenchResult, MeasuringClient
 from tui.domain.workload import Endpoint
 from tui.load.stats import (
     DEFAULT_PERCENTILE_METRICS,
@@ -43,6 +43,7 @@ class RunFacts:
     client_cpu_s: float = 0.0
     client_max_loop_lag_ms: float = 0.0
     client_bound_s: float = 0.0
+    client: MeasuringClient = "in-loop"
 
 
 def build_result(
@@ -102,4 +103,5 @@ def build_result(
         client_cpu_s=run.client_cpu_s,
         client_max_loop_lag_ms=run.client_max_loop_lag_ms,
         client_bound_s=run.client_bound_s,
+        client=run.client,
     )

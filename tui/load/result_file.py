@@ -120,6 +120,7 @@ class VtcAdditions(BaseModel):
     client_cpu_s: float
     client_max_loop_lag_ms: float
     client_bound_s: float
+    client: str  # which client measured it (vtc bench: "vtc-bench")
 
 
 def result_json(
@@ -195,6 +196,7 @@ def result_json(
         client_cpu_s=result.client_cpu_s,
         client_max_loop_lag_ms=result.client_max_loop_lag_ms,
         client_bound_s=result.client_bound_s,
+        client=result.client,
     ).model_dump()
     # bench serve 0.33 adds the server's own times after the result when the server reported
     # any (serve.py:391-403,1357); vtc keeps them even without --save-detailed.

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from tui.domain.results import BenchResult
+from tui.domain.results import BenchResult, MeasuringClient
 from tui.domain.url_credentials import UrlCredential
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.account import CANCELLED_ERROR, Ledger, Ticker
@@ -158,7 +158,8 @@ class LoadRunner:
     ``collect_text`` keeps every response's text (bench serve's ``generated_texts``).
     ``freeze_gc`` freezes the garbage collector's heap before the run, as bench serve does,
     and again every lag tick during it (for processes that exist to run one load; see
-    :class:`~tui.load.account.Ticker`).
+    :class:`~tui.load.account.Ticker`). ``client`` says in each result which client
+    measured it (:data:`~tui.domain.results.MeasuringClient`).
 
     After a run, :attr:`last_records` holds the sent requests' measurements in dispatch
     order and :attr:`last_prompts` their prompts (for bench serve's per-request fields).
@@ -179,6 +180,7 @@ class LoadRunner:
         rolling_window_s: float = 10.0,
         collect_text: bool = False,
         freeze_gc: bool = False,
+        client: MeasuringClient = "in-loop",
     ) -> None:
         if progress_interval_s <= 0 or lag_tick_s <= 0 or rolling_window_s <= 0:
             raise ValueError("progress_interval_s, lag_tick_s and rolling_window_s must be > 0")
@@ -195,9 +197,11 @@ class LoadRunner:
         self._rolling_window_s = rolling_window_s
         self._collect_text = collect_text
         self._freeze_gc = freeze_gc
+        self._client = client
         self.last_records: list[RequestRecord] = []
         self.last_prompts: list[PromptRequest] = []
         self._run: _Run | None = None
+        self._cancel_early = False  # a cancel that came while the run was still preparing
         self._finished: asyncio.Future[BenchResult | None] | None = None
 
     def __repr__(self) -> str:
@@ -212,6 +216,8 @@ class LoadRunner:
         """Cut every stream of the current run now; returns at once (no-op when idle)."""
         if self._run is not None:
             self._run.cancel()
+        elif self.running:  # still building prompts: cancelled as soon as it exists
+            self._cancel_early = True
 
     async def cancel(self) -> BenchResult | None:
         """Cancel every in-flight stream at once and wait for the run to wrap up.
@@ -253,26 +259,31 @@ class LoadRunner:
         model: str,
         on_progress: ProgressCallback | None = None,
         prompts: Sequence[PromptRequest] | None = None,
+        goodput: Mapping[str, float] | None = None,
     ) -> BenchResult:
         """Run ``spec`` against ``base_url`` and return bench serve's numbers.
 
-        ``prompts`` replaces the random prompts ``spec`` describes (a JSONL or ShareGPT
-        workload). After a :meth:`cancel`, returns what finished: requests cut short
-        count as failed (error ``"cancelled"``); requests never sent are left out and
-        reported as ``not_sent``. ``on_progress`` gets a :class:`LoadProgress` every
-        ``progress_interval_s`` and once at the end; its exceptions are logged.
+        ``goodput``: this run's SLOs (ms), in place of the runner's own (they travel with
+        the request: nothing is set on the runner). ``prompts`` replaces the random prompts
+        ``spec`` describes (a JSONL or ShareGPT workload). After a :meth:`cancel`, returns
+        what finished: requests cut short count as failed (error ``"cancelled"``);
+        requests never sent are left out and reported as ``not_sent``. ``on_progress``
+        gets a :class:`LoadProgress` every ``progress_interval_s`` and once at the end;
+        its exceptions are logged.
         """
         if self.running:
             raise RuntimeError("a load run is already in progress on this runner")
+        slos = self._goodput if goodput is None else validate_goodput(goodput)
         finished: asyncio.Future[BenchResult | None] = asyncio.get_running_loop().create_future()
         self._finished = finished
         try:
-            result = await self._measure(spec, base_url, model, on_progress, prompts)
+            result = await self._measure(spec, base_url, model, on_progress, prompts, slos)
         except BaseException:
             finished.set_result(None)
             raise
         finally:
             self._run = None
+            self._cancel_early = False
         finished.set_result(result)
         return result
 
@@ -283,6 +294,7 @@ class LoadRunner:
         model: str,
         on_progress: ProgressCallback | None,
         given: Sequence[PromptRequest] | None,
+        slos: Mapping[str, float],
     ) -> BenchResult:
         url = api_url(base_url, spec.endpoint)  # a bad URL fails here, before any connection
         tokenizer, tokenizer_name = self.tokenizer_for(model)
@@ -319,6 +331,8 @@ class LoadRunner:
                     tick_s=self._lag_tick_s,
                     refreeze=self._freeze_gc,
                 )
+                if self._cancel_early:
+                    run.cancel()
                 start, end, cpu_s = await run.execute()
             finally:
                 await transport.aclose()
@@ -344,13 +358,14 @@ class LoadRunner:
             client_cpu_s=cpu_s,
             client_max_loop_lag_ms=run.ticker.worst_lag_s * 1000.0,
             client_bound_s=run.ticker.client_bound_s,
+            client=self._client,
         )
         return build_result(
             records,
             end - start,
             percentiles=self._percentiles,
             percentile_metrics=self._percentile_metrics,
-            goodput=self._goodput or None,
+            goodput=slos or None,
             count_tokens=lambda text: len(tokenizer.encode(text)),
             max_concurrency=spec.max_concurrency,
             request_rate=spec.request_rate,

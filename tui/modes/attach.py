@@ -18,7 +18,7 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.gpus import remote_gpu_not_visible
 from tui.domain.url_credentials import split_url
-from tui.load.runner import LoadRunner
+from tui.load.process import ProcessLoadRunner
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader, NvmlReader, dcgm_reader, local_client
@@ -88,7 +88,7 @@ class AttachMode:
                 )
             ),
             metrics=MetricsReader(local_client(credentials, url_credential=url_credential)),
-            runner=LoadRunner(api_key=credentials.api_key, credential=url_credential),
+            runner=ProcessLoadRunner(api_key=credentials.api_key, credential=url_credential),
             gpu=gpu,
             host=HostReader() if local else None,
             gpu_policy=GpuPolicy(

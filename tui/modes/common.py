@@ -22,14 +22,13 @@ from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
-from tui.load.runner import LoadRunner
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
 from tui.session.facade import ReleaseWaiter, Session
 from tui.session.hub import GpuPolicy, GpuReader, TelemetryHub
-from tui.session.loads import LoadService
+from tui.session.loads import LoadRunnerLike, LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
 from tui.session.repro import Reproducer, ReproRecorder
@@ -41,7 +40,6 @@ from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
-from tui.tune.goodput import GoodputRunner
 from tui.tune.service import SweepService
 
 STOP_GRACE_S = 10.0
@@ -159,7 +157,7 @@ class Services:
     history: list[RunRecord]
     slot: ServerSlot
     metrics: MetricsReader
-    runner: LoadRunner
+    runner: LoadRunnerLike  # the console's: tui.load.process.ProcessLoadRunner
     gpu: GpuReader | None = None
     host: HostReader | None = None
     gpu_policy: GpuPolicy = field(default_factory=GpuPolicy)  # where the GPU reading comes from
@@ -173,16 +171,15 @@ class Services:
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
     """A session over the services a mode built (the one place they are joined).
 
-    A session that launches servers also runs sweeps on them (``tui.tune``): its load runner
-    reports goodput for a sweep's thresholds, its journals live beside the run history.
+    A session that launches servers also runs sweeps on them (``tui.tune``): their loads
+    carry the sweep's goodput thresholds, their journals live beside the run history.
     """
     bus = EventBus()
-    runner = GoodputRunner(services.runner)
     sweeps = None
     if services.slot.can_launch:
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, runner=runner, machine=info.label,
+            estimator=services.estimator, machine=info.label,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])
@@ -203,7 +200,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         slot=services.slot,
         hub=hub,
         preflight=Preflight(services.estimator, services.cli),
-        loads=LoadService(runner, bus.emit),
+        loads=LoadService(services.runner, bus.emit),
         release=services.release,
         repro=ReproRecorder(services.reproducer, book, hub),
         files=services.files,

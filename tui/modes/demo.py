@@ -16,7 +16,7 @@ import time
 from tui.domain.credentials import Credentials
 from tui.domain.preflight import DeviceMemory
 from tui.domain.telemetry import GpuSample, SimInfo, SourceStatus
-from tui.load.runner import LoadRunner
+from tui.load.process import ProcessLoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
     Services,
@@ -149,7 +149,7 @@ class DemoMode:
                 launch_args=launch_args,
             ),
             metrics=MetricsReader(local_client(credentials)),
-            runner=LoadRunner(api_key=credentials.api_key),
+            runner=ProcessLoadRunner(api_key=credentials.api_key),
             host=HostReader(),
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
             gpu_policy=GpuPolicy(absent=simulated_gpu_absent(), simulated=True),

@@ -20,7 +20,7 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
 from tui.domain.telemetry import GpuSample, SourceStatus
-from tui.load.runner import LoadRunner
+from tui.load.process import ProcessLoadRunner
 from tui.modes.common import (
     STOP_GRACE_S,
     Services,
@@ -122,7 +122,7 @@ class LocalVllmMode:
             history=history,
             slot=ServerSlot(launcher=launcher, existing=back.existing, keeper=back.keeper),
             metrics=MetricsReader(local_client(credentials)),
-            runner=LoadRunner(api_key=credentials.api_key),
+            runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu,
             host=HostReader(),
             # The server inherits this environment: its CUDA_VISIBLE_DEVICES marks its GPUs.

@@ -20,7 +20,7 @@ from pathlib import Path
 from tui.domain.credentials import Credentials
 from tui.domain.preflight import DeviceMemory
 from tui.domain.sweep.spec import SweepSpec
-from tui.load.runner import LoadRunner
+from tui.load.process import ProcessLoadRunner
 from tui.modes.common import STOP_GRACE_S, Services, assemble, free_port, open_history
 from tui.modes.demo import (
     sim_catalog_config,
@@ -219,7 +219,7 @@ class SweepMode:
             store=store, history=history,
             slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
             metrics=MetricsReader(local_client(credentials)),
-            runner=LoadRunner(api_key=credentials.api_key, goodput=self.spec.goodput_slos()),
+            runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu, gpu_policy=gpu_policy or GpuPolicy(),
             estimator=estimator,
         )  # fmt: skip

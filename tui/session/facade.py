@@ -9,28 +9,32 @@ run, launch) and routes the server's events into the run book and the hub.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.history import TelemetryHistory
-from tui.domain.record import LoadRecorded, RunEnded
+from tui.domain.record import RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.server_config import ServerConfig
+from tui.domain.telemetry import ServerMetrics
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
-from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent, SessionInfo
+from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import LeftRunning, ServerSlot
 from tui.session.tools import RunFiles, RunTools
 
+Slos = Mapping[str, float]
+"""Goodput SLOs in ms, bench serve's ``--goodput`` (they travel with each load)."""
 REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
 
@@ -207,22 +211,21 @@ class Session:
         self._book.end_now(RunEnded(RunStatus.STOPPED, why or "the console ended abruptly"))
 
     # -- load --------------------------------------------------------------------------------
-    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None:
-        """Run ``spec`` (``model``: a LoRA adapter) on the ready server, for the current run."""
+    async def run_load(
+        self, spec: LoadSpec, model: str | None = None, goodput: Slos | None = None
+    ) -> BenchResult | None:
+        """Run ``spec`` (``model``: a LoRA adapter; ``goodput``: its SLOs in ms) on the ready
+        server; the result is kept as a load of the current run's server (its own run)."""
         record, url = self._book.current, self._slot.base_url
-        if self.state is not ServerState.READY or record is None or url is None:
+        if self.state is not ServerState.READY or record is None or record.id is None or not url:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
         model = model or record.flags.served_model_name or record.flags.model
-        self._hub.begin_load()
-        try:
-            result = await self._loads.run(spec, base_url=url, model=model)
-        except VtcError as exc:
-            self._hub.end_load(None)
-            self._bus.emit(LoadFinished(None, error=exc.one_line()))
-            return None
-        self._book.apply(LoadRecorded(result, spec, self._hub.end_load(result)), record.id)
-        self._bus.emit(LoadFinished(result))
-        return result
+        keep = functools.partial(self._book.record_load, record.id)
+        return await self._loads.run_kept(spec, url, model, goodput, watch=self._hub, keep=keep)
+
+    async def fresh_metrics(self) -> ServerMetrics | None:
+        """The hub's next reading of the server's /metrics (``None``: none): no second scrape."""
+        return await self._hub.next_metrics()
 
     async def cancel_load(self) -> None:
         """Cancel every in-flight stream of the running load, keeping partial results."""

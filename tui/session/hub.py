@@ -132,6 +132,7 @@ class TelemetryHub:
         self._ticker: asyncio.Task[None] | None = None
         self._source_gpu: GpuSample | None = None  # the GPU source's newest reading
         self._page_gpu: GpuSample | None = None  # the watched page's own gauges, while shown
+        self._metrics_waiters: list[asyncio.Future[ServerMetrics]] = []
 
     @property
     def history(self) -> TelemetryHistory:
@@ -218,6 +219,22 @@ class TelemetryHub:
         if "metrics" in self._pollers and (self._unwatching is None or self._unwatching.done()):
             self._unwatching = asyncio.ensure_future(self.unwatch_server())
 
+    async def next_metrics(self, timeout_s: float | None = None) -> ServerMetrics | None:
+        """The next /metrics reading of the watched server (``None``: not watched, or none
+        within ``timeout_s``, default three poll intervals): a sweep's prefix-cache counters
+        around a load come from here, not from a second scrape."""
+        if "metrics" not in self._pollers:
+            return None
+        waiter: asyncio.Future[ServerMetrics] = asyncio.get_running_loop().create_future()
+        self._metrics_waiters.append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, timeout_s or 3 * self._interval + 1.0)
+        except TimeoutError:
+            return None
+        finally:
+            with contextlib.suppress(ValueError):
+                self._metrics_waiters.remove(waiter)
+
     # -- loads -------------------------------------------------------------------------------
     def begin_load(self) -> None:
         """A load begins: collect its peaks and its server-side latency."""
@@ -298,6 +315,10 @@ class TelemetryHub:
         self._peak("generation_tokens_per_s", sample.generation_tokens_per_s)
         self._readings.on_metrics(sample)
         self._series.on_metrics(sample)
+        if sample.status is SourceStatus.OK:
+            for waiter in self._metrics_waiters:
+                if not waiter.done():
+                    waiter.set_result(sample)
         self._emit(sample)
         if sample.status is not SourceStatus.UNAVAILABLE:  # not the "no server" marker
             self._gpu_from_page(sample)

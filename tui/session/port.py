@@ -7,7 +7,7 @@ session implements it too, and mypy checks both against it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -205,7 +205,12 @@ class SessionPort(Protocol):
         *,
         proceed: Callable[[], bool] | None = None,
     ) -> RunRecord: ...
-    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None: ...
+    async def run_load(
+        self,
+        spec: LoadSpec,
+        model: str | None = None,
+        goodput: Mapping[str, float] | None = None,
+    ) -> BenchResult | None: ...
     async def cancel_load(self) -> None: ...
     async def stop_server(self) -> None: ...
     async def close(self) -> None: ...

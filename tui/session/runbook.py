@@ -10,6 +10,10 @@ join the board without a restart: once :meth:`RunBook.begin` ran, the store's
 ``data_version`` is polled (in the writer thread, never on the event loop) and, when another
 connection committed, the history is read again and its new or changed runs of other
 sessions are merged in (this session's own runs are only ever written from here).
+
+Every load is kept (issue 23): the first load of a server lands on its run; each further
+load on the same server is stored as its own run (``load_of`` that run), which follows
+its server's end and receives its own load's server-side latency.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
-from tui.domain.record import RunEnded, RunEvent, apply
+from tui.domain.events import Exited, Failed
+from tui.domain.record import LoadRecorded, RunEnded, RunEvent, TelemetryRecorded, apply
 from tui.domain.results import RunRecord, RunStatus
 from tui.session.port import RunUpdated
 
@@ -70,6 +75,7 @@ class RunBook:
         self._closed = False
         self._watch: asyncio.Task[None] | None = None
         self._version: int | None = None
+        self._last_load: dict[int, int] = {}  # a server's run -> the run of its latest load
 
     @property
     def runs(self) -> list[RunRecord]:
@@ -104,15 +110,57 @@ class RunBook:
         self._on_update(RunUpdated(found))
         return found
 
+    async def record_load(self, run_id: int, event: LoadRecorded) -> RunRecord | None:
+        """A load on run ``run_id``'s server: on that run if it holds none yet, else stored
+        as a run of its own (nothing measured is ever overwritten). The run it is on."""
+        target = self._find(run_id)
+        if target is None:
+            return None
+        if target.bench is None:
+            return self.apply(event, run_id)
+        record = target.another_load()
+        if record.session is None and self.session_id is not None:
+            record = record.model_copy(update={"session": self.session_id})
+        record = apply(record, event)
+        stored = await asyncio.wrap_future(self._writer.submit(self._store.add, record))
+        self._runs.append(stored)
+        if stored.id is not None:
+            self._last_load[run_id] = stored.id
+        self._on_update(RunUpdated(stored))
+        return stored
+
     def apply(self, event: RunEvent, run_id: int | None = None) -> RunRecord | None:
         """Fold ``event`` into the run ``run_id`` (default: the current run); store a change."""
         target = self._current if run_id is None else self._find(run_id)
         if target is None:
             return None
+        if isinstance(event, TelemetryRecorded) and event.server_latency is not None:
+            event = self._route_latency(target, event)
         changed = apply(target, event)
         if changed is not target:
             self._replace(changed)
+        if isinstance(event, Exited | Failed | RunEnded) and target.id is not None:
+            for load in self._loads_on(target.id):  # they share their server's end
+                self._fold(load, event)
         return changed
+
+    def _route_latency(self, target: RunRecord, event: TelemetryRecorded) -> TelemetryRecorded:
+        """A further load's server-side latency goes to that load's own run."""
+        load = self._last_load.get(target.id) if target.id is not None else None
+        record = self._find(load) if load is not None else None
+        if record is None:
+            return event
+        self._fold(record, TelemetryRecorded(server_latency=event.server_latency,
+                                             load_cancelled=event.load_cancelled))  # fmt: skip
+        return TelemetryRecorded(series=event.series)
+
+    def _loads_on(self, run_id: int) -> list[RunRecord]:
+        return [r for r in self._runs if r.load_of == run_id and r.status.live]
+
+    def _fold(self, record: RunRecord, event: RunEvent) -> None:
+        changed = apply(record, event)
+        if changed is not record:
+            self._replace(changed)
 
     def settle_orphans(self, keep: Collection[int]) -> int:
         """Mark stored runs still "live" as lost (their console is gone), except ``keep``.
@@ -121,6 +169,8 @@ class RunBook:
         """
         lost = 0
         for record in self._runs:
+            if record.load_of is not None and record.load_of in keep:
+                continue  # a further load on a server still watched: it ends with it
             if record.status.live and record.id is not None and record.id not in keep:
                 why = "its console ended without seeing the server stop"
                 self._replace(apply(record, RunEnded(RunStatus.LOST, why)))
@@ -184,14 +234,16 @@ class RunBook:
         record = self._current
         if record is None or self._closed:
             return
-        changed = apply(record, event)
-        if changed is record:
-            return
-        self._swap(changed)
-        with contextlib.suppress(Exception):  # the crash path: never raise from here
-            if self._last_write is not None:
-                self._last_write.result(timeout=5)
-            self._store.update(changed)
+        loads = self._loads_on(record.id) if record.id is not None else []
+        for each in (record, *loads):  # its further loads end with their server
+            changed = apply(each, event)
+            if changed is each:
+                continue
+            self._swap(changed)
+            with contextlib.suppress(Exception):  # the crash path: never raise from here
+                if self._last_write is not None:
+                    self._last_write.result(timeout=5)
+                self._store.update(changed)
 
     async def flush(self) -> None:
         """Wait until every write made so far is in the store."""

@@ -1,9 +1,9 @@
 """The console's sweeps: one at a time, on the session the operator drives.
 
 The mode builds it with what a sweep needs besides the session (the data dir of its
-journals, an HTTP client for /metrics and the dev endpoint, the pre-flight estimator, the
-load runner's goodput adapter) and binds it to the session once built. Its progress goes
-out on the session's bus as :class:`~tui.session.port.SweepUpdated`.
+journals, an HTTP client for the dev endpoint, the pre-flight estimator) and binds it to
+the session once built. Its progress goes out on the session's bus as
+:class:`~tui.session.port.SweepUpdated`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from tui.domain.errors import VtcError, one_line
 from tui.domain.sweep.outcome import SweepState, SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.session.port import SessionEvent, SweepUpdated
-from tui.tune.goodput import GoodputRunner
 from tui.tune.journal import (
     Journal,
     journal_path,
@@ -50,7 +49,6 @@ class SweepService:
         emit: Callable[[SessionEvent], None],
         client: Callable[[], httpx.AsyncClient],
         estimator: Estimator | None = None,
-        runner: GoodputRunner | None = None,
         ready_timeout_s: float = 900.0,
         machine: str | None = None,
     ) -> None:
@@ -59,7 +57,6 @@ class SweepService:
         self._emit = emit
         self._client = client
         self._estimator = estimator
-        self._runner = runner
         self._timeout = ready_timeout_s
         self._session: SweepTarget | None = None
         self._run: SweepRun | None = None
@@ -154,7 +151,7 @@ class SweepService:
         client = self._client()
         lane = SessionLane(
             self._session, client, name="console", ready_timeout_s=self._timeout,
-            runner=self._runner, on_note=self._note,
+            on_note=self._note,
         )  # fmt: skip
         try:
             journal = await asyncio.to_thread(

@@ -2,10 +2,12 @@
 
 A trial is ``session.restart(flags, sweep=tag)`` (a new run on the board, tagged with its
 sweep), then the wait for ready or failed from vtc's own supervisor (no 10-minute poll),
-then ``session.run_load`` (the result lands on that run). The prefix-cache hit rate over a
-load is the increase of ``vllm:prefix_cache_hits`` over ``..._queries`` between scrapes of
-the server's /metrics before and after (reference section 3); ``/reset_prefix_cache`` is a
-development endpoint, there only when the server runs with ``VLLM_SERVER_DEV_MODE=1``.
+then ``session.run_load`` with the sweep's goodput SLOs (they travel with the load; the
+result lands on that run). The prefix-cache hit rate over a load is the increase of
+``vllm:prefix_cache_hits`` over ``..._queries`` between the telemetry hub's readings of the
+server's /metrics before and after (reference section 3; no second scrape);
+``/reset_prefix_cache`` is a development endpoint, there only when the server runs with
+``VLLM_SERVER_DEV_MODE=1``.
 """
 
 from __future__ import annotations
@@ -19,11 +21,9 @@ import httpx
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags import ServeFlags
 from tui.domain.results import BenchResult, RunRecord, SweepTag
+from tui.domain.telemetry import ServerMetrics
 from tui.domain.workload import LoadSpec
 from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent
-from tui.telemetry.scrape import ScrapeError, fetch_page
-from tui.telemetry.vllm_metrics import parse_vllm_metrics
-from tui.tune.goodput import GoodputRunner
 from tui.tune.lanes import BenchRun, LaneError, LaneInterrupted, StartResult
 
 SETTLED = {ServerState.READY, ServerState.FAILED, ServerState.STOPPED, ServerState.IDLE}
@@ -54,7 +54,13 @@ class SweepTarget(Protocol):
         *,
         proceed: Callable[[], bool] | None = None,
     ) -> RunRecord: ...
-    async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None: ...
+    async def run_load(
+        self,
+        spec: LoadSpec,
+        model: str | None = None,
+        goodput: Mapping[str, float] | None = None,
+    ) -> BenchResult | None: ...
+    async def fresh_metrics(self) -> ServerMetrics | None: ...
     async def cancel_load(self) -> None: ...
     async def stop_server(self) -> None: ...
 
@@ -69,14 +75,12 @@ class SessionLane:
         *,
         name: str = "console",
         ready_timeout_s: float = 900.0,
-        runner: GoodputRunner | None = None,
         on_note: Callable[[str], None] | None = None,
     ) -> None:
         self._session = session
         self._client = client
         self._name = name
         self._timeout = ready_timeout_s
-        self._runner = runner
         self._on_note = on_note
         self._load_error = ""
         self._loading = False
@@ -136,17 +140,14 @@ class SessionLane:
     async def bench(
         self, load: LoadSpec, *, model: str | None, goodput: Mapping[str, float]
     ) -> BenchRun:
-        """Run ``load`` through the session; the hit rate from /metrics around it."""
+        """Run ``load`` (its SLOs with it) through the session; the hit rate from the
+        hub's /metrics readings around it."""
         before = await self._prefix_counters()
-        if self._runner is not None:
-            self._runner.slos = dict(goodput)
         self._load_error, self._loading = "", True
         try:
-            result = await self._session.run_load(load, model=model)
+            result = await self._session.run_load(load, model=model, goodput=goodput)
         finally:
             self._loading = False
-            if self._runner is not None:
-                self._runner.slos = {}
         if result is None:
             raise LaneError(self._load_error or "the load could not run")
         after = await self._prefix_counters()
@@ -175,17 +176,12 @@ class SessionLane:
             await self._session.stop_server()
 
     async def _prefix_counters(self) -> tuple[float, float] | None:
-        url = self._session.base_url
-        if url is None:
+        sample = await self._session.fresh_metrics()
+        if sample is None:
             return None
-        try:
-            text = await fetch_page(self._client, url.rstrip("/") + "/metrics")
-            page = await asyncio.to_thread(parse_vllm_metrics, text, 0.0)
-        except ScrapeError:
-            return None
-        if page.prefix_hits is None or page.prefix_queries is None:
-            return None
-        return page.prefix_hits.value, page.prefix_queries.value
+        hits = sample.extra.get("prefix_cache_hits_total")
+        queries = sample.extra.get("prefix_cache_queries_total")
+        return None if hits is None or queries is None else (hits, queries)
 
 
 def _hit_pct(before: tuple[float, float] | None, after: tuple[float, float] | None) -> float | None:

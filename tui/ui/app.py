@@ -19,6 +19,9 @@ from tui.domain.inert import inert
 from tui.session.port import SessionEvent, SessionPort
 from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
+from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
+
+__all__ = ["LOAD_REFRESH_S", "VtcApp", "create_app", "exit_backstop"]
 from tui.ui.screens.main import Clock, MainScreen
 
 STYLES = Path(__file__).parent / "styles"
@@ -57,10 +60,20 @@ class VtcApp(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", tooltip=QUIT_HELP)]
 
     def __init__(
-        self, session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True
+        self,
+        session: SessionPort,
+        *,
+        clock: Clock | None = time.monotonic,
+        autostart: bool = True,
+        load_refresh_s: float | None = None,
     ) -> None:
         super().__init__()
         self.session = session
+        self.pacer = (
+            EventPacer(self._post, lambda s, f: self.set_timer(s, f), load_refresh_s)
+            if load_refresh_s
+            else None
+        )
         self._clock = clock
         self._autostart = autostart
         self._quitting = False
@@ -151,6 +164,12 @@ class VtcApp(App[None]):
 
     def _on_session_event(self, event: SessionEvent) -> None:
         # Called on the app's loop; the message queue keeps widget updates in order.
+        if self.pacer is not None:
+            self.pacer.push(event)  # while a load runs: one batch per refresh period
+        else:
+            self._post(event)
+
+    def _post(self, event: SessionEvent) -> None:
         self.post_message(SessionEventArrived(event))
 
     def on_session_event_arrived(self, message: SessionEventArrived) -> None:
@@ -174,7 +193,11 @@ class VtcApp(App[None]):
 
 
 def create_app(
-    session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True
+    session: SessionPort,
+    *,
+    clock: Clock | None = time.monotonic,
+    autostart: bool = True,
+    load_refresh_s: float | None = None,
 ) -> VtcApp:
     """Build the console over ``session``.
 
@@ -184,5 +207,8 @@ def create_app(
             and snapshots stay deterministic).
         autostart: call ``session.start()`` once mounted (pollers, and the first server if
             the session's mode says so).
+        load_refresh_s: while a load runs, session events reach the screen in one batch
+            per this many seconds (the console ``vtc`` runs:
+            :data:`~tui.ui.pacer.LOAD_REFRESH_S`); ``None``: at once (tests).
     """
-    return VtcApp(session, clock=clock, autostart=autostart)
+    return VtcApp(session, clock=clock, autostart=autostart, load_refresh_s=load_refresh_s)
