@@ -77,3 +77,14 @@ def test_nothing_to_apply_says_why() -> None:
     assert choose_fix([]).reason == "No failed run on the board."
     bare = failed(1, BASE)
     assert "no suggested fix" in choose_fix([bare]).reason
+
+
+def test_a_chain_of_same_kind_failures_never_steps_a_flag_on_and_on() -> None:
+    """util 0.95 failed the same way, then its own next step (0.96) did too: f goes back to
+    the first failure's other fix, never to 0.97 from the second."""
+    step = lambda u: Fix(title=f"util {u}", set={"gpu_memory_utilization": u})  # noqa: E731
+    first = failed(1, BASE, step(0.95), LOWER)
+    second = failed(2, BASE.replace(gpu_memory_utilization=0.95), step(0.96))
+    third = failed(3, BASE.replace(gpu_memory_utilization=0.96), step(0.97))
+    choice = choose_fix([first, second, third])
+    assert choice.fix == LOWER and choice.run is first

@@ -98,6 +98,11 @@ def _untried(runs: Sequence[RunRecord], run: RunRecord, latest: RunRecord) -> Fi
     return None
 
 
+def _same_kind(run: RunRecord, parent: RunRecord) -> bool:
+    mine, theirs = run.diagnosis, parent.diagnosis
+    return mine is not None and theirs is not None and mine.kind == theirs.kind
+
+
 def _chain(runs: Sequence[RunRecord], index: int) -> list[int]:
     """``index`` and the failures whose fixes led to it, newest first (no cycles)."""
     chain = [index]
@@ -118,12 +123,9 @@ def choose_fix(runs: Sequence[RunRecord]) -> FixChoice:
         return FixChoice(None, None, "No failed run on the board.")
     latest = runs[index]
     chain = _chain(runs, index)
-    kind = latest.diagnosis.kind if latest.diagnosis is not None else None
     for position, i in enumerate(chain):
-        if position == 0 and len(chain) > 1:
-            parent = runs[chain[1]].diagnosis
-            if parent is not None and parent.kind == kind:
-                continue  # the fix did not help: another of the same kind would loop
+        if position + 1 < len(chain) and _same_kind(runs[i], runs[chain[position + 1]]):
+            continue  # its fix did not help: another of the same kind would loop
         choice = _untried(runs, runs[i], latest)
         if choice is not None:
             return choice

@@ -190,9 +190,13 @@ class TelemetryHub:
             self.unwatch_soon()
 
     def watch_server(self, url: str) -> None:
-        """Poll the server at ``url`` (once ready); a poller already on it carries on."""
+        """Poll the server at ``url`` (once ready); a poller already on it carries on, its
+        rate and latency windows restarted for the new instance."""
         metrics = self._metrics
-        if metrics is None or "metrics" in self._pollers:
+        if metrics is None:
+            return
+        if "metrics" in self._pollers:  # a new instance at the same poller: rates start afresh
+            metrics.target(url)
             return
         metrics.target(url)
         self._readings.watching = True

@@ -34,9 +34,9 @@ def _silent_lines(view: ServerView) -> Content:
     if view.pid is not None:
         head.append(f" · pid {view.pid}")
     head.append(f" · silent {view.silent_s or 0:.0f}s")
+    # Short enough for 80 columns: what to do must not be cut off.
     detail = Content.styled(
-        f"{view.silent_why or 'no /health answer'}: the process is alive but does not "
-        "answer (hung or stopped); s stops it (SIGKILL if SIGTERM is ignored)",
+        f"{view.silent_why or 'no /health answer'} · alive, hung or stopped · s stops it",
         "$error",
     )
     return Content("\n").join([Content.assemble(*head), detail])
