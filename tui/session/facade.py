@@ -21,6 +21,7 @@ from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
+from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import LoadFinished, SessionEvent, SessionInfo
@@ -60,6 +61,7 @@ class Session:
         self.info, self._bus, self._book, self._slot, self._repro = info, bus, book, slot, repro
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
         self._closed = self.detached = False
+        self._restarting = Busy("a restart is already under way", "wait for it, or s stops it")
         slot.listen(self._on_server_event)
         self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
@@ -146,6 +148,10 @@ class Session:
         tag); returns once launched, readiness or failure arrive as events and run updates."""
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
+        with self._restarting.hold():  # one at a time: a second is refused (the console says so)
+            return await self._restart(flags, sweep)
+
+    async def _restart(self, flags: ServeFlags, sweep: SweepTag | None) -> RunRecord:
         old_pids, old_run = self._slot.live_pids(), self._book.current
         await self.stop_server()
         if old_run is not None and old_run.id is not None:
@@ -219,6 +225,11 @@ class Session:
         self._book.apply(LoadRecorded(result, spec, self._hub.end_load(result)), record.id)
         self._bus.emit(LoadFinished(result))
         return result
+
+    @property
+    def load_running(self) -> bool:
+        """Whether a load runs now (``run_load`` refuses a second one)."""
+        return self._loads.running
 
     async def cancel_load(self) -> None:
         """Cancel every in-flight stream of the running load, keeping partial results."""

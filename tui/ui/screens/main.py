@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
@@ -28,10 +29,12 @@ from tui.session.port import (
 )
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.run_requests import export_run, repeat_run
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.help import HelpScreen
-from tui.ui.screens.sweep_actions import SweepActions
+from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
+from tui.ui.sweep_controller import SweepController
 from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -40,6 +43,7 @@ from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
+from tui.ui.workers import run_guarded
 
 Clock = Callable[[], float]
 
@@ -50,7 +54,7 @@ def _problem_summary(problems: list[FlagProblem]) -> str:
     return first + (f" (and {more} more)" if more else "")
 
 
-class MainScreen(SweepActions):
+class MainScreen(Screen[None]):
     """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
 
     BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
@@ -67,8 +71,7 @@ class MainScreen(SweepActions):
         self._launched_at: float | None = None
         self._pid: int | None = None  # live: the record does not keep the process id
         self._view = project(session.current, session.state)
-        self._restarting = False
-        self._loading = False
+        self._sweeps = SweepController(self, session, lambda: self.form)
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
         self._telemetry = TelemetryControl(session, live=clock is not None)
@@ -91,7 +94,7 @@ class MainScreen(SweepActions):
                 id="form",
                 classes="panel",
             )
-            yield ResultsBoard(self.session, id="board", classes="panel")
+            yield ResultsBoard(id="board", classes="panel")
         yield Footer()
 
     def _cli_status(self) -> CliStatus:
@@ -112,7 +115,7 @@ class MainScreen(SweepActions):
             self.query_one(selector).border_title = title
         self.server_panel.view = self._view
         self.server_panel.tail.set_lines(self.session.log_lines)
-        self.board.show(list(self.session.runs))
+        self._show_runs()
         if self._clock is not None:
             self.set_interval(1.0, self._tick)
         backlog, self._backlog = self._backlog or [], None
@@ -156,11 +159,11 @@ class MainScreen(SweepActions):
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
         elif isinstance(event, SweepUpdated):
-            self._sweep_updated(event)
+            self._sweeps.updated(event)
         elif isinstance(event, TelemetryStatus):
             self._telemetry.show(event, self.query_one(GpuPanel), self.query_one(MetricsPanel))
         elif isinstance(event, RunUpdated):
-            self.board.show(list(self.session.runs))
+            self._show_runs()
             current = self.session.current
             if current is not None and current.id == event.record.id:
                 self._refresh_view()
@@ -177,14 +180,19 @@ class MainScreen(SweepActions):
             self._launched_at = self._clock() if self._clock else None
             self._pid = event.pid
         elif isinstance(event, Ready):
-            self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
+            hint = self._sweeps.offer("b", ": b runs the load")
+            self.notify(f"Ready after {event.elapsed:.1f}s{hint}.", title="Server up")
         elif isinstance(event, Failed):
-            fixes = event.diagnosis.fixes
-            hint = f"\nf applies and restarts: {fixes[0].title}" if fixes else ""
-            self.notify(
-                event.diagnosis.summary + hint, title="Start failed", severity="error", timeout=10
-            )
+            # The card on the board holds the diagnosis and its fixes: one short line here.
+            hint = self._sweeps.offer("f", " · f applies its fix") if event.diagnosis.fixes else ""
+            self.notify(f"its card says why{hint}", title="Start failed", severity="error")
         self._refresh_view()
+
+    def _show_runs(self) -> None:
+        """The board as the session's runs stand; the run serving now is marked live."""
+        current = self.session.current
+        ready = current is not None and self.session.state is ServerState.READY
+        self.board.show(list(self.session.runs), live=current.id if ready and current else None)
 
     def _refresh_view(self) -> None:
         """The Server panel as the current record and the live state say now."""
@@ -217,20 +225,10 @@ class MainScreen(SweepActions):
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
-    def _run(self, what: str, job: Callable[[], Awaitable[object]], group: str) -> None:
-        """Run a session command in a worker; a failure becomes a notification."""
-
-        async def guarded() -> None:
-            try:
-                await job()
-            except Exception as exc:  # the console reports (one line) and stays up
-                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
-
-        self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
-
     def action_restart(self) -> None:
-        """Validate the form; if it holds, restart the server with it."""
-        if self._sweep_refuses("r"):
+        """Validate the form; if it holds, restart the server with it (the session refuses
+        a second restart while one is under way: its one line is shown)."""
+        if self._sweeps.refuses("r"):
             return
         if not self.session.can_restart:
             self.notify(
@@ -247,22 +245,11 @@ class MainScreen(SweepActions):
                 _problem_summary(problems), title="Not restarted: invalid flags", severity="error"
             )
             return
-        if self._restarting:
-            self.notify("A restart is already under way.", severity="warning")
-            return
-
-        async def restart() -> None:
-            self._restarting = True
-            try:
-                await self.session.restart(flags)
-            finally:
-                self._restarting = False
-
-        self._run("Restart", restart, "restart")
+        run_guarded(self, "Restart", lambda: self.session.restart(flags))
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
-        if self._sweep_refuses("b"):
+        if self._sweeps.refuses("b"):
             return
         state = self.session.state
         if state is not ServerState.READY:
@@ -271,9 +258,6 @@ class MainScreen(SweepActions):
                 title="No load run",
                 severity="warning",
             )
-            return
-        if self._loading:
-            self.notify("A load is already running (c cancels it).", severity="warning")
             return
         spec, problems = self.form.validate_workload()
         if spec is None:
@@ -284,16 +268,11 @@ class MainScreen(SweepActions):
                 _problem_summary(problems), title="No load run: invalid workload", severity="error"
             )
             return
+        if self.session.load_running:  # the session refuses a second load: say it before
+            self.notify("A load is already running (c cancels it).", severity="warning")
+            return
         self.query_one(LoadPanel).start(spec)
-
-        async def run_load() -> None:
-            self._loading = True
-            try:
-                await self.session.run_load(spec)
-            finally:
-                self._loading = False
-
-        self._run("Load", run_load, "load")
+        run_guarded(self, "Load", lambda: self.session.run_load(spec))
 
     def action_fix(self) -> None:
         """One-key fix: the latest failure's next untried fix into the form, then restart.
@@ -301,7 +280,7 @@ class MainScreen(SweepActions):
         Stops, and says why, when the last fix did not help (the same cause again) or
         every fix was tried (``tui.domain.fix_loop``): ``f`` never loops.
         """
-        if self._sweep_refuses("f"):
+        if self._sweeps.refuses("f"):
             return
         choice = choose_fix(list(self.session.runs))
         if choice.fix is None or choice.run is None:
@@ -330,10 +309,10 @@ class MainScreen(SweepActions):
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""
-        if not self._loading:
+        if not self.session.load_running:
             self.notify("No load is running.", severity="warning")
             return
-        self._run("Cancel", self.session.cancel_load, "cancel")
+        run_guarded(self, "Cancel", self.session.cancel_load)
 
     def action_stop_server(self) -> None:
         """Stop the server this console started."""
@@ -343,7 +322,11 @@ class MainScreen(SweepActions):
                 severity="warning",
             )
             return
-        self._run("Stop", self.session.stop_server, "stop")
+        run_guarded(self, "Stop", self.session.stop_server)
+
+    def action_sweep(self) -> None:
+        """Open the sweep screen, starting from the form's flags and workload."""
+        self._sweeps.open()
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
@@ -372,6 +355,19 @@ class MainScreen(SweepActions):
         shown = "" if self.form.display else " (t shows the form)"
         self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
+    @on(ResultsBoard.ShowDetail)
+    def _detail(self, message: ResultsBoard.ShowDetail) -> None:
+        """The run in full (its log read through the session's tools)."""
+        self.app.push_screen(RunDetailScreen(message.board, message.row, self.session.tools))
+
+    @on(ResultsBoard.RepeatRun)
+    def _repeat(self, message: ResultsBoard.RepeatRun) -> None:
+        repeat_run(self, self.session.tools, message.run, message.times)
+
+    @on(ResultsBoard.ExportRun)
+    def _export(self, message: ResultsBoard.ExportRun) -> None:
+        export_run(self, self.session.tools, message.run, message.fmt)
+
     def action_save_preset(self) -> None:
         """Ask a name, then save the form's flags and workload as one of the user's presets."""
         flags, problems = self.form.validate_flags()
@@ -393,7 +389,7 @@ class MainScreen(SweepActions):
                 self.form.add_preset(preset)
                 self.notify(str(path), title=f"Preset {preset.name} saved")
 
-            self._run("Save preset", write, "preset")
+            run_guarded(self, "Save preset", write)
 
         hint = "letters, digits, - _ . · a preset of the same name is replaced"
         suggestion = f"{based_on.name}-mine" if based_on is not None else ""

@@ -108,8 +108,7 @@ class MetricsPanel(Widget):
         pairs = width >= max(len(texts[0]) + len(texts[1]), len(texts[2]) + len(texts[3])) + 2
         if not pairs:  # one line each, shortened by quantiles (labels and unit stay)
             texts = [
-                latency_text(label, getattr(latency, name), width)
-                for name, label in LATENCY_LABELS
+                latency_text(label, getattr(latency, name), width) for name, label in LATENCY_LABELS
             ]
         if pairs:  # wide: TTFT with ITL, E2E with queue
             return [
