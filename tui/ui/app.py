@@ -7,16 +7,20 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 
 from tui.domain.errors import one_line
 from tui.session.port import SessionEvent, SessionPort
-from tui.ui.keys import QUIT_HELP
+from tui.ui.keys import PALETTE_HELP, QUIT_HELP
 from tui.ui.messages import SessionEventArrived
+from tui.ui.palette import ConsoleCommands
+from tui.ui.screens.confirm_quit import ConfirmQuitScreen, what_quit_stops
 from tui.ui.screens.main import Clock, MainScreen
 
 STYLES = Path(__file__).parent / "styles"
@@ -51,8 +55,19 @@ class VtcApp(App[None]):
     TITLE = "vtc"
     SUB_TITLE = "vLLM tuning console"
     CSS_PATH: ClassVar[CSSPathType | None] = [STYLES / "app.tcss", STYLES / "help.tcss"]
-    ENABLE_COMMAND_PALETTE = False
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", tooltip=QUIT_HELP)]
+    # ctrl+p: every flag by name and every command (tui.ui.palette); shown in the key bar.
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", tooltip=QUIT_HELP),
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "Palette",
+            key_display="^p",
+            priority=True,
+            tooltip=PALETTE_HELP,
+        ),
+    ]
 
     def __init__(
         self, session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True
@@ -99,7 +114,7 @@ class VtcApp(App[None]):
             self._signals.append(sig)
 
     def on_signal(self, sig: int) -> None:
-        """SIGHUP: detach (the server runs on), then exit. SIGTERM: quit as q does."""
+        """SIGHUP: detach (the server runs on), then exit. SIGTERM: quit as a confirmed q."""
         if sig == signal.SIGHUP:
             self.log.warning("hang-up: detaching, the server keeps running")
             if not self.is_headless:  # a real terminal, and it is gone
@@ -107,7 +122,7 @@ class VtcApp(App[None]):
             self._signal_task = asyncio.ensure_future(self.detach())
         else:
             self.log.warning(f"signal {sig}: closing the session")
-            self._signal_task = asyncio.ensure_future(self.action_quit())
+            self._signal_task = asyncio.ensure_future(self.quit_now())
 
     async def detach(self) -> None:
         """Leave the server running for the next ``vtc`` (the session says if it could), exit."""
@@ -142,6 +157,22 @@ class VtcApp(App[None]):
             self.main_screen.apply(message.event)
 
     async def action_quit(self) -> None:
+        """``q``: quit at once when nothing runs; else ask first, naming what quitting stops
+        (the server, a load, a sweep): one key confirms."""
+        if self._quitting or isinstance(self.screen, ConfirmQuitScreen):
+            return
+        stops = what_quit_stops(self.session)
+        if not stops:
+            await self.quit_now()
+            return
+
+        async def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                await self.quit_now()
+
+        self.push_screen(ConfirmQuitScreen(stops), decided)
+
+    async def quit_now(self) -> None:
         """Close the session (load, the server it started, pollers), then exit."""
         if self._quitting:
             return

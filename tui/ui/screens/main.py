@@ -28,9 +28,7 @@ from tui.session.port import (
     TelemetryStatus,
 )
 from tui.ui.keys import screen_bindings
-from tui.ui.presets_view import check_preset_name, preset_from_form
-from tui.ui.run_requests import export_run, repeat_run
-from tui.ui.screens.ask import AskScreen
+from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
@@ -328,6 +326,20 @@ class MainScreen(Screen[None]):
         """Open the sweep screen, starting from the form's flags and workload."""
         self._sweeps.open()
 
+    def jump_to_field(self, name: str) -> None:
+        """Focus a form field (the palette's flag search), its value selected: typing
+        replaces it. In table view the form is hidden: back to cards first."""
+        if self.board.table_mode:
+            self.board.action_toggle_table()
+        self.form.focus_field(name)
+
+    async def run_command(self, action: str) -> None:
+        """Run a command as its key would (``board.`` actions: the board's)."""
+        if action.startswith("board."):
+            await self.board.run_action(action.removeprefix("board."))
+        else:
+            await self.run_action(action)
+
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
         self.app.push_screen(HelpScreen())
@@ -375,23 +387,4 @@ class MainScreen(Screen[None]):
             self.notify(_problem_summary(problems), title="Not saved: invalid flags",
                         severity="error")  # fmt: skip
             return
-        workload, _ = self.form.validate_workload()
-        based_on = self.form.chosen_preset
-
-        def save(name: str | None) -> None:
-            if name is None:
-                return
-            preset = preset_from_form(name, flags, workload, based_on=based_on,
-                                      machine=self.session.info.label)  # fmt: skip
-
-            async def write() -> None:
-                path = await self.session.tools.save_preset(preset)
-                self.form.add_preset(preset)
-                self.notify(str(path), title=f"Preset {preset.name} saved")
-
-            run_guarded(self, "Save preset", write)
-
-        hint = "letters, digits, - _ . · a preset of the same name is replaced"
-        suggestion = f"{based_on.name}-mine" if based_on is not None else ""
-        self.app.push_screen(AskScreen("Save the form as preset", suggestion, hint=hint,
-                                       check=check_preset_name), save)  # fmt: skip
+        ask_and_save_preset(self, self.session, self.form, flags)

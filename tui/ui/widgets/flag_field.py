@@ -141,7 +141,7 @@ class FlagField(Vertical):
             classes="field-editor",
             suggester=suggester,
             tooltip=self._help,
-            select_on_focus=False,
+            select_on_focus=True,  # typing replaces the value (Tab, a click or the palette)
         )
 
     @property

@@ -24,6 +24,8 @@ from tui.domain.board.baseline import run_label
 from tui.domain.board.table import BoardError, ColumnKind, Row, flag_value
 from tui.domain.board.view import Board, BoardView, build_board
 from tui.domain.export import EXPORT_FORMATS
+from tui.domain.export.command import command_line
+from tui.domain.export.launch import launch_spec
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
@@ -313,6 +315,16 @@ class ResultsBoard(Vertical, can_focus=True):
         run = self._need_selected()
         if run is not None:
             self.post_message(self.LoadIntoForm(run))
+
+    def action_copy_command(self) -> None:
+        """Copy the selected run's ``vllm serve`` command with OSC 52 (the terminal's
+        clipboard: works over SSH and in tmux), and say so."""
+        run = self._need_selected()
+        if run is None:
+            return
+        line = command_line(launch_spec(run))
+        self.app.copy_to_clipboard(line)
+        self.notify(line, title=f"{run_label(run)}'s vllm serve command copied (OSC 52)")
 
     def action_filter(self) -> None:
         """Ask which runs to show (all, served, failed, NAME=VALUE...)."""
