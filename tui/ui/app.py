@@ -17,7 +17,7 @@ from textual.command import Provider
 
 from tui.domain.errors import one_line
 from tui.session.port import SessionEvent, SessionPort
-from tui.ui.keys import PALETTE_HELP, QUIT_HELP
+from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
 from tui.ui.palette import ConsoleCommands
 from tui.ui.screens.confirm_quit import ConfirmQuitScreen, what_quit_stops
@@ -57,17 +57,8 @@ class VtcApp(App[None]):
     CSS_PATH: ClassVar[CSSPathType | None] = [STYLES / "app.tcss", STYLES / "help.tcss"]
     # ctrl+p: every flag by name and every command (tui.ui.palette); shown in the key bar.
     COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", tooltip=QUIT_HELP),
-        Binding(
-            "ctrl+p",
-            "command_palette",
-            "Palette",
-            key_display="^p",
-            priority=True,
-            tooltip=PALETTE_HELP,
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", tooltip=QUIT_HELP)]
+    COMMAND_PALETTE_DISPLAY = "^p"  # Textual's own ctrl+p binding, at the key bar's right
 
     def __init__(
         self, session: SessionPort, *, clock: Clock | None = time.monotonic, autostart: bool = True

@@ -51,7 +51,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 
-QUIT_HELP = "Quit: stops the load and the server this console started (also ctrl+q)."
+QUIT_HELP = (
+    "Quit: stops the load, the sweep and the server this console started (also ctrl+q); "
+    "while any of them runs it asks first: q or y again quits, any other key stays."
+)
 PALETTE_HELP = (
     "The command palette: type a flag's name (max-model-len, max_num_seqs...) to jump to its "
     "field, its value selected so typing replaces it; or a command's name to run it."

@@ -44,6 +44,7 @@ from tui.ui.widgets.server_panel import ServerPanel
 from tui.ui.workers import run_guarded
 
 Clock = Callable[[], float]
+PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -119,6 +120,10 @@ class MainScreen(Screen[None]):
         backlog, self._backlog = self._backlog or [], None
         for event in backlog:
             self.apply(event)
+
+    def on_resize(self) -> None:
+        """The key bar shows ^p (the palette) once the commands leave room for it."""
+        self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
 
     @property
     def server_panel(self) -> ServerPanel:

@@ -52,6 +52,7 @@ class FlagField(Vertical):
         self._choices = choices
         self._suggestions = suggestions
         self._error_shown: str | None = None
+        self._warning_shown: str | None = None
 
     @classmethod
     def for_flag(cls, spec: FlagSpec, value: str) -> FlagField:
@@ -178,6 +179,21 @@ class FlagField(Vertical):
                 editor.clear()
         else:
             editor.value = text
+
+    def set_warning(self, message: str | None) -> None:
+        """Show a pre-flight warning under the row (``None`` hides it)."""
+        if message == self._warning_shown:
+            return
+        self._warning_shown = message
+        warnings = self.query(".field-warning").results(Static)
+        line = next(warnings, None)
+        if line is None:
+            if not message:
+                return
+            line = Static(classes="field-warning")
+            self.mount(line)
+        line.update(Content(message or ""))
+        line.display = bool(message)
 
     def set_error(self, message: str | None) -> None:
         """Show ``message`` under the row (``None`` hides it)."""
