@@ -379,8 +379,7 @@ async def test_with_a_field_focused_the_key_bar_shows_the_keys_that_work_there()
         app.main_screen.form.focus_field("max_model_len")
         fkeys = ["F5", "F6", "F7", "F8", "F9", "F1", "Esc"]
         await until(lambda: "Esc" in bar(), "the key bar of a focused field")
-        assert bar()[: len(fkeys)] == fkeys, bar()
-        assert "^p" in bar()  # the palette works in a field too
+        assert bar() == fkeys
         await pilot.press("escape")
         await until(lambda: "Esc" not in bar() and bool(bar()), "the board's key bar again")
         assert app.focused is board_of(app) and "r" in bar()

@@ -141,9 +141,16 @@ async def test_a_finished_load_labels_its_counts_and_a_cancelled_one_says_so() -
         session.emit(LoadFinished(result=bench.model_copy(update={"duration": 3.0}), error=None))
         await pilot.pause()
         summary = text(app, "#load-summary")
-        assert "done 3.0 s: 64 ok, 0 failed" in summary
+        width = app.query_one("#load-summary").size.width
+        assert summary.splitlines()[0] == "done: 64 ok, 0 failed"
+        assert all(len(line) <= width for line in summary.splitlines())
         cut = bench.model_copy(update={"duration": 1.5, "cancelled": True})
         session.emit(LoadFinished(result=cut, error=None))
         await pilot.pause()
-        assert "cancelled 1.5 s: 64 ok, 0 failed" in text(app, "#load-summary")
+        assert text(app, "#load-summary").splitlines()[0] == "cancelled 64 ok/0 failed"
         assert "TTFT p50/99 48/120 ms" in text(app, "#load-latency")
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        session.emit(LoadFinished(result=bench.model_copy(update={"duration": 3.0}), error=None))
+        await pilot.pause()
+        assert "done 3.0 s: 64 ok, 0 failed" in text(app, "#load-summary")

@@ -96,7 +96,7 @@ class LoadPanel(Vertical):
             return Content.styled(f"load failed: {self._error}", "$error"), Content("")
         result = self._result
         if result is not None:
-            return _finished(result), Content(_latency(
+            return _finished(result, width), Content(_latency(
                 width, result.metric("median_ttft_ms"), result.metric("p99_ttft_ms"),
                 result.metric("median_itl_ms"), result.metric("p99_itl_ms")))  # fmt: skip
         p = self._progress
@@ -124,14 +124,22 @@ class LoadPanel(Vertical):
         return head, Content(lat)
 
 
-def _finished(result: BenchResult) -> Content:
-    """``done in 3.0 s: 32 ok, 0 failed`` (``cancelled`` when cut short), then the rates."""
+def _finished(result: BenchResult, width: int) -> Content:
+    """``done 3.0 s: 32 ok, 0 failed`` (``cancelled`` when cut short), shortened to ``width``
+    by dropping the duration, then the spaces: the counts keep their labels. Then the rates."""
     word, style = ("cancelled", "bold $warning") if result.cancelled else ("done", "$success")
-    fail_style = "$error" if result.failed else ""
+    ok, failed = f"{result.completed} ok", f"{result.failed} failed"
+    forms = (
+        f" {result.duration:.1f} s: {ok}, ",
+        f": {ok}, ",
+        f": {ok}/",
+        f" {ok}/",
+    )
+    middle = next((f for f in forms if len(word + f + failed) <= width), forms[-1])
     return Content.assemble(
         (word, style),
-        f" {result.duration:.1f} s: {result.completed} ok, ",
-        (f"{result.failed} failed", fail_style),
+        middle,
+        (failed, "$error" if result.failed else ""),
         "\n",
         f"{result.output_throughput:.1f} tok/s {result.request_throughput:.2f} req/s",
     )
