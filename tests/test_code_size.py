@@ -54,7 +54,9 @@ def test_every_function_and_class_is_within_its_bound() -> None:
 
 def test_the_session_facade_stays_small() -> None:
     (size,) = [n for m, name, n, _ in _sizes() if m == "session/facade.py" and name == "Session"]
-    assert size <= 200
+    # 200, plus the busy refusals the console reads instead of keeping its own flags
+    # (issue 16 item 4: a second restart or load is refused here, once).
+    assert size <= 210
 
 
 @pytest.mark.parametrize(("kind", "lines"), [("def", 121), ("class", 351)])

@@ -23,9 +23,10 @@ from tui.domain.quantiles import (
     histogram_from_buckets,
     increase,
     largest_observed,
+    quantile_bound,
     quantiles_ms,
 )
-from tui.domain.telemetry import Histogram
+from tui.domain.telemetry import Histogram, QuantileBound
 from tui.telemetry.vllm_metrics import VllmScrape, parse_vllm_metrics
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
@@ -191,3 +192,22 @@ def test_run_telemetry_summarises_the_load_span_and_keeps_a_series() -> None:
     points = run.series()
     assert [round(p.t) for p in points] == [10, 40]
     assert points[0].kv_cache_usage is not None
+
+
+def test_a_quantile_the_buckets_cannot_place_comes_with_its_bound() -> None:
+    """Queue times near 0 all land in vLLM's first bucket (0, 0.3]: PromQL interpolates
+    150/270/297 ms from 0; the bound says what the histogram knows (< 300 ms)."""
+    first = histogram_from_buckets([(0.3, 40.0), (0.5, 40.0), (math.inf, 40.0)])
+    q = quantiles_ms(first)
+    assert q is not None and q.p50 == pytest.approx(150.0)
+    assert q.p50_bound == q.p99_bound == QuantileBound(lower=0.0, upper=300.0)
+    # every observation in one middle bucket: the bucket is all the histogram knows
+    middle = histogram_from_buckets([(0.04, 0.0), (0.06, 0.0), (0.08, 10.0), (math.inf, 10.0)])
+    assert quantile_bound(0.5, middle) == QuantileBound(lower=0.06, upper=0.08)
+    # spread over several buckets: interpolation stands, no bound
+    spread = histogram_from_buckets([(0.04, 2.0), (0.06, 6.0), (0.08, 10.0), (math.inf, 10.0)])
+    assert quantile_bound(0.5, spread) is None and quantile_bound(0.9, spread) is None
+    # past the last finite bound: "more than"
+    tail = histogram_from_buckets([(0.04, 2.0), (0.06, 6.0), (math.inf, 10.0)])
+    assert quantile_bound(0.99, tail) == QuantileBound(lower=0.06, upper=math.inf)
+    assert quantile_bound(0.5, histogram_from_buckets([(0.1, 0.0), (math.inf, 0.0)])) is None

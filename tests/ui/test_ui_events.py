@@ -105,7 +105,7 @@ async def test_telemetry_and_load_progress_reach_their_panels() -> None:
         metrics = text(app, "#metrics")
         assert "KV 43.1%" in metrics and "run 12" in metrics and "out 702" in metrics
         assert "done 30/64" in text(app, "#load-summary")
-        assert "TTFT 118/330 ITL 22/48" in text(app, "#load-latency")
+        assert "TTFT p50/99 118/330 ms" in text(app, "#load-latency")  # labelled, with a unit
         assert app.query_one("#load-spark").data == [300.0, 610.0, 700.0]  # type: ignore[attr-defined]
 
         # a source with no GPU says why, and numbers the driver cannot give read N/A
@@ -126,3 +126,31 @@ async def test_telemetry_and_load_progress_reach_their_panels() -> None:
         await pilot.pause()
         assert "no NVIDIA driver" in text(app, "#gpu")
         assert "load failed: ConnectError" in text(app, "#load-summary")
+
+
+async def test_a_finished_load_labels_its_counts_and_a_cancelled_one_says_so() -> None:
+    """80x24: ``done 3.0 s: 64 ok, 0 failed`` (never ``64 ok 0 fail``); a load cut short
+    reads ``cancelled``, not green ``done``."""
+    from fakes.runs import served_run
+
+    session = FakeSession(state=ServerState.READY)
+    app = create_app(session, clock=None)
+    bench = served_run(1).bench
+    assert bench is not None
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.emit(LoadFinished(result=bench.model_copy(update={"duration": 3.0}), error=None))
+        await pilot.pause()
+        summary = text(app, "#load-summary")
+        width = app.query_one("#load-summary").size.width
+        assert summary.splitlines()[0] == "done: 64 ok, 0 failed"
+        assert all(len(line) <= width for line in summary.splitlines())
+        cut = bench.model_copy(update={"duration": 1.5, "cancelled": True})
+        session.emit(LoadFinished(result=cut, error=None))
+        await pilot.pause()
+        assert text(app, "#load-summary").splitlines()[0] == "cancelled 64 ok/0 failed"
+        assert "TTFT p50/99 48/120 ms" in text(app, "#load-latency")
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        session.emit(LoadFinished(result=bench.model_copy(update={"duration": 3.0}), error=None))
+        await pilot.pause()
+        assert "done 3.0 s: 64 ok, 0 failed" in text(app, "#load-summary")

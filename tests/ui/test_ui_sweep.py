@@ -107,10 +107,16 @@ async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs(
         await pilot.pause()
         head = str(screen.query_one(SweepStatusLine).render())
         assert "2/6 trials" in head and "ETA 2m00s" in head
-        assert "best: trial 2 run #3" in head and "520.0" in head
+        # a bar, the best with its unit and SLO verdict, each line whole (80 columns)
+        assert "━" in head and "best 520.0 tok/s · SLOs met · trial 2 run #3" in head
+        assert all(len(line) <= SIZE[0] - 4 for line in head.splitlines())
         table = screen.query_one("#sweep-trials", DataTable)
         assert table.row_count == 2
         assert "missed: p99_itl_ms 300 > 200" in str(table.get_row_at(0))
+        table.move_cursor(row=0)  # the trial's reason whole, on the cursor
+        await pilot.pause()
+        detail = str(screen.query_one("#sweep-trial-detail").render())
+        assert "trial 1: max_num_seqs=64" in detail and "missed: p99_itl_ms 300 > 200" in detail
         assert table.get_row_at(1)[0] == "*2" and table.get_row_at(1)[4] == "met"
         assert not screen.query_one("#sweep-composer").display  # running: no form
         await pilot.press("escape")

@@ -94,14 +94,15 @@ async def test_server_side_latency_lines_fit_80_and_120_columns() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await feed(pilot, session, busy_metrics())
         narrow = text(app, "#metrics")
-        assert "KV 43.1% run 12 wait 0" in narrow and "TTFT 120/180/340" in narrow
+        assert "KV 43.1% run 12 wait 0" in narrow and "TTFT p50/99 120/340 ms" in narrow
         assert len(narrow.splitlines()) <= 4  # 80x24: four lines, most important first
     app = create_app(session, clock=None)
     async with app.run_test(size=(120, 40)) as pilot:
         await feed(pilot, session, busy_metrics())
         wide = text(app, "#metrics")
-        assert "TTFT 120/180/340  ITL 22/30/48" in wide
-        assert "E2E 2.1s/3.0s/4.2s  queue 3/8/15" in wide
+        assert "TTFT p50/p90/p99 120/180/340 ms" in wide
+        assert "ITL p50/p90/p99 22/30/48 ms" in wide
+        assert "E2E p50/p90/p99 2.1/3.0/4.2 s" in wide
         idle = ServerLatency(ttft=LatencyQuantiles(count=0), itl=None)
         quiet = dataclasses.replace(busy_metrics(), latency=idle)
         await feed(pilot, session, quiet)

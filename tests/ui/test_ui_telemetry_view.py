@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.domain.freshness import Freshness
-from tui.domain.telemetry import LatencyQuantiles, SourceStatus
+from tui.domain.telemetry import LatencyQuantiles, QuantileBound, SourceStatus
 from tui.ui.telemetry_view import fit, freshness_mark, latency_text, ms, panel_title, spark, wrap
 
 
@@ -29,7 +29,13 @@ def test_marks_say_age_stale_down_and_nothing_when_unavailable() -> None:
 
 def test_latency_lines_read_p50_p90_p99_and_say_idle_or_absent() -> None:
     q = LatencyQuantiles(p50=85.4, p90=940.0, p99=12_345.0, count=3)
-    assert latency_text("TTFT", q) == "TTFT 85/940/12s"
+    # one unit for the line (seconds once a quantile passes one), every number labelled
+    assert latency_text("TTFT", q) == "TTFT p50/p90/p99 0.09/0.94/12 s"
+    fast = LatencyQuantiles(p50=56.2, p90=75.0, p99=80.4, count=9)
+    assert latency_text("TTFT", fast) == "TTFT p50/p90/p99 56/75/80 ms"
+    # narrower: quantiles drop, their labels and the unit never do
+    assert latency_text("TTFT", fast, 24) == "TTFT p50/99 56/80 ms"
+    assert latency_text("TTFT", fast, 12) == "TTFT p99 80 ms"
     assert latency_text("ITL", LatencyQuantiles(count=0)) == "ITL idle"
     assert latency_text("queue", None) == "queue N/A"
     assert (ms(None), ms(1234.0)) == ("-", "1.2s")
@@ -45,3 +51,18 @@ def test_fit_drops_the_least_important_and_wrap_keeps_every_word() -> None:
     assert all(len(line) <= 24 for line in lines) and " ".join(lines) == text
     cut = wrap(text, 24, 2)
     assert len(cut) == 2 and cut[-1].endswith("…")
+
+
+def test_quantiles_inside_one_bucket_read_as_their_bound_not_as_numbers() -> None:
+    below = QuantileBound(lower=0.0, upper=300.0)
+    queue = LatencyQuantiles(p50=150.0, p90=270.0, p99=297.0, count=40, p50_bound=below,
+                             p90_bound=below, p99_bound=below)  # fmt: skip
+    assert latency_text("queue", queue) == "queue p50-p99 <300 ms"
+    past = QuantileBound(lower=10_000.0, upper=float("inf"))
+    mixed = LatencyQuantiles(p50=150.0, p90=800.0, p99=10_000.0, count=40, p50_bound=below,
+                             p99_bound=past)  # fmt: skip
+    assert latency_text("E2E", mixed) == "E2E p50/p90/p99 <0.30/0.80/>10 s"
+    within = QuantileBound(lower=60.0, upper=80.0)
+    one = LatencyQuantiles(p50=70.0, p90=78.0, p99=79.8, count=5, p50_bound=within,
+                           p90_bound=within, p99_bound=within)  # fmt: skip
+    assert latency_text("TTFT", one) == "TTFT p50-p99 60-80 ms"

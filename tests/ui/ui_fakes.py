@@ -121,6 +121,7 @@ class FakeSession:
         self.loads: list[LoadSpec] = []
         self.preflighted: list[ServeFlags] = []
         self.closed = False
+        self.load_running = False  # a test sets it: the fake's loads end at once
         self.sweeps: FakeSweeps | None = FakeSweeps(self) if can_restart else None
         self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
         self.tools = FakeTools()
@@ -178,7 +179,10 @@ class FakeSession:
         return record
 
     async def run_load(self, spec: LoadSpec, model: str | None = None) -> BenchResult | None:
-        """Record the request (no load is generated)."""
+        """Record the request (no load is generated); refused while one runs, as the real
+        session refuses it."""
+        if self.load_running:
+            raise VtcError("a load run is already in progress", hint="c cancels it")
         self.calls.append("run_load")
         self.loads.append(spec)
         return None

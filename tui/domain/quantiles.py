@@ -22,7 +22,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 
-from tui.domain.telemetry import Histogram, LatencyQuantiles, ServerLatency
+from tui.domain.telemetry import Histogram, LatencyQuantiles, QuantileBound, ServerLatency
 
 # PromQL's smallDeltaTolerance: bucket counts that differ by less than this relative amount
 # are taken as equal (floating-point noise from rate()), not as a non-monotonic histogram.
@@ -93,6 +93,32 @@ def bucket_quantile(q: float, hist: Histogram) -> float | None:
         count -= counts[b - 1]
         rank -= counts[b - 1]
     return start + (end - start) * (rank / count)
+
+
+def quantile_bound(q: float, hist: Histogram) -> QuantileBound | None:
+    """The bucket the ``q``-quantile falls in when interpolating inside it invents the value.
+
+    That is: the lowest bucket (PromQL interpolates from 0, so every observation near 0
+    reads as half the bound), the ``+Inf`` bucket (``bucket_quantile`` returns the highest
+    finite bound: "at least"), and a bucket that holds every observation (p50, p90 and p99
+    then only spread the bucket evenly). ``None`` where ``bucket_quantile`` is as good as
+    the histogram allows (or gives no value at all).
+    """
+    if math.isnan(q) or not 0 <= q <= 1 or not hist.well_formed or len(hist.bounds) < 2:
+        return None
+    counts = _monotonic(hist.counts)
+    observations = counts[-1]
+    if observations <= 0:
+        return None
+    b = bisect.bisect_left(counts, q * observations, 0, len(counts) - 1)
+    bounds = hist.bounds
+    if b == len(counts) - 1:
+        return QuantileBound(lower=bounds[-2], upper=math.inf)
+    lower = bounds[b - 1] if b > 0 else 0.0
+    below = counts[b - 1] if b > 0 else 0.0
+    if b == 0 or counts[b] - below >= observations:
+        return QuantileBound(lower=lower, upper=bounds[b])
+    return None
 
 
 def bucket_around(hist: Histogram, value: float) -> tuple[float, float]:
@@ -173,13 +199,23 @@ def quantiles_ms(hist: Histogram | None, scale: float = 1000.0) -> LatencyQuanti
         return None
     count = hist.count
     values = {name: bucket_quantile(q, hist) for name, q in QUANTILES}
+    bounds = {name: quantile_bound(q, hist) for name, q in QUANTILES}
     return LatencyQuantiles(
         p50=None if values["p50"] is None else values["p50"] * scale,
         p90=None if values["p90"] is None else values["p90"] * scale,
         p99=None if values["p99"] is None else values["p99"] * scale,
         count=count,
         mean=hist.sum / count * scale if count > 0 else None,
+        p50_bound=_scaled(bounds["p50"], scale),
+        p90_bound=_scaled(bounds["p90"], scale),
+        p99_bound=_scaled(bounds["p99"], scale),
     )
+
+
+def _scaled(bound: QuantileBound | None, scale: float) -> QuantileBound | None:
+    if bound is None:
+        return None
+    return QuantileBound(lower=bound.lower * scale, upper=bound.upper * scale)
 
 
 def latency_of(histograms: Mapping[str, Histogram], window_s: float | None) -> ServerLatency:

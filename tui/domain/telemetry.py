@@ -154,12 +154,26 @@ class HostSample:
     message: str = ""
 
 
+class QuantileBound(BaseModel):
+    """Where a quantile lies when its histogram cannot place it finer: inside one bucket.
+
+    ``lower`` to ``upper`` in the quantile's unit; ``lower`` 0 reads "below ``upper``"
+    (the lowest bucket: interpolating from 0 invents the numbers), ``upper`` infinite reads
+    "above ``lower``" (past the highest finite bound).
+    """
+
+    lower: float
+    upper: float
+
+
 class LatencyQuantiles(BaseModel):
     """Server-side quantiles of one latency histogram, in milliseconds.
 
     Interpolated inside buckets as PromQL's ``histogram_quantile`` does, so each value is
-    only as fine as its bucket. ``count``: observations in the window (0: none, quantiles
-    ``None``).
+    only as fine as its bucket. Where the interpolation is not data (the quantile falls in
+    the lowest bucket, in the ``+Inf`` bucket, or in a bucket holding every observation) its
+    ``*_bound`` says so, and a display shows the bound (``<300 ms``), not the number.
+    ``count``: observations in the window (0: none, quantiles ``None``).
     """
 
     p50: float | None = None
@@ -167,6 +181,15 @@ class LatencyQuantiles(BaseModel):
     p99: float | None = None
     count: float | None = None
     mean: float | None = None  # _sum / _count over the window
+    p50_bound: QuantileBound | None = None
+    p90_bound: QuantileBound | None = None
+    p99_bound: QuantileBound | None = None
+
+    def reading(self, name: str) -> tuple[float | None, QuantileBound | None]:
+        """The value and the bound of quantile ``name`` (``p50``, ``p90`` or ``p99``)."""
+        bounds = {"p50": self.p50_bound, "p90": self.p90_bound, "p99": self.p99_bound}
+        values = {"p50": self.p50, "p90": self.p90, "p99": self.p99}
+        return values[name], bounds[name]
 
 
 class ServerLatency(BaseModel):

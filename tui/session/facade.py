@@ -24,6 +24,7 @@ from tui.domain.telemetry import ServerMetrics
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
+from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
 from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo
@@ -66,6 +67,7 @@ class Session:
         self._hub, self._preflight, self._loads, self._release = hub, preflight, loads, release
         self._closed = self.detached = False
         self.left_running: LeftRunning | None = None  # what a detach left running (pid, URL)
+        self._restarting = Busy("a restart is already under way", "wait for it, or s stops it")
         slot.listen(self._on_server_event)
         self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
@@ -157,6 +159,12 @@ class Session:
         tag; ``proceed``: asked once the old server is gone, else :class:`LaunchWithdrawn`)."""
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
+        with self._restarting.hold():  # one at a time: a second is refused (the console says so)
+            return await self._restart(flags, sweep, proceed)
+
+    async def _restart(
+        self, flags: ServeFlags, sweep: SweepTag | None, proceed: Callable[[], bool] | None
+    ) -> RunRecord:
         old_pids, old_run = self._slot.live_pids(), self._book.current
         await self.stop_server()
         if old_run is not None and old_run.id is not None:
@@ -226,6 +234,11 @@ class Session:
     async def fresh_metrics(self) -> ServerMetrics | None:
         """The hub's next reading of the server's /metrics (``None``: none): no second scrape."""
         return await self._hub.next_metrics()
+
+    @property
+    def load_running(self) -> bool:
+        """Whether a load runs now (``run_load`` refuses a second one)."""
+        return self._loads.running
 
     async def cancel_load(self) -> None:
         """Cancel every in-flight stream of the running load, keeping partial results."""

@@ -7,11 +7,13 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
+from textual.command import Provider
 from textual.notifications import SeverityLevel
 
 from tui.domain.errors import retry_line
@@ -22,6 +24,9 @@ from tui.ui.messages import SessionEventArrived
 from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
 
 __all__ = ["LOAD_REFRESH_S", "VtcApp", "create_app", "exit_backstop"]
+
+from tui.ui.palette import ConsoleCommands
+from tui.ui.screens.confirm_quit import ConfirmQuitScreen, what_quit_stops
 from tui.ui.screens.main import Clock, MainScreen
 
 STYLES = Path(__file__).parent / "styles"
@@ -56,8 +61,10 @@ class VtcApp(App[None]):
     TITLE = "vtc"
     SUB_TITLE = "vLLM tuning console"
     CSS_PATH: ClassVar[CSSPathType | None] = [STYLES / "app.tcss", STYLES / "help.tcss"]
-    ENABLE_COMMAND_PALETTE = False
+    # ctrl+p: every flag by name and every command (tui.ui.palette); shown in the key bar.
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ConsoleCommands}
     BINDINGS: ClassVar[list[BindingType]] = [Binding("q", "quit", "Quit", tooltip=QUIT_HELP)]
+    COMMAND_PALETTE_DISPLAY = "^p"  # Textual's own ctrl+p binding, at the key bar's right
 
     def __init__(
         self,
@@ -130,7 +137,7 @@ class VtcApp(App[None]):
             self._signals.append(sig)
 
     def on_signal(self, sig: int) -> None:
-        """SIGHUP: detach (the server runs on), then exit. SIGTERM: quit as q does."""
+        """SIGHUP: detach (the server runs on), then exit. SIGTERM: quit as a confirmed q."""
         if sig == signal.SIGHUP:
             self.log.warning("hang-up: detaching, the server keeps running")
             if not self.is_headless:  # a real terminal, and it is gone
@@ -138,7 +145,7 @@ class VtcApp(App[None]):
             self._signal_task = asyncio.ensure_future(self.detach())
         else:
             self.log.warning(f"signal {sig}: closing the session")
-            self._signal_task = asyncio.ensure_future(self.action_quit())
+            self._signal_task = asyncio.ensure_future(self.quit_now())
 
     async def detach(self) -> None:
         """Leave the server running for the next ``vtc`` (the session says if it could), exit."""
@@ -180,6 +187,22 @@ class VtcApp(App[None]):
             self.main_screen.apply(message.event)
 
     async def action_quit(self) -> None:
+        """``q``: quit at once when nothing runs; else ask first, naming what quitting stops
+        (the server, a load, a sweep): one key confirms."""
+        if self._quitting or isinstance(self.screen, ConfirmQuitScreen):
+            return
+        stops = what_quit_stops(self.session)
+        if not stops:
+            await self.quit_now()
+            return
+
+        async def decided(confirmed: bool | None) -> None:
+            if confirmed:
+                await self.quit_now()
+
+        self.push_screen(ConfirmQuitScreen(stops), decided)
+
+    async def quit_now(self) -> None:
         """Close the session (load, the server it started, pollers), then exit."""
         if self._quitting:
             return

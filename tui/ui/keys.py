@@ -64,7 +64,14 @@ def offered(action: str, *, can_launch: bool) -> bool:
     return can_launch or action not in LAUNCH_ACTIONS
 
 
-QUIT_HELP = "Quit: stops the load and the server this console started (also ctrl+q)."
+QUIT_HELP = (
+    "Quit: stops the load, the sweep and the server this console started (also ctrl+q); "
+    "while any of them runs it asks first: q or y again quits, any other key stays."
+)
+PALETTE_HELP = (
+    "The command palette: type a flag's name (max-model-len, max_num_seqs...) to jump to its "
+    "field, its value selected so typing replaces it; or a command's name to run it."
+)
 ESCAPE_HELP = "Leave a form field (focus moves to the board), so letter keys work again."
 SAVE_PRESET_HELP = (
     "Save the form (flags and workload) as one of your presets: asks its name. Works in a field."
@@ -106,6 +113,9 @@ BOARD_KEYS: tuple[BoardKey, ...] = (
              "unit or Kubernetes Deployment, under the data dir (secrets only by name)."),
     BoardKey("l", "l", "load_run", "Load",
              "Put the selected run's flags and workload into the form (r then runs them)."),
+    BoardKey("y", "y", "copy_command", "Copy",
+             "Copy the selected run's vllm serve command to your terminal's clipboard "
+             "(OSC 52: works over SSH and in tmux with set-clipboard on)."),
     BoardKey("slash", "/", "filter", "Filter",
              "Filter the runs: all, served, failed, NAME=VALUE (e.g. max_num_seqs=256)."),
     BoardKey("left_square_bracket", "[", "sort(False)", "Sort asc",

@@ -23,6 +23,10 @@ def command_text(spec: LaunchSpec) -> str:
     if spec.secret_env:
         names = " ".join(spec.secret_env)
         lines.append(f"export {names} before running (never put a secret on the command line)")
+    return comment_block(lines) + command_line(spec) + "\n"
+
+
+def command_line(spec: LaunchSpec) -> str:
+    """The one line: ``NAME=value ... vllm serve MODEL --flag value`` (no secret on it)."""
     assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(spec.env.items())]
-    command = " ".join([*assignments, serve_line(spec)])
-    return comment_block(lines) + command + "\n"
+    return " ".join([*assignments, serve_line(spec)])

@@ -58,19 +58,18 @@ class AskScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         """The question as the box's title, the input, a hint and the error line."""
         with Vertical(id="ask-box"):
-            yield Input(self._value, id="ask-input", select_on_focus=False, compact=True)
+            # the suggestion is selected: typing replaces it (End keeps it and appends)
+            yield Input(self._value, id="ask-input", select_on_focus=True, compact=True)
             yield Static(self._hint, id="ask-hint")
             yield Static("", id="ask-error")
 
     def on_mount(self) -> None:
-        """Title, and the cursor at the end of the suggested text."""
+        """Title, and the suggested text selected (typing replaces it)."""
         box = self.query_one("#ask-box")
         box.border_title = self._question
         box.border_subtitle = "Enter: OK · Esc: cancel"
         self.query_one("#ask-hint", Static).display = bool(self._hint)
-        editor = self.query_one(Input)
-        editor.focus()
-        editor.cursor_position = len(editor.value)
+        self.query_one(Input).focus()
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:

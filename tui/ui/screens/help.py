@@ -17,6 +17,7 @@ from tui.ui.keys import (
     COMMANDS,
     ESCAPE_HELP,
     NAVIGATION_HELP,
+    PALETTE_HELP,
     QUIT_HELP,
     SAVE_PRESET_HELP,
 )
@@ -65,6 +66,7 @@ def help_rows() -> list[tuple[str, str]]:
     rows += [(f"{cmd.key_display} / {cmd.fkey.upper()}", cmd.help) for cmd in COMMANDS]
     rows += [
         ("q", QUIT_HELP),
+        ("ctrl+p", PALETTE_HELP),
         ("Esc", ESCAPE_HELP),
         ("ctrl+s", SAVE_PRESET_HELP),
         ("", "Letters type into text fields; the F-keys work everywhere. Tab moves between "

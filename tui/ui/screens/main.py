@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
+from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
-from tui.domain.errors import one_line, retry_line
+from tui.domain.errors import one_line
 from tui.domain.events import (
     Failed,
     Launched,
@@ -37,12 +38,12 @@ from tui.session.port import (
 from tui.ui.attached_form import AttachedForm
 from tui.ui.format import plain
 from tui.ui.keys import offered, screen_bindings
-from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.run_detail_text import fix_settings_text
-from tui.ui.screens.ask import AskScreen
+from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
 from tui.ui.screens.help import HelpScreen
-from tui.ui.screens.sweep_actions import SweepActions
+from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
+from tui.ui.sweep_controller import SweepController
 from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -51,10 +52,12 @@ from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
+from tui.ui.workers import run_guarded
 
 Clock = Callable[[], float]
 HELP_SCREEN = "help"
 WIDE = 110  # columns from which the form stays beside the board's table
+PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -63,7 +66,7 @@ def _problem_summary(problems: list[FlagProblem]) -> str:
     return first + (f" (and {more} more)" if more else "")
 
 
-class MainScreen(SweepActions):
+class MainScreen(Screen[None]):
     """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
 
     BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
@@ -81,8 +84,7 @@ class MainScreen(SweepActions):
         self._pid: int | None = None  # live: the record does not keep the process id
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
         self._view = project(session.current, session.state)
-        self._restarting = False
-        self._loading = False
+        self._sweeps = SweepController(self, session, lambda: self.form)
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
         self._telemetry = TelemetryControl(session, live=clock is not None)
@@ -106,7 +108,7 @@ class MainScreen(SweepActions):
                 id="form",
                 classes="panel",
             )
-            yield ResultsBoard(self.session, id="board", classes="panel")
+            yield ResultsBoard(id="board", classes="panel")
         yield Footer()
 
     def _cli_status(self) -> CliStatus:
@@ -127,13 +129,14 @@ class MainScreen(SweepActions):
             self.query_one(selector).border_title = title
         self.server_panel.view = self._view
         self.server_panel.tail.set_lines(self.session.log_lines)
-        self.board.show(list(self.session.runs))
+        self._show_runs()
         self._attached.refresh(self.form)
         if self._clock is not None:
             self.set_interval(1.0, self._tick)
         backlog, self._backlog = self._backlog or [], None
         for event in backlog:
             self.apply(event)
+
 
     @property
     def server_panel(self) -> ServerPanel:
@@ -172,11 +175,11 @@ class MainScreen(SweepActions):
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
         elif isinstance(event, SweepUpdated):
-            self._sweep_updated(event)
+            self._sweeps.updated(event)
         elif isinstance(event, TelemetryStatus):
             self._telemetry.show(event, self.query_one(GpuPanel), self.query_one(MetricsPanel))
         elif isinstance(event, RunUpdated):
-            self.board.show(list(self.session.runs))
+            self._show_runs()
             current = self.session.current
             if current is not None and current.id == event.record.id:
                 self._refresh_view()
@@ -196,14 +199,19 @@ class MainScreen(SweepActions):
             self._pid = event.pid
         elif isinstance(event, Ready):
             self._attached.refresh(self.form)
-            self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
+            hint = self._sweeps.offer("b", ": b runs the load")
+            self.notify(f"Ready after {event.elapsed:.1f}s{hint}.", title="Server up")
         elif isinstance(event, Failed):
-            fixes = event.diagnosis.fixes
-            hint = f"\nf applies and restarts: {fixes[0].title}" if fixes else ""
-            self.notify(
-                event.diagnosis.summary + hint, title="Start failed", severity="error", timeout=10
-            )
+            # The card on the board holds the diagnosis and its fixes: one short line here.
+            hint = self._sweeps.offer("f", " · f applies its fix") if event.diagnosis.fixes else ""
+            self.notify(f"its card says why{hint}", title="Start failed", severity="error")
         self._refresh_view()
+
+    def _show_runs(self) -> None:
+        """The board as the session's runs stand; the run serving now is marked live."""
+        current = self.session.current
+        ready = current is not None and self.session.state is ServerState.READY
+        self.board.show(list(self.session.runs), live=current.id if ready and current else None)
 
     def _refresh_view(self) -> None:
         """The Server panel as the current record and the live state say now."""
@@ -237,24 +245,10 @@ class MainScreen(SweepActions):
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
-    def _run(
-        self, what: str, job: Callable[[], Awaitable[object]], group: str, key: str = ""
-    ) -> None:
-        """Run a session command in a worker; a failure becomes a notification (naming
-        ``key``, the key that runs it again, when a busy file made it fail)."""
-
-        async def guarded() -> None:
-            try:
-                await job()
-            except Exception as exc:  # the console reports (one line) and stays up
-                text = retry_line(exc, key) if key else one_line(exc)
-                self.notify(text, title=f"{what} failed", severity="error", timeout=10)
-
-        self.run_worker(guarded(), group=group, exit_on_error=False, description=what)
-
     def action_restart(self) -> None:
-        """Validate the form; if it holds, restart the server with it."""
-        if self._sweep_refuses("r"):
+        """Validate the form; if it holds, restart the server with it (the session refuses
+        a second restart while one is under way: its one line is shown)."""
+        if self._sweeps.refuses("r"):
             return
         flags, problems = self.form.validate_flags()
         if flags is None:
@@ -265,22 +259,11 @@ class MainScreen(SweepActions):
                 _problem_summary(problems), title="Not restarted: invalid flags", severity="error"
             )
             return
-        if self._restarting:
-            self.notify("A restart is already under way.", severity="warning")
-            return
-
-        async def restart() -> None:
-            self._restarting = True
-            try:
-                await self.session.restart(flags)
-            finally:
-                self._restarting = False
-
-        self._run("Restart", restart, "restart", key="r")
+        run_guarded(self, "Restart", lambda: self.session.restart(flags), key="r")
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
-        if self._sweep_refuses("b"):
+        if self._sweeps.refuses("b"):
             return
         state = self.session.state
         if state is not ServerState.READY:
@@ -289,9 +272,6 @@ class MainScreen(SweepActions):
                 title="No load run",
                 severity="warning",
             )
-            return
-        if self._loading:
-            self.notify("A load is already running (c cancels it).", severity="warning")
             return
         spec, problems = self.form.validate_workload()
         if spec is None:
@@ -302,22 +282,17 @@ class MainScreen(SweepActions):
                 _problem_summary(problems), title="No load run: invalid workload", severity="error"
             )
             return
+        if self.session.load_running:  # the session refuses a second load: say it before
+            self.notify("A load is already running (c cancels it).", severity="warning")
+            return
         self.query_one(LoadPanel).start(spec)
-
-        async def run_load() -> None:
-            self._loading = True
-            try:
-                await self.session.run_load(spec)
-            finally:
-                self._loading = False
-
-        self._run("Load", run_load, "load", key="b")
+        run_guarded(self, "Load", lambda: self.session.run_load(spec), key="b")
 
     def action_fix(self) -> None:
         """One-key fix: the next untried fix into the form, then restart; after a failed
         fix, the next one of the failure it came from; says why when none is left
         (``tui.domain.fix_loop``): never loops."""
-        if self._sweep_refuses("f"):
+        if self._sweeps.refuses("f"):
             return
         choice = choose_fix(list(self.session.runs))
         if choice.fix is None or choice.run is None:
@@ -346,14 +321,32 @@ class MainScreen(SweepActions):
 
     def action_cancel_load(self) -> None:
         """Cancel the running load."""
-        if not self._loading:
+        if not self.session.load_running:
             self.notify("No load is running.", severity="warning")
             return
-        self._run("Cancel", self.session.cancel_load, "cancel")
+        run_guarded(self, "Cancel", self.session.cancel_load)
 
     def action_stop_server(self) -> None:
         """Stop the server this console started (attached: not offered, ``check_action``)."""
-        self._run("Stop", self.session.stop_server, "stop", key="s")
+        run_guarded(self, "Stop", self.session.stop_server, key="s")
+
+    def action_sweep(self) -> None:
+        """Open the sweep screen, starting from the form's flags and workload."""
+        self._sweeps.open()
+
+    def jump_to_field(self, name: str) -> None:
+        """Focus a form field (the palette's flag search), its value selected: typing
+        replaces it. In table view the form is hidden: back to cards first."""
+        if self.board.table_mode:
+            self.board.action_toggle_table()
+        self.form.focus_field(name)
+
+    async def run_command(self, action: str) -> None:
+        """Run a command as its key would (``board.`` actions: the board's)."""
+        if action.startswith("board."):
+            await self.board.run_action(action.removeprefix("board."))
+        else:
+            await self.run_action(action)
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
@@ -378,8 +371,10 @@ class MainScreen(SweepActions):
         self._fit_form()
 
     def on_resize(self) -> None:
-        """The form beside the table only where there is room for both."""
+        """The form beside the table only where there is room for both; the key bar shows
+        ^p (the palette) once the commands leave room for it."""
         self._fit_form()
+        self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
 
     def _fit_form(self) -> None:
         # Below WIDE columns the table takes the form's width (t brings the cards and the
@@ -397,6 +392,19 @@ class MainScreen(SweepActions):
         shown = "" if self.form.display else " (t shows the form)"
         self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
+    @on(ResultsBoard.ShowDetail)
+    def _detail(self, message: ResultsBoard.ShowDetail) -> None:
+        """The run in full (its log read through the session's tools)."""
+        self.app.push_screen(RunDetailScreen(message.board, message.row, self.session.tools))
+
+    @on(ResultsBoard.RepeatRun)
+    def _repeat(self, message: ResultsBoard.RepeatRun) -> None:
+        repeat_run(self, self.session.tools, message.run, message.times)
+
+    @on(ResultsBoard.ExportRun)
+    def _export(self, message: ResultsBoard.ExportRun) -> None:
+        export_run(self, self.session.tools, message.run, message.fmt)
+
     def action_save_preset(self) -> None:
         """Ask a name, then save the form's flags and workload as one of the user's presets."""
         flags, problems = self.form.validate_flags()
@@ -404,23 +412,4 @@ class MainScreen(SweepActions):
             self.notify(_problem_summary(problems), title="Not saved: invalid flags",
                         severity="error")  # fmt: skip
             return
-        workload, _ = self.form.validate_workload()
-        based_on = self.form.chosen_preset
-
-        def save(name: str | None) -> None:
-            if name is None:
-                return
-            preset = preset_from_form(name, flags, workload, based_on=based_on,
-                                      machine=self.session.info.label)  # fmt: skip
-
-            async def write() -> None:
-                path = await self.session.tools.save_preset(preset)
-                self.form.add_preset(preset)
-                self.notify(str(path), title=f"Preset {preset.name} saved")
-
-            self._run("Save preset", write, "preset")
-
-        hint = "letters, digits, - _ . · a preset of the same name is replaced"
-        suggestion = f"{based_on.name}-mine" if based_on is not None else ""
-        self.app.push_screen(AskScreen("Save the form as preset", suggestion, hint=hint,
-                                       check=check_preset_name), save)  # fmt: skip
+        ask_and_save_preset(self, self.session, self.form, flags)

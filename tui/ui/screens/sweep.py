@@ -17,8 +17,9 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer
+from textual.widgets import Footer, Static
 
 from tui.domain.board.before_after import BeforeAfter, before_after
 from tui.domain.errors import VtcError, one_line
@@ -112,6 +113,7 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
             yield SweepStatusLine(id="sweep-status")
             yield SweepComposer(self._flags, self._load, id="sweep-composer")
             yield SweepTrials(id="sweep-trials")
+            yield Static("", id="sweep-trial-detail")
             yield SweepBeforeAfter(id="sweep-ba")
         yield Footer()
 
@@ -128,9 +130,23 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         self.query_one(SweepStatusLine).show(status)
         self.query_one(SweepTrials).show(status)
         self.query_one(SweepComposer).display = not self.control.running
+        self.refresh_bindings()  # g/u or x, as the sweep now stands
         ba = self.query_one(SweepBeforeAfter)
         if ba.display:
             ba.show(*baseline_and_best(list(self.session.runs), status))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The key bar offers only what applies now: start and resume while no sweep runs,
+        stop while one does."""
+        if action in ("go", "resume"):
+            return not self.control.running
+        if action == "stop":
+            return self.control.running
+        return True
+
+    def on_sweep_trials_trial_chosen(self, message: SweepTrials.TrialChosen) -> None:
+        """The highlighted trial, whole: its reason is never cut (the table's cell may be)."""
+        self.query_one("#sweep-trial-detail", Static).update(Content(message.text))
 
     # -- actions -----------------------------------------------------------------------------
     def _baseline(self) -> int | None:

@@ -117,8 +117,29 @@ class BoardGrid(DataTable[object]):
         else:
             self.cursor_coordinate = Coordinate(0, 0)
 
+    def column_edges(self) -> list[int]:
+        """The scroll positions at which a scrolled column starts right after the fixed
+        ones (0 first): the only positions where no value is cut at the left."""
+        edges, x = [], 0
+        for column in self.ordered_columns[self.fixed_columns :]:
+            edges.append(x)
+            x += column.get_render_width(self)
+        return edges
+
+    def snap_to_column(self) -> None:
+        """Move the horizontal scroll to the next column edge, so the first scrolled column
+        shows whole (``1.46 s``, not ``46 s``); DataTable scrolls by cells, not columns."""
+        x = round(self.scroll_x)
+        edges = self.column_edges()
+        if x in edges or not edges:
+            return
+        later = [edge for edge in edges if edge > x]
+        target = later[0] if later else edges[-1]
+        self.scroll_to(x=min(target, self.max_scroll_x), animate=False, immediate=True)
+
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         """Announce the run under the cursor (not while the table is being rebuilt)."""
+        self.call_after_refresh(self.snap_to_column)
         if self._rendering or self._table is None or not self._table.rows:
             return
         row = self._table.rows[min(event.coordinate.row, len(self._table.rows) - 1)]

@@ -52,6 +52,7 @@ class FlagField(Vertical):
         self._choices = choices
         self._suggestions = suggestions
         self._error_shown: str | None = None
+        self._warning_shown: str | None = None
 
     @classmethod
     def for_flag(cls, spec: FlagSpec, value: str) -> FlagField:
@@ -141,7 +142,7 @@ class FlagField(Vertical):
             classes="field-editor",
             suggester=suggester,
             tooltip=self._help,
-            select_on_focus=False,
+            select_on_focus=True,  # typing replaces the value (Tab, a click or the palette)
         )
 
     @property
@@ -204,6 +205,21 @@ class FlagField(Vertical):
             hint = Static(classes="field-hint field-source")
             self.query_one(".field-row").mount(hint)
         hint.update(Content(text))
+
+    def set_warning(self, message: str | None) -> None:
+        """Show a pre-flight warning under the row (``None`` hides it)."""
+        if message == self._warning_shown:
+            return
+        self._warning_shown = message
+        warnings = self.query(".field-warning").results(Static)
+        line = next(warnings, None)
+        if line is None:
+            if not message:
+                return
+            line = Static(classes="field-warning")
+            self.mount(line)
+        line.update(Content(message or ""))
+        line.display = bool(message)
 
     def set_error(self, message: str | None) -> None:
         """Show ``message`` under the row (``None`` hides it)."""

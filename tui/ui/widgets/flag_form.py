@@ -34,6 +34,7 @@ from tui.ui.form_values import (
     parse_workload,
     workload_text,
 )
+from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
@@ -244,10 +245,16 @@ class FlagForm(Vertical):
         row.scroll_visible(animate=False)
 
     def show_warnings(self, warnings: list[str]) -> None:
-        """Pre-flight warnings for the current flags (empty hides the box)."""
+        """Pre-flight warnings for the current flags, each under the field it names (the
+        form-wide box keeps only those that name none; empty hides it)."""
+        names = [MODEL, *(s.name for s in flag_specs()), EXTRA]
+        placed = place_warnings(warnings, names)
+        for name in names:
+            found = placed.by_field.get(name)
+            self.field(name).set_warning(" ".join(f"! {w}" for w in found) if found else None)
         box = self.query_one("#preflight", Static)
-        box.update(Content("\n".join(f"! {w}" for w in warnings)))
-        box.display = bool(warnings)
+        box.update(Content("\n".join(f"! {w}" for w in placed.general)))
+        box.display = bool(placed.general)
 
     # -- writing ----------------------------------------------------------------------------
     def load_flags(self, flags: ServeFlags) -> None:
@@ -301,9 +308,10 @@ class FlagForm(Vertical):
         current = self.field(EXTRA).value.rstrip()
         self.field(EXTRA).set_value((current + " " if current else "") + insertion(event.flag))
         editor = self.field(EXTRA).editor
-        if isinstance(editor, Input):
-            editor.cursor_position = len(editor.value)
         self.focus_field(EXTRA)
+        if isinstance(editor, Input):
+            # after the focus selected the value: here typing goes on after the flag picked
+            self.call_after_refresh(editor.action_end)
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:

@@ -91,24 +91,14 @@ class LoadPanel(Vertical):
         spark.display = bool(self._rates)  # an empty sparkline reads as "zero"
 
     def _lines(self) -> tuple[Content, Content]:
-        wide = self.size.width >= 34
-        unit = " ms p50/p99" if wide else ""
+        width = self.size.width
         if self._error is not None:
             return Content.styled(f"load failed: {self._error}", "$error"), Content("")
         result = self._result
         if result is not None:
-            head = Content.assemble(
-                ("done ", "$success"),
-                f"{result.completed} ok {result.failed} fail {result.duration:.1f}s\n",
-                f"{result.output_throughput:.1f} tok/s {result.request_throughput:.2f} req/s",
-            )
-            lat = (
-                f"TTFT {na(result.metric('median_ttft_ms'), '.0f')}/"
-                f"{na(result.metric('p99_ttft_ms'), '.0f')}"
-                f" ITL {na(result.metric('median_itl_ms'), '.0f')}/"
-                f"{na(result.metric('p99_itl_ms'), '.0f')}{unit}"
-            )
-            return head, Content(lat)
+            return _finished(result, width), Content(_latency(
+                width, result.metric("median_ttft_ms"), result.metric("p99_ttft_ms"),
+                result.metric("median_itl_ms"), result.metric("p99_itl_ms")))  # fmt: skip
         p = self._progress
         if p is None:
             return (
@@ -130,8 +120,40 @@ class LoadPanel(Vertical):
             f"{p.output_tokens_per_s:.1f} tok/s out",
             warn,
         )
-        lat = (
-            f"TTFT {na(p.ttft_p50_ms, '.0f')}/{na(p.ttft_p99_ms, '.0f')}"
-            f" ITL {na(p.itl_p50_ms, '.0f')}/{na(p.itl_p99_ms, '.0f')}{unit}"
-        )
+        lat = _latency(width, p.ttft_p50_ms, p.ttft_p99_ms, p.itl_p50_ms, p.itl_p99_ms)
         return head, Content(lat)
+
+
+def _finished(result: BenchResult, width: int) -> Content:
+    """``done 3.0 s: 32 ok, 0 failed`` (``cancelled`` when cut short), shortened to ``width``
+    by dropping the duration, then the spaces: the counts keep their labels. Then the rates."""
+    word, style = ("cancelled", "bold $warning") if result.cancelled else ("done", "$success")
+    ok, failed = f"{result.completed} ok", f"{result.failed} failed"
+    forms = (
+        f" {result.duration:.1f} s: {ok}, ",
+        f": {ok}, ",
+        f": {ok}/",
+        f" {ok}/",
+    )
+    middle = next((f for f in forms if len(word + f + failed) <= width), forms[-1])
+    return Content.assemble(
+        (word, style),
+        middle,
+        (failed, "$error" if result.failed else ""),
+        "\n",
+        f"{result.output_throughput:.1f} tok/s {result.request_throughput:.2f} req/s",
+    )
+
+
+def _latency(
+    width: int,
+    ttft50: float | None,
+    ttft99: float | None,
+    itl50: float | None,
+    itl99: float | None,
+) -> str:
+    """``TTFT p50/99 118/330 ms ITL p50/99 22/48 ms``, dropping ITL when it does not fit."""
+    ttft = f"TTFT p50/99 {na(ttft50, '.0f')}/{na(ttft99, '.0f')} ms"
+    itl = f"ITL p50/99 {na(itl50, '.0f')}/{na(itl99, '.0f')} ms"
+    both = f"{ttft} · {itl}"
+    return both if len(both) <= width else ttft

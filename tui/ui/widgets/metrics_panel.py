@@ -1,7 +1,8 @@
 """The Metrics panel: the server's /metrics reduced to what tuning watches, live.
 
 KV cache, requests running and waiting, token rates, the server's own latency percentiles
-(p50/p90/p99 in ms over its last 60 s, from its histograms: whoever sends the traffic),
+(p50/p90/p99 over its last 60 s, each line labelled with its quantiles and unit, from its
+histograms: whoever sends the traffic; a quantile its buckets cannot place reads as a bound),
 prefix-cache hits and preemptions, and the advice that holds now (``a`` applies it). The
 lines that matter most stay when the panel is small (80x24: four lines); the title says
 how old the numbers are, or that they are stale or down.
@@ -105,6 +106,10 @@ class MetricsPanel(Widget):
             return []
         texts = [latency_text(label, getattr(latency, name)) for name, label in LATENCY_LABELS]
         pairs = width >= max(len(texts[0]) + len(texts[1]), len(texts[2]) + len(texts[3])) + 2
+        if not pairs:  # one line each, shortened by quantiles (labels and unit stay)
+            texts = [
+                latency_text(label, getattr(latency, name), width) for name, label in LATENCY_LABELS
+            ]
         if pairs:  # wide: TTFT with ITL, E2E with queue
             return [
                 (3, 4, Content(f"{texts[0]}  {texts[1]}")),

@@ -4,12 +4,12 @@ The board renders the domain's :func:`~tui.domain.board.view.build_board` (table
 noise verdicts, scatter) and keeps the operator's choices in a
 :class:`~tui.domain.board.view.BoardView`: the pinned baseline, sort, filter, the selected
 run. Its keys (``t p v g n e l / [ ]``, Enter: :data:`tui.ui.keys.BOARD_KEYS`) act while it
-has focus; the commands that need the session run in workers and report in one line.
+has focus. It holds no session: what needs one (a run's detail with its log, repeat, export,
+loading a run into the form) it posts as a message, and the screen carries it out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import ClassVar
 
@@ -22,22 +22,20 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from tui.domain.board.baseline import run_label
-from tui.domain.board.table import BoardError, ColumnKind, flag_value
+from tui.domain.board.table import BoardError, ColumnKind, Row, flag_value
 from tui.domain.board.view import Board, BoardView, build_board
-from tui.domain.errors import one_line
-from tui.domain.events import ServerState
 from tui.domain.export import EXPORT_FORMATS
+from tui.domain.export.command import command_line
+from tui.domain.export.launch import launch_spec
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
-from tui.session.port import SessionPort
 from tui.ui.board_query import check_filter, describe_view, parse_filter
 from tui.ui.keys import board_bindings, offered
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
 from tui.ui.screens.choice import Choice, ChoiceScreen
-from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.card_strip import CardStrip
 from tui.ui.widgets.run_card import CardContext
@@ -89,9 +87,30 @@ class ResultsBoard(Vertical, can_focus=True):
             super().__init__()
             self.run = run
 
-    def __init__(self, session: SessionPort, *, id: str | None = None, classes: str | None = None):
+    class ShowDetail(Message):
+        """The operator asked for ``row``'s run in full (``board``: as drawn)."""
+
+        def __init__(self, board: Board, row: Row) -> None:
+            super().__init__()
+            self.board, self.row = board, row
+
+    class RepeatRun(Message):
+        """The operator asked to run ``run`` again ``times`` times (its noise)."""
+
+        def __init__(self, run: RunRecord, times: int) -> None:
+            super().__init__()
+            self.run, self.times = run, times
+
+    class ExportRun(Message):
+        """The operator asked to write ``run`` as ``fmt`` (``tui.domain.export``)."""
+
+        def __init__(self, run: RunRecord, fmt: str) -> None:
+            super().__init__()
+            self.run, self.fmt = run, fmt
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self._session = session
+        self._live: int | None = None  # the run serving now (the screen says which)
         self._runs: list[RunRecord] = []
         self._view = BoardView()
         self._board: Board | None = None
@@ -175,16 +194,18 @@ class ResultsBoard(Vertical, can_focus=True):
             self._view = replace(self._view, selected=chosen)
         return next((r.run for r in board.table.rows if r.run.id == chosen), None)
 
-    def show(self, runs: list[RunRecord]) -> None:
-        """Draw ``runs`` (oldest first). The selection follows the newest run while it was on
-        the newest one, so a new run comes into view.
+    def show(self, runs: list[RunRecord], live: int | None = None) -> None:
+        """Draw ``runs`` (oldest first); ``live``: the run whose server is ready now. The
+        selection follows the newest run while it was on the newest one, so a new run comes
+        into view.
 
         Skipped when nothing the board shows changed (a run's telemetry series grows while
         it lives; the board is rebuilt only for what its cards and table show).
         """
-        fingerprint = (self._live_id(), tuple(_shown_fields(r) for r in runs))
+        fingerprint = (live, tuple(_shown_fields(r) for r in runs))
         if fingerprint == self._fingerprint:
             return
+        self._live = live
         self._fingerprint = fingerprint
         newest_before = self._runs[-1].id if self._runs else None
         self._runs = list(runs)
@@ -224,7 +245,7 @@ class ResultsBoard(Vertical, can_focus=True):
             base = [r for r in rows if r.is_baseline]
             rows = base + [r for r in rows[-(MAX_CARDS - len(base)) :] if not r.is_baseline]
         hint_id, hint = fix_hint(self._runs)
-        live = self._live_id()
+        live = self._live
         base_label = board.baseline.label if board.baseline is not None else None
         return [
             (
@@ -239,12 +260,6 @@ class ResultsBoard(Vertical, can_focus=True):
             )
             for row in rows
         ]
-
-    def _live_id(self) -> int | None:
-        current = self._session.current
-        if current is None or self._session.state is not ServerState.READY:
-            return None
-        return current.id
 
     # -- focus and selection ---------------------------------------------------------------------
     def focus(self, scroll_visible: bool = True) -> ResultsBoard:
@@ -310,7 +325,7 @@ class ResultsBoard(Vertical, can_focus=True):
         if run is None or board is None:
             return
         row = next(r for r in board.table.rows if r.run.id == run.id)
-        self.app.push_screen(RunDetailScreen(board, row, self._session.tools))
+        self.post_message(self.ShowDetail(board, row))
 
     def action_pin(self) -> None:
         """Pin the selected run as the baseline; on the pinned run, unpin."""
@@ -351,6 +366,16 @@ class ResultsBoard(Vertical, can_focus=True):
         run = self._need_selected()
         if run is not None:
             self.post_message(self.LoadIntoForm(run))
+
+    def action_copy_command(self) -> None:
+        """Copy the selected run's ``vllm serve`` command with OSC 52 (the terminal's
+        clipboard: works over SSH and in tmux), and say so."""
+        run = self._need_selected()
+        if run is None:
+            return
+        line = command_line(launch_spec(run))
+        self.app.copy_to_clipboard(line)
+        self.notify(line, title=f"{run_label(run)}'s vllm serve command copied (OSC 52)")
 
     def action_filter(self) -> None:
         """Ask which runs to show (all, served, failed, NAME=VALUE...)."""
@@ -408,7 +433,7 @@ class ResultsBoard(Vertical, can_focus=True):
 
         def chosen(text: str | None) -> None:
             if text is not None:
-                self._start_repeat(run, int(text))
+                self.post_message(self.RepeatRun(run, int(text)))
 
         self.app.push_screen(
             AskScreen(
@@ -420,21 +445,6 @@ class ResultsBoard(Vertical, can_focus=True):
             chosen,
         )
 
-    def _start_repeat(self, run: RunRecord, times: int) -> None:
-        label = run_label(run)
-        self.notify(f"Repeating {label} {times}×: restart, ready, load (s stops).", title="Repeat")
-
-        async def repeat() -> None:
-            made = await self._session.tools.repeat(run, times)
-            labels = " ".join(run_label(r) for r in made)
-            self.notify(
-                f"{label} repeated {len(made)}×: {labels}. Repeats form a group: "
-                "a delta inside its spread reads as noise (~).",
-                title="Repeat done",
-            )
-
-        self._run("Repeat", repeat)
-
     def action_export(self) -> None:
         """Choose a format; the selected run is written under the data dir."""
         run = self._need_selected()
@@ -443,25 +453,10 @@ class ResultsBoard(Vertical, can_focus=True):
         choices = [Choice(fmt, f"{fmt:<8} {EXPORT_CHOICES.get(fmt, '')}") for fmt in EXPORT_FORMATS]
 
         def chosen(fmt: str | None) -> None:
-            if fmt is None:
-                return
-
-            async def export() -> None:
-                path = await self._session.tools.export(run, fmt)
-                self.notify(f"{run_label(run)} as {fmt}: {path}", title="Exported")
-
-            self._run("Export", export)
+            if fmt is not None:
+                self.post_message(self.ExportRun(run, fmt))
 
         self.app.push_screen(ChoiceScreen(f"Export {run_label(run)} as", choices), chosen)
-
-    def _run(self, what: str, job: Callable[[], Awaitable[None]]) -> None:
-        async def guarded() -> None:
-            try:
-                await job()
-            except Exception as exc:  # the console reports (one line) and stays up
-                self.notify(one_line(exc), title=f"{what} failed", severity="error", timeout=10)
-
-        self.run_worker(guarded(), group=f"board-{what.lower()}", exit_on_error=False)
 
 
 def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:

@@ -15,36 +15,53 @@ def _duration(seconds: float) -> str:
     return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
-def status_lines(status: SweepStatus | None) -> tuple[str, str]:
-    """Two lines: the progress, then the best so far (or what the sweep does now)."""
-    if status is None:
-        return ("No sweep yet: compose one below, then g starts it.", "")
-    planned = f"/{status.planned}" if status.planned else ""
-    first = (
-        f"{status.name} · {status.strategy} · {status.state.value} · "
-        f"{status.done}{planned} trials · {status.starts} starts ({status.failed_starts} failed)"
-    )
-    if status.eta_s is not None and status.live:
-        first += f" · ETA {_duration(status.eta_s)}"
+def progress_bar(done: int, planned: int | None, width: int) -> str:
+    """``━━━━━━──────`` ``width`` cells wide (empty when the total is unknown)."""
+    if not planned or width < 4:
+        return ""
+    filled = round(width * min(done, planned) / planned)
+    return "━" * filled + "─" * (width - filled)
+
+
+def best_text(status: SweepStatus) -> str:
+    """``best 812.3 tok/s · trial 4 run #12 · SLOs met`` (the unit and the verdict always)."""
     best = status.best
     unit = OBJECTIVE_UNITS.get(status.objective, "")
-    if best is not None and best.objective is not None:
-        run = f" run #{best.run_id}" if best.run_id is not None else ""
-        verdict = "SLOs met" if best.slo_met else "SLOs missed"
-        second = (
-            f"best: trial {best.index}{run} {best.note}: {best.objective:.1f} {unit}, {verdict}"
-        )
-    else:
-        second = f"best: none met the SLOs yet ({status.slo or 'no SLOs'})"
-    if status.message:
-        second += f" · {status.message}"
-    return first, second
+    if best is None or best.objective is None:
+        return f"best: none met the SLOs yet ({status.slo or 'no SLOs'})"
+    run = f" run #{best.run_id}" if best.run_id is not None else ""
+    verdict = "SLOs met" if best.slo_met else "SLOs missed"
+    return f"best {best.objective:.1f} {unit} · {verdict} · trial {best.index}{run} {best.note}"
+
+
+def status_lines(status: SweepStatus | None, width: int = 76) -> list[str]:
+    """Progress (a bar, trials done of planned, ETA), the best so far with its unit and SLO
+    verdict, then what the sweep is (name, strategy, state, starts) and its message: each
+    line whole (the widget wraps a long one rather than cutting it)."""
+    if status is None:
+        return ["No sweep yet: compose one below, then g starts it."]
+    planned = f"/{status.planned}" if status.planned else ""
+    count = f"{status.done}{planned} trials"
+    eta = ""
+    if status.eta_s is not None and status.live:
+        eta = f" · ETA {_duration(status.eta_s)}"
+    elif status.live:
+        eta = f" · {_duration(status.elapsed_s)} so far"
+    tail = f" {count}{eta} · {status.state.value}"
+    bar = progress_bar(status.done, status.planned, min(30, width - len(tail) - 1))
+    lines = [f"{bar}{tail}".strip(), best_text(status)]
+    about = (
+        f"{status.name} · {status.strategy} · {status.starts} starts "
+        f"({status.failed_starts} failed)"
+    )
+    lines.append(f"{about} · {status.message}" if status.message else about)
+    return lines
 
 
 class SweepStatusLine(Static):
-    """Progress, ETA and the best so far of the running or last sweep."""
+    """Progress bar, ETA and the best so far of the running or last sweep."""
 
     def show(self, status: SweepStatus | None) -> None:
         """Render ``status``."""
-        first, second = status_lines(status)
-        self.update(f"{first}\n{second}")
+        width = self.size.width or 76
+        self.update("\n".join(status_lines(status, width)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.message import Message
 from textual.widgets import DataTable
 
 from tui.domain.sweep import SweepStatus, TrialOutcome, TrialState
@@ -19,8 +20,27 @@ def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
     return str(trial.index), run, trial.note, value, verdict
 
 
+def trial_detail(trial: TrialOutcome) -> str:
+    """The whole of one trial: what it tried, its run, the number and the full reason."""
+    run = f" · run #{trial.run_id}" if trial.run_id is not None else ""
+    value = f" · {trial.objective:.1f}" if trial.objective is not None else ""
+    return f"trial {trial.index}: {trial.note}{run}{value} · {trial_row(trial)[4]}"
+
+
 class SweepTrials(DataTable[str]):
-    """Every trial of the sweep, newest last; the best is marked."""
+    """Every trial of the sweep, newest last; the best is marked. The highlighted trial is
+    announced with its whole reason (:func:`trial_detail`): cells cut, the detail does not."""
+
+    class TrialChosen(Message):
+        """The cursor is on a trial: ``text`` is all of it."""
+
+        def __init__(self, text: str) -> None:
+            super().__init__()
+            self.text = text
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._trials: dict[str, TrialOutcome] = {}
 
     def on_mount(self) -> None:
         """The columns."""
@@ -31,6 +51,7 @@ class SweepTrials(DataTable[str]):
     def show(self, status: SweepStatus | None) -> None:
         """Replace the rows with ``status``'s trials."""
         self.clear()
+        self._trials = {str(t.index): t for t in status.trials} if status is not None else {}
         if status is None:
             return
         best = status.best.index if status.best is not None else None
@@ -41,3 +62,9 @@ class SweepTrials(DataTable[str]):
             self.add_row(*cells, key=str(trial.index))
         if self.row_count:
             self.move_cursor(row=self.row_count - 1)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """Announce the trial under the cursor, whole."""
+        trial = self._trials.get(str(event.row_key.value))
+        if trial is not None:
+            self.post_message(self.TrialChosen(trial_detail(trial)))

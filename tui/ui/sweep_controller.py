@@ -1,0 +1,80 @@
+"""The main screen's sweep commands (``w``): one object, owned by the screen.
+
+It opens the sweep screen from the form's flags, forwards the sweep's updates to it, puts
+an applied best into the form, and says whether a sweep drives the server now (the main
+screen then refuses ``r``/``b``/``f`` with one line, and its notices stop offering them).
+What runs is read from the session's sweeps each time, never kept here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from textual.screen import Screen
+
+from tui.session.port import SessionPort, SweepUpdated
+from tui.ui.screens.sweep import ApplyBest, SweepScreen
+from tui.ui.widgets.flag_form import FlagForm
+
+SWEEP_KEYS = frozenset({"r", "b", "f"})
+"""The keys a running sweep refuses: it drives the server itself."""
+
+
+class SweepController:
+    """Opens, feeds and closes the sweep screen of ``host`` (the main screen)."""
+
+    def __init__(
+        self, host: Screen[Any], session: SessionPort, form: Callable[[], FlagForm]
+    ) -> None:
+        self._host = host
+        self._session = session
+        self._form = form
+        self._screen: SweepScreen | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether a sweep drives the server now (as the session's sweeps say)."""
+        sweeps = self._session.info.sweeps
+        return sweeps is not None and sweeps.running
+
+    def refuses(self, key: str) -> bool:
+        """A sweep drives the server: the operator's own restarts and loads wait (one line)."""
+        if not self.running:
+            return False
+        self._host.notify(f"A sweep is running: {key} is refused (w shows it; x there stops it).",
+                          severity="warning")  # fmt: skip
+        return True
+
+    def offer(self, key: str, text: str) -> str:
+        """``text`` (a hint naming ``key``) unless a running sweep would refuse that key."""
+        return "" if key in SWEEP_KEYS and self.running else text
+
+    def updated(self, event: SweepUpdated) -> None:
+        """Show the sweep's new status on its screen; say when it ended."""
+        if self._screen is not None and self._screen.is_attached:
+            self._screen.show(event.status)
+        if not event.status.live and event.status.message:
+            self._host.notify(f"Sweep {event.status.name}: {event.status.message}", timeout=8)
+
+    def open(self) -> None:
+        """Open the sweep screen, starting from the form's flags and workload."""
+        info = self._session.info
+        if info.sweeps is None:
+            self._host.notify("This console runs no sweeps (attached to a server).",
+                              severity="warning")  # fmt: skip
+            return
+        form = self._form()
+        flags, _ = form.validate_flags()
+        load, _ = form.validate_workload()
+        screen = SweepScreen(self._session, flags or info.initial_flags, load or info.initial_load)
+        self._screen = screen
+        self._host.app.push_screen(screen, callback=self._closed)
+
+    def _closed(self, result: ApplyBest | None) -> None:
+        self._screen = None
+        if result is not None:
+            self._form().load_flags(result.flags)
+            self._host.notify(
+                f"The sweep's best (trial {result.trial}) is in the form: r restarts it."
+            )
