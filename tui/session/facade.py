@@ -23,6 +23,7 @@ from tui.domain.server_config import ServerConfig
 from tui.domain.telemetry import ServerMetrics
 from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
+from tui.server.backend import Takeover
 from tui.session.bus import EventBus
 from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
@@ -145,11 +146,7 @@ class Session:
         # orphans settled; other processes' runs followed from now on
         self._book.begin(set(self.info.protected_runs) | kept)
         if takeover is not None:
-            status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
-            card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
-            url = self.base_url
-            record = await self._book.resume_or_open(takeover.run_id, card, executable=url)
-            self._slot.watch(record.id)
+            await _resume(self._book, self._slot, takeover)
         elif self.info.autostart and self.can_restart:
             await self.restart(self.info.initial_flags)
 
@@ -260,6 +257,14 @@ class Session:
         await self._hub.aclose()
         await self._slot.aclose()
         await self._book.close()
+
+
+async def _resume(book: RunBook, slot: ServerSlot, takeover: Takeover) -> None:
+    """Watch the server found running, on its run (resumed, or a new card for it)."""
+    status = RunStatus.READY if slot.state is ServerState.READY else RunStatus.STARTING
+    card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
+    record = await book.resume_or_open(takeover.run_id, card, executable=slot.base_url)
+    slot.watch(record.id)
 
 
 async def _wait_release(

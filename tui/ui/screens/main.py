@@ -108,7 +108,7 @@ class MainScreen(Screen[None]):
                 id="form",
                 classes="panel",
             )
-            yield ResultsBoard(id="board", classes="panel")
+            yield ResultsBoard(can_launch=self.session.can_restart, id="board", classes="panel")
         yield Footer()
 
     def _cli_status(self) -> CliStatus:

@@ -18,38 +18,28 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.color import Color
 from textual.containers import Vertical
-from textual.message import Message
 from textual.widgets import DataTable, Static
 
 from tui.domain.board.baseline import run_label
-from tui.domain.board.table import BoardError, ColumnKind, Row, flag_value
+from tui.domain.board.table import BoardError, ColumnKind, flag_value
 from tui.domain.board.view import Board, BoardView, build_board
-from tui.domain.export import EXPORT_FORMATS
 from tui.domain.export.command import command_line
 from tui.domain.export.launch import launch_spec
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
-from tui.ui.board_query import check_filter, describe_view, parse_filter
+from tui.ui import board_messages
+from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
+from tui.ui.board_query import describe_view, parse_filter
 from tui.ui.keys import board_bindings, offered
-from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
-from tui.ui.screens.choice import Choice, ChoiceScreen
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.card_strip import CardStrip
 from tui.ui.widgets.run_card import CardContext
 
 MAX_CARDS = 40  # cards mounted at most: the baseline plus the latest ones (the table has all)
 EMPTY_TEXT = "No runs yet. Edit the flags, then r starts the server with them."
-DEFAULT_REPEATS = 3
-EXPORT_CHOICES: dict[str, str] = {
-    "command": "the vllm serve command line (a shell script)",
-    "yaml": "vLLM's --config YAML",
-    "compose": "a docker compose service (GPU reservation, HF cache, shm)",
-    "systemd": "a systemd unit (secrets from its EnvironmentFile=)",
-    "k8s": "a Kubernetes Deployment (secrets from a Secret)",
-}
 
 
 # Card view: the board itself has focus and moves through the cards (the table, focused in
@@ -73,43 +63,18 @@ class ResultsBoard(Vertical, can_focus=True):
 
     BINDINGS: ClassVar[list[BindingType]] = [*board_bindings(), *CARD_KEYS]
 
-    class TableToggled(Message):
-        """The board switched between cards and table (``table``: the table is shown)."""
+    # What it posts (tui.ui.board_messages); the screen carries each out.
+    TableToggled = board_messages.TableToggled
+    LoadIntoForm = board_messages.LoadIntoForm
+    ShowDetail = board_messages.ShowDetail
+    RepeatRun = board_messages.RepeatRun
+    ExportRun = board_messages.ExportRun
 
-        def __init__(self, table: bool) -> None:
-            super().__init__()
-            self.table = table
-
-    class LoadIntoForm(Message):
-        """The operator asked to put ``run``'s flags (and workload) into the form."""
-
-        def __init__(self, run: RunRecord) -> None:
-            super().__init__()
-            self.run = run
-
-    class ShowDetail(Message):
-        """The operator asked for ``row``'s run in full (``board``: as drawn)."""
-
-        def __init__(self, board: Board, row: Row) -> None:
-            super().__init__()
-            self.board, self.row = board, row
-
-    class RepeatRun(Message):
-        """The operator asked to run ``run`` again ``times`` times (its noise)."""
-
-        def __init__(self, run: RunRecord, times: int) -> None:
-            super().__init__()
-            self.run, self.times = run, times
-
-    class ExportRun(Message):
-        """The operator asked to write ``run`` as ``fmt`` (``tui.domain.export``)."""
-
-        def __init__(self, run: RunRecord, fmt: str) -> None:
-            super().__init__()
-            self.run, self.fmt = run, fmt
-
-    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(
+        self, *, can_launch: bool = True, id: str | None = None, classes: str | None = None
+    ) -> None:
         super().__init__(id=id, classes=classes)
+        self._can_launch = can_launch  # False: attached, the commands that restart are not offered
         self._live: int | None = None  # the run serving now (the screen says which)
         self._runs: list[RunRecord] = []
         self._view = BoardView()
@@ -119,7 +84,7 @@ class ResultsBoard(Vertical, can_focus=True):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Attached: no repeat (it restarts) and no load (the form is the server's own)."""
-        return offered(action, can_launch=self._session.can_restart)
+        return offered(action, can_launch=self._can_launch)
 
     def compose(self) -> ComposeResult:
         """The empty-board hint, the card strip and the (hidden) table."""
@@ -385,16 +350,7 @@ class ResultsBoard(Vertical, can_focus=True):
         on_flag = column is not None and column.kind is ColumnKind.FLAG
         if self._table_mode and on_flag and column is not None and row is not None:
             suggestion = f"{column.name}={format_value(flag_value(row.run, column.name))}"
-        self.app.push_screen(
-            AskScreen(
-                "Filter runs",
-                suggestion,
-                hint="all · served · failed · NAME=VALUE "
-                "(e.g. max_num_seqs=256); several terms: all must hold; empty: all",
-                check=check_filter,
-            ),
-            self._filtered,
-        )
+        ask_filter(self.app, suggestion, self._filtered)
 
     def _filtered(self, text: str | None) -> None:
         if text is None:
@@ -431,33 +387,16 @@ class ResultsBoard(Vertical, can_focus=True):
             )
             return
 
-        def chosen(text: str | None) -> None:
-            if text is not None:
-                self.post_message(self.RepeatRun(run, int(text)))
-
-        self.app.push_screen(
-            AskScreen(
-                f"Repeat {label} how many times?",
-                str(DEFAULT_REPEATS),
-                hint="each: restart with its flags, wait ready, run its workload",
-                check=_check_times,
-            ),
-            chosen,
-        )
+        ask_repeats(self.app, label, lambda times: self.post_message(self.RepeatRun(run, times)))
 
     def action_export(self) -> None:
         """Choose a format; the selected run is written under the data dir."""
         run = self._need_selected()
         if run is None:
             return
-        choices = [Choice(fmt, f"{fmt:<8} {EXPORT_CHOICES.get(fmt, '')}") for fmt in EXPORT_FORMATS]
-
-        def chosen(fmt: str | None) -> None:
-            if fmt is not None:
-                self.post_message(self.ExportRun(run, fmt))
-
-        self.app.push_screen(ChoiceScreen(f"Export {run_label(run)} as", choices), chosen)
-
+        ask_export_format(
+            self.app, run_label(run), lambda fmt: self.post_message(self.ExportRun(run, fmt))
+        )
 
 def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
     """The run whose card says what ``f`` would do now, and what it says (``f``'s own choice,
@@ -474,9 +413,3 @@ def _shown_fields(run: RunRecord) -> tuple[object, ...]:
     return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
             run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
 
-
-def _check_times(text: str) -> str | None:
-    """Why ``text`` is not a repeat count, or ``None``."""
-    if not text.strip().isdigit() or not 1 <= int(text) <= 20:
-        return "a whole number from 1 to 20"
-    return None
