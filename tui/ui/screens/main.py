@@ -27,7 +27,7 @@ from tui.session.port import (
     SweepUpdated,
     TelemetryStatus,
 )
-from tui.ui.keys import screen_bindings
+from tui.ui.keys import BAR_WIDTHS, screen_bindings
 from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
 from tui.ui.screens.help import HelpScreen
 from tui.ui.screens.run_detail import RunDetailScreen
@@ -124,6 +124,7 @@ class MainScreen(Screen[None]):
     def on_resize(self) -> None:
         """The key bar shows ^p (the palette) once the commands leave room for it."""
         self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
+        self.refresh_bindings()  # more commands join the key bar as the width allows
 
     @property
     def server_panel(self) -> ServerPanel:
@@ -358,7 +359,13 @@ class MainScreen(Screen[None]):
         """Esc (leave the field) is offered, and shown in the key bar, only in a field."""
         if action == "leave_field":
             return isinstance(self.focused, Input | Select)
+        if action == "shown":  # the key bar's copy of a command: where the width allows
+            return self.size.width >= BAR_WIDTHS.get(str(parameters[0]), 10**6)
         return True
+
+    async def action_shown(self, action: str) -> None:
+        """A command pressed through its key-bar copy: as its own key."""
+        await self.run_action(action)
 
     # -- the board and the form ------------------------------------------------------------
     @on(ResultsBoard.LoadIntoForm)

@@ -30,7 +30,7 @@ from tui.domain.fix_loop import choose_fix
 from tui.domain.flags import format_value
 from tui.domain.results import RunRecord
 from tui.ui.board_query import check_filter, describe_view, parse_filter
-from tui.ui.keys import board_bindings
+from tui.ui.keys import BAR_WIDTHS, board_bindings
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
@@ -315,6 +315,16 @@ class ResultsBoard(Vertical, can_focus=True):
         run = self._need_selected()
         if run is not None:
             self.post_message(self.LoadIntoForm(run))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key's key-bar copy (``shown``) is enabled where the terminal is wide enough."""
+        if action == "shown":
+            return self.screen.size.width >= BAR_WIDTHS.get(str(parameters[0]), 10**6)
+        return True
+
+    async def action_shown(self, action: str) -> None:
+        """A board key pressed through its key-bar copy: as its own key."""
+        await self.run_action(action)
 
     def action_copy_command(self) -> None:
         """Copy the selected run's ``vllm serve`` command with OSC 52 (the terminal's
