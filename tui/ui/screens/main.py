@@ -183,12 +183,13 @@ class MainScreen(Screen[None]):
             self.query_one(LoadPanel).clear()
             self._launched_at = self._clock() if self._clock else None
             self._pid = event.pid
+        elif self._sweeps.running:
+            pass  # a sweep's trials start and fail by the dozen: its screen shows each one
         elif isinstance(event, Ready):
-            hint = self._sweeps.offer("b", ": b runs the load")
-            self.notify(f"Ready after {event.elapsed:.1f}s{hint}.", title="Server up")
+            self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
         elif isinstance(event, Failed):
             # The card on the board holds the diagnosis and its fixes: one short line here.
-            hint = self._sweeps.offer("f", " · f applies its fix") if event.diagnosis.fixes else ""
+            hint = " · f applies its fix" if event.diagnosis.fixes else ""
             self.notify(f"its card says why{hint}", title="Start failed", severity="error")
         self._refresh_view()
 
