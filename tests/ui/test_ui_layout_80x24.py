@@ -63,10 +63,11 @@ async def test_notices_never_offer_a_key_a_running_sweep_refuses() -> None:
         session.emit(Failed(elapsed=3.0, exit_code=1, diagnosis=kv_failure()))
         session.emit(Ready(elapsed=5.0))
         await settle(pilot)
-        text = notes.text()
-        assert "Start failed" in text and "Server up" in text
-        assert "f applies" not in text and "b runs" not in text
+        text = notes.text()  # the sweep screen shows each trial: no toast per start
+        assert "Start failed" not in text and "f applies" not in text and "b runs" not in text
         session.sweeps.status = None
+        session.emit(Failed(elapsed=3.0, exit_code=1, diagnosis=kv_failure()))
         session.emit(Ready(elapsed=5.0))
         await settle(pilot)
-        assert "b runs the load" in notes.text()  # no sweep: the hint is back
+        text = notes.text()  # no sweep: the notices and their keys are back
+        assert "f applies its fix" in text and "b runs the load" in text

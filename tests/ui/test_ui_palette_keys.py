@@ -172,3 +172,30 @@ async def test_y_copies_the_selected_runs_vllm_serve_command_and_says_so(monkeyp
     assert copied and copied[0].startswith(f"vllm serve {MODEL}")
     assert "--max-model-len 400" in copied[0]
     assert "copied (OSC 52)" in notes.text()
+
+
+async def test_the_key_bar_adds_commands_as_the_width_allows_and_the_keys_work_at_any() -> None:
+    """160 columns show w, a, h and board keys; 80 show the main commands; w opens the
+    sweep screen at both widths (the key bar's copy and the hidden key run the same)."""
+    from textual.widgets import Footer
+
+    from tui.ui.screens.sweep import SweepScreen
+
+    for size, shown, hidden in (
+        ((80, 24), {"t", "r", "b", "?", "q"}, {"w", "a", "h", "p"}),
+        ((160, 40), {"t", "r", "w", "a", "h", "p", "v", "Enter", "?", "q"}, set()),
+    ):
+        app, _ = make(ready_session())
+        async with app.run_test(size=size) as pilot:
+
+            def bar(app: VtcApp = app) -> set[str]:
+                return {k.key_display for k in app.query_one(Footer).query("FooterKey")}  # type: ignore[attr-defined]
+
+            for _ in range(100):  # the footer recomposes after mount: wait for its keys
+                await pilot.pause()
+                if shown <= bar():
+                    break
+            assert shown <= bar() and not hidden & bar(), (size, bar())
+            await pilot.press("w")
+            await settle(pilot)
+            assert isinstance(app.screen, SweepScreen), size

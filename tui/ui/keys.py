@@ -135,18 +135,58 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )  # fmt: skip
 
 
+BAR_FROM_COLUMNS = 84
+"""Below this width the key bar holds the main commands only (``?`` lists the rest)."""
+BAR_EXTRAS: tuple[str, ...] = (
+    "sweep", "apply_advice", "history", "pin", "before_after", "detail", "load_run",
+    "copy_command", "filter", "plot", "export", "repeat",
+)  # fmt: skip
+"""The commands the key bar adds as the width allows, the most used first."""
+
+
+def _bar_label_width(action: str) -> int:
+    """Cells one extra key takes in the key bar: its key, its label, the gaps."""
+    named = {c.action: (c.key_display, c.label) for c in COMMANDS}
+    named |= {k.action: (k.key_display, k.label) for k in BOARD_KEYS}
+    key, label = named[action]
+    return len(key) + len(label) + 4
+
+
+def bar_widths() -> dict[str, int]:
+    """The terminal width from which each extra command shows in the key bar."""
+    widths, width = {}, BAR_FROM_COLUMNS
+    for action in BAR_EXTRAS:
+        width += _bar_label_width(action)
+        widths[action] = width
+    return widths
+
+
+BAR_WIDTHS = bar_widths()
+
+
+def shown_binding(key: str, key_display: str, action: str, label: str) -> Binding:
+    """The key bar's copy of a hidden binding: the same key and command, through the
+    ``shown`` action, which a screen or widget enables only where the width allows (the
+    hidden binding stays for narrower terminals: the key works at every width)."""
+    return Binding(key, f"shown('{action}')", label, key_display=key_display)
+
+
 def board_bindings() -> list[BindingType]:
     """The results board's bindings (only the board acts on them)."""
-    return [
-        Binding(k.key, k.action, k.label, key_display=k.key_display, show=k.show)
-        for k in BOARD_KEYS
-    ]
+    bindings: list[BindingType] = []
+    for k in BOARD_KEYS:
+        if not k.show and k.action in BAR_WIDTHS:
+            bindings.append(shown_binding(k.key, k.key_display, k.action, k.label))
+        bindings.append(Binding(k.key, k.action, k.label, key_display=k.key_display, show=k.show))
+    return bindings
 
 
 def screen_bindings() -> list[BindingType]:
     """The main screen's bindings: letters (shown in the footer) plus priority F-keys."""
     bindings: list[BindingType] = []
     for cmd in COMMANDS:
+        if not cmd.footer and cmd.action in BAR_WIDTHS:
+            bindings.append(shown_binding(cmd.key, cmd.key_display, cmd.action, cmd.label))
         bindings.append(
             Binding(cmd.key, cmd.action, cmd.label, key_display=cmd.key_display, show=cmd.footer)
         )

@@ -2,7 +2,8 @@
 
 It opens the sweep screen from the form's flags, forwards the sweep's updates to it, puts
 an applied best into the form, and says whether a sweep drives the server now (the main
-screen then refuses ``r``/``b``/``f`` with one line, and its notices stop offering them).
+screen then refuses ``r``/``b``/``f`` with one line, and raises no notice per trial: no
+"b runs the load" or "f applies its fix" for keys the sweep refuses).
 What runs is read from the session's sweeps each time, never kept here.
 """
 
@@ -16,9 +17,6 @@ from textual.screen import Screen
 from tui.session.port import SessionPort, SweepUpdated
 from tui.ui.screens.sweep import ApplyBest, SweepScreen
 from tui.ui.widgets.flag_form import FlagForm
-
-SWEEP_KEYS = frozenset({"r", "b", "f"})
-"""The keys a running sweep refuses: it drives the server itself."""
 
 
 class SweepController:
@@ -45,10 +43,6 @@ class SweepController:
         self._host.notify(f"A sweep is running: {key} is refused (w shows it; x there stops it).",
                           severity="warning")  # fmt: skip
         return True
-
-    def offer(self, key: str, text: str) -> str:
-        """``text`` (a hint naming ``key``) unless a running sweep would refuse that key."""
-        return "" if key in SWEEP_KEYS and self.running else text
 
     def updated(self, event: SweepUpdated) -> None:
         """Show the sweep's new status on its screen; say when it ended."""

@@ -37,7 +37,7 @@ from tui.session.port import (
 )
 from tui.ui.attached_form import AttachedForm
 from tui.ui.format import plain
-from tui.ui.keys import offered, screen_bindings
+from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
 from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
 from tui.ui.screens.help import HelpScreen
@@ -58,6 +58,16 @@ Clock = Callable[[], float]
 HELP_SCREEN = "help"
 WIDE = 110  # columns from which the form stays beside the board's table
 PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
+
+
+def _point_at_problems(
+    form: FlagForm, problems: list[FlagProblem], title: str, prefix: str = ""
+) -> None:
+    """Focus the first field a problem names; every problem in one notification."""
+    name = form.first_problem_field(problems, prefix=prefix)
+    if name is not None:
+        form.focus_field(name)
+    form.notify(_problem_summary(problems), title=title, severity="error")
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -197,13 +207,14 @@ class MainScreen(Screen[None]):
             self.query_one(LoadPanel).clear()
             self._launched_at = self._clock() if self._clock else None
             self._pid = event.pid
+        elif self._sweeps.running:
+            pass  # a sweep's trials start and fail by the dozen: its screen shows each one
         elif isinstance(event, Ready):
             self._attached.refresh(self.form)
-            hint = self._sweeps.offer("b", ": b runs the load")
-            self.notify(f"Ready after {event.elapsed:.1f}s{hint}.", title="Server up")
+            self.notify(f"Ready after {event.elapsed:.1f}s: b runs the load.", title="Server up")
         elif isinstance(event, Failed):
             # The card on the board holds the diagnosis and its fixes: one short line here.
-            hint = self._sweeps.offer("f", " · f applies its fix") if event.diagnosis.fixes else ""
+            hint = " · f applies its fix" if event.diagnosis.fixes else ""
             self.notify(f"its card says why{hint}", title="Start failed", severity="error")
         self._refresh_view()
 
@@ -252,12 +263,7 @@ class MainScreen(Screen[None]):
             return
         flags, problems = self.form.validate_flags()
         if flags is None:
-            name = self.form.first_problem_field(problems)
-            if name is not None:
-                self.form.focus_field(name)
-            self.notify(
-                _problem_summary(problems), title="Not restarted: invalid flags", severity="error"
-            )
+            _point_at_problems(self.form, problems, "Not restarted: invalid flags")
             return
         run_guarded(self, "Restart", lambda: self.session.restart(flags), key="r")
 
@@ -275,12 +281,7 @@ class MainScreen(Screen[None]):
             return
         spec, problems = self.form.validate_workload()
         if spec is None:
-            name = self.form.first_problem_field(problems, prefix="load-")
-            if name is not None:
-                self.form.focus_field(name)
-            self.notify(
-                _problem_summary(problems), title="No load run: invalid workload", severity="error"
-            )
+            _point_at_problems(self.form, problems, "No load run: invalid workload", "load-")
             return
         if self.session.load_running:  # the session refuses a second load: say it before
             self.notify("A load is already running (c cancels it).", severity="warning")
@@ -363,7 +364,15 @@ class MainScreen(Screen[None]):
         """Esc only in a field; attached, no command that launches (``keys.LAUNCH_ACTIONS``)."""
         if action == "leave_field":
             return isinstance(self.focused, Input | Select)
+        if action == "shown":  # the key bar's copy of a command: where the width allows
+            shown = str(parameters[0])
+            wide = self.size.width >= BAR_WIDTHS.get(shown, 10**6)
+            return wide and offered(shown, can_launch=self.session.can_restart)
         return offered(action, can_launch=self.session.can_restart)
+
+    async def action_shown(self, action: str) -> None:
+        """A command pressed through its key-bar copy: as its own key."""
+        await self.run_action(action)
 
     # -- the board and the form ------------------------------------------------------------
     @on(ResultsBoard.TableToggled)
@@ -375,6 +384,7 @@ class MainScreen(Screen[None]):
         ^p (the palette) once the commands leave room for it."""
         self._fit_form()
         self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
+        self.refresh_bindings()  # more commands join the key bar as the width allows
 
     def _fit_form(self) -> None:
         # Below WIDE columns the table takes the form's width (t brings the cards and the

@@ -31,7 +31,7 @@ from tui.domain.results import RunRecord
 from tui.ui import board_messages
 from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
 from tui.ui.board_query import describe_view, parse_filter
-from tui.ui.keys import board_bindings, offered
+from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
 from tui.ui.widgets.board_grid import BoardGrid
@@ -81,10 +81,6 @@ class ResultsBoard(Vertical, can_focus=True):
         self._board: Board | None = None
         self._table_mode = False
         self._fingerprint: tuple[object, ...] | None = None
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Attached: no repeat (it restarts) and no load (the form is the server's own)."""
-        return offered(action, can_launch=self._can_launch)
 
     def compose(self) -> ComposeResult:
         """The empty-board hint, the card strip and the (hidden) table."""
@@ -331,6 +327,19 @@ class ResultsBoard(Vertical, can_focus=True):
         run = self._need_selected()
         if run is not None:
             self.post_message(self.LoadIntoForm(run))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A key's key-bar copy (``shown``) is enabled where the terminal is wide enough;
+        attached, no repeat (it restarts) and no load (the form is the server's own)."""
+        if action == "shown":
+            shown = str(parameters[0])
+            wide = self.screen.size.width >= BAR_WIDTHS.get(shown, 10**6)
+            return wide and offered(shown, can_launch=self._can_launch)
+        return offered(action, can_launch=self._can_launch)
+
+    async def action_shown(self, action: str) -> None:
+        """A board key pressed through its key-bar copy: as its own key."""
+        await self.run_action(action)
 
     def action_copy_command(self) -> None:
         """Copy the selected run's ``vllm serve`` command with OSC 52 (the terminal's
