@@ -184,3 +184,19 @@ async def test_a_further_load_on_a_watched_server_is_not_an_orphan() -> None:
     book = RunBook(MemoryRunStore(history), history, lambda u: None)
     assert book.settle_orphans({1}) == 1
     assert [r.status for r in book.runs] == [RunStatus.READY, RunStatus.READY, RunStatus.LOST]
+
+
+async def test_a_run_this_book_writes_is_never_overwritten_from_the_store() -> None:
+    """An adopted run (another session's id, written here from now on) keeps this book's
+    copy even when the store's differs (a write still queued, another console's echo)."""
+    adopted = record(id=1, label="#1", status=RunStatus.STARTING, session="the-first-console")
+    store = MemoryRunStore([adopted])
+    book = RunBook(store, [adopted], lambda u: None, session_id="mine")
+    await book.resume_or_open(1, record())
+    book.apply(Ready(elapsed=2.0))
+    await book.flush()
+    store.records[1] = adopted  # a stale copy in the store
+    store.version += 1
+    assert await book.refresh() == 0
+    assert book.current is not None and book.current.status is RunStatus.READY
+    await book.close()

@@ -76,6 +76,7 @@ class RunBook:
         self._watch: asyncio.Task[None] | None = None
         self._version: int | None = None
         self._last_load: dict[int, int] = {}  # a server's run -> the run of its latest load
+        self._written: set[int] = set()  # runs this book wrote: never merged from the store
 
     @property
     def runs(self) -> list[RunRecord]:
@@ -92,6 +93,8 @@ class RunBook:
         if record.session is None and self.session_id is not None:
             record = record.model_copy(update={"session": self.session_id})
         stored = await asyncio.wrap_future(self._writer.submit(self._store.add, record))
+        if stored.id is not None:
+            self._written.add(stored.id)
         self._runs.append(stored)
         self._current = stored
         self._on_update(RunUpdated(stored))
@@ -107,6 +110,8 @@ class RunBook:
             update = {"executable": executable} if executable else {}
             return await self.open(card.model_copy(update=update))
         self._current = found
+        if found.id is not None:
+            self._written.add(found.id)  # adopted: this book writes it from now on
         self._on_update(RunUpdated(found))
         return found
 
@@ -126,6 +131,7 @@ class RunBook:
         self._runs.append(stored)
         if stored.id is not None:
             self._last_load[run_id] = stored.id
+            self._written.add(stored.id)  # this book writes it: never merged from the store
         self._on_update(RunUpdated(stored))
         return stored
 
@@ -195,8 +201,10 @@ class RunBook:
             return 0
         changed = 0
         for record in records:
+            if record.id is None or record.id in self._written or record == self._current:
+                continue  # ours (opened, adopted or changed here): this book may be ahead
             if record.session is not None and record.session == self.session_id:
-                continue  # ours: this book is its only writer, and may be ahead of the store
+                continue
             known = self._find(record.id) if record.id is not None else None
             if known == record:
                 continue
@@ -273,6 +281,8 @@ class RunBook:
             self._current = record
 
     def _replace(self, record: RunRecord) -> None:
+        if record.id is not None:
+            self._written.add(record.id)
         self._swap(record)
         if not self._closed:
             self._last_write = self._writer.submit(self._write, record)
