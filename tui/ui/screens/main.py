@@ -51,6 +51,10 @@ def _problem_summary(problems: list[FlagProblem]) -> str:
     return first + (f" (and {more} more)" if more else "")
 
 
+Job = Callable[[], Awaitable[object]]
+"""A session command the screen runs in a worker."""
+
+
 class MainScreen(SweepActions):
     """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
 
@@ -218,17 +222,14 @@ class MainScreen(SweepActions):
         self.form.show_warnings(warnings)
 
     # -- commands ---------------------------------------------------------------------------
-    def _run(
-        self, what: str, job: Callable[[], Awaitable[object]], group: str, key: str = ""
-    ) -> None:
-        """Run a session command in a worker; a failure becomes a notification (naming
-        ``key``, the key that runs it again, when a busy file made it fail)."""
+    def _run(self, what: str, job: Job, group: str, key: str = "") -> None:
+        """Run a session command in a worker; a failure becomes a notification (+ ``key``)."""
 
         async def guarded() -> None:
             try:
                 await job()
             except Exception as exc:  # the console reports (one line) and stays up
-                text = retry_line(exc, key) if key else one_line(exc)
+                text = retry_line(exc, key)  # a busy file: which key runs it again
                 self.notify(text, title=f"{what} failed", severity="error", timeout=10)
 
         self.run_worker(guarded(), group=group, exit_on_error=False, description=what)

@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.domain.events import ServerState
-from tui.ui.format import seconds, tokens
+from tui.ui.format import inert_rendering, seconds, tokens
 from tui.ui.server_view import ServerView
 from tui.ui.widgets.log_tail import LogTail
 
@@ -23,6 +23,7 @@ _STATE_STYLE = {
 }
 
 
+@inert_rendering
 def status_lines(view: ServerView) -> Content:
     """The two status lines above the log tail."""
     head: list[str | tuple[str, str]] = [

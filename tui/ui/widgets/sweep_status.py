@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from textual.content import Content
 from textual.widgets import Static
 
+from tui.domain.inert import inert
 from tui.domain.sweep import SweepStatus
 from tui.domain.sweep.slo import OBJECTIVE_UNITS
 
@@ -47,4 +49,5 @@ class SweepStatusLine(Static):
     def show(self, status: SweepStatus | None) -> None:
         """Render ``status``."""
         first, second = status_lines(status)
-        self.update(f"{first}\n{second}")
+        # Content, not markup: a status message may quote a server's error; escapes removed.
+        self.update(Content(inert(f"{first}\n{second}", newlines=True)))
