@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import DataTable
 
-from tui.domain.inert import inert
 from tui.domain.sweep import SweepStatus, TrialOutcome, TrialState
+from tui.ui.format import plain
 
 COLUMNS = ("#", "run", "trial", "objective", "verdict")
 
@@ -21,7 +20,7 @@ def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
     return str(trial.index), run, trial.note, value, verdict
 
 
-class SweepTrials(DataTable[Text]):
+class SweepTrials(DataTable[str]):
     """Every trial of the sweep, newest last; the best is marked."""
 
     def on_mount(self) -> None:
@@ -40,8 +39,8 @@ class SweepTrials(DataTable[Text]):
             cells = list(trial_row(trial))
             if trial.index == best:
                 cells[0] = f"*{cells[0]}"
-            # Text, not markup (a DataTable reads a str as markup), escapes removed.
-            shown = [Text(inert(str(cell)), no_wrap=True) for cell in cells]
+            # A DataTable reads a str as markup: ``[`` escaped, escape sequences removed.
+            shown = [plain(str(cell)) for cell in cells]
             self.add_row(*shown, key=str(trial.index))
         if self.row_count:
             self.move_cursor(row=self.row_count - 1)
