@@ -41,7 +41,7 @@ class BusyError(VtcError):
 def retry_line(exc: BaseException, key: str) -> str:
     """:func:`one_line` of ``exc``; for a :class:`BusyError`, its message and which key
     tries again (the key stands in for the hint: the line must fit a toast)."""
-    if isinstance(exc, BusyError):
+    if isinstance(exc, BusyError) and key:
         return f"{exc.message} · {key} retries"
     return one_line(exc)
 

@@ -13,6 +13,7 @@ from textual.content import Content
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.render import delta_text
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
+from tui.domain.inert import inert
 from tui.domain.results import RunRecord, RunStatus
 
 DIFFERS = "bold $warning"  # a flag or workload value that differs from the baseline's
@@ -105,6 +106,8 @@ def to_rich_text(content: Content, variables: dict[str, str]) -> Text:
     ``$name`` styles are looked up in the app's theme ``variables``; one that is not a plain
     colour (``text-muted`` is "auto 60%") becomes ``dim``.
     """
+    if not content.plain.isprintable():  # text from outside with a control: plain, inert
+        return Text(inert(content.plain), no_wrap=True)
     text = Text(content.plain, no_wrap=True)
     for span in content.spans:
         style = span.style if isinstance(span.style, str) else ""

@@ -35,7 +35,7 @@ def ask_filter(app: App[object], suggestion: str, done: Callable[[str | None], N
     app.push_screen(ask, done)
 
 
-def ask_repeats(app: App[object], label: str, done: Callable[[int], None]) -> None:
+def ask_repeats(app: App[object], label: str, done: Callable[[int], object]) -> None:
     """Ask how many times to repeat the run ``label``; ``done`` gets the count if given."""
 
     def answered(text: str | None) -> None:
@@ -51,7 +51,7 @@ def ask_repeats(app: App[object], label: str, done: Callable[[int], None]) -> No
     app.push_screen(ask, answered)
 
 
-def ask_export_format(app: App[object], label: str, done: Callable[[str], None]) -> None:
+def ask_export_format(app: App[object], label: str, done: Callable[[str], object]) -> None:
     """Ask which format to export the run ``label`` as; ``done`` gets it if chosen."""
     choices = [Choice(fmt, f"{fmt:<8} {EXPORT_CHOICES.get(fmt, '')}") for fmt in EXPORT_FORMATS]
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
+from collections.abc import Callable
+from functools import wraps
+from typing import ParamSpec
 
-from tui.domain.inert import inert
+from rich.markup import escape
+from textual.content import Content
+
+from tui.domain.inert import inert, is_inert
+
+P = ParamSpec("P")
 
 NA = "N/A"
 GIB = 1024**3
@@ -70,3 +77,23 @@ def plain(text: str) -> str:
     """Text from outside (a model id, a URL, a run's label) for a markup string (a border
     title): escapes and controls removed, ``[`` escaped so it shows as itself."""
     return escape(inert(text))
+
+
+def inert_content(content: Content) -> Content:
+    """``content`` as it is, or, when it holds an escape or control (text from outside), its
+    text made inert (styles dropped: rare, and the text is what matters)."""
+    plain = content.plain
+    if is_inert(plain, tabs=True, newlines=True):
+        return content
+    return Content(inert(plain, tabs=True, newlines=True))
+
+
+def inert_rendering(render: Callable[P, Content]) -> Callable[P, Content]:
+    """``render`` whose result is passed through :func:`inert_content` (a panel or card
+    that shows records, log-derived causes, model ids or server messages)."""
+
+    @wraps(render)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Content:
+        return inert_content(render(*args, **kwargs))
+
+    return wrapper

@@ -35,6 +35,7 @@ from tui.session.port import (
     SweepUpdated,
     TelemetryStatus,
 )
+from tui.ui import board_messages
 from tui.ui.attached_form import AttachedForm
 from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
@@ -376,7 +377,7 @@ class MainScreen(Screen[None]):
 
     # -- the board and the form ------------------------------------------------------------
     @on(ResultsBoard.TableToggled)
-    def _table_toggled(self, _: ResultsBoard.TableToggled) -> None:
+    def _table_toggled(self, _: board_messages.TableToggled) -> None:
         self._fit_form()
 
     def on_resize(self) -> None:
@@ -392,7 +393,7 @@ class MainScreen(Screen[None]):
         self.form.display = not (self.board.table_mode and self.size.width < WIDE)
 
     @on(ResultsBoard.LoadIntoForm)
-    def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
+    def _load_run(self, message: board_messages.LoadIntoForm) -> None:
         """Put a run's flags (and the workload it ran) into the form."""
         run = message.run
         self.form.load_flags(run.flags)
@@ -403,16 +404,16 @@ class MainScreen(Screen[None]):
         self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
     @on(ResultsBoard.ShowDetail)
-    def _detail(self, message: ResultsBoard.ShowDetail) -> None:
+    def _detail(self, message: board_messages.ShowDetail) -> None:
         """The run in full (its log read through the session's tools)."""
         self.app.push_screen(RunDetailScreen(message.board, message.row, self.session.tools))
 
     @on(ResultsBoard.RepeatRun)
-    def _repeat(self, message: ResultsBoard.RepeatRun) -> None:
+    def _repeat(self, message: board_messages.RepeatRun) -> None:
         repeat_run(self, self.session.tools, message.run, message.times)
 
     @on(ResultsBoard.ExportRun)
-    def _export(self, message: ResultsBoard.ExportRun) -> None:
+    def _export(self, message: board_messages.ExportRun) -> None:
         export_run(self, self.session.tools, message.run, message.fmt)
 
     def action_save_preset(self) -> None:

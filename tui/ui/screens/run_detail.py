@@ -21,7 +21,7 @@ from tui.domain.board.view import Board
 from tui.domain.errors import one_line
 from tui.domain.log_tail import LogTail
 from tui.session.port import SessionTools
-from tui.ui.format import plain
+from tui.ui.format import inert_rendering, plain
 from tui.ui.run_detail_text import (
     failure_lines,
     flag_lines,
@@ -38,6 +38,7 @@ from tui.ui.widgets.series_charts import SeriesCharts
 LOADING = "reading the log file…"
 
 
+@inert_rendering
 def detail_content(board: Board, row: Row) -> Content:
     """The run's card in full: state, flags, failure, numbers, peaks, reproduction."""
     baseline = board.baseline.label if board.baseline is not None else None

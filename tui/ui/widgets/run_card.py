@@ -20,7 +20,7 @@ from tui.domain.board.table import Column, ColumnKind, Row
 from tui.domain.flags import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
-from tui.ui.format import plain, seconds, signed_percent, tokens
+from tui.ui.format import inert_rendering, plain, seconds, signed_percent, tokens
 
 HIGHLIGHT = DIFFERS  # a flag that differs from the baseline's
 
@@ -174,6 +174,7 @@ def _comparison_notes(context: CardContext) -> list[Content]:
     return out
 
 
+@inert_rendering
 def card_body(record: RunRecord, context: CardContext) -> Content:
     """Every line of a card, top to bottom.
 

@@ -9,7 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from tui.domain.events import ServerState
-from tui.ui.format import seconds, tokens
+from tui.ui.format import inert_rendering, seconds, tokens
 from tui.ui.server_view import ServerView
 from tui.ui.widgets.log_tail import LogTail
 
@@ -42,6 +42,7 @@ def _silent_lines(view: ServerView) -> Content:
     return Content("\n").join([Content.assemble(*head), detail])
 
 
+@inert_rendering
 def status_lines(view: ServerView) -> Content:
     """The two status lines above the log tail."""
     if view.silent_s is not None and view.state is ServerState.READY:

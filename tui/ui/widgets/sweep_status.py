@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from textual.content import Content
 from textual.widgets import Static
 
+from tui.domain.inert import inert
 from tui.domain.sweep import SweepStatus
 from tui.domain.sweep.slo import OBJECTIVE_UNITS
 
@@ -64,4 +66,5 @@ class SweepStatusLine(Static):
     def show(self, status: SweepStatus | None) -> None:
         """Render ``status``."""
         width = self.size.width or 76
-        self.update("\n".join(status_lines(status, width)))
+        # Content, not markup: a status message may quote a server's error; escapes removed.
+        self.update(Content(inert("\n".join(status_lines(status, width)), newlines=True)))

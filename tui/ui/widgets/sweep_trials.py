@@ -6,6 +6,7 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from tui.domain.sweep import SweepStatus, TrialOutcome, TrialState
+from tui.ui.format import plain
 
 COLUMNS = ("#", "run", "trial", "objective", "verdict")
 
@@ -59,7 +60,9 @@ class SweepTrials(DataTable[str]):
             cells = list(trial_row(trial))
             if trial.index == best:
                 cells[0] = f"*{cells[0]}"
-            self.add_row(*cells, key=str(trial.index))
+            # A DataTable reads a str as markup: ``[`` escaped, escape sequences removed.
+            shown = [plain(str(cell)) for cell in cells]
+            self.add_row(*shown, key=str(trial.index))
         if self.row_count:
             self.move_cursor(row=self.row_count - 1)
 
