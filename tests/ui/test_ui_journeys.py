@@ -127,7 +127,7 @@ async def test_a_cancelled_load_is_marked_on_its_card_and_never_the_baseline(
         await until(pilot, lambda: settled(demo), "the start")
         app.main_screen.board.focus()
         await pilot.press("b")
-        await until(pilot, lambda: app.main_screen._loading, "the load running")
+        await until(pilot, lambda: demo.load_running, "the load running")
         await pilot.press("c")
         run = demo.runs[-1]
         await until(
