@@ -29,7 +29,7 @@ from tui.session.port import (
 from tui.ui.keys import screen_bindings
 from tui.ui.presets_view import check_preset_name, preset_from_form
 from tui.ui.screens.ask import AskScreen
-from tui.ui.screens.help import HelpScreen
+from tui.ui.screens.help import show_help
 from tui.ui.screens.sweep_actions import SweepActions
 from tui.ui.server_view import project
 from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
@@ -42,8 +42,6 @@ from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.server_panel import ServerPanel
 
 Clock = Callable[[], float]
-HELP_SCREEN = "help"
-WIDE = 110  # columns from which the form stays beside the board's table
 
 
 def _problem_summary(problems: list[FlagProblem]) -> str:
@@ -59,7 +57,7 @@ class MainScreen(SweepActions):
     # The board takes focus first, so the letter keys act at once; Tab reaches the form.
     AUTO_FOCUS = "#board"
     # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]  # noqa: RUF012
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
 
     def __init__(self, session: SessionPort, *, clock: Clock | None = None) -> None:
@@ -349,9 +347,7 @@ class MainScreen(SweepActions):
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
-        if not self.app.is_screen_installed(HELP_SCREEN):  # composed once, shown each time
-            self.app.install_screen(HelpScreen(), HELP_SCREEN)
-        self.app.push_screen(HELP_SCREEN)
+        show_help(self.app)
 
     def action_leave_field(self) -> None:
         """Esc in a form field: focus the board, so letter keys act again."""
@@ -365,19 +361,6 @@ class MainScreen(SweepActions):
         return True
 
     # -- the board and the form ------------------------------------------------------------
-    @on(ResultsBoard.TableToggled)
-    def _table_toggled(self, _: ResultsBoard.TableToggled) -> None:
-        self._fit_form()
-
-    def on_resize(self) -> None:
-        """The form beside the table only where there is room for both."""
-        self._fit_form()
-
-    def _fit_form(self) -> None:
-        # Below WIDE columns the table takes the form's width (t brings the cards and the
-        # form back). Display, not a class on the screen: that would restyle every widget.
-        self.form.display = not (self.board.table_mode and self.size.width < WIDE)
-
     @on(ResultsBoard.LoadIntoForm)
     def _load_run(self, message: ResultsBoard.LoadIntoForm) -> None:
         """Put a run's flags (and the workload it ran) into the form."""
