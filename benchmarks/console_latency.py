@@ -460,17 +460,23 @@ def situation_name(size: tuple[int, int], runs: int, streams: int) -> str:
     return f"{size[0]}x{size[1]} {runs} runs {load}"
 
 
+def parse_size(text: str) -> tuple[int, int]:
+    """``80x24`` -> ``(80, 24)``."""
+    width, height = text.lower().split("x")
+    return int(width), int(height)
+
+
 def run_situations(args: argparse.Namespace) -> list[Samples]:
     """Every (board, load) console, measured at every size."""
-    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
     results: list[Samples] = []
     for runs in (int(r) for r in args.boards.split(",")):
         for streams in (int(s) for s in args.loads.split(",")):
-            with console(runs, streams, args.socket, sizes[0], args.tree) as pane:  # type: ignore[arg-type]
+            with console(runs, streams, args.socket, sizes[0], args.tree) as pane:
                 for size in sizes:
                     pane.resize(*size)
                     time.sleep(1.0)
-                    out = Samples(situation_name(size, runs, streams))  # type: ignore[arg-type]
+                    out = Samples(situation_name(size, runs, streams))
                     out.load_before = load_average()
                     top, cost = work_area_top(pane), capture_cost(pane)
                     screen = Screen(pane, top, cost, console_process(pane))

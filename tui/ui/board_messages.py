@@ -13,14 +13,6 @@ from tui.domain.board.view import Board
 from tui.domain.results import RunRecord
 
 
-class TableToggled(Message):
-    """The board switched between cards and table (``table``: the table is shown)."""
-
-    def __init__(self, table: bool) -> None:
-        super().__init__()
-        self.table = table
-
-
 class LoadIntoForm(Message):
     """The operator asked to put ``run``'s flags (and workload) into the form."""
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
@@ -22,6 +22,7 @@ from tui.ui.keys import (
     SAVE_PRESET_HELP,
 )
 
+HELP_SCREEN = "help"
 KEY_WIDTH = 10  # the key column (the widest key, ^PgUp/PgDn, fits)
 PANELS: tuple[tuple[str, str], ...] = (
     ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
@@ -111,8 +112,8 @@ def help_table(variables: dict[str, str]) -> Table:
 class HelpScreen(ModalScreen[None]):
     """Keys and panels; any of Esc, ?, q or F1 closes it.
 
-    The console installs one and shows it again each time (``MainScreen.action_help``), so
-    it is composed once.
+    The console installs one and shows it again each time (:func:`show_help`), so it is
+    composed once.
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -133,3 +134,10 @@ class HelpScreen(ModalScreen[None]):
     async def action_dismiss(self, result: None = None) -> None:
         """Close the modal."""
         self.dismiss(result)
+
+
+def show_help(app: App[None]) -> None:
+    """Show help: the screen is installed on first use and shown again after (composed once)."""
+    if not app.is_screen_installed(HELP_SCREEN):
+        app.install_screen(HelpScreen(), HELP_SCREEN)
+    app.push_screen(HELP_SCREEN)

@@ -41,7 +41,7 @@ from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
 from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
-from tui.ui.screens.help import HelpScreen
+from tui.ui.screens.help import show_help
 from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
 from tui.ui.sweep_controller import SweepController
@@ -56,8 +56,6 @@ from tui.ui.widgets.server_panel import ServerPanel
 from tui.ui.workers import run_guarded
 
 Clock = Callable[[], float]
-HELP_SCREEN = "help"
-WIDE = 110  # columns from which the form stays beside the board's table
 PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
 
 
@@ -84,7 +82,7 @@ class MainScreen(Screen[None]):
     # The board takes focus first, so the letter keys act at once; Tab reaches the form.
     AUTO_FOCUS = "#board"
     # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (WIDE, "-wide")]  # noqa: RUF012
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012
 
     def __init__(self, session: SessionPort, *, clock: Clock | None = None) -> None:
@@ -352,9 +350,7 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
-        if not self.app.is_screen_installed(HELP_SCREEN):  # composed once, shown each time
-            self.app.install_screen(HelpScreen(), HELP_SCREEN)
-        self.app.push_screen(HELP_SCREEN)
+        show_help(self.app)
 
     def action_leave_field(self) -> None:
         """Esc in a form field: focus the board, so letter keys act again."""
@@ -376,21 +372,11 @@ class MainScreen(Screen[None]):
         await self.run_action(action)
 
     # -- the board and the form ------------------------------------------------------------
-    @on(ResultsBoard.TableToggled)
-    def _table_toggled(self, _: board_messages.TableToggled) -> None:
-        self._fit_form()
-
     def on_resize(self) -> None:
-        """The form beside the table only where there is room for both; the key bar shows
-        ^p (the palette) once the commands leave room for it."""
-        self._fit_form()
+        """The key bar shows ^p (the palette) once the commands leave room for it; more
+        commands join it as the width allows (the board fits the form itself)."""
         self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
-        self.refresh_bindings()  # more commands join the key bar as the width allows
-
-    def _fit_form(self) -> None:
-        # Below WIDE columns the table takes the form's width (t brings the cards and the
-        # form back). Display, not a class on the screen: that would restyle every widget.
-        self.form.display = not (self.board.table_mode and self.size.width < WIDE)
+        self.refresh_bindings()
 
     @on(ResultsBoard.LoadIntoForm)
     def _load_run(self, message: board_messages.LoadIntoForm) -> None:

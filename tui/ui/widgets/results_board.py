@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from textual import events, on
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.color import Color
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
@@ -34,6 +33,7 @@ from tui.ui.board_query import describe_view, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
+from tui.ui.widgets.board_frame import BoardFrame
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.card_strip import CardStrip
 from tui.ui.widgets.run_card import CardContext
@@ -58,13 +58,12 @@ CARD_KEYS: list[BindingType] = [
 ]
 
 
-class ResultsBoard(Vertical, can_focus=True):
+class ResultsBoard(BoardFrame, Vertical, can_focus=True):
     """Cards or a table of runs, a selected run, a pinned baseline; the board's keys."""
 
     BINDINGS: ClassVar[list[BindingType]] = [*board_bindings(), *CARD_KEYS]
 
     # What it posts (tui.ui.board_messages); the screen carries each out.
-    TableToggled = board_messages.TableToggled
     LoadIntoForm = board_messages.LoadIntoForm
     ShowDetail = board_messages.ShowDetail
     RepeatRun = board_messages.RepeatRun
@@ -88,38 +87,6 @@ class ResultsBoard(Vertical, can_focus=True):
         yield CardStrip(id="board-cards")
         yield BoardGrid(id="board-table")
 
-    # Why no CSS class or pseudo-class for these: a class set on the board (or the screen)
-    # and a `:focus-within` rule make Textual recompute the styles of every widget under it
-    # (the cards; for the screen, the form's ~180 widgets too) on each toggle, each focus
-    # change and each return from a modal: 100-300 ms of a keypress at 80x24 (issue 22).
-    # Display and an inline border touch only the widgets themselves.
-    def _show_mode(self) -> None:
-        self.query_one(CardStrip).display = not self._table_mode
-        self.query_one(BoardGrid).display = self._table_mode
-
-    def _mark_focus(self) -> None:
-        """The board's top border in the accent colour while it or its table has focus."""
-        if self.has_focus_within:
-            self.styles.border_top = ("solid", Color.parse(self.app.theme_variables["accent"]))
-        else:
-            self.styles.border_top = None  # back to the stylesheet's (.panel)
-
-    def on_focus(self, _: events.Focus) -> None:
-        """Mark the board focused."""
-        self._mark_focus()
-
-    def on_blur(self, _: events.Blur) -> None:
-        """Unmark it (unless its table took the focus)."""
-        self._mark_focus()
-
-    def on_descendant_focus(self, _: events.DescendantFocus) -> None:
-        """The table took the focus: the board is still the one acting."""
-        self._mark_focus()
-
-    def on_descendant_blur(self, _: events.DescendantBlur) -> None:
-        """The table lost the focus."""
-        self._mark_focus()
-
     # -- what it shows ---------------------------------------------------------------------------
     @property
     def view(self) -> BoardView:
@@ -130,11 +97,6 @@ class ResultsBoard(Vertical, can_focus=True):
     def board(self) -> Board | None:
         """The board as last drawn."""
         return self._board
-
-    @property
-    def table_mode(self) -> bool:
-        """Whether the table (not the cards) is shown."""
-        return self._table_mode
 
     @property
     def selected_run(self) -> RunRecord | None:
@@ -265,13 +227,11 @@ class ResultsBoard(Vertical, can_focus=True):
         """Cards <-> table (the selection stays)."""
         self._table_mode = not self._table_mode
         self.can_focus = not self._table_mode  # the table takes the focus in table view
-        self._show_mode()
-        if self._board is not None:  # the same runs and view: draw it, no rebuild (200 runs:
-            self._draw(self._board)  # build_board is 40-100 ms of the key)
-        else:
-            self._redraw()
+        self.query_one(CardStrip).display = not self._table_mode
+        self.query_one(BoardGrid).display = self._table_mode
+        self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild
+        self.fit_form()
         self.focus()
-        self.post_message(self.TableToggled(self._table_mode))
 
     def _need_selected(self) -> RunRecord | None:
         run = self.selected_run
