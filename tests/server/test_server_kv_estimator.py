@@ -11,7 +11,7 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
 from tui.modes import ConsoleOptions, build_session
-from tui.modes.demo import sim_gpu_device
+from tui.modes.adapters import sim_gpu_device
 from tui.server.kv_estimator import (
     KvEstimator,
     cpu_node_memory,

@@ -23,6 +23,7 @@ from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
+from tui.modes.adapters import STOP_GRACE_S
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
@@ -42,9 +43,6 @@ from tui.store.presets import load_presets
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.goodput import GoodputRunner
 from tui.tune.service import SweepService
-
-STOP_GRACE_S = 10.0
-"""Seconds between SIGTERM and SIGKILL when the console stops a server."""
 
 
 @dataclass
