@@ -75,7 +75,10 @@ def _parser() -> argparse.ArgumentParser:
         "--startup-timeout", type=float, default=900.0, help="seconds before a start is failed"
     )
     parser.add_argument(
-        "--no-autostart", action="store_true", help="demo: do not start the server at launch"
+        "--no-autostart",
+        dest="autostart",
+        action="store_false",
+        help="demo: do not start the server at launch",
     )
     parser.add_argument(
         "--attach",
