@@ -2,7 +2,7 @@
 
     python benchmarks/_probe_vtc.py SPANS.json [vtc bench flags]
 
-Runs ``tui.load.bench_cli.main`` unchanged, with ``gc.callbacks`` (public) recording every
+Runs ``tui.app.bench.main`` unchanged, with ``gc.callbacks`` (public) recording every
 collection and a wrapper on the runner's own ``LiveStats.snapshot`` (the once-a-second
 harvest) recording its spans, both as ``perf_counter`` intervals written to SPANS.json at
 the end. Works on any checkout of vtc whose ``tui`` comes first on ``sys.path``.

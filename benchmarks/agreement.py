@@ -4,7 +4,7 @@
 
 Starts the provisioned CPU vLLM 0.32.0 (``vtc setup-cpu-vllm``) with the tiny Llama
 (prefix caching off, so that neither tool's prompts warm the cache for the other), then
-runs ``vtc bench`` (``python -m tui.load.bench_cli``) and that venv's
+runs ``vtc bench`` (``python -m tui.app.bench``) and that venv's
 ``vllm bench serve`` on the same random workload (same flags, same seed, the same
 ``--tokenizer``), after one unmeasured warm-up run of each (the first runs after a server
 start pay one-off costs). It prints each run, then per tool the mean and spread of each
@@ -178,7 +178,7 @@ def main() -> int:
     try:
         print(f"starting vLLM {found.version} on {base_url} (log: {work / 'vllm-serve.log'})")
         server.wait_ready(f"{base_url}/health", timeout_s=180)
-        ours = [sys.executable, "-m", "tui.load.bench_cli", "--disable-tqdm"]
+        ours = [sys.executable, "-m", "tui.app.bench", "--disable-tqdm"]
         theirs = [str(found.vllm), "bench", "serve", "--backend", "openai", "--disable-tqdm"]
         # (Alternating runs use the real `vllm bench serve` command; paired runs go through
         # _vllm_timed.py, the same CLI entry point with the start gate.)

@@ -32,7 +32,7 @@ from diagnosis_corpus import ISSUES, Fixture, load_all  # noqa: E402
 # document (or the error) per line.
 RUNNER = r"""
 import contextlib, io, json, sys
-from tui.cli import main
+from tui.app.cli import main
 for path in sys.argv[1:]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):

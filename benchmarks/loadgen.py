@@ -9,7 +9,7 @@ model but a metronome), warms it up, then drives it with each client pinned to
 ``--client-cpu`` (``os.sched_setaffinity`` in the child before exec), rotating the order
 of the clients from repeat to repeat:
 
-- ``vtc bench`` (``python -m tui.load.bench_cli``), its own transport (the default:
+- ``vtc bench`` (``python -m tui.app.bench``), its own transport (the default:
   asyncio protocols that stamp each read before any parsing, ``tui/load/wire.py``);
 - ``vtc bench --transport aiohttp``: the same runner on bench serve's HTTP library;
 - ``vllm bench serve`` from the provisioned vLLM venv, unchanged, through
@@ -189,7 +189,7 @@ class Bench:
             timed = str(HERE / "_vllm_timed.py")
             return [str(self.vllm_python), timed, "--backend", "openai", *flags]
         transport = ["--transport", "aiohttp" if client == "vtc-aiohttp" else "native"]
-        return [sys.executable, "-m", "tui.load.bench_cli", *transport, *flags]
+        return [sys.executable, "-m", "tui.app.bench", *transport, *flags]
 
     def run(self, client: str, s: Setting, port: int) -> Sample:
         self.runs += 1

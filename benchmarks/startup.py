@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerEvent  # noqa: E402
 from tui.domain.flags import ServeFlags  # noqa: E402
-from tui.modes.demo import sim_gpu_device, simulator_command  # noqa: E402
+from tui.modes.adapters import sim_gpu_device, simulator_command  # noqa: E402
 from tui.server.kv_estimator import KvEstimator, cpu_node_memory  # noqa: E402
 from tui.server.launched import LaunchedServer  # noqa: E402
 from tui.server.launcher import ProcessLauncher  # noqa: E402

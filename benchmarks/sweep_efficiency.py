@@ -47,7 +47,7 @@ sys.path.insert(0, str(REPO))
 from tui.domain.sweep import SweepSpec  # noqa: E402
 from tui.domain.sweep.outcome import TrialOutcome, TrialState  # noqa: E402
 from tui.domain.sweep.spec import SearchOptions  # noqa: E402
-from tui.modes.demo import sim_catalog_config, sim_gpu_device  # noqa: E402
+from tui.modes.adapters import sim_catalog_config, sim_gpu_device  # noqa: E402
 from tui.server.kv_estimator import KvEstimator  # noqa: E402
 from tui.server.model_config import find_model_config  # noqa: E402
 from tui.tune.context import SweepContext, TrialPlan  # noqa: E402

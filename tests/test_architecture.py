@@ -39,8 +39,8 @@ def test_nothing_outside_ui_imports_textual(path: Path) -> None:
 @pytest.mark.parametrize("path", sorted((PACKAGE / "domain").rglob("*.py")), ids=lambda p: p.name)
 def test_domain_imports_no_services_or_io(path: Path) -> None:
     forbidden_prefixes = ("tui.server", "tui.telemetry", "tui.load", "tui.sim", "tui.store",
-                          "tui.ui", "tui.session", "tui.cli", "httpx", "aiohttp", "psutil",
-                          "pynvml", "sqlite3", "subprocess", "socket")  # fmt: skip
+                          "tui.ui", "tui.session", "tui.app", "tui.cli", "httpx", "aiohttp",
+                          "psutil", "pynvml", "sqlite3", "subprocess", "socket")  # fmt: skip
     bad = {m for m in _imports(path) if m.startswith(forbidden_prefixes)}
     assert not bad, f"domain module {path.name} imports {bad}"
 
@@ -90,8 +90,8 @@ def test_services_import_only_the_domain_and_protocols_never_adapters_or_ui(path
 )
 def test_nothing_outside_the_console_imports_the_console(path: Path) -> None:
     bad = {m for m in _tui_imports(path) if _room(m) == "ui"}
-    if path.name == "cli.py":
-        bad -= {"tui.ui.app"}  # the command that opens the console
+    if path.relative_to(PACKAGE).parts[0] == "app":
+        bad -= {"tui.ui.app"}  # the composition root opens the console
     assert not bad, f"{path.relative_to(PACKAGE)} imports the console: {bad}"
 
 
@@ -110,3 +110,85 @@ def test_the_contract_checks_can_fail() -> None:
         assert {_room(m) for m in found} == {"sim", "ui"}
     finally:
         bad.unlink()
+
+
+# -- the composition root (tui/app) and the direction between rooms -----------------------------
+ROOT = "app"
+ENTRY_MODULES = {"cli.py", "__init__.py", "__main__.py"}  # tui/cli.py: `python -m tui.cli`
+
+
+def _room_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def room_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import (top-level modules of ``tui`` left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        room = _room_of(path) if root == PACKAGE else path.relative_to(root).parts[0]
+        if not room or room.endswith(".py"):
+            continue
+        targets = {_room(m) for m in _tui_imports(path)} - {room, ""}
+        graph.setdefault(room, set()).update(t for t in targets if (root / t).is_dir())
+    return graph
+
+
+def room_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle between rooms (``[a, b, a]``), or ``[]`` when the graph has none."""
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(room: str) -> list[str]:
+        state[room] = 1
+        path.append(room)
+        for target in sorted(graph.get(room, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state and (found := visit(target)):
+                return found
+        path.pop()
+        state[room] = 2
+        return []
+
+    for room in sorted(graph):
+        if room not in state and (found := visit(room)):
+            return found
+    return []
+
+
+def test_the_rooms_import_each_other_without_a_cycle() -> None:
+    graph = room_graph()
+    assert {"app", "modes", "tune", "session", "domain"} <= set(graph)
+    assert room_cycle(graph) == [], f"a cycle between rooms: {' -> '.join(room_cycle(graph))}"
+
+
+def test_the_cycle_check_can_fail(tmp_path: Path) -> None:
+    for room, target in (("alpha", "beta"), ("beta", "gamma"), ("gamma", "alpha")):
+        (tmp_path / room).mkdir()
+        (tmp_path / room / "m.py").write_text(f"import tui.{target}.m\n")
+    assert room_cycle(room_graph(tmp_path)) == ["alpha", "beta", "gamma", "alpha"]
+    (tmp_path / "gamma" / "m.py").write_text("x = 1\n")
+    assert room_cycle(room_graph(tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if _room_of(p) not in ("", ROOT)],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_no_room_imports_the_composition_root(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if _room(m) == ROOT or m == "tui.cli"}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports the composition root: {bad}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "tune").rglob("*.py")), ids=lambda p: p.name)
+def test_tune_never_imports_the_modes(path: Path) -> None:
+    # modes build sessions and may use tune's pieces; the arrow never runs back up.
+    bad = {m for m in _tui_imports(path) if _room(m) == "modes"}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: the sweep's wiring is tui/app"
+
+
+def test_only_entry_modules_sit_beside_the_rooms() -> None:
+    loose = {p.name for p in PACKAGE.glob("*.py")} - ENTRY_MODULES
+    assert not loose, f"tui/{loose} sit outside every room: put them in one (or in tui/app)"

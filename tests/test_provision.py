@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tui.app import setup
 from tui.server import provision as prov
 from tui.server.provision import (
     EXCLUDED_REQUIREMENTS,
@@ -349,7 +350,7 @@ def test_cli_prints_json_on_stdout(
 ) -> None:
     root = _fake_tree(tmp_path / "cache")
     monkeypatch.setenv("VTC_VLLM_CACHE", str(root))
-    assert prov.cli_setup_cpu_vllm() == 0
+    assert setup.cmd_setup_cpu_vllm() == 0
     out, err = capsys.readouterr()
     assert json.loads(out) == find_provisioned(root).to_json()  # type: ignore[union-attr]
     assert "already provisioned" in err
@@ -362,7 +363,7 @@ def test_cli_reports_failure(
         raise prov.ProvisionError("no network")
 
     monkeypatch.setattr(prov, "provision", fail)
-    assert prov.cli_setup_cpu_vllm() == 1
+    assert setup.cmd_setup_cpu_vllm() == 1
     out, err = capsys.readouterr()
     assert out == ""
     assert "no network" in err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from tui.domain.flag_validation import parse_serve_argv, validate_form
 from tui.domain.flags import (
     ArgvError,
     FlagError,
@@ -13,9 +14,7 @@ from tui.domain.flags import (
     diff_flags,
     flag_spec,
     flag_specs,
-    parse_serve_argv,
     problems_from_error,
-    validate_form,
 )
 from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
 

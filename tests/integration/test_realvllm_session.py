@@ -25,7 +25,7 @@ from tui.domain.results import BenchResult, RunStatus
 from tui.domain.telemetry import HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import ConsoleOptions, build_session
-from tui.modes.common import STOP_GRACE_S
+from tui.modes.adapters import STOP_GRACE_S
 from tui.server.provision import ProvisionedVllm
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore

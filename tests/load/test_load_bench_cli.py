@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fakes.load import FakeVllm
 
+from tui.app.bench import main, progress_line
 from tui.domain.workload import LoadProgress, workload_fields
 from tui.load.bench_args import BenchError, add_bench_parser, build_spec
-from tui.load.bench_cli import main, progress_line
 from tui.load.result_file import result_path
 
 

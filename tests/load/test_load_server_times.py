@@ -11,10 +11,10 @@ import httpx
 import pytest
 from fakes.sim_process import SimProcess, sim_process
 
+from tui.app.bench import main
 from tui.domain.board.metrics import SERVER_TTFT_P50, TTFT_P50, table_metrics
 from tui.domain.flags import ServeFlags
 from tui.domain.results import BenchResult, RunRecord
-from tui.load.bench_cli import main
 
 MODEL = "meta-llama/Llama-3.2-1B-Instruct"
 COMMON = ("--max-model-len", "2048", "--sim-speed", "50")

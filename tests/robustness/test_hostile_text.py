@@ -23,7 +23,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tui.cli_output import InertWriter
+from tui.app.output import InertWriter
 from tui.domain.inert import inert, inert_lines
 from tui.server.logbuffer import clean_line
 

@@ -12,7 +12,7 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus
 from tui.modes import ConsoleOptions, build_session
-from tui.modes.demo import sim_catalog_config, sim_gpu_device
+from tui.modes.adapters import sim_catalog_config, sim_gpu_device
 from tui.server.diagnose import diagnose, preflight_checker
 from tui.server.kv_estimator import (
     KvEstimator,

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tui.modes.demo import sim_catalog_config
+from tui.modes.adapters import sim_catalog_config
 from tui.server.model_config import find_model_config, hf_hub_cache
 
 TINY: dict[str, Any] = {

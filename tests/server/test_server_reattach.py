@@ -16,7 +16,7 @@ import psutil
 import pytest
 from fakes.waiting import until
 
-from tui.cli import cmd_stop, main
+from tui.app.cli import cmd_stop, main
 from tui.domain.events import Launched, Ready, ServerState
 from tui.domain.results import RunStatus
 from tui.domain.workload import LoadSpec

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from fakes.metrics_server import serving
 
-from tui.cli import _parser
+from tui.app import top as top_cli
+from tui.app.cli import _parser
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.runner import LoadRunner
-from tui.telemetry import top as top_cli
 
 CAPTURE = Path(__file__).resolve().parent.parent / "captures" / "metrics_after_load.txt"
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"

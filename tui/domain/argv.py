@@ -77,11 +77,6 @@ class ArgToken:
     index: int
 
     @property
-    def is_option(self) -> bool:
-        """Whether this token names an option."""
-        return self.option is not None
-
-    @property
     def spelled(self) -> str:
         """The option as the operator wrote it, without ``=value`` (the value for values)."""
         return self.text.split("=", 1)[0] if self.option is not None else self.text

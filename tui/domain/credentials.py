@@ -72,6 +72,3 @@ class Credentials:
         """HTTP headers for requests to the server (empty without a key)."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def secret_values(self) -> list[str]:
-        """Every secret value held, for redaction."""
-        return [v for v in (self.api_key, self.hf_token) if v]

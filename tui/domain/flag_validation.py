@@ -35,7 +35,6 @@ from tui.domain.extra_args import extra_args_problems
 from tui.domain.flag_errors import ArgvError, FlagError, FlagProblem
 from tui.domain.flag_spec import FlagKind, FlagSpec
 from tui.domain.flags import ServeFlags, flag_specs, validated
-from tui.domain.kv import ModelShape
 from tui.domain.preflight import DeviceMemory
 from tui.domain.secrets import split_secrets
 from tui.domain.vllm_cli import VllmCli
@@ -64,11 +63,6 @@ class ModelFacts:
 
     attention_heads: int
     checkpoint_quantization: str | None = None
-
-    @classmethod
-    def from_shape(cls, shape: ModelShape, checkpoint_quantization: str | None) -> ModelFacts:
-        """From the pre-flight's model shape and the checkpoint's quantization method."""
-        return cls(shape.num_attention_heads, checkpoint_quantization)
 
 
 @dataclass(frozen=True)

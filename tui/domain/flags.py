@@ -579,12 +579,3 @@ def names(specs: Iterable[FlagSpec]) -> list[str]:
     """The snake_case names of ``specs``."""
     return [s.name for s in specs]
 
-
-def __getattr__(name: str) -> Any:
-    # The parsers moved to tui.domain.flag_validation (the one validation path); these names
-    # stay importable from here for the modules written against them.
-    if name in ("parse_serve_argv", "ParsedServeArgs", "validate_form"):
-        from tui.domain import flag_validation
-
-        return getattr(flag_validation, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

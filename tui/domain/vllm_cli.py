@@ -372,29 +372,9 @@ class VllmCli:
             return flags
         ranked: list[tuple[int, int, CliFlag]] = []
         for position, flag in enumerate(flags):
-            names = [_norm_word(o) for o in flag.option_strings] + [_norm_word(flag.dest)]
-            haystack = " ".join(
-                [
-                    flag.group.lower(),
-                    flag.help.lower(),
-                    " ".join(str(c).lower() for c in flag.choices or ()),
-                ]
-            )
-            best = 0
-            for word in words:
-                if word in names:
-                    rank = 0
-                elif any(n.startswith(word) for n in names):
-                    rank = 1
-                elif any(word in n for n in names):
-                    rank = 2
-                elif word in haystack or word.replace("-", "_") in haystack:
-                    rank = 3
-                else:
-                    break
-                best = max(best, rank)
-            else:
-                ranked.append((best, position, flag))
+            rank = _flag_rank(flag, words)
+            if rank is not None:
+                ranked.append((rank, position, flag))
         ranked.sort(key=lambda t: (t[0], t[1]))
         return [flag for _, _, flag in ranked]
 
@@ -459,3 +439,35 @@ class VllmCli:
 
 def _norm_word(text: str) -> str:
     return text.strip().lower().lstrip("-").replace("_", "-")
+
+
+def _flag_rank(flag: CliFlag, words: Sequence[str]) -> int | None:
+    """How well ``flag`` matches every one of ``words`` (its worst word), ``None`` if one misses."""
+    names = [_norm_word(o) for o in flag.option_strings] + [_norm_word(flag.dest)]
+    haystack = " ".join(
+        [
+            flag.group.lower(),
+            flag.help.lower(),
+            " ".join(str(c).lower() for c in flag.choices or ()),
+        ]
+    )
+    best = 0
+    for word in words:
+        rank = _word_rank(word, names, haystack)
+        if rank is None:
+            return None
+        best = max(best, rank)
+    return best
+
+
+def _word_rank(word: str, names: Sequence[str], haystack: str) -> int | None:
+    """0 exact name, 1 name prefix, 2 name substring, 3 group/help/choices; ``None``: no match."""
+    if word in names:
+        return 0
+    if any(n.startswith(word) for n in names):
+        return 1
+    if any(word in n for n in names):
+        return 2
+    if word in haystack or word.replace("-", "_") in haystack:
+        return 3
+    return None

@@ -12,6 +12,6 @@
 orchestrated by :class:`~tui.load.runner.LoadRunner`. Workloads: random
 (:mod:`~tui.load.prompts` with the model's own tokenizer, :mod:`~tui.load.tokenizer`),
 shared prefix, JSONL and ShareGPT (:mod:`~tui.load.datasets`), bounded before they run
-(:mod:`~tui.load.budget`). ``vtc bench`` is :mod:`~tui.load.bench_cli` (its arguments
+(:mod:`~tui.load.budget`). ``vtc bench`` is :mod:`~tui.app.bench` (its arguments
 :mod:`~tui.load.bench_args`, its result file :mod:`~tui.load.result_file`).
 """

@@ -11,27 +11,23 @@ reported as the server's.
 from __future__ import annotations
 
 import os
-import time
-import urllib.parse
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
-from tui.domain.gpus import remote_gpu_not_visible
 from tui.domain.url_credentials import split_url
 from tui.load.process import ProcessLoadRunner
+from tui.modes import adapters
 from tui.modes.common import Services, assemble, open_history, starting_point
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import HostReader, MetricsReader, NvmlReader, dcgm_reader, local_client
+from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.attached import AttachedServer, attach_url
 from tui.server.attached_config import AttachedConfigReader
 from tui.session.facade import Session
-from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.locality import is_local_url
-from tui.telemetry.nvml import NvmlGpuSource
 
 ATTACHED_FORM_MODEL = "attached"
 NO_FLAG_LIST = "attached: no flag list (this console does not launch vLLM)"
@@ -65,13 +61,7 @@ class AttachMode:
         point = starting_point(options, fallback=ServeFlags(model=ATTACHED_FORM_MODEL))
         credentials = Credentials.from_env(env, command_line=point.secrets)
         local = is_local_url(url)
-        host = urllib.parse.urlsplit(url).hostname or url
-        gpu: GpuReader | None = None
-        absent = remote_gpu_not_visible(time.monotonic(), host=host)
-        if options.gpu_metrics_url:
-            gpu = dcgm_reader(options.gpu_metrics_url)
-        elif local:
-            gpu = NvmlReader(NvmlGpuSource())
+        gpu = adapters.gpu_source(metrics_url=options.gpu_metrics_url, attached_url=url)
         services = Services(
             store=store,
             history=history,
@@ -89,14 +79,9 @@ class AttachMode:
             ),
             metrics=MetricsReader(local_client(credentials, url_credential=url_credential)),
             runner=ProcessLoadRunner(api_key=credentials.api_key, credential=url_credential),
-            gpu=gpu,
+            gpu=gpu.reader,
             host=HostReader() if local else None,
-            gpu_policy=GpuPolicy(
-                absent=None if gpu is not None else absent,
-                # The page's own gauges (the simulator's) beat this machine's NVML; a DCGM
-                # URL the operator named beats both.
-                page_first=not options.gpu_metrics_url,
-            ),
+            gpu_policy=gpu.policy,
             files=ConsoleFiles(data_dir),
         )
         info = SessionInfo(

@@ -22,6 +22,7 @@ from tui.domain.flags import ServeFlags
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
+from tui.modes.adapters import STOP_GRACE_S
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
@@ -41,9 +42,6 @@ from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.service import SweepService
-
-STOP_GRACE_S = 10.0
-"""Seconds between SIGTERM and SIGKILL when the console stops a server."""
 
 
 @dataclass

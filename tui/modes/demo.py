@@ -10,15 +10,13 @@ pre-flight estimates use the simulator's catalogue for both the GPU and the mode
 from __future__ import annotations
 
 import os
-import sys
-import time
 
 from tui.domain.credentials import Credentials
-from tui.domain.preflight import DeviceMemory
-from tui.domain.telemetry import GpuSample, SimInfo, SourceStatus
+from tui.domain.telemetry import SimInfo
 from tui.load.process import ProcessLoadRunner
+from tui.modes import adapters
+from tui.modes.adapters import simulator_command
 from tui.modes.common import (
-    STOP_GRACE_S,
     Services,
     assemble,
     free_port,
@@ -28,58 +26,17 @@ from tui.modes.common import (
 )
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import HostReader, MetricsReader, local_client
-from tui.server.diagnose import preflight_checker
-from tui.server.kv_estimator import KvEstimator
-from tui.server.launcher import ProcessLauncher
-from tui.server.model_config import ModelConfig, find_model_config
 from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
-from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import (
-    DEFAULT_GPU,
-    UnknownGpuError,
-    catalog_models,
-    resolve_gpu,
-    resolve_model,
-)
+from tui.sim.catalog import DEFAULT_GPU, UnknownGpuError, resolve_gpu
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
 NO_FLAG_LIST = "demo: the simulator's flags are the declared ones"
-
-
-def simulator_command() -> list[str]:
-    """The simulator, run by this same Python (no reliance on PATH)."""
-    return [sys.executable, "-m", "tui.sim"]
-
-
-def sim_gpu_device(gpu: str, used_bytes: int = 0, count: int = 1) -> DeviceMemory:
-    """The simulator's catalog GPU ``gpu`` (key or product name), ``used_bytes`` taken, on a
-    simulated machine of ``count`` such GPUs (the demo launches one: no ``--sim-gpus``)."""
-    spec = resolve_gpu(gpu)
-    return DeviceMemory(
-        spec.total_bytes, spec.total_bytes - used_bytes, "gpu", spec.name, gpu_count=count
-    )
-
-
-def sim_catalog_config(model: str) -> ModelConfig | None:
-    """A catalogue model's published shape, for pre-flight when no config is on disk."""
-    if model.strip().rstrip("/").lower() not in {m.lower() for m in catalog_models()}:
-        return None
-    entry = resolve_model(model)
-    return ModelConfig(
-        model,
-        entry.shape,
-        "sim-catalog",
-        None,
-        "not on disk: the simulator catalog's published shape of this model",
-        entry.checkpoint_quantization,
-        entry.tied_embeddings,
-    )
 
 
 def demo_label(gpu: str, speed: float) -> str:
@@ -90,16 +47,6 @@ def demo_label(gpu: str, speed: float) -> str:
     except UnknownGpuError:
         name = gpu  # the simulator will refuse it with its own message
     return f"demo · {SimInfo(name, speed).label}"
-
-
-def simulated_gpu_absent() -> GpuSample:
-    """What the GPU panel says while no simulator runs."""
-    return GpuSample(
-        t=time.monotonic(),
-        source="simulated",
-        status=SourceStatus.UNAVAILABLE,
-        message="simulated GPU: shown while the simulator runs",
-    )
 
 
 class DemoMode:
@@ -123,20 +70,19 @@ class DemoMode:
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
-        estimator = KvEstimator(
-            lambda: sim_gpu_device(gpu),
-            env={**env, **credentials.server_env()},
-            find_config=lambda model: find_model_config(
-                model, env=env, fallback=sim_catalog_config
-            ),
+        server_env = credentials.server_env()
+        estimator = adapters.estimator(
+            adapters.device_memory(sim_gpu=gpu),
+            env={**env, **server_env},
+            simulated=True,
+            config_env=env,
         )
-        launcher = ProcessLauncher(
+        launcher = adapters.launcher(
             simulator_command(),
-            fix_check=preflight_checker(estimator),
-            env=credentials.server_env(),
+            estimator=estimator,
+            env=server_env,
             log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
-            grace_s=STOP_GRACE_S,
         )
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         services = Services(
@@ -152,7 +98,7 @@ class DemoMode:
             runner=ProcessLoadRunner(api_key=credentials.api_key),
             host=HostReader(),
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
-            gpu_policy=GpuPolicy(absent=simulated_gpu_absent(), simulated=True),
+            gpu_policy=adapters.gpu_source(simulated=True).policy,
             reproducer=MachineReproducer(
                 launch_env=credentials.server_env(),
                 inherited_env=env,

@@ -14,15 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import time
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags import ServeFlags
-from tui.domain.preflight import DeviceMemory
-from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.load.process import ProcessLoadRunner
+from tui.modes import adapters
 from tui.modes.common import (
-    STOP_GRACE_S,
     Services,
     assemble,
     check_serve_line,
@@ -32,25 +29,16 @@ from tui.modes.common import (
     starting_point,
 )
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import HostReader, MetricsReader, NvmlReader, dcgm_reader, local_client
-from tui.server.diagnose import preflight_checker
+from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.introspect import (
     IntrospectError,
     introspect_vllm,
     python_for_vllm,
     vllm_dist_version,
 )
-from tui.server.kv_estimator import (
-    KvEstimator,
-    console_children,
-    cpu_node_memory,
-    gpu_device_from_sample,
-    is_cpu_build,
-)
-from tui.server.launcher import ProcessLauncher
+from tui.server.kv_estimator import is_cpu_build
 from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
-from tui.session.hub import GpuPolicy, GpuReader
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
 from tui.session.slot import ServerSlot
@@ -101,21 +89,22 @@ class LocalVllmMode:
         point = starting_point(options, fallback=back.flags if not named else None)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         nvml = None if is_cpu_build(resolved) else NvmlGpuSource()
-        gpu: GpuReader | None = None
-        if options.gpu_metrics_url:
-            gpu = dcgm_reader(options.gpu_metrics_url)
-        elif nvml is not None:
-            gpu = NvmlReader(nvml)
-        estimator = KvEstimator(
-            functools.partial(_device, nvml), env={**env, **credentials.server_env()}
+        gpu = adapters.gpu_source(
+            metrics_url=options.gpu_metrics_url,
+            nvml=nvml,
+            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
         )
-        launcher = ProcessLauncher(
+        server_env = credentials.server_env()
+        visible = env.get("CUDA_VISIBLE_DEVICES")  # how many GPUs the server may use
+        estimator = adapters.estimator(
+            adapters.device_memory(nvml=nvml, visible=visible), env={**env, **server_env}
+        )
+        launcher = adapters.launcher(
             [resolved],
-            fix_check=preflight_checker(estimator),
-            env=credentials.server_env(),
+            estimator=estimator,
+            env=server_env,
             log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
-            grace_s=STOP_GRACE_S,
         )
         services = Services(
             store=store,
@@ -123,13 +112,9 @@ class LocalVllmMode:
             slot=ServerSlot(launcher=launcher, existing=back.existing, keeper=back.keeper),
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
-            gpu=gpu,
+            gpu=gpu.reader,
             host=HostReader(),
-            # The server inherits this environment: its CUDA_VISIBLE_DEVICES marks its GPUs.
-            gpu_policy=GpuPolicy(
-                absent=None if gpu is not None else cpu_build_gpu(),
-                cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
-            ),
+            gpu_policy=gpu.policy,
             estimator=estimator,
             cli=_cli_loader(resolved),
             release=NvmlRelease(nvml) if nvml is not None else None,
@@ -153,24 +138,6 @@ class LocalVllmMode:
             protected_runs=back.protected,
         )
         return info, services
-
-
-def cpu_build_gpu() -> GpuSample:
-    """What the GPU panel says for the CPU build of vLLM (no GPU source was given)."""
-    return GpuSample(
-        t=time.monotonic(),
-        source="cpu",
-        status=SourceStatus.UNAVAILABLE,
-        message="CPU build of vLLM: no GPU in use (pass --gpu-metrics-url to watch one)",
-    )
-
-
-def _device(nvml: NvmlGpuSource | None) -> DeviceMemory | None:
-    """The CPU build's NUMA node, else NVML's GPU 0 (the console's own server counts as free)."""
-    if nvml is None:
-        return cpu_node_memory()
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return gpu_device_from_sample(nvml.sample(), 0, console_children(), visible)
 
 
 def _cli_loader(vllm_executable: str) -> CliLoader | None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from tui.domain.errors import VtcError
 
@@ -35,20 +36,11 @@ class ConsoleOptions:
     attach_log: Path | None = None  # that server's startup log, read for its flags
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, serve_args: Sequence[str]) -> ConsoleOptions:
-        """From ``vtc``'s parsed arguments and the ``-- serve ...`` tail."""
-        return cls(
-            demo=args.demo,
-            preset=args.preset,
-            vllm=args.vllm,
-            model=args.model,
-            sim_gpu=args.sim_gpu,
-            sim_speed=args.sim_speed,
-            gpu_metrics_url=args.gpu_metrics_url,
-            startup_timeout=args.startup_timeout,
-            autostart=not args.no_autostart,
-            serve_args=list(serve_args),
-            config=args.config,
-            attach=args.attach,
-            attach_log=args.attach_log,
-        )
+    def from_args(
+        cls, args: argparse.Namespace, serve_args: Sequence[str] = (), **overrides: Any
+    ) -> ConsoleOptions:
+        """From a parsed command line: each field whose name the parser has as a ``dest``
+        (``vtc``'s or ``vtc sweep``'s), the ``-- serve ...`` tail, then ``overrides``."""
+        parsed = vars(args)
+        values = {f.name: parsed[f.name] for f in fields(cls) if f.init and f.name in parsed}
+        return cls(**{**values, "serve_args": list(serve_args), **overrides})

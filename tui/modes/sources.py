@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import httpx
 
@@ -18,6 +19,7 @@ from tui.domain.url_credentials import UrlCredential, authorization_header, spli
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.host import HostSource
 from tui.telemetry.nvml import NvmlGpuSource
+from tui.telemetry.scrape import DEFAULT_DEADLINE_S
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
 
@@ -58,8 +60,15 @@ class NvmlReader:
 class DcgmReader:
     """GPU gauges of a DCGM exporter at a URL."""
 
-    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
-        self._source = DcgmGpuSource(url, client)
+    def __init__(
+        self,
+        url: str,
+        client: httpx.AsyncClient,
+        *,
+        timeout_s: float = DEFAULT_DEADLINE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._source = DcgmGpuSource(url, client, timeout_s=timeout_s, clock=clock)
         self._client = client
 
     async def sample(self) -> GpuSample:

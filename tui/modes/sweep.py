@@ -6,44 +6,28 @@ trial is a run on the board of ``vtc`` (or ``vtc --demo``). The servers run with
 ``VLLM_SERVER_DEV_MODE=1``, as auto_tune.sh and ``vllm bench sweep serve`` start them, for
 ``/reset_prefix_cache``. A lane's state file names the server it runs, so a sweep killed
 mid-way (its servers live on in their own sessions) has them stopped by the next run
-before it resumes. The load runner carries the spec's goodput thresholds.
+before it resumes. Each load carries the spec's goodput thresholds.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tui.domain.credentials import Credentials
-from tui.domain.preflight import DeviceMemory
 from tui.domain.sweep.spec import SweepSpec
 from tui.load.process import ProcessLoadRunner
-from tui.modes.common import STOP_GRACE_S, Services, assemble, free_port, open_history
-from tui.modes.demo import (
-    sim_catalog_config,
-    sim_gpu_device,
-    simulated_gpu_absent,
-    simulator_command,
-)
-from tui.modes.local import cpu_build_gpu
+from tui.modes import adapters
+from tui.modes.adapters import STOP_GRACE_S, simulator_command
+from tui.modes.common import Services, free_port, open_history
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import MetricsReader, NvmlReader, local_client
+from tui.modes.sources import MetricsReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
-from tui.server.diagnose import preflight_checker
-from tui.server.kv_estimator import (
-    KvEstimator,
-    console_children,
-    cpu_node_memory,
-    gpu_device_from_sample,
-    is_cpu_build,
-)
+from tui.server.kv_estimator import KvEstimator, is_cpu_build
 from tui.server.launcher import ProcessLauncher
-from tui.server.model_config import find_model_config
-from tui.session.facade import Session
-from tui.session.hub import GpuPolicy
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import DEFAULT_GPU
@@ -73,8 +57,6 @@ class SweepMode:
     to use (default: every visible one).
     """
 
-    label = "sweep"
-
     def __init__(
         self,
         spec: SweepSpec,
@@ -87,16 +69,6 @@ class SweepMode:
         self.sim_gpus = max(1, sim_gpus)
         self.gpus = list(gpus) if gpus else None
         self.env = dict(os.environ if env is None else env)
-
-    def build(self, options: ConsoleOptions) -> Session:
-        """The first lane's session."""
-        info, services = self.parts(options)
-        return assemble(info, services, poll_interval_s=options.poll_interval_s)
-
-    def parts(self, options: ConsoleOptions) -> tuple[SessionInfo, Services]:
-        """The first lane's facts and adapters."""
-        first = self.lane_parts(options)[0]
-        return first.info, first.services
 
     def data_dir(self, options: ConsoleOptions) -> Path:
         """Where the runs, logs, state files and journals go."""
@@ -141,14 +113,13 @@ class SweepMode:
         gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_GPU
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
         per_trial = gpus_per_trial(self.spec)
-        estimator = KvEstimator(
-            lambda: sim_gpu_device(gpu, count=per_trial), env={**self.env, **env},
-            find_config=lambda m: find_model_config(m, env=self.env, fallback=sim_catalog_config),
+        estimator = adapters.estimator(
+            adapters.device_memory(sim_gpu=gpu, sim_count=per_trial), env={**self.env, **env},
+            simulated=True, config_env=self.env,
         )  # fmt: skip
-        launcher = ProcessLauncher(
-            simulator_command(), env=env, log_dir=data_dir / "demo-logs",
-            startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
-            fix_check=preflight_checker(estimator),
+        launcher = adapters.launcher(
+            simulator_command(), estimator=estimator, env=env, log_dir=data_dir / "demo-logs",
+            startup_timeout_s=options.startup_timeout,
         )  # fmt: skip
         args = [
             "--sim-gpu",
@@ -159,9 +130,9 @@ class SweepMode:
             str(per_trial),
         ]
         name = f"sim{index}"
-        policy = GpuPolicy(absent=simulated_gpu_absent(), simulated=True)
+        choice = adapters.gpu_source(simulated=True)
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, launch_args=args, demo=True, gpu_policy=policy)  # fmt: skip
+                          estimator, launch_args=args, demo=True, gpu=choice)  # fmt: skip
 
     def _local_lane(
         self,
@@ -177,20 +148,18 @@ class SweepMode:
         if group is not None:
             env["CUDA_VISIBLE_DEVICES"] = group
         first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
-        estimator = KvEstimator(_device_reader(nvml, first, group), env={**self.env, **env})
-        launcher = ProcessLauncher(
-            [vllm], env=env, log_dir=data_dir / "logs",
-            startup_timeout_s=options.startup_timeout, grace_s=STOP_GRACE_S,
-            fix_check=preflight_checker(estimator),
+        estimator = adapters.estimator(
+            adapters.device_memory(nvml=nvml, index=first, visible=group), env={**self.env, **env}
+        )
+        launcher = adapters.launcher(
+            [vllm], estimator=estimator, env=env, log_dir=data_dir / "logs",
+            startup_timeout_s=options.startup_timeout,
         )  # fmt: skip
         name = f"gpu{group}" if group is not None else "cpu"
-        reader = NvmlReader(nvml) if nvml is not None and index == 0 else None
-        # The lane's CUDA_VISIBLE_DEVICES marks its server's GPUs; no NVML: the CPU build's why.
-        policy = GpuPolicy(
-            absent=None if reader is not None else cpu_build_gpu(), cuda_visible_devices=group
-        )
+        # One lane reads NVML for the panel; the lane's CUDA_VISIBLE_DEVICES marks its GPUs.
+        choice = adapters.gpu_source(nvml=nvml if index == 0 else None, cuda_visible_devices=group)
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, gpu=reader, executable=vllm, gpu_policy=policy)  # fmt: skip
+                          estimator, gpu=choice, executable=vllm)  # fmt: skip
 
     def _lane(
         self,
@@ -203,9 +172,8 @@ class SweepMode:
         credentials: Credentials,
         estimator: KvEstimator,
         *,
+        gpu: adapters.GpuChoice,
         launch_args: Sequence[str] = (),
-        gpu_policy: GpuPolicy | None = None,
-        gpu: NvmlReader | None = None,
         executable: str | None = None,
         demo: bool = False,
     ) -> LaneParts:
@@ -220,7 +188,7 @@ class SweepMode:
             slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
-            gpu=gpu, gpu_policy=gpu_policy or GpuPolicy(),
+            gpu=gpu.reader, gpu_policy=gpu.policy,
             estimator=estimator,
         )  # fmt: skip
         flags = self.spec.base.flags_for({})
@@ -237,15 +205,6 @@ class SweepMode:
 
 def _count(nvml: NvmlGpuSource) -> int:
     return len(nvml.sample().devices)
-
-
-def _device_reader(
-    nvml: NvmlGpuSource | None, index: int, group: str | None = None
-) -> Callable[[], DeviceMemory | None]:
-    if nvml is None:
-        return cpu_node_memory
-    visible = group if group is not None else os.environ.get("CUDA_VISIBLE_DEVICES")
-    return lambda: gpu_device_from_sample(nvml.sample(), index, console_children(), visible)
 
 
 def _watched(data_dir: Path, demo: bool) -> frozenset[int]:

@@ -1,6 +1,6 @@
 """Provision a cached virtual environment with the real CPU build of vLLM and tiny models.
 
-``vtc setup-cpu-vllm`` calls :func:`cli_setup_cpu_vllm`; tests and the console call
+``vtc setup-cpu-vllm`` (``tui/app/setup.py``) calls :func:`provision`; tests and the console call
 :func:`find_provisioned` (cheap, never installs) or :func:`provision` (idempotent, slow
 the first time: a few minutes of pip and about 2.5 GB of disk).
 
@@ -659,34 +659,3 @@ def provision(
             raise ProvisionError(f"provisioning finished but {layout.root} fails its checks")
         say(f"provisioned in {time.monotonic() - t0:.1f}s")
         return found
-
-
-def cli_setup_cpu_vllm(
-    args_json: bool = True,
-    *,
-    force: bool = False,
-    cache_dir: Path | None = None,
-) -> int:
-    """Entry point of ``vtc setup-cpu-vllm``: provision, print the result, return exit code.
-
-    Progress goes to stderr; the result goes to stdout, as one JSON object when
-    ``args_json`` (the default), else as ``key: value`` lines.
-    """
-
-    def log(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)
-
-    try:
-        result = provision(cache_dir, force=force, log=log)
-    except ProvisionError as exc:
-        log(f"setup-cpu-vllm failed: {exc}")
-        return 1
-    except KeyboardInterrupt:
-        log("setup-cpu-vllm interrupted; re-run to resume")
-        return 130
-    if args_json:
-        print(json.dumps(result.to_json(), indent=2))
-    else:
-        for key, value in result.to_json().items():
-            print(f"{key}: {value}")
-    return 0

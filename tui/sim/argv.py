@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.domain.flags import ArgvError, FlagKind, FlagSpec, ParsedServeArgs, flag_specs
+from tui.domain.flag_validation import ParsedServeArgs
+from tui.domain.flags import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.domain.vllm_config_yaml import ConfigYamlError, load_config_mapping, vllm_config_args
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu

@@ -199,82 +199,130 @@ def world_size_message(world_size: int, num_gpus: int) -> str:
 def _semantic_errors(
     values: Mapping[str, Any], entry: ModelEntry, hardware: SimHardware
 ) -> dict[str, list[ErrorItem]]:
+    """vLLM's config checks past the field types, grouped by the config class that raises."""
     groups: dict[str, list[ErrorItem]] = {}
+    checks = (
+        ("ModelConfig", _model_config_errors(values, entry)),
+        ("ParallelConfig", _parallel_config_errors(values, hardware)),
+        ("VllmConfig", _vllm_config_errors(values, entry)),
+        ("SchedulerConfig", _chunked_prefill_errors(values, entry)),
+    )
+    for config, messages in checks:
+        for msg in messages:
+            groups.setdefault(config, []).append(ErrorItem(f"Value error, {msg}"))
+    if budget_items := _derived_budget_errors(values, entry, hardware):
+        groups.setdefault("SchedulerConfig", []).extend(budget_items)
+    return groups
 
-    def add(config: str, msg: str) -> None:
-        groups.setdefault(config, []).append(ErrorItem(f"Value error, {msg}"))
 
-    shape = entry.shape
-    derived = shape.max_position_embeddings
+def _model_config_errors(values: Mapping[str, Any], entry: ModelEntry) -> list[str]:
+    """ModelConfig: a zero or too long max_model_len, a quantization the checkpoint refuses."""
+    out: list[str] = []
+    derived = entry.shape.max_position_embeddings
     mml = values.get("max_model_len")
     if mml == 0 and not isinstance(mml, bool):
-        add("ModelConfig", positive_max_model_len_message(0))
+        out.append(positive_max_model_len_message(0))
     if (
         isinstance(mml, int)
         and mml > derived
         and os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") != "1"
     ):
-        add("ModelConfig", max_model_len_message(mml, derived))
+        out.append(max_model_len_message(mml, derived))
     quant = values.get("quantization")
     ckpt = entry.checkpoint_quantization
     if isinstance(quant, str) and ckpt and quant not in _COMPATIBLE.get(ckpt, {ckpt}):
-        add(
-            "ModelConfig",
+        out.append(
             f"Quantization method specified in the model config ({ckpt}) does not match the "
-            f"quantization method specified in the `quantization` argument ({quant}).",
+            f"quantization method specified in the `quantization` argument ({quant})."
         )
+    return out
+
+
+def _parallel_sizes(values: Mapping[str, Any]) -> tuple[int, int] | None:
+    """``(tp, pp)`` when both are usable integers, else ``None`` (the field check says why)."""
     tp = values.get("tensor_parallel_size") or 1
     pp = values.get("pipeline_parallel_size") or 1
     if isinstance(tp, int) and isinstance(pp, int) and tp >= 1 and pp >= 1:
-        if tp * pp > hardware.num_gpus:
-            add("ParallelConfig", world_size_message(tp * pp, hardware.num_gpus))
-        if shape.num_attention_heads % tp:
-            add(
-                "VllmConfig",
-                f"Total number of attention heads ({shape.num_attention_heads}) must be "
-                f"divisible by tensor parallel size ({tp}).",
-            )
+        return tp, pp
+    return None
+
+
+def _parallel_config_errors(values: Mapping[str, Any], hardware: SimHardware) -> list[str]:
+    """ParallelConfig: a world size above the GPUs of this node."""
+    sizes = _parallel_sizes(values)
+    if sizes is not None and sizes[0] * sizes[1] > hardware.num_gpus:
+        return [world_size_message(sizes[0] * sizes[1], hardware.num_gpus)]
+    return []
+
+
+def _vllm_config_errors(values: Mapping[str, Any], entry: ModelEntry) -> list[str]:
+    """VllmConfig: heads not divisible by tp; a checkpoint quantization with no config file."""
+    out: list[str] = []
+    sizes = _parallel_sizes(values)
+    heads = entry.shape.num_attention_heads
+    if sizes is not None and heads % sizes[0]:
+        out.append(
+            f"Total number of attention heads ({heads}) must be "
+            f"divisible by tensor parallel size ({sizes[0]})."
+        )
+    quant = values.get("quantization")
     if (
         isinstance(quant, str)
-        and ckpt is None
+        and entry.checkpoint_quantization is None
         and quant not in ONLINE_QUANT_BYTES
         and quant in CHECKPOINT_QUANT_BYTES
     ):
-        add("VllmConfig", f"Cannot find the config file for {quant}")
+        out.append(f"Cannot find the config file for {quant}")
+    return out
+
+
+def _chunked_prefill_errors(values: Mapping[str, Any], entry: ModelEntry) -> list[str]:
+    """SchedulerConfig: without chunked prefill, a token budget below the derived length."""
+    derived = entry.shape.max_position_embeddings
     mnbt = values.get("max_num_batched_tokens")
     if (
         values.get("enable_chunked_prefill") is False
         and isinstance(mnbt, int)
-        and mml is None
+        and values.get("max_model_len") is None
         and mnbt < derived
     ):
-        add(
-            "SchedulerConfig",
+        return [
             f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({derived}). This "
             "effectively limits the maximum sequence length to max_num_batched_tokens and makes "
             "vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease "
-            "max_model_len.",
-        )
-    if mnbt is None:
-        # vLLM derives the unset values (engine/arg_utils.py:3129-3186): a zero max_num_seqs
-        # or max_model_len drags the derived budget to zero, and SchedulerConfig reports the
-        # derived value too (fail_b3 shows both errors).
-        defaults = batch_defaults(hardware.gpu)
-        mns = values.get("max_num_seqs")
-        length = mml if isinstance(mml, int) and mml >= 0 else derived
-        seqs = mns if isinstance(mns, int) else defaults.max_num_seqs
-        budget = defaults.max_num_batched_tokens
-        if values.get("enable_chunked_prefill") is False:
-            budget = max(length, budget)
-        budget = min(seqs * length, budget)
-        ge1 = "Input should be greater than or equal to 1"
-        if budget < 1:
-            item = ErrorItem(ge1, "greater_than_equal", "max_num_batched_tokens", budget)
-            groups.setdefault("SchedulerConfig", []).append(item)
-            if mns is None:
-                item = ErrorItem(ge1, "greater_than_equal", "max_num_seqs", min(seqs, budget))
-                groups["SchedulerConfig"].append(item)
-    return groups
+            "max_model_len."
+        ]
+    return []
+
+
+def _derived_budget_errors(
+    values: Mapping[str, Any], entry: ModelEntry, hardware: SimHardware
+) -> list[ErrorItem]:
+    """SchedulerConfig's field errors for a derived token budget below 1.
+
+    vLLM derives the unset values (engine/arg_utils.py:3129-3186): a zero max_num_seqs or
+    max_model_len drags the derived budget to zero, and SchedulerConfig reports the derived
+    value too (fail_b3 shows both errors).
+    """
+    if values.get("max_num_batched_tokens") is not None:
+        return []
+    derived = entry.shape.max_position_embeddings
+    mml = values.get("max_model_len")
+    defaults = batch_defaults(hardware.gpu)
+    mns = values.get("max_num_seqs")
+    length = mml if isinstance(mml, int) and mml >= 0 else derived
+    seqs = mns if isinstance(mns, int) else defaults.max_num_seqs
+    budget = defaults.max_num_batched_tokens
+    if values.get("enable_chunked_prefill") is False:
+        budget = max(length, budget)
+    budget = min(seqs * length, budget)
+    if budget >= 1:
+        return []
+    ge1 = "Input should be greater than or equal to 1"
+    items = [ErrorItem(ge1, "greater_than_equal", "max_num_batched_tokens", budget)]
+    if mns is None:
+        items.append(ErrorItem(ge1, "greater_than_equal", "max_num_seqs", min(seqs, budget)))
+    return items
 
 
 def first_config_error(

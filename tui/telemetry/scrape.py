@@ -146,13 +146,6 @@ async def scrape(
     return await asyncio.to_thread(lambda: reduce(parse_families(text), t))
 
 
-async def fetch_families(
-    client: httpx.AsyncClient, url: str, timeout_s: float = DEFAULT_DEADLINE_S
-) -> list[Metric]:
-    """GET ``url`` and parse it (in a thread); ``timeout_s`` bounds the whole request."""
-    return await scrape(client, url, lambda families, _t: families, deadline_s=timeout_s)
-
-
 def _reason(exc: BaseException) -> str:
     text = one_line(str(exc))
     return text or type(exc).__name__

@@ -8,5 +8,5 @@
 - :mod:`.context`: the trial loop shared by the strategies (lanes, the journal that makes a
   sweep resumable, the budget, stopping, progress);
 - :mod:`.strategies`: ``auto_tune``, ``grid``, ``search``;
-- :mod:`.service`: the sweep as the console drives it; :mod:`.headless`: ``vtc sweep``.
+- :mod:`.service`: the sweep as the console drives it; ``vtc sweep`` is ``tui/app/sweep.py``.
 """

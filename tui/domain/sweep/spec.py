@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -29,7 +29,15 @@ from tui.domain.sweep.tunables import Value, build_flags, check_value, tunable_n
 from tui.domain.workload import LoadSpec
 
 StrategyName = Literal["auto_tune", "grid", "search"]
-STRATEGIES: tuple[str, ...] = ("auto_tune", "grid", "search")
+"""The strategies, declared once: the spec's field, ``--strategy``'s choices, the console's
+menu and ``tui.tune.strategies``' registry all derive from it (a test checks the last two)."""
+STRATEGIES: tuple[StrategyName, ...] = get_args(StrategyName)
+STRATEGY_LABELS: dict[StrategyName, str] = {
+    "search": "search (TPE, pruned)",
+    "grid": "grid",
+    "auto_tune": "auto_tune.sh",
+}
+"""Each strategy's name in the console's menu, in the menu's order."""
 RatePolicy = Literal["none", "descent", "bisect"]
 """How a configuration whose SLOs fail at the workload's rate is measured further: not at
 all, auto_tune.sh's descent by 1 req/s, or a bisection of the SLO-bounded rate."""

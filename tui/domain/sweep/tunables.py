@@ -80,11 +80,6 @@ def tunable_names() -> tuple[str, ...]:
     return declared + tuple(_PASS_BY_NAME)
 
 
-def is_pass_through(name: str) -> bool:
-    """Whether ``name`` is one of the LoRA flags passed through as extra arguments."""
-    return name in _PASS_BY_NAME
-
-
 def check_value(name: str, value: Value) -> Value:
     """One value of parameter ``name``, checked alone (ranges, types, choices).
 
@@ -124,11 +119,6 @@ def build_flags(
             declared[name] = value
     data = {"model": model, **declared, "extra_args": (*extra_args, *rendered)}
     return ServeFlags.model_validate(data)
-
-
-def lora_enabled(settings: Mapping[str, Value]) -> bool:
-    """Whether a choice serves LoRA adapters (its requests may then address one)."""
-    return settings.get("enable_lora") is True
 
 
 def kind_of(name: str) -> FlagKind:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
+from tui.domain.sweep.spec import STRATEGIES, StrategyName
 from tui.tune.context import SweepContext
 
 
@@ -15,14 +17,36 @@ class Strategy(Protocol):
         ...
 
 
+def _auto_tune() -> Strategy:
+    from tui.tune.strategies.auto_tune import AutoTune
+
+    return AutoTune()
+
+
+def _grid() -> Strategy:
+    from tui.tune.strategies.grid import Grid
+
+    return Grid()
+
+
+def _search() -> Strategy:
+    from tui.tune.strategies.search import Search  # optuna: imported only when searching
+
+    return Search()
+
+
+REGISTRY: dict[StrategyName, Callable[[], Strategy]] = {
+    "auto_tune": _auto_tune,
+    "grid": _grid,
+    "search": _search,
+}
+"""One factory per name of ``StrategyName`` (the declaration; a test checks they agree)."""
+
+
 def make_strategy(name: str) -> Strategy:
     """The strategy called ``name``."""
-    from tui.tune.strategies.auto_tune import AutoTune
-    from tui.tune.strategies.grid import Grid
-    from tui.tune.strategies.search import Search
-
-    strategies: dict[str, Strategy] = {"auto_tune": AutoTune(), "grid": Grid(), "search": Search()}
-    try:
-        return strategies[name]
-    except KeyError:
-        raise ValueError(f"unknown strategy {name!r}: auto_tune, grid or search") from None
+    for known, factory in REGISTRY.items():
+        if known == name:
+            return factory()
+    known = f"{', '.join(STRATEGIES[:-1])} or {STRATEGIES[-1]}"
+    raise ValueError(f"unknown strategy {name!r}: {known}")

@@ -14,10 +14,10 @@ from textual.widgets import Input, Label, Select
 from tui.domain.flags import ServeFlags
 from tui.domain.sweep import SweepSpec
 from tui.domain.sweep.compose import ComposeError, compose
+from tui.domain.sweep.spec import STRATEGY_LABELS
 from tui.domain.workload import LoadSpec
 
-STRATEGY_CHOICES = (("search (TPE, pruned)", "search"), ("grid", "grid"),
-                    ("auto_tune.sh", "auto_tune"))  # fmt: skip
+STRATEGY_CHOICES = tuple((label, name) for name, label in STRATEGY_LABELS.items())
 OBJECTIVE_CHOICES = (("output tok/s", "output_throughput"), ("req/s", "request_throughput"),
                      ("goodput", "goodput"))  # fmt: skip
 DEFAULT_PARAMS = (("max_num_seqs", "64, 128, 256"), ("max_num_batched_tokens", "1024, 2048, 4096"),

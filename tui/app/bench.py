@@ -20,7 +20,7 @@ Before anything is sent: prompt and output lengths above the server's ``max_mode
 result is never lost: if it cannot be written where asked, it goes to vtc's data folder
 and the line says where.
 
-Also runnable on its own: ``python -m tui.load.bench_cli [flags]``.
+Also runnable on its own: ``python -m tui.app.bench [flags]``.
 """
 
 from __future__ import annotations
@@ -492,7 +492,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m tui.load.bench_cli``: the same as ``vtc bench``."""
+    """``python -m tui.app.bench``: the same as ``vtc bench``."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     add_bench_arguments(parser)
     return run_bench(parser.parse_args(argv))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from fakes.runs import failed_run, served_run
 
-from tui.cli import main
+from tui.app.cli import main
 from tui.store.history import RunStore
 
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tui.cli_output import raw_stream
+from tui.app.output import raw_stream
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
 from tui.domain.inert import inert
@@ -126,10 +126,7 @@ def run_sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> in
 
 
 async def _sweep(spec: SweepSpec, args: argparse.Namespace, out: TextIO) -> int:
-    options = ConsoleOptions(
-        demo=args.demo, vllm=args.vllm, sim_gpu=args.sim_gpu, sim_speed=args.sim_speed,
-        startup_timeout=args.startup_timeout, autostart=False,
-    )  # fmt: skip
+    options = ConsoleOptions.from_args(args, autostart=False)
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()] if args.gpus else None
     mode = SweepMode(spec, sim_gpus=args.sim_gpus, gpus=gpus)
     data_dir = mode.data_dir(options)
