@@ -53,7 +53,7 @@ from benchmarks._procs import (  # noqa: E402
     terminate_on_sigterm,
 )
 from tui.domain.events import ServerState  # noqa: E402
-from tui.domain.flags import ServeFlags  # noqa: E402
+from tui.domain.flags.serve import ServeFlags  # noqa: E402
 from tui.domain.results import BenchResult, RunRecord, RunStatus  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.options import ConsoleOptions  # noqa: E402

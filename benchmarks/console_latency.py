@@ -56,7 +56,7 @@ import psutil  # noqa: E402
 
 from benchmarks._procs import load_average, table  # noqa: E402
 from tui.domain.diagnosis import Diagnosis  # noqa: E402
-from tui.domain.flags import ServeFlags  # noqa: E402
+from tui.domain.flags.serve import ServeFlags  # noqa: E402
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.store.history import RunStore  # noqa: E402

@@ -17,7 +17,7 @@ import pytest
 from fakes.runs import failed_run, served_run
 
 from tui.cli import _parser, _split_serve_args, main
-from tui.domain.flag_validation import flags_from_argv
+from tui.domain.flags.validation import flags_from_argv
 from tui.sim.catalog import resolve_gpu, resolve_model
 from tui.sim.memory import SimHardware, plan_memory, resolve
 from tui.store.history import RunStore

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import ValidationContext, flags_from_argv
-from tui.domain.vllm_tables import (
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.validation import ValidationContext, flags_from_argv
+from tui.domain.flags.vllm_tables import (
     REGENERATE,
     TABLE_MODULES,
     default_table,
@@ -31,8 +31,8 @@ def test_the_installed_version_picks_its_table_and_no_vllm_the_newest() -> None:
     assert newer.version == "0.33.0" and REGENERATE in newer.reason
     assert is_newer_than_tables("0.34.0") and not is_newer_than_tables("0.33.0rc1")
     assert release("0.33.0rc1.dev12+gabc") == (0, 33, 0)
-    assert module_file("0.32.0") == "tui/domain/vllm_serve_options.py"
-    assert module_file("0.35.2") == "tui/domain/vllm_serve_options_0_35.py"
+    assert module_file("0.32.0") == "tui/domain/flags/vllm_serve_options.py"
+    assert module_file("0.35.2") == "tui/domain/flags/vllm_serve_options_0_35.py"
     assert set(TABLE_MODULES) == {"0.32", "0.33"}
 
 

@@ -32,16 +32,16 @@ import pytest
 from fakes.flag_sets import random_argv
 from fakes.real_vllm import parser_env_python
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import ModelFacts, ValidationContext, flags_from_argv
-from tui.domain.preflight import DeviceMemory
-from tui.domain.vllm_tables import (
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.validation import ModelFacts, ValidationContext, flags_from_argv
+from tui.domain.flags.vllm_tables import (
     REGENERATE,
     is_newer_than_tables,
     module_file,
     newest_series,
     table_for,
 )
+from tui.domain.preflight import DeviceMemory
 from tui.server.introspect import introspect_vllm, vllm_dist_version
 from tui.server.provision import ProvisionedVllm
 

@@ -13,7 +13,7 @@ from fakes.sim_process import SimProcess, sim_process
 
 from tui.app.bench import main
 from tui.domain.board.metrics import SERVER_TTFT_P50, TTFT_P50, table_metrics
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, RunRecord
 
 MODEL = "meta-llama/Llama-3.2-1B-Instruct"

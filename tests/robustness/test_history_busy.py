@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tui.domain.errors import BusyError, retry_line
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.store.history import BUSY_ATTEMPTS, BUSY_TIMEOUT_S, HistoryBusy, RunStore
 

@@ -15,7 +15,7 @@ from fakes.prober import FakeProber
 from fakes.waiting import Recorder, until
 
 from tui.domain.events import Answered, Exited, ServerState, Unanswered
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.health_watch import HealthWatch
 from tui.server.launcher import ProcessLauncher
 

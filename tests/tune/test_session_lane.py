@@ -10,7 +10,7 @@ import httpx
 from fakes.sources import FakeMetrics
 
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadSpec

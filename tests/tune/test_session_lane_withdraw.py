@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.workload import LoadSpec
 from tui.session.port import LaunchWithdrawn, SessionEvent

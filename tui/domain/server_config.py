@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import flags_from_values
-from tui.domain.flags import ServeFlags, flag_specs
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.serve import ServeFlags, flag_specs
+from tui.domain.flags.validation import flags_from_values
 
 FROM_MODELS: Final = "/v1/models"
 FROM_METRICS: Final = "/metrics"

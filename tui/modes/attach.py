@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from tui.domain.credentials import Credentials
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.url_credentials import split_url
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters

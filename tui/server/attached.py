@@ -17,7 +17,7 @@ import urllib.parse
 from typing import Protocol
 
 from tui.domain.events import Exited, LogLine, Ready, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.server_config import ServerConfig
 from tui.domain.url_credentials import UrlCredential, split_url
 from tui.server.backend import ATTACHED_REMOTE, EventSink, Takeover

@@ -15,13 +15,13 @@ from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
 from tui.domain.record import RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.server_config import ServerConfig
 from tui.domain.telemetry import ServerMetrics
-from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.server.backend import Takeover
 from tui.session.bus import EventBus

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from tui.broken_pipe import quiet_on_broken_pipe
-from tui.domain.flags import ArgvError
+from tui.domain.flags.serve import ArgvError
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
 from tui.sim.logs import VERSION, VllmLog

@@ -1,7 +1,7 @@
 """The vLLM versions the simulator can speak (``--sim-vllm-version``), and what differs.
 
 Each version's parser is the domain's shipped table of that version
-(:mod:`tui.domain.vllm_tables`); the rest that differs is here, read off that version's
+(:mod:`tui.domain.flags.vllm_tables`); the rest that differs is here, read off that version's
 source (the 0.33.0 wheel): where its log records come from (0.33 moved the KV planning to
 ``v1/core/kv_cache_planning.py``), and the ``vllm:`` families its ``/metrics`` page gains.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tui.domain.vllm_tables import TABLE_MODULES, release, series
+from tui.domain.flags.vllm_tables import TABLE_MODULES, release, series
 
 SIM_VLLM_VERSIONS: Final = ("0.32.0", "0.33.0")
 """Every version ``--sim-vllm-version`` accepts, oldest first (one per shipped table)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
-from tui.domain.flags import flag_specs
+from tui.domain.flags.serve import flag_specs
 from tui.domain.server_config import FROM_LOG, FROM_METRICS, FROM_MODELS, ServerConfig
 from tui.session.port import SessionPort
 from tui.ui.widgets.flag_form import EXTRA, MODEL, FlagForm

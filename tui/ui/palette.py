@@ -14,7 +14,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from tui.domain.flags import flag_specs
+from tui.domain.flags.serve import flag_specs
 from tui.ui.form_values import WORKLOAD_FIELDS
 from tui.ui.keys import BOARD_KEYS, COMMANDS
 

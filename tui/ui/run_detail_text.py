@@ -19,7 +19,7 @@ from tui.domain.board.table import Column, ColumnKind, Row
 from tui.domain.diagnosis import Fix
 from tui.domain.export.command import serve_line
 from tui.domain.export.launch import launch_spec
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, shown_delta, status_style

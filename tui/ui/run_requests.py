@@ -10,7 +10,7 @@ from __future__ import annotations
 from textual.widget import Widget
 
 from tui.domain.board.baseline import run_label
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort, SessionTools
 from tui.ui.presets_view import check_preset_name, preset_from_form

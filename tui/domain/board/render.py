@@ -20,7 +20,7 @@ from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
 from tui.domain.board.view import Board
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 
 LEGEND = (

@@ -24,7 +24,7 @@ from tui.domain.events import (
     Unanswered,
 )
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import FlagProblem, ServeFlags
+from tui.domain.flags.serve import FlagProblem, ServeFlags
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (

@@ -25,7 +25,7 @@ from tui.domain.board.view import Board, BoardView, build_board
 from tui.domain.export.command import command_line
 from tui.domain.export.launch import launch_spec
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 from tui.ui import board_messages
 from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats

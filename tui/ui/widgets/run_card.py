@@ -17,7 +17,7 @@ from textual.widgets import Static
 from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
 from tui.ui.format import inert_rendering, plain, seconds, signed_percent, tokens

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from tui.domain.vllm_cli import CliFlag, VllmCli
+from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 
 TABLE_MODULES: Mapping[str, str] = {
-    "0.32": "tui.domain.vllm_serve_options",
-    "0.33": "tui.domain.vllm_serve_options_0_33",
+    "0.32": "tui.domain.flags.vllm_serve_options",
+    "0.33": "tui.domain.flags.vllm_serve_options_0_33",
 }
 """``major.minor`` -> the generated module holding that version's table, oldest first."""
 
@@ -54,7 +54,7 @@ def module_file(version: str) -> str:
     """The repository path of ``version``'s table module (known or new)."""
     name = TABLE_MODULES.get(series(version))
     if name is None:
-        name = "tui.domain.vllm_serve_options_" + series(version).replace(".", "_")
+        name = "tui.domain.flags.vllm_serve_options_" + series(version).replace(".", "_")
     return name.replace(".", "/") + ".py"
 
 
