@@ -63,7 +63,7 @@ RING_BYTES_BOUND = 10 * 3600 * 120  # 10 rings x 3600 (t, value) pairs x ~120 by
 
 async def _vtc_watcher(url: str, server_pid: int, duration_s: float, interval_s: float) -> None:
     from tui.domain.events import Launched, Ready
-    from tui.domain.flags import ServeFlags
+    from tui.domain.flags.serve import ServeFlags
     from tui.domain.gpus import gpu_rows
     from tui.domain.record import RunEvent, apply
     from tui.domain.results import BenchResult, RunRecord

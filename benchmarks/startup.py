@@ -52,7 +52,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerEvent  # noqa: E402
-from tui.domain.flags import ServeFlags  # noqa: E402
+from tui.domain.flags.serve import ServeFlags  # noqa: E402
 from tui.modes.adapters import sim_gpu_device, simulator_command  # noqa: E402
 from tui.server.kv_estimator import KvEstimator, cpu_node_memory  # noqa: E402
 from tui.server.launched import LaunchedServer  # noqa: E402

@@ -1,8 +1,8 @@
-"""Regenerate ``tui/domain/vllm_serve_options.py`` from an installed vLLM's serve parser.
+"""Regenerate ``tui/domain/flags/vllm_serve_options.py`` from an installed vLLM's serve parser.
 
 Usage (the provisioned CPU build, see ``vtc setup-cpu-vllm``)::
 
-    python tools/gen_vllm_serve_options.py VENV_PYTHON > tui/domain/vllm_serve_options.py
+    python tools/gen_vllm_serve_options.py VENV_PYTHON > tui/domain/flags/vllm_serve_options.py
 
 It runs the same introspection the console runs (``tui/server/introspect_script.py``) and
 writes one row per argparse action; ``tests/integration/test_realvllm_flag_oracle.py``
@@ -78,7 +78,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from tui.domain.vllm_cli import CliFlag, VllmCli
+from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 
 VERSION = "{version}"
 

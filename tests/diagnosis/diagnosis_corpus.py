@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.domain.diagnosis import Diagnosis
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose import diagnose
 
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.argv import canonical_option, lex, looks_like_option, strip_program, take_values
+from tui.domain.flags.argv import (
+    canonical_option,
+    lex,
+    looks_like_option,
+    strip_program,
+    take_values,
+)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, RunStatus
 
 BASE = ServeFlags(model="m", max_model_len=30576)

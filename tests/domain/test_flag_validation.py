@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from tui.domain.errors import VtcError
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import (
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.validation import (
     ModelFacts,
     ValidationContext,
     apply_changes,
@@ -21,7 +22,6 @@ from tui.domain.flag_validation import (
     serve_command,
     validate_form,
 )
-from tui.domain.flags import ServeFlags
 from tui.domain.preflight import DeviceMemory
 
 CPU = ValidationContext(device=DeviceMemory(64 * 2**30, kind="cpu"))

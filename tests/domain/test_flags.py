@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from tui.domain.flag_validation import parse_serve_argv, validate_form
-from tui.domain.flags import (
+from tui.domain.flags.humanint import parse_human_int, parse_human_int_or_auto
+from tui.domain.flags.serve import (
     ArgvError,
     FlagError,
     FlagKind,
@@ -16,7 +16,7 @@ from tui.domain.flags import (
     flag_specs,
     problems_from_error,
 )
-from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
+from tui.domain.flags.validation import parse_serve_argv, validate_form
 
 SEED_FLAGS = [
     "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tui.domain import budget
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.kv import ModelShape
 from tui.domain.preflight import DeviceMemory, estimate
 from tui.sim.catalog import GPUS, resolve_model

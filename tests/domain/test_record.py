@@ -13,7 +13,7 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.record import LoadRecorded, RunEnded, apply
 from tui.domain.results import BenchResult, RunRecord, RunStatus, TelemetryPeaks
 from tui.domain.workload import LoadSpec

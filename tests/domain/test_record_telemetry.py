@@ -3,7 +3,7 @@ where that load's bench is kept."""
 
 from __future__ import annotations
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.record import LoadRecorded, TelemetryRecorded, apply
 from tui.domain.results import BenchResult, RunRecord, TelemetryPeaks
 from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flags import ServeFlags
-from tui.domain.secrets import find_secrets, split_secrets
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.secrets import find_secrets, split_secrets
+from tui.domain.flags.serve import ServeFlags
 
 KEY = "sk-very-secret-123"
 

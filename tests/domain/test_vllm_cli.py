@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tui.domain.flags import KV_CACHE_DTYPES, ServeFlags, flag_specs
-from tui.domain.vllm_cli import CliDumpError, CliFlag, VllmCli
+from tui.domain.flags.serve import KV_CACHE_DTYPES, ServeFlags, flag_specs
+from tui.domain.flags.vllm_cli import CliDumpError, CliFlag, VllmCli
 
 HERE = Path(__file__).parent
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tui.domain.flags import ServeFlags
-from tui.domain.vllm_cli import VllmCli
-from tui.domain.vllm_config_yaml import (
+from tui.domain.flags.config_yaml import (
     ConfigYamlError,
     export_config_yaml,
     import_config_yaml,
     load_config_mapping,
     vllm_config_args,
 )
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 
 HERE = Path(__file__).parent
 

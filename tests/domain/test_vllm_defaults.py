@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tui.domain import budget
-from tui.domain import vllm_defaults as D
-from tui.domain.flags import ServeFlags, flag_spec, flag_specs
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.flags import vllm_defaults as D
+from tui.domain.flags.serve import ServeFlags, flag_spec, flag_specs
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 
 
 def test_every_static_default_is_the_declared_flags_default() -> None:

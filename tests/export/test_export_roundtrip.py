@@ -11,10 +11,10 @@ from fakes.runs import served_run
 from hypothesis import given, settings
 
 from tui.domain.export import export_run
-from tui.domain.flag_validation import parse_serve_argv
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.config_yaml import import_config_yaml
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.validation import parse_serve_argv
 from tui.domain.results import Reproduction, RunRecord
-from tui.domain.vllm_config_yaml import import_config_yaml
 
 EXAMPLES = settings(max_examples=60, deadline=None)
 

@@ -20,7 +20,7 @@ from fakes.real_vllm import provisioned_vllm
 from hypothesis import HealthCheck, given, settings
 
 from tui.domain.export import export_run
-from tui.domain.flags import ServeFlags, flag_specs
+from tui.domain.flags.serve import ServeFlags, flag_specs
 from tui.domain.results import RunRecord
 
 PROBE = """\

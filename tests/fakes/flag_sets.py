@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from tui.domain.flag_spec import FlagKind, FlagSpec
-from tui.domain.flags import QUANTIZATION_METHODS, flag_specs
+from tui.domain.flags.serve import QUANTIZATION_METHODS, flag_specs
+from tui.domain.flags.spec import FlagKind, FlagSpec
 
 HUGE = "9" * 400
 INT_VALUES = (

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from tui.domain.flags import QUANTIZATION_METHODS, FlagKind, FlagSpec, ServeFlags, flag_specs
+from tui.domain.flags.serve import QUANTIZATION_METHODS, FlagKind, FlagSpec, ServeFlags, flag_specs
 
 #: Text that quoting must survive in every export: spaces, quotes, $, %, backslashes, ;.
 AWKWARD = "abcXYZ019 ._/-'\"$%\\;:{}=,"

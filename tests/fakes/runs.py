@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from tui.domain.diagnosis import Diagnosis
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import (
     BenchResult,
     Reproduction,

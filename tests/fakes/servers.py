@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.backend import (
     ADOPTED,
     ATTACHED_REMOTE,

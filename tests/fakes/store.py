@@ -12,7 +12,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.store.history import HistoryNotice, RunStore
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 from tui.domain.events import ServerState, Stage
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.backend import LAUNCHED, Capabilities, EventSink
 from tui.server.launched import LaunchedServer
 from tui.server.launcher import DEFAULT_HOST, ProcessLauncher

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
 from tui.tune.lanes import BenchRun, LaneInterrupted, StartResult

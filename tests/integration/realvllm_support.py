@@ -21,7 +21,7 @@ import psutil
 from fakes.supervisor import Supervisor
 
 from tui.domain.events import LogLine, ServerEvent
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.workload import LoadProgress
 from tui.server.provision import ProvisionedVllm
 

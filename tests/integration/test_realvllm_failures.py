@@ -39,7 +39,7 @@ from realvllm_support import (
 
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.provision import ProvisionedVllm
 
 pytestmark = pytest.mark.realvllm

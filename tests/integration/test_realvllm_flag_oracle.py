@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 from fakes.flag_sets import random_argv
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import ModelFacts, ValidationContext, flags_from_argv
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.validation import ModelFacts, ValidationContext, flags_from_argv
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 from tui.domain.preflight import DeviceMemory
-from tui.domain.vllm_serve_options import vllm_032_cli
 from tui.server.introspect import introspect_vllm
 from tui.server.provision import ProvisionedVllm
 
@@ -139,6 +139,6 @@ def test_the_shipped_parser_table_is_the_provisioned_vllms(real_vllm: Provisione
         [sys.executable, str(root / "tools" / "gen_vllm_serve_options.py"), str(real_vllm.python)],
         capture_output=True, text=True, check=True, timeout=600, cwd=root,
     ).stdout  # fmt: skip
-    shipped = (root / "tui" / "domain" / "vllm_serve_options.py").read_text()
+    shipped = (root / "tui" / "domain" / "flags" / "vllm_serve_options.py").read_text()
     assert generated == shipped
     assert introspect_vllm(real_vllm.python).version.split("+")[0] == vllm_032_cli().version

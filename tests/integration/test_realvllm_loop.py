@@ -47,7 +47,7 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec

@@ -11,7 +11,7 @@ from fakes.running_sim import start_sim
 from fakes.servers import FakeExisting
 from fakes.sources import FakeMetrics
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.domain.workload import LoadSpec

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.modes import ConsoleOptions, build_session
 from tui.session import wait_for_state
 

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tui.domain.vllm_config_yaml import ConfigYamlError, import_config_yaml
+from tui.domain.flags.config_yaml import ConfigYamlError, import_config_yaml
 from tui.store.config_file import load_config_file
 from tui.store.server_state import ServerStateError, ServerStateFile
 

@@ -16,14 +16,14 @@ from fakes.flag_sets import argv_sets, form_texts, random_argv, random_form
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import (
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.serve import ServeFlags, flag_specs
+from tui.domain.flags.validation import (
     flags_from_argv,
     flags_from_values,
     serve_command,
     validate_form,
 )
-from tui.domain.flags import ServeFlags, flag_specs
 
 # A busy 2-core machine: no per-example deadline; generation may be slow.
 BUSY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

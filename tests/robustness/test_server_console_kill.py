@@ -39,7 +39,7 @@ CONSOLE = r"""
 import asyncio, json, sys
 from pathlib import Path
 from tui.domain.events import Failed, Ready
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.adopted import ServerStateKeeper
 from tui.server.launcher import ProcessLauncher
 from tui.store.server_state import ServerStateFile

@@ -19,7 +19,7 @@ from fakes.net import free_port, gone
 from fakes.waiting import Recorder, until
 
 from tui.domain.events import Exited, Failed
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.launcher import ProcessLauncher
 from tui.server.process import snapshot_tree
 

@@ -18,7 +18,7 @@ from fakes.prober import FakeProber
 from fakes.waiting import until
 
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.adopted import (
     AdoptedServer,
     ServerStateKeeper,

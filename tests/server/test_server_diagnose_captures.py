@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose import diagnose
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tui.domain.diagnosis import Diagnosis
-from tui.domain.flags import ServeFlags, stored_context
+from tui.domain.flags.serve import ServeFlags, stored_context
 from tui.domain.preflight import DeviceMemory, KvEstimate, estimate
 from tui.server.diagnose import diagnose, preflight_checker
 from tui.server.diagnose.kv import bound_from_gib

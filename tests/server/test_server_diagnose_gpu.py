@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose import diagnose
 
 API = "(APIServer pid=4100) {level} 11-21 10:00:00 [{src}] {msg}"

@@ -24,8 +24,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tui.domain.flags import KV_CACHE_DTYPES, flag_specs
-from tui.domain.vllm_config_yaml import load_config_mapping, vllm_config_args
+from tui.domain.flags.config_yaml import load_config_mapping, vllm_config_args
+from tui.domain.flags.serve import KV_CACHE_DTYPES, flag_specs
 from tui.server.introspect import (
     SCRIPT,
     IntrospectError,

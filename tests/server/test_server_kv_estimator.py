@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import DeviceMemory
 from tui.domain.results import RunStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, SourceStatus

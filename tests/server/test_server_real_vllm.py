@@ -31,7 +31,7 @@ from tui.domain.events import (
     ServerEvent,
     ServerState,
 )
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.launcher import DEFAULT_HOST, ProcessLauncher
 from tui.server.provision import find_provisioned
 

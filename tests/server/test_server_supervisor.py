@@ -37,7 +37,7 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.backend import LAUNCHED
 from tui.server.launched import LaunchedServer
 from tui.server.launcher import DEFAULT_HOST, ProcessLauncher, with_default_host

@@ -13,7 +13,7 @@ from fakes.sources import FakeGpu, FakeMetrics
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.domain.results import BenchResult, RunRecord, RunStatus
 from tui.domain.workload import LoadSpec

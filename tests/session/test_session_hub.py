@@ -19,7 +19,7 @@ from fakes.sources import (
 )
 
 from tui.domain.events import Exited, Launched, Ready
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.gpus import RELEASED_SIMULATED_GPU
 from tui.domain.quantiles import histogram_from_buckets
 from tui.domain.record import RunEvent, TelemetryRecorded

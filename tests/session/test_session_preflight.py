@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.session.preflight import CHUNKED_PREFILL_OFF, Preflight
 

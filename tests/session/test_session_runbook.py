@@ -8,7 +8,7 @@ from pathlib import Path
 from fakes.runs import MemoryRunStore
 
 from tui.domain.events import Ready
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.record import RunEnded
 from tui.domain.results import RunRecord, RunStatus
 from tui.session.port import RunUpdated

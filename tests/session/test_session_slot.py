@@ -12,7 +12,7 @@ import pytest
 from fakes.servers import FakeExisting, FakeLauncher
 
 from tui.domain.events import Exited, Launched, LogLine, ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.session.slot import LaunchRefused, ServerSlot
 
 FLAGS = ServeFlags(model="m", port=8123)

@@ -19,7 +19,7 @@ from fakes.sources import FakeGpu, FakeMetrics
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError
 from tui.domain.events import Launched
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.presets import Preset, parse_preset
 from tui.domain.results import BenchResult, Reproduction, RunRecord, RunStatus
 from tui.domain.workload import LoadSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.flags import ArgvError, ServeFlags
+from tui.domain.flags.serve import ArgvError, ServeFlags
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import GIB
 from tui.sim.server import non_default_args

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import replace
 from typing import Any
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.sim.catalog import resolve_gpu, resolve_model
 from tui.sim.costmodel import CostModel, StepWork
 from tui.sim.memory import MemoryPlan, SimHardware, plan_memory, resolve

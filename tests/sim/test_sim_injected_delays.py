@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from tui.domain.flags import ArgvError
+from tui.domain.flags.serve import ArgvError
 from tui.sim.argv import FixedTiming, parse_command, split_sim_options
 from tui.sim.fixed import HIGH_WATER, FixedStream
 from tui.sim.logs import VllmLog

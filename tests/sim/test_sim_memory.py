@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.sim.catalog import GIB, MIB, UnknownModelError, resolve_gpu, resolve_model
 from tui.sim.memory import (
     CUDA_CONTEXT_BYTES,

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui.domain.flags import ArgvError
-from tui.domain.vllm_cli import CliFlag
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.flags.serve import ArgvError
+from tui.domain.flags.vllm_cli import CliFlag
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 from tui.sim.argv import UnrecognizedArgs, non_default_args, parse_command
 from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.cli import run

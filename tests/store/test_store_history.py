@@ -17,7 +17,7 @@ from fakes.store import (
     write_truncated_history,
 )
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.store.history import HistoryError, RunStore
 

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 from tui.store.history import RunStore

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.store.server_state import (
     DEMO_STATE_FILE,
     STATE_FILE,

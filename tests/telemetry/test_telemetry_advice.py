@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tui.domain.advice import AdviceInputs, advise
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.telemetry import GpuDevice, GpuSample, ServerMetrics, SourceStatus
 
 GIB = 2**30

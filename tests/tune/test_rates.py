@@ -7,7 +7,7 @@ import math
 import pytest
 from fakes.sweep_lanes import ScriptedLane
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep import SweepSpec, TrialState
 from tui.domain.workload import LoadSpec
 from tui.tune.run import SweepRun

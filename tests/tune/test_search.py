@@ -6,7 +6,7 @@ import math
 
 from fakes.sweep_lanes import ScriptedLane, saturating
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.domain.sweep import SweepSpec, TrialState
 from tui.domain.workload import LoadSpec

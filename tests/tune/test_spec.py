@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep import SweepSpec
 from tui.domain.sweep.compose import ComposeError, compose, parse_values
 from tui.domain.sweep.tunables import PASS_THROUGH, check_value, tunable_names

@@ -24,7 +24,7 @@ from ui_fakes import (
 
 from tui.domain.board.baseline import BaselineReason
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.log_tail import LogTail
 from tui.domain.results import RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.ui.app import VtcApp, create_app

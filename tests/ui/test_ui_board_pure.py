@@ -11,7 +11,7 @@ from ui_fakes import presets
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import BoardError, FlagMatch, RowFilter, StateFilter
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.telemetry import SeriesPoint
 from tui.domain.workload import LoadSpec

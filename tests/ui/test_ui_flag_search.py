@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Input, OptionList, Static
 from ui_fakes import FIXED_TIME, MODEL, FakeSession, fixture_cli
 
-from tui.domain.flags import LAUNCH_HOST, ServeFlags
+from tui.domain.flags.serve import LAUNCH_HOST, ServeFlags
 from tui.domain.results import RunRecord, RunStatus, StartupProfile
 from tui.modes.demo import NO_FLAG_LIST as DEMO_REASON
 from tui.ui.app import create_app

@@ -20,7 +20,7 @@ from ui_fakes import (
 
 from tui.domain.diagnosis import Fix
 from tui.domain.events import ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 from tui.ui.app import VtcApp, create_app

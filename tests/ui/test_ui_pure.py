@@ -16,7 +16,7 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import ServeFlags, flag_spec
+from tui.domain.flags.serve import ServeFlags, flag_spec
 from tui.domain.record import apply
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec

@@ -20,7 +20,8 @@ from textual.app import App
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.events import ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
@@ -37,7 +38,6 @@ from tui.domain.results import (
 )
 from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
-from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import attach, demo
 from tui.session.port import RunUpdated, SessionEvent, SessionInfo, SweepUpdated

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tui.domain.diagnosis import Fix
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.telemetry import GpuSample, ServerMetrics, SourceStatus
 
 KV_SATURATED = 0.95  # KV usage at/above this with requests waiting: the batch is KV-bound

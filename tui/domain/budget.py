@@ -25,8 +25,8 @@ import math
 from dataclasses import dataclass, replace
 
 from tui.domain import kv
-from tui.domain.flags import ServeFlags
-from tui.domain.vllm_defaults import (
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_defaults import (
     CPU_BLOCK_SIZE,
     GPU_BLOCK_SIZE,
     KV_CACHE_DTYPE,
@@ -47,7 +47,7 @@ NCCL_BYTES = 200 * MIB  # extra non-torch memory with tensor/pipeline parallel g
 CPU_RUNTIME_RSS_BYTES = 1 * GIB  # a CPU worker's resident memory besides its weights
 # (vllm-cpu-findings.md: the whole eager tree peaks at 1.8 GB with a ~1 MB model)
 
-# -- vLLM constants (its defaults are declared in tui.domain.vllm_defaults) ----------------
+# -- vLLM constants (its defaults are declared in tui.domain.flags.vllm_defaults) ----------------
 GPU_DEFAULT_BLOCK_SIZE = GPU_BLOCK_SIZE
 CPU_DEFAULT_BLOCK_SIZE = CPU_BLOCK_SIZE
 FLASH_ATTN_BLOCK_MULTIPLE = 16  # FLASH_ATTN kernel block sizes: MultipleOf(16)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from tui.domain.flags import ServeFlags
+    from tui.domain.flags.serve import ServeFlags
 
 DiagnosisKind = Literal[
     "kv_cache_too_small",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, RunStatus
 
 

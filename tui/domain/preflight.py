@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from tui.domain import budget, kv
 from tui.domain.budget import DeviceKind, EngineConfig, MemoryBudget
-from tui.domain.flags import ServeFlags
-from tui.domain.vllm_defaults import PERFORMANCE_MODE
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_defaults import PERFORMANCE_MODE
 
 GIB = 2**30
 MIB = 2**20

@@ -26,9 +26,9 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tui.domain.errors import VtcError
-from tui.domain.flag_errors import FlagError
-from tui.domain.flag_validation import ValidationContext, flags_from_values, type_word
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.problems import FlagError
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.validation import ValidationContext, flags_from_values, type_word
 from tui.domain.workload import LoadSpec
 
 _TEXT_KEYS = ("name", "description", "source")
@@ -63,7 +63,7 @@ def parse_preset(
 
     Types are strict: a flag's value must have the flag's type (``max_num_seqs = true`` is
     refused, not read as 1), and the flags go through the one validation path
-    (:func:`tui.domain.flag_validation.flags_from_values`). Unknown keys are refused too (a
+    (:func:`tui.domain.flags.validation.flags_from_values`). Unknown keys are refused too (a
     misspelt ``[flag]`` table would otherwise load a preset with no flags).
     """
     try:

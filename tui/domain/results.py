@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tui.domain.diagnosis import Diagnosis
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
 from tui.domain.workload import Endpoint, LoadSpec
 

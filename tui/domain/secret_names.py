@@ -1,6 +1,6 @@
 """Which environment variables hold secrets: the one rule, with no imports.
 
-Kept apart from :mod:`tui.domain.secrets` (which needs the run record) because the server's
+Kept apart from :mod:`tui.domain.flags.secrets` (which needs the run record) because the server's
 log relay must start in milliseconds and imports only the standard library and this.
 """
 

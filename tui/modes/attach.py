@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from tui.domain.credentials import Credentials
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.load.runner import LoadRunner
 from tui.modes import adapters
 from tui.modes.common import Services, assemble, open_history, starting_point

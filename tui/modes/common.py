@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
-from tui.domain.flag_validation import serve_command
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.validation import serve_command
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec

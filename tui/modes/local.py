@@ -16,7 +16,7 @@ import os
 import shutil
 
 from tui.domain.credentials import Credentials
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.load.runner import LoadRunner
 from tui.modes import adapters
 from tui.modes.common import (

@@ -32,7 +32,7 @@ import psutil
 from pydantic import ValidationError
 
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
-from tui.domain.flags import ServeFlags, stored_context
+from tui.domain.flags.serve import ServeFlags, stored_context
 from tui.domain.results import StartupProfile
 from tui.server.backend import ADOPTED, EventSink, Takeover
 from tui.server.diagnose import diagnose

@@ -16,7 +16,7 @@ import time
 import urllib.parse
 
 from tui.domain.events import Exited, LogLine, Ready, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.backend import ATTACHED_REMOTE, EventSink, Takeover
 from tui.server.probe import HealthProber
 from tui.server.watching import WatchedServer, wait_first

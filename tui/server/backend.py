@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.events import ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 
 EventSink = Callable[[ServerEvent], None]
 """Where a backend reports its events (the session's server slot)."""

@@ -2,14 +2,14 @@
 
 :func:`introspect_vllm` runs ``introspect_script.py`` with the TARGET Python (the vLLM venv's
 interpreter, never ours: vLLM and torch only import there) and turns its JSON into a
-:class:`~tui.domain.vllm_cli.VllmCli`. Importing vLLM costs ~9-15 s on a small CPU machine,
+:class:`~tui.domain.flags.vllm_cli.VllmCli`. Importing vLLM costs ~9-15 s on a small CPU machine,
 so the JSON is cached per (interpreter path, vLLM distribution version) under
 ``platformdirs.user_cache_dir("vtc")/introspect/``; the version probe imports no vLLM, so a
 cache hit costs one ~0.1 s subprocess.
 
 A ``vllm`` that is not a Python script vtc can reach (a wrapper, a container) is not
 introspected: the console then checks extra arguments against vLLM 0.32's own table
-(:mod:`tui.domain.vllm_serve_options`).
+(:mod:`tui.domain.flags.vllm_serve_options`).
 
 Blocking calls: run them in a worker thread (``asyncio.to_thread``) from the console.
 """
@@ -31,7 +31,7 @@ from typing import Any, Literal
 import platformdirs
 
 from tui.domain.errors import VtcError
-from tui.domain.vllm_cli import CliDumpError, VllmCli
+from tui.domain.flags.vllm_cli import CliDumpError, VllmCli
 
 SCRIPT = Path(__file__).with_name("introspect_script.py")
 SCRIPT_SCHEMA = 1

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import DeviceMemory, KvEstimate, estimate
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.server.model_config import ModelConfig, find_model_config

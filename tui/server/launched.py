@@ -35,7 +35,7 @@ from tui.domain.events import (
     Stage,
     StageReached,
 )
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.server.backend import LAUNCHED, EventSink
 from tui.server.diagnose import diagnose, port_in_use_diagnosis
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer

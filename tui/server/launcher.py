@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tui.domain.diagnosis import FixChecker
-from tui.domain.flags import LAUNCH_HOST, ServeFlags
+from tui.domain.flags.serve import LAUNCH_HOST, ServeFlags
 from tui.server.backend import EventSink
 from tui.server.launched import LaunchedServer, LaunchSettings
 from tui.server.logbuffer import DEFAULT_MAX_LINES

@@ -4,7 +4,7 @@ Built from values the caller already has (the argv it executes, the environment 
 the GPU sample it polls, the vLLM version it introspected), so the session calls
 :func:`capture_reproduction` once per launch and stores the result on the run. Secrets are
 kept by *name* only: the values of ``--api-key``/``--hf-token`` and of any variable whose
-name marks a secret (:mod:`tui.domain.secrets`) never reach the record.
+name marks a secret (:mod:`tui.domain.flags.secrets`) never reach the record.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tui.domain.flags.secrets import is_secret_name, scrub_secret_args
 from tui.domain.results import Reproduction
-from tui.domain.secrets import is_secret_name, scrub_secret_args
 from tui.domain.telemetry import GpuSample
 
 #: Inherited variables that change what vLLM, PyTorch, CUDA or the Hub client do. Variables

@@ -14,11 +14,11 @@ from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
 from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
-from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadSpec
 from tui.session.bus import EventBus
 from tui.session.hub import TelemetryHub

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from tui.domain.advice import Advice
 from tui.domain.events import ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
@@ -22,7 +23,6 @@ from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.sweep import SweepSpec, SweepStatus
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
-from tui.domain.vllm_cli import VllmCli
 from tui.domain.workload import LoadProgress, LoadSpec
 
 

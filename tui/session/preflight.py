@@ -13,9 +13,9 @@ import logging
 from collections.abc import Callable
 
 from tui.domain.errors import one_line
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.preflight import KvEstimate
-from tui.domain.vllm_cli import VllmCli
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tui.domain.advice import Advice, AdviceInputs, advise
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.freshness import Freshness, freshness
 from tui.domain.gpus import server_gpu_indices
 from tui.domain.history import TelemetryHistory

@@ -22,8 +22,8 @@ from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.events import Exited, Failed, Launched, ServerEvent, ServerState
-from tui.domain.flag_validation import ensure_valid
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.validation import ensure_valid
 from tui.server.backend import Capabilities, ExistingServer, Launcher, ServerBackend, Takeover
 
 logger = logging.getLogger(__name__)

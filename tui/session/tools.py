@@ -19,7 +19,7 @@ from typing import Protocol
 
 from tui.domain.board.baseline import run_label
 from tui.domain.errors import VtcError
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, RunStatus

@@ -5,7 +5,7 @@
 ``_`` or ``-`` in names, ``--x=value``, ``--no-x``, unambiguous prefixes, short aliases
 (``-tp 2``, ``-qawq``), ``-O3``, dotted JSON keys (``-cc.mode=none``) and ``--config
 FILE.yaml`` (expanded as vLLM expands it, after the model). Values of the flags the console
-declares (:class:`~tui.domain.flags.ServeFlags`) are typed by the console's own
+declares (:class:`~tui.domain.flags.serve.ServeFlags`) are typed by the console's own
 :meth:`FlagSpec.parse`, so both sides agree on them; every other flag is typed by its
 argparse ``type=``/``choices``/``nargs`` and kept by ``dest`` in :class:`FrontendOptions`.
 Some of those change the simulator's behaviour (``--api-key``, ``--disable-log-stats``,
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tui.domain.flag_validation import ParsedServeArgs
-from tui.domain.flags import ArgvError, FlagKind, FlagSpec, flag_specs
-from tui.domain.vllm_cli import CliFlag, Resolution, VllmCli
-from tui.domain.vllm_config_yaml import ConfigYamlError, load_config_mapping, vllm_config_args
+from tui.domain.flags.config_yaml import ConfigYamlError, load_config_mapping, vllm_config_args
+from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
+from tui.domain.flags.validation import ParsedServeArgs
+from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.vllm_flags import (
     action_name,

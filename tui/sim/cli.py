@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from tui.domain.flags import ArgvError
+from tui.domain.flags.serve import ArgvError
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import GPUS, catalog_models
 from tui.sim.logs import VERSION, VllmLog

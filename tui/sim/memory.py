@@ -39,7 +39,7 @@ from tui.domain.budget import (
     EngineConfig,
 )
 from tui.domain.budget import COMPATIBLE_QUANT as _COMPATIBLE
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.sim.catalog import GIB, MIB, GpuSpec, ModelEntry
 
 # Re-exported for the simulator's other modules and tests (the numbers are the domain's).

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.domain import kv
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.sim.argv import SimCommand
 from tui.sim.catalog import GIB, ModelEntry, UnknownModelError, resolve_model
 from tui.sim.logs import VERSION, VllmLog, engine_core_failure

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tui.domain.flags import ServeFlags, flag_spec
+from tui.domain.flags.serve import ServeFlags, flag_spec
 from tui.sim.argv import LoraOptions
 from tui.sim.catalog import ModelEntry
 from tui.sim.memory import (

@@ -1,6 +1,6 @@
 """Every flag of vLLM 0.32.0's ``vllm serve`` parser, and argparse's way of reading their values.
 
-The parser's table is the domain's (:mod:`tui.domain.vllm_serve_options`, generated from the
+The parser's table is the domain's (:mod:`tui.domain.flags.vllm_serve_options`, generated from the
 installed CPU build's ``make_arg_parser(FlexibleArgumentParser())``, reference 1.1, and
 checked against it by the real-vLLM suite): declared once, shared with the console's flag
 checks. The simulator accepts every one of its options, types each value the
@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from tui.domain.flags import ArgvError
-from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
-from tui.domain.vllm_cli import CliFlag, VllmCli
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.flags.humanint import parse_human_int, parse_human_int_or_auto
+from tui.domain.flags.serve import ArgvError
+from tui.domain.flags.vllm_cli import CliFlag, VllmCli
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 
 
 @cache

@@ -1,24 +1,24 @@
 """Read a ``vllm serve --config`` YAML file from disk for ``vtc --config FILE``.
 
 The reading is bounded and never raises anything but
-:class:`~tui.domain.vllm_config_yaml.ConfigYamlError` (a ``VtcError``: the CLI prints one
+:class:`~tui.domain.flags.config_yaml.ConfigYamlError` (a ``VtcError``: the CLI prints one
 line); the file's values then go through the one validation path
-(:func:`tui.domain.vllm_config_yaml.import_config_yaml`).
+(:func:`tui.domain.flags.config_yaml.import_config_yaml`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tui.domain.flag_errors import FlagProblem
-from tui.domain.flag_validation import ValidationContext
-from tui.domain.vllm_cli import VllmCli
-from tui.domain.vllm_config_yaml import (
+from tui.domain.flags.config_yaml import (
     MAX_CONFIG_BYTES,
     ConfigImport,
     ConfigYamlError,
     import_config_yaml,
 )
+from tui.domain.flags.problems import FlagProblem
+from tui.domain.flags.validation import ValidationContext
+from tui.domain.flags.vllm_cli import VllmCli
 
 
 def load_config_file(

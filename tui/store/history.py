@@ -9,7 +9,7 @@ A history file never stops the console. One that SQLite cannot read (truncated, 
 vtc's) is moved aside under a timestamped name, never deleted, and a fresh one is started;
 :attr:`RunStore.notice` says so in one line. A single row that no longer reads as a run is
 skipped and counted (``skipped_rows``); the row stays in the file. Records are read back
-with :func:`tui.domain.flags.stored_context`: they show what ran, whatever today's rules.
+with :func:`tui.domain.flags.serve.stored_context`: they show what ran, whatever today's rules.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import platformdirs
 from pydantic import ValidationError
 
 from tui.domain.errors import VtcError
-from tui.domain.flags import stored_context
+from tui.domain.flags.serve import stored_context
 from tui.domain.results import RunRecord
 
 _SCHEMA = """

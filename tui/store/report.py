@@ -23,7 +23,7 @@ from tui.domain.board.table import Cell, Column, Row
 from tui.domain.board.view import Board
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.store.report_plot import scatter_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"

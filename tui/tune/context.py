@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tui.domain.errors import VtcError
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import SweepTag
 from tui.domain.sweep.outcome import (
     KEPT_METRICS,

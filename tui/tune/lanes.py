@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.errors import VtcError
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
 

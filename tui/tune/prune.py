@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tui.domain.errors import one_line
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.domain.sweep.outcome import TrialOutcome, TrialState
 from tui.domain.sweep.tunables import Value

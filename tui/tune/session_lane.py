@@ -17,7 +17,7 @@ from typing import Protocol
 import httpx
 
 from tui.domain.events import ServerEvent, ServerState
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.workload import LoadSpec
 from tui.session.port import LoadFinished, SessionEvent

@@ -20,7 +20,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
 from tui.load.report import build_result

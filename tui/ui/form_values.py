@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tui.domain.flags import FlagKind, FlagProblem, FlagSpec
+from tui.domain.flags.serve import FlagKind, FlagProblem, FlagSpec
 from tui.domain.workload import LoadSpec, WorkloadField, form_fields
 
 

@@ -13,7 +13,7 @@ from textual.content import Content
 
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, shown_delta, status_style

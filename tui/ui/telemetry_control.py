@@ -4,7 +4,7 @@ label, the advice key and the history charts (kept here so the screen stays a ro
 from __future__ import annotations
 
 from tui.domain.diagnosis import Fix
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.freshness import Freshness
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.session.port import SessionPort, TelemetryStatus

@@ -30,7 +30,7 @@ from typing import Any
 
 from tui.domain.board.baseline import same_run
 from tui.domain.board.metrics import MetricSpec
-from tui.domain.flags import FlagGroup, flag_specs
+from tui.domain.flags.serve import FlagGroup, flag_specs
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from tui.domain.flags.secrets import scrub_secret_args
 from tui.domain.results import RunRecord
-from tui.domain.secrets import scrub_secret_args
 
 
 def without_secret_args(run: RunRecord) -> RunRecord:

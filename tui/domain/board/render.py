@@ -17,7 +17,7 @@ from tui.domain.board.before_after import BeforeAfter
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
 from tui.domain.board.view import Board
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 
 LEGEND = (

@@ -19,7 +19,7 @@ from tui.domain.board.metrics import MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
 from tui.domain.errors import VtcError
-from tui.domain.flags import FlagChange, diff_flags, flag_spec, flag_specs, format_value
+from tui.domain.flags.serve import FlagChange, diff_flags, flag_spec, flag_specs, format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 

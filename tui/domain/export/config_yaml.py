@@ -1,12 +1,12 @@
 """A run as the YAML file ``vllm serve --config FILE`` reads (written by
-:func:`~tui.domain.vllm_config_yaml.export_config_yaml`, which knows vLLM's expansion)."""
+:func:`~tui.domain.flags.config_yaml.export_config_yaml`, which knows vLLM's expansion)."""
 
 from __future__ import annotations
 
 import shlex
 
 from tui.domain.export.launch import LaunchSpec, comment_block, header_lines
-from tui.domain.vllm_config_yaml import export_config_yaml
+from tui.domain.flags.config_yaml import export_config_yaml
 
 
 def config_yaml_text(spec: LaunchSpec) -> str:

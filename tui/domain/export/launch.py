@@ -17,9 +17,9 @@ import yaml
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.metrics import OUTPUT_THROUGHPUT, TTFT_P99
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.secrets import is_secret_name, scrub_secret_args
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
-from tui.domain.secrets import is_secret_name, scrub_secret_args
 
 #: vLLM's published image; the tag is ``v<version>`` (``vllm/vllm-openai:v0.32.0``). Its
 #: entrypoint is ``vllm serve``, so a container's arguments start with the model.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
-from tui.domain.flags import FlagKind, ServeFlags
+from tui.domain.flags.serve import FlagKind, ServeFlags
 from tui.domain.sweep.spec import ParamRange, SweepSpec
 from tui.domain.sweep.tunables import Value, check_value, kind_of, tunable_names
 from tui.domain.workload import LoadSpec

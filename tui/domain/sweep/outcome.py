@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep.slo import SloVerdict
 from tui.domain.sweep.tunables import Value
 from tui.domain.workload import LoadSpec

@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tui.domain.flags import ServeFlags, problems_from_error
+from tui.domain.flags.serve import ServeFlags, problems_from_error
 from tui.domain.sweep.slo import GOODPUT_METRICS, Objective, SloLimits
 from tui.domain.sweep.tunables import Value, build_flags, check_value, tunable_names
 from tui.domain.workload import LoadSpec

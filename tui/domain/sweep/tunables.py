@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tui.domain.flags import FlagKind, ServeFlags, flag_specs, problems_from_error
+from tui.domain.flags.serve import FlagKind, ServeFlags, flag_specs, problems_from_error
 
 Value = int | float | str | bool
 """One parameter value as TOML gives it."""

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Final
 
 from tui.domain.diagnosis import Diagnosis, FixChecker
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
 from tui.server.diagnose import access, args, config, engine, kv, memory, parallel, platform, quant
 from tui.server.diagnose.common import Detector

@@ -12,7 +12,7 @@ import re
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.flags import FlagSpec, flag_specs
+from tui.domain.flags.serve import FlagSpec, flag_specs
 from tui.server.diagnose.common import make, spec_by_spelling, unset_title
 from tui.server.diagnose.reading import LogView, tolerant
 

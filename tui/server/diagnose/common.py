@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.flags import FlagKind, FlagSpec, flag_specs
+from tui.domain.flags.serve import FlagKind, FlagSpec, flag_specs
 from tui.server.diagnose.reading import LogView, tolerant
 
 Detector = Callable[[LogView], "Diagnosis | None"]

@@ -23,7 +23,7 @@ import math
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.humanint import format_human_bytes
+from tui.domain.flags.humanint import format_human_bytes
 from tui.server.diagnose.common import (
     GIB,
     block_size,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.humanint import format_human_bytes
+from tui.domain.flags.humanint import format_human_bytes
 from tui.server.diagnose.common import GIB, MIB, effective_util, floor2, gib, make, positive_int
 from tui.server.diagnose.reading import LogView, tolerant
 

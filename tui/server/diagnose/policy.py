@@ -24,8 +24,8 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from tui.domain.diagnosis import Diagnosis, Fix, FixChecker
-from tui.domain.flags import ServeFlags
-from tui.domain.humanint import format_human_bytes
+from tui.domain.flags.humanint import format_human_bytes
+from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose.common import spec_by_name, without_flag
 from tui.server.diagnose.reading import LogView
 

@@ -16,7 +16,7 @@ import difflib
 from typing import Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.domain.flags import QUANTIZATION_METHODS
+from tui.domain.flags.serve import QUANTIZATION_METHODS
 from tui.server.diagnose.common import make
 from tui.server.diagnose.reading import LogView, tolerant
 

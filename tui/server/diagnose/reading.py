@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Final
 
-from tui.domain.flags import ServeFlags, flag_specs
+from tui.domain.flags.serve import ServeFlags, flag_specs
 
 HEAD_CHARS: Final = 256 * 1024
 TAIL_CHARS: Final = 2 * 1024 * 1024

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import optuna
 from pydantic import ValidationError
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep.outcome import Measurement, TrialOutcome, TrialState
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.sweep.tunables import Value

@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.ui.board_cells import DIFFERS, VERDICT_STYLES
 
 METRIC_WIDTH = 11

@@ -19,7 +19,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tui.domain.advice import Advice
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.history import TelemetryHistory
 from tui.domain.telemetry import GpuSample, HostSample
 from tui.ui.format import gib, na, percent

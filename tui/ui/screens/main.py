@@ -15,7 +15,7 @@ from tui.domain.board.baseline import run_label
 from tui.domain.errors import one_line
 from tui.domain.events import Failed, Launched, LogLine, Ready, ServerEvent, ServerState
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import FlagProblem, ServeFlags, format_value
+from tui.domain.flags.serve import FlagProblem, ServeFlags, format_value
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (

@@ -21,7 +21,7 @@ from textual.widgets import Footer
 
 from tui.domain.board.before_after import BeforeAfter, before_after
 from tui.domain.errors import VtcError, one_line
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.domain.sweep import SweepStatus
 from tui.domain.sweep.compose import ComposeError

@@ -11,7 +11,13 @@ from textual.suggester import SuggestFromList
 from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
-from tui.domain.flags import LAUNCH_HOST, QUANTIZATION_METHODS, FlagKind, FlagSpec, format_value
+from tui.domain.flags.serve import (
+    LAUNCH_HOST,
+    QUANTIZATION_METHODS,
+    FlagKind,
+    FlagSpec,
+    format_value,
+)
 from tui.ui.form_values import WorkloadField
 
 # Free-text flags that still have a known vocabulary: the input suggests as you type.

@@ -17,14 +17,14 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
-from tui.domain.flag_validation import ValidationContext, validate_form
-from tui.domain.flags import (
+from tui.domain.flags.serve import (
     FlagGroup,
     FlagProblem,
     ServeFlags,
     flag_spec,
     flag_specs,
 )
+from tui.domain.flags.validation import ValidationContext, validate_form
 from tui.domain.presets import Preset
 from tui.domain.workload import LoadSpec
 from tui.ui.form_values import (

@@ -20,7 +20,7 @@ from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from tui.domain.vllm_cli import CliFlag, VllmCli
+from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 
 MAX_MATCHES = 8
 LINE_WIDTH = 38  # the form's text width at 80 columns: longer lines end in "…"

@@ -14,7 +14,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui.domain.advice import Advice
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
 from tui.domain.telemetry import ServerMetrics, SourceStatus

@@ -27,7 +27,7 @@ from tui.domain.errors import one_line
 from tui.domain.events import ServerState
 from tui.domain.export import EXPORT_FORMATS
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort
 from tui.ui.board_query import check_filter, describe_view, parse_filter

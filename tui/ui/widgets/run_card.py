@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
 from tui.ui.format import seconds, signed_percent, tokens

@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
-from tui.domain.flags import format_value
+from tui.domain.flags.serve import format_value
 
 
 def before_after_table(ba: BeforeAfter) -> Table:

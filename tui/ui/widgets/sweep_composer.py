@@ -11,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Select
 
-from tui.domain.flags import ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep import SweepSpec
 from tui.domain.sweep.compose import ComposeError, compose
 from tui.domain.sweep.spec import STRATEGY_LABELS

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
-from tui.domain.vllm_cli import CliFlag, VllmCli
+from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 
 VERSION = "0.32.0"
 

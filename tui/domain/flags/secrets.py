@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tui.domain.argv import ArgToken, lex, take_values
-from tui.domain.flag_errors import SECRET_SHOWN, FlagError, FlagProblem
+from tui.domain.flags.argv import ArgToken, lex, take_values
+from tui.domain.flags.problems import SECRET_SHOWN, FlagError, FlagProblem
+from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.secret_names import SECRET_NAME
-from tui.domain.vllm_cli import VllmCli
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class SecretSplit:
 
 def _default_cli() -> VllmCli:
     # Imported here: the generated table is large and only needed for abbreviations.
-    from tui.domain.vllm_serve_options import vllm_032_cli
+    from tui.domain.flags.vllm_serve_options import vllm_032_cli
 
     return vllm_032_cli()
 

@@ -1,7 +1,7 @@
 """The tunable ``vllm serve`` flags, each declared exactly once.
 
 ``ServeFlags`` is the single declaration: every field carries its CLI spelling, aliases, type,
-vLLM's own default (from :mod:`tui.domain.vllm_defaults`), its range and help text. Everything
+vLLM's own default (from :mod:`tui.domain.flags.vllm_defaults`), its range and help text. Everything
 else is rendered from it: the argv that launches a server (:meth:`ServeFlags.to_argv`), the
 console's form (:func:`flag_specs`), preset TOML (:meth:`ServeFlags.to_toml_dict`) and the
 parse of a ``vllm serve ...`` command line.
@@ -12,7 +12,7 @@ cross-field rules; a declared flag given in the extra arguments moves into its f
 refused when the field holds a value too); secrets and options that would take the launch
 out of vtc's hands are refused there. The one validation path every source of flags goes
 through (form, ``vtc -- serve``, presets, ``--config`` YAML, fixes, sweeps) is
-:mod:`tui.domain.flag_validation`; it adds the checks that need vLLM's parser table and,
+:mod:`tui.domain.flags.validation`; it adds the checks that need vLLM's parser table and,
 when known, the device and the model.
 
 A record read back from the history is validated with :func:`stored_context`: it shows what
@@ -37,18 +37,18 @@ from pydantic import (
     model_validator,
 )
 
-from tui.domain import vllm_defaults as D
-from tui.domain.declared_args import split_declared
-from tui.domain.flag_errors import (
+from tui.domain.flags import vllm_defaults as D
+from tui.domain.flags.declared_args import split_declared
+from tui.domain.flags.problems import (
     ArgvError,
     FlagError,
     FlagProblem,
     join_problems,
     problems_from_error,
 )
-from tui.domain.flag_spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
-from tui.domain.secrets import find_secrets, secret_problems
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.flags.secrets import find_secrets, secret_problems
+from tui.domain.flags.spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 
 __all__ = [
     "DTYPES", "KV_CACHE_DTYPES", "QUANTIZATION_METHODS", "ArgvError", "FlagChange",

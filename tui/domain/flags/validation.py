@@ -5,7 +5,7 @@ sweep all turn their values into ``ServeFlags`` here, and a launch is gated by
 :func:`ensure_valid`. The checks, in order, each vLLM 0.32's own (texts in vLLM's words,
 ``vllm-0.32-reference.md`` sections 1.3-1.5):
 
-1. typing, as vLLM's argparse types each flag (:mod:`tui.domain.flag_spec`); from files,
+1. typing, as vLLM's argparse types each flag (:mod:`tui.domain.flags.spec`); from files,
    strict types (``max_num_seqs = true`` is refused, not read as 1);
 2. ``ServeFlags``' own rules: ranges, cross-field rules, one value per flag, no secrets;
 3. the extra arguments against vLLM's parser: every option known (or an unambiguous
@@ -15,7 +15,7 @@ sweep all turn their values into ``ServeFlags`` here, and a launch is gated by
    (attention heads vs tensor parallelism; quantization methods that need a quantized
    checkpoint).
 
-Rejections are :class:`~tui.domain.flag_errors.FlagError` (a ``VtcError``): one line naming
+Rejections are :class:`~tui.domain.flags.problems.FlagError` (a ``VtcError``): one line naming
 each flag, its value and the rule. A ``max_model_len`` above the model's own length is left
 to the pre-flight estimate (a warning): vLLM accepts it with ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``
 and rope scaling changes the limit, neither of which vtc can see.
@@ -29,18 +29,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tui.domain import budget
-from tui.domain.argv import strip_program
-from tui.domain.declared_args import split_declared
-from tui.domain.extra_args import extra_args_problems
-from tui.domain.flag_errors import ArgvError, FlagError, FlagProblem
-from tui.domain.flag_spec import FlagKind, FlagSpec
-from tui.domain.flags import ServeFlags, flag_specs, validated
+from tui.domain.flags.argv import strip_program
+from tui.domain.flags.declared_args import split_declared
+from tui.domain.flags.extra_args import extra_args_problems
+from tui.domain.flags.problems import ArgvError, FlagError, FlagProblem
+from tui.domain.flags.secrets import split_secrets
+from tui.domain.flags.serve import ServeFlags, flag_specs, validated
+from tui.domain.flags.spec import FlagKind, FlagSpec
+from tui.domain.flags.vllm_cli import VllmCli
+from tui.domain.flags.vllm_defaults import PERFORMANCE_MODE
+from tui.domain.flags.vllm_serve_options import BOUNDS, vllm_032_cli
+from tui.domain.flags.vllm_serve_options import VERSION as VLLM_TABLE_VERSION
 from tui.domain.preflight import DeviceMemory
-from tui.domain.secrets import split_secrets
-from tui.domain.vllm_cli import VllmCli
-from tui.domain.vllm_defaults import PERFORMANCE_MODE
-from tui.domain.vllm_serve_options import BOUNDS, vllm_032_cli
-from tui.domain.vllm_serve_options import VERSION as VLLM_TABLE_VERSION
 
 # Methods that need the checkpoint's own quantization config: on an unquantized model vLLM
 # 0.32 refuses them ("Cannot find the config file for awq", config/vllm.py) or fails to
@@ -228,7 +228,7 @@ def flags_from_argv(
     """A ``vllm serve`` command line (``vtc -- serve ...``, a sweep) as valid ``ServeFlags``.
 
     ``model`` replaces the command line's MODEL. Secrets are refused here: take them out
-    first with :func:`serve_command` (or :func:`tui.domain.secrets.split_secrets`).
+    first with :func:`serve_command` (or :func:`tui.domain.flags.secrets.split_secrets`).
     """
     parsed = parse_serve_argv(argv, last_wins=False)
     data: dict[str, Any] = {**parsed.values, "extra_args": parsed.extra}

@@ -1,6 +1,6 @@
 """One declared flag as the command line, the form and the checks see it.
 
-``FlagSpec`` is read from ``ServeFlags``' declaration (:func:`tui.domain.flags.flag_specs`):
+``FlagSpec`` is read from ``ServeFlags``' declaration (:func:`tui.domain.flags.serve.flag_specs`):
 its spellings, kind, default, range, and how a text value becomes a typed one. Two
 readings of a text value, both vLLM's:
 
@@ -13,7 +13,7 @@ readings of a text value, both vLLM's:
   are ignored, empty text means "not set", and a boolean is ``on``/``off`` (the form's
   choices) or ``true``/``false``.
 
-Errors are :class:`~tui.domain.flag_errors.ArgvError` in argparse's words.
+Errors are :class:`~tui.domain.flags.problems.ArgvError` in argparse's words.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from typing import Any
 
 from pydantic import Field
 
-from tui.domain.flag_errors import ArgvError
-from tui.domain.humanint import (
+from tui.domain.flags.humanint import (
     HumanIntError,
     format_human_bytes,
     parse_human_int,
     parse_human_int_or_auto,
 )
+from tui.domain.flags.problems import ArgvError
 
 INT64_MAX = 2**63 - 1
 """The largest integer vtc passes: vLLM hands sizes and counts to torch as 64-bit integers."""
@@ -81,7 +81,7 @@ def flag(
 
     ``vllm_default`` is what vLLM uses when the flag is not passed (``None``: derived at run
     time, e.g. from the model config or the device); take it from
-    :mod:`tui.domain.vllm_defaults`. ``config`` names the vLLM config class whose pydantic
+    :mod:`tui.domain.flags.vllm_defaults`. ``config`` names the vLLM config class whose pydantic
     validation reports a range error. ``optional``: vLLM types it with ``optional_type``
     (``""``/``"None"`` mean not set). ``finite``: a float that must be a finite number.
     """

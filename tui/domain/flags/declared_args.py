@@ -2,9 +2,9 @@
 
 Used by the ``vtc -- serve ...`` parser and by ``ServeFlags`` itself (a declared flag given
 in the extra arguments moves into its field, so it is checked like any other value and
-never doubled on the command line). Tokens are lexed by :mod:`tui.domain.argv`; an option
+never doubled on the command line). Tokens are lexed by :mod:`tui.domain.flags.argv`; an option
 is matched as vLLM's argparse matches it (any spelling, alias, ``--no-x``, an unambiguous
-abbreviation) against vLLM 0.32's parser (:mod:`tui.domain.vllm_serve_options`) or an
+abbreviation) against vLLM 0.32's parser (:mod:`tui.domain.flags.vllm_serve_options`) or an
 introspected one.
 
 A flag given twice is a problem here, though vLLM would take the last one (with only a
@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.domain.argv import ArgToken, lex, take_values
-from tui.domain.flag_errors import ArgvError, FlagProblem, shown_value
-from tui.domain.flag_spec import FlagKind, FlagSpec
-from tui.domain.vllm_cli import VllmCli
+from tui.domain.flags.argv import ArgToken, lex, take_values
+from tui.domain.flags.problems import ArgvError, FlagProblem, shown_value
+from tui.domain.flags.spec import FlagKind, FlagSpec
+from tui.domain.flags.vllm_cli import VllmCli
 
 MULTI_VALUE = frozenset({"served_model_name"})
 """Declared flags whose vLLM option takes several values (``nargs="+"``); vtc keeps one."""

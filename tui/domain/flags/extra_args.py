@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.domain.argv import OPTIMIZATION_LEVEL, ArgToken, is_dotted, lex, take_values
-from tui.domain.flag_errors import FlagProblem
-from tui.domain.humanint import parse_human_int, parse_human_int_or_auto
-from tui.domain.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.flags.argv import OPTIMIZATION_LEVEL, ArgToken, is_dotted, lex, take_values
+from tui.domain.flags.humanint import parse_human_int, parse_human_int_or_auto
+from tui.domain.flags.problems import FlagProblem
+from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
 
 _SWITCHES = frozenset({"boolean_optional", "store_true", "store_false", "store_const", "count"})
 FIELD = "extra_args"
@@ -55,7 +55,7 @@ def extra_args_problems(
     ``last_wins``: an option given twice keeps its last value, as vLLM does (the
     simulator's reading); else that is a problem (vtc's: never silently doubled).
     ``bounds``: each option's range as its vLLM config class declares it (``{dest:
-    (class, {"ge": 1})}``, :data:`tui.domain.vllm_serve_options.BOUNDS` for vLLM 0.32).
+    (class, {"ge": 1})}``, :data:`tui.domain.flags.vllm_serve_options.BOUNDS` for vLLM 0.32).
     """
     out = ExtraCheck(bounds=bounds or {})
     tokens = lex(extra)

@@ -35,15 +35,15 @@ from typing import Any
 
 import yaml
 
-from tui.domain.argv import lex, looks_like_option
-from tui.domain.flag_errors import FlagError, FlagProblem
-from tui.domain.flag_spec import FlagKind, FlagSpec
-from tui.domain.flag_validation import ValidationContext, ensure_valid
-from tui.domain.flags import ServeFlags, flag_specs, validated
-from tui.domain.humanint import format_human_bytes
-from tui.domain.secrets import SECRET_FLAGS
-from tui.domain.vllm_cli import VllmCli
-from tui.domain.vllm_serve_options import vllm_032_cli
+from tui.domain.flags.argv import lex, looks_like_option
+from tui.domain.flags.humanint import format_human_bytes
+from tui.domain.flags.problems import FlagError, FlagProblem
+from tui.domain.flags.secrets import SECRET_FLAGS
+from tui.domain.flags.serve import ServeFlags, flag_specs, validated
+from tui.domain.flags.spec import FlagKind, FlagSpec
+from tui.domain.flags.validation import ValidationContext, ensure_valid
+from tui.domain.flags.vllm_cli import VllmCli
+from tui.domain.flags.vllm_serve_options import vllm_032_cli
 
 # Declared flags whose vLLM option takes several values (nargs "+"); ServeFlags holds one.
 _MULTI_VALUE = frozenset({"served_model_name"})
@@ -162,7 +162,7 @@ def import_config_yaml(
     context: ValidationContext | None = None,
 ) -> ConfigImport:
     """A ``vllm serve --config`` YAML file as :class:`ConfigImport`, through the one
-    validation path (:mod:`tui.domain.flag_validation`).
+    validation path (:mod:`tui.domain.flags.validation`).
 
     ``model`` is the positional MODEL of a command line, which beats the file's ``model:``
     (vLLM's precedence). Declared flags are matched by name with ``_`` or ``-`` and by the

@@ -1,7 +1,7 @@
 """vLLM 0.32's defaults, declared once: what ``vllm serve`` uses for a flag it is not given.
 
 Everything that needs one of vLLM's defaults imports it from here: the flag declarations
-(:mod:`tui.domain.flags`, shown in the form and used by ``ServeFlags.effective``), the
+(:mod:`tui.domain.flags.serve`, shown in the form and used by ``ServeFlags.effective``), the
 start-up budget (:mod:`tui.domain.budget`, pre-flight and the simulator), the diagnosis
 and the simulator's own command line. Citations are ``vllm-0.32-reference.md`` sections
 1.3 and 1.4 (``path:line`` relative to vLLM 0.32.0's package directory).

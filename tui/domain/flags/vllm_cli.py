@@ -2,13 +2,13 @@
 
 ``VllmCli`` is built from the JSON that ``tui/server/introspect_script.py`` dumps from the
 target vLLM (reference 1.1: ``make_arg_parser(FlexibleArgumentParser())``); vLLM 0.32's own
-table ships in :mod:`tui.domain.vllm_serve_options` for when none was introspected. It answers
+table ships in :mod:`tui.domain.flags.vllm_serve_options` for when none was introspected. It answers
 the questions the console asks before a launch: is this option known to the installed
 version (:meth:`VllmCli.known`, :meth:`VllmCli.unknown_options`), and which flags match what
 the operator typed in the form (:meth:`VllmCli.search`).
 
 Option lookup mirrors what the server does to its argv: the tokens are lexed by
-:mod:`tui.domain.argv` (vLLM's rewrites: ``_`` -> ``-``, ``-O3``, dotted JSON keys,
+:mod:`tui.domain.flags.argv` (vLLM's rewrites: ``_`` -> ``-``, ``-O3``, dotted JSON keys,
 ``--help=X``), then looked up as Python 3.11 argparse's ``_parse_optional`` /
 ``_get_option_tuples`` do: exact match, then unambiguous prefixes of ``--`` options
 (``allow_abbrev``), then single-dash options glued to their value (``-qawq``); negative
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tui.domain.argv import NEGATIVE_NUMBER, canonical_option, is_dotted, lex
+from tui.domain.flags.argv import NEGATIVE_NUMBER, canonical_option, is_dotted, lex
 
 _BOOL_ACTIONS = frozenset({"boolean_optional", "store_true", "store_false"})
 
