@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import httpx
 
@@ -17,7 +18,6 @@ from tui.domain.credentials import Credentials
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.host import HostSource
-from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.scrape import DEFAULT_DEADLINE_S
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
@@ -32,10 +32,27 @@ def local_client(credentials: Credentials | None = None) -> httpx.AsyncClient:
     return httpx.AsyncClient(trust_env=False, headers=headers)
 
 
-class NvmlReader:
-    """Local NVML, read in a worker thread. ``nvml`` is shared with the pre-flight estimate."""
+class LocalGpu(Protocol):
+    """A GPU source on this machine (NVML today): synchronous, shared by the panel, the
+    pre-flight estimate, the wait for a stopped server's memory and the run's facts."""
 
-    def __init__(self, nvml: NvmlGpuSource) -> None:
+    def sample(self) -> GpuSample:
+        """One reading (never raises)."""
+        ...
+
+    def versions(self) -> tuple[str | None, str | None]:
+        """The driver's and the runtime's versions, where known."""
+        ...
+
+    def close(self) -> None:
+        """Release the library."""
+        ...
+
+
+class NvmlReader:
+    """A :class:`LocalGpu` (NVML), read in a worker thread; shared with the pre-flight estimate."""
+
+    def __init__(self, nvml: LocalGpu) -> None:
         self.nvml = nvml
 
     async def sample(self) -> GpuSample:
