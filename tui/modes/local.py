@@ -29,14 +29,13 @@ from tui.modes.common import (
     starting_point,
 )
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import HostReader, MetricsReader, local_client
+from tui.modes.sources import HostReader, LocalGpu, MetricsReader, local_client
 from tui.server.introspect import (
     IntrospectError,
     introspect_vllm,
     python_for_vllm,
     vllm_dist_version,
 )
-from tui.server.kv_estimator import is_cpu_build
 from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
@@ -45,13 +44,12 @@ from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.gpu_release import wait_gpu_released
-from tui.telemetry.nvml import NvmlGpuSource
 
 
 class NvmlRelease:
     """Waits until NVML no longer lists a stopped server's processes (bounded)."""
 
-    def __init__(self, nvml: NvmlGpuSource) -> None:
+    def __init__(self, nvml: LocalGpu) -> None:
         self._nvml = nvml
 
     async def __call__(self, pids: set[int]) -> str | None:
@@ -88,7 +86,7 @@ class LocalVllmMode:
         named = options.serve_args or options.config or options.preset or options.model
         point = starting_point(options, fallback=back.flags if not named else None)
         credentials = Credentials.from_env(env, command_line=point.secrets)
-        nvml = None if is_cpu_build(resolved) else NvmlGpuSource()
+        nvml = adapters.local_gpu(resolved)
         gpu = adapters.gpu_source(
             metrics_url=options.gpu_metrics_url,
             nvml=nvml,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import httpx
 
@@ -18,7 +19,6 @@ from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics, SourceSta
 from tui.domain.url_credentials import UrlCredential, authorization_header, split_url
 from tui.telemetry.dcgm import DcgmGpuSource
 from tui.telemetry.host import HostSource
-from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.scrape import DEFAULT_DEADLINE_S
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
@@ -42,10 +42,27 @@ def dcgm_reader(url: str) -> DcgmReader:
     return DcgmReader(clean, local_client(url_credential=credential))
 
 
-class NvmlReader:
-    """Local NVML, read in a worker thread. ``nvml`` is shared with the pre-flight estimate."""
+class LocalGpu(Protocol):
+    """A GPU source on this machine (NVML today): synchronous, shared by the panel, the
+    pre-flight estimate, the wait for a stopped server's memory and the run's facts."""
 
-    def __init__(self, nvml: NvmlGpuSource) -> None:
+    def sample(self) -> GpuSample:
+        """One reading (never raises)."""
+        ...
+
+    def versions(self) -> tuple[str | None, str | None]:
+        """The driver's and the runtime's versions, where known."""
+        ...
+
+    def close(self) -> None:
+        """Release the library."""
+        ...
+
+
+class NvmlReader:
+    """A :class:`LocalGpu` (NVML), read in a worker thread; shared with the pre-flight estimate."""
+
+    def __init__(self, nvml: LocalGpu) -> None:
         self.nvml = nvml
 
     async def sample(self) -> GpuSample:

@@ -24,16 +24,15 @@ from tui.modes import adapters
 from tui.modes.adapters import STOP_GRACE_S, simulator_command
 from tui.modes.common import Services, free_port, open_history
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import MetricsReader, local_client
+from tui.modes.sources import LocalGpu, MetricsReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
-from tui.server.kv_estimator import KvEstimator, is_cpu_build
+from tui.server.kv_estimator import KvEstimator
 from tui.server.launcher import ProcessLauncher
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import DEFAULT_GPU
 from tui.store.history import default_data_dir
 from tui.store.server_state import ServerStateError, ServerStateFile
-from tui.telemetry.nvml import NvmlGpuSource
 from tui.tune.gpus import gpus_per_trial, lanes, visible_gpus
 from tui.tune.prune import Estimator
 
@@ -85,9 +84,9 @@ class SweepMode:
                 f"vllm executable not found: {options.vllm!r}",
                 hint="pass --vllm PATH, run `vtc setup-cpu-vllm`, or sweep the simulator: --demo",
             )
-        if is_cpu_build(resolved):
+        nvml = adapters.local_gpu(resolved)
+        if nvml is None:  # the CPU build: one lane, no GPU
             return [self._local_lane(options, data_dir, resolved, 0, None, None)]
-        nvml = NvmlGpuSource()
         groups = lanes(
             self.gpus or visible_gpus(self.env, lambda: _count(nvml)), gpus_per_trial(self.spec)
         )
@@ -141,7 +140,7 @@ class SweepMode:
         vllm: str,
         index: int,
         group: str | None,
-        nvml: NvmlGpuSource | None,
+        nvml: LocalGpu | None,
     ) -> LaneParts:
         credentials, store_path = self._common(data_dir, index, demo=False)
         env = {**credentials.server_env(), **DEV_MODE_ENV}
@@ -203,7 +202,7 @@ class SweepMode:
         return LaneParts(name, info, services, estimator)
 
 
-def _count(nvml: NvmlGpuSource) -> int:
+def _count(nvml: LocalGpu) -> int:
     return len(nvml.sample().devices)
 
 

@@ -48,5 +48,5 @@ def make_strategy(name: str) -> Strategy:
     for known, factory in REGISTRY.items():
         if known == name:
             return factory()
-    known = f"{', '.join(STRATEGIES[:-1])} or {STRATEGIES[-1]}"
-    raise ValueError(f"unknown strategy {name!r}: {known}")
+    names = f"{', '.join(STRATEGIES[:-1])} or {STRATEGIES[-1]}"
+    raise ValueError(f"unknown strategy {name!r}: {names}")
