@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fakes.runs import failed_run, served_run
 
-from tui.broken_pipe import EXIT_BROKEN_PIPE
+from tui.app.broken_pipe import EXIT_BROKEN_PIPE
 from tui.cli import main
 from tui.store.history import RunStore
 
@@ -77,7 +77,7 @@ def test_each_headless_command_meets_a_closed_pipe_quietly(
 
 
 def test_vtc_sim_help_into_a_closed_pipe_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tui.sim.cli import main as sim_main
+    from tui.app.sim import main as sim_main
 
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     with pytest.raises(SystemExit) as ended:

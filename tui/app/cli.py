@@ -27,10 +27,10 @@ from tui import __version__
 from tui.app import top as top_cli
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
+from tui.app.broken_pipe import quiet_on_broken_pipe
 from tui.app.output import inert_output
 from tui.app.setup import cmd_setup_cpu_vllm
 from tui.app.sweep import add_sweep_parser, run_sweep_command
-from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.modes import ConsoleOptions, build_session

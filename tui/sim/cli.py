@@ -13,7 +13,6 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from tui.broken_pipe import quiet_on_broken_pipe
 from tui.domain.flags.serve import ArgvError
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
@@ -129,5 +128,6 @@ def run(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``vtc-sim``)."""
-    sys.exit(quiet_on_broken_pipe(lambda: run(sys.argv[1:] if argv is None else argv)))
+    """``python -m tui.sim`` (how vtc launches the simulator); ``vtc-sim`` is
+    :func:`tui.app.sim.main`, which also ends quietly into a closed pipe."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv))

@@ -84,6 +84,19 @@ def board_text(board: Board, width: int | None = None) -> str:
     ``width``: the terminal's; the table is narrowed to fit (:mod:`~.fit`) and the text
     lines wrapped, saying which columns were left out. ``None``: every column, full width.
     """
+    lines = _wrapped(board.header(), width) + _table_lines(board, width)
+    table = board.table
+    causes = [f"  {r.label}: {r.cause}" for r in table.rows if r.cause]
+    if causes:
+        lines += ["", "causes:", *_wrapped_all(causes, width)]
+    apart = [f"  {r.label}: {why}" for r in table.rows if (why := not_compared(r))]
+    if apart:
+        lines += ["", "not compared with the baseline:", *_wrapped_all(apart, width)]
+    return "\n".join(lines) + "\n"
+
+
+def _table_lines(board: Board, width: int | None) -> list[str]:
+    """The table's aligned rows (narrowed to ``width``, naming the columns left out)."""
     table = board.table
     grid = [[c.title for c in table.columns]]
     grid += [[cell_text(r, c, r.cells[i]) for i, c in enumerate(table.columns)] for r in table.rows]
@@ -91,7 +104,7 @@ def board_text(board: Board, width: int | None = None) -> str:
     columns = fitted.columns if fitted is not None else tuple(table.columns)
     rows = fitted.grid if fitted is not None else grid
     widths = [max(len(line[i]) for line in rows) for i in range(len(columns))]
-    lines = _wrapped(board.header(), width)
+    lines = []
     for n, line in enumerate(rows):
         cells = [
             text.rjust(w) if col.numeric and n > 0 else text.ljust(w)
@@ -101,14 +114,11 @@ def board_text(board: Board, width: int | None = None) -> str:
     if fitted is not None and fitted.dropped:
         left_out = f"--wide shows every column; not shown: {', '.join(fitted.dropped)}"
         lines += _wrapped(left_out, width)
-    causes = [f"  {r.label}: {r.cause}" for r in table.rows if r.cause]
-    if causes:
-        lines += ["", "causes:", *(w for c in causes for w in _wrapped(c, width, "      "))]
-    apart = [f"  {r.label}: {why}" for r in table.rows if (why := not_compared(r))]
-    if apart:
-        lines += ["", "not compared with the baseline:"]
-        lines += [w for a in apart for w in _wrapped(a, width, "      ")]
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _wrapped_all(texts: list[str], width: int | None) -> list[str]:
+    return [w for t in texts for w in _wrapped(t, width, "      ")]
 
 
 def _wrapped(text: str, width: int | None, indent: str = "") -> list[str]:

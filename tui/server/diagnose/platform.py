@@ -350,34 +350,47 @@ _NO_GPU: Final = tolerant(
 def _cuda_code(log: LogView) -> Diagnosis | None:
     """A numbered CUDA runtime/driver error the named texts above do not cover."""
     for m, evidence, _ in log.find_all(_CUDA_CODE):
-        what = (m.group("what") or m.group("what2") or "").strip().rstrip(".")
-        name = m.group("name") or ""
-        if "out of memory" in what.lower() or not (m.group("code") or name or what):
-            continue
-        code = int(m.group("code")) if m.group("code") else None
-        known = code is None or code in _MISMATCH_CODES or code in _NO_GPU_HINTS
-        if not known and not 800 <= (code or 0) < 1000:
-            continue  # "Error 12: ..." from elsewhere: not the CUDA runtime's family
-        text = " ".join((m.group("text") or "").split())
-        facts: dict[str, Any] = {"error": text}
-        if code is not None:
-            facts["cuda_error_code"] = code
-        if code in _MISMATCH_CODES or name in _MISMATCH_NAMES:
-            return make(
-                log,
-                "cuda_driver_mismatch",
-                "the NVIDIA driver does not match the CUDA user-space libraries "
-                f"({text}): install the driver that matches the CUDA build (in a container, "
-                "do not ship a libcuda of its own)",
-                evidence,
-                facts,
-            )
-        hint = _NO_GPU_HINTS.get(code or 0, "check the driver and the GPUs' state (nvidia-smi)")
-        if name.startswith("Mps") or (code is not None and 805 <= code <= 810):
-            hint = "the CUDA MPS server refused the client: check nvidia-cuda-mps-control"
-        return make(log, "no_gpu_visible", f"CUDA cannot use the GPU ({text}): {hint}",
-                    evidence, facts)  # fmt: skip
+        found = _cuda_error(m)
+        if found is not None:
+            return _cuda_diagnosis(log, *found, evidence)
     return None
+
+
+def _cuda_error(m: re.Match[str]) -> tuple[int | None, str, str] | None:
+    """``(code, name, text)`` of a CUDA error match of the runtime's family, else ``None``
+    (an out-of-memory is another detector's; "Error 12: ..." from elsewhere is not CUDA's)."""
+    what = (m.group("what") or m.group("what2") or "").strip().rstrip(".")
+    name = m.group("name") or ""
+    if "out of memory" in what.lower() or not (m.group("code") or name or what):
+        return None
+    code = int(m.group("code")) if m.group("code") else None
+    known = code is None or code in _MISMATCH_CODES or code in _NO_GPU_HINTS
+    if not known and not 800 <= (code or 0) < 1000:
+        return None
+    return code, name, " ".join((m.group("text") or "").split())
+
+
+def _cuda_diagnosis(
+    log: LogView, code: int | None, name: str, text: str, evidence: str
+) -> Diagnosis:
+    facts: dict[str, Any] = {"error": text}
+    if code is not None:
+        facts["cuda_error_code"] = code
+    if code in _MISMATCH_CODES or name in _MISMATCH_NAMES:
+        return make(
+            log,
+            "cuda_driver_mismatch",
+            "the NVIDIA driver does not match the CUDA user-space libraries "
+            f"({text}): install the driver that matches the CUDA build (in a container, "
+            "do not ship a libcuda of its own)",
+            evidence,
+            facts,
+        )
+    hint = _NO_GPU_HINTS.get(code or 0, "check the driver and the GPUs' state (nvidia-smi)")
+    if name.startswith("Mps") or (code is not None and 805 <= code <= 810):
+        hint = "the CUDA MPS server refused the client: check nvidia-cuda-mps-control"
+    return make(log, "no_gpu_visible", f"CUDA cannot use the GPU ({text}): {hint}",
+                evidence, facts)  # fmt: skip
 
 
 def cuda_driver(log: LogView) -> Diagnosis | None:
