@@ -131,7 +131,7 @@ class Session:
         keep = set(self.info.protected_runs)
         if takeover is not None and takeover.run_id is not None:
             keep.add(takeover.run_id)
-        self._book.begin(keep)  # orphans settled; other processes' runs followed from now on
+        self._book.settle_orphans(keep)
         if takeover is not None:
             status = RunStatus.READY if self.state is ServerState.READY else RunStatus.STARTING
             card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
