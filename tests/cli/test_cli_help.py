@@ -7,7 +7,7 @@ import argparse
 
 import pytest
 
-from tui.cli import _parser
+from tui.app.cli import _parser
 
 
 def _subcommands() -> dict[str, argparse.ArgumentParser]:

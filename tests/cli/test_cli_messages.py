@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tui.cli import detached_message
+from tui.app.cli import detached_message
 from tui.session.slot import LeftRunning
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fakes.runs import failed_run, served_run
 
-from tui.cli import _parser, _split_serve_args, main
+from tui.app.cli import _parser, _split_serve_args, main
 from tui.domain.flags.validation import flags_from_argv
 from tui.sim.catalog import resolve_gpu, resolve_model
 from tui.sim.memory import SimHardware, plan_memory, resolve
