@@ -53,8 +53,12 @@ class HealthWatch:
 
     async def probe(self) -> str:
         """One ``/health``: ``""`` for a 200, else why not (no answer, a status, the deadline)."""
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
+        # that arrives as the probe completes, and this loop then never ends (a close that
+        # awaits it hangs).
         try:
-            status = await asyncio.wait_for(self._prober.health(self._url), self._deadline)
+            async with asyncio.timeout(self._deadline):
+                status = await self._prober.health(self._url)
         except TimeoutError:
             return f"no /health answer within {self._deadline:g} s"
         if status == 200:

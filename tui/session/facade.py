@@ -143,9 +143,8 @@ class Session:
         self._preflight.load_cli()
         takeover = await self._slot.take_over()
         kept = {takeover.run_id} if takeover is not None and takeover.run_id is not None else set()
-        # Following other processes' runs (RunBook.begin) is not started: it hangs
-        # test_server_reattach after test_server_process; tested in the run book alone.
-        self._book.settle_orphans(set(self.info.protected_runs) | kept)
+        # orphans settled; other processes' runs followed from now on
+        self._book.begin(set(self.info.protected_runs) | kept)
         if takeover is not None:
             await _resume(self._book, self._slot, takeover)
         elif self.info.autostart and self.can_restart:

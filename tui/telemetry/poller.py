@@ -131,8 +131,11 @@ class Poller(Generic[T]):
                 if remaining <= 0:
                     break
                 self._wake.clear()
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can lose a cancellation
+                # that meets the wake-up, and this loop would outlive its stop().
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), remaining)
+                    async with asyncio.timeout(remaining):
+                        await self._wake.wait()
             self._now = False
 
     async def _round(self) -> None:
