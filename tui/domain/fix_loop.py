@@ -133,6 +133,15 @@ def choose_fix(runs: Sequence[RunRecord]) -> FixChoice:
         why = latest.diagnosis.summary if latest.diagnosis else "no diagnosis"
         return FixChoice(latest, None, f"Run {latest.label} has no suggested fix: {why}")
     first = runs[chain[-1]]
+    if len(chain) > 1 and _same_kind(latest, runs[chain[1]]):
+        kind = latest.diagnosis.kind
+        return FixChoice(
+            latest,
+            None,
+            f"Run {latest.label} came from a fix for run {runs[chain[1]].label} and failed the "
+            f"same way ({kind}); every fix offered since was tried and failed: pick from a "
+            "card or edit the form.",
+        )
     if len(chain) > 1:
         return FixChoice(
             latest,
