@@ -173,3 +173,23 @@ async def test_the_run_detail_opens_without_rebuilding_the_board() -> None:
         assert isinstance(app.screen, RunDetailScreen)
         await press(pilot, "escape")
         assert widgets_under(app.screen.query_one("#board")) == before
+
+
+def _escape_delay_s(env: dict[str, str]) -> float:
+    import os
+    import subprocess
+
+    code = "import tui.ui.app, textual.constants as c; print(c.ESCAPE_DELAY)"
+    clean = {k: v for k, v in os.environ.items() if k != "ESCDELAY"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env={**clean, **env}, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    return float(out.stdout)
+
+
+def test_a_lone_escape_is_not_held_for_textual_default_100_ms() -> None:
+    """Every Esc waited Textual's ESCDELAY (100 ms) before it took effect; the console
+    waits 25 ms unless the operator set ESCDELAY (issue 22: Esc keys measured ~145 ms)."""
+    assert _escape_delay_s({}) == 0.025
+    assert _escape_delay_s({"ESCDELAY": "80"}) == 0.08
