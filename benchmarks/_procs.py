@@ -24,6 +24,28 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 
+def cpu_set(text: str) -> set[int] | None:
+    """``"0,1"`` -> {0, 1}; ``"any"`` -> None (no pinning); cores this host lacks dropped."""
+    if text.strip().lower() == "any":
+        return None
+    allowed = os.sched_getaffinity(0)
+    cores = {int(c) for c in text.split(",") if c.strip()} & allowed
+    return cores or None
+
+
+def pin_this_process(cpus: set[int] | None) -> None:
+    """Pin every thread of this process (not only the calling one) to ``cpus``.
+
+    ``os.sched_setaffinity(0, ...)`` moves the calling thread only; the executor threads
+    asyncio already started would stay where they were. Processes forked later inherit it.
+    """
+    if not cpus:
+        return
+    for thread in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(thread), cpus)
+
+
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
     with socket.socket() as s:

@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks._procs import (
     REPO,
     Server,
+    cpu_set,
     free_port,
     kill_group,
     load_average,
@@ -70,15 +71,6 @@ LATENCIES = ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "mean_itl_ms")
 THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
 TOLERANCE = 0.15
 CLIENT_TIMEOUT_S = 240.0
-
-
-def cpu_set(text: str) -> set[int] | None:
-    """``"0,1"`` -> {0, 1}; ``"any"`` -> None (no pinning); cores this host lacks dropped."""
-    if text.strip().lower() == "any":
-        return None
-    allowed = os.sched_getaffinity(0)
-    cores = {int(c) for c in text.split(",") if c.strip()} & allowed
-    return cores or None
 
 
 def workload(args: argparse.Namespace, base_url: str, model: str, result: Path) -> list[str]:
