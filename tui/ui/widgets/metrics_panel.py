@@ -18,16 +18,10 @@ from tui.domain.advice import Advice
 from tui.domain.flags.serve import format_value
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
+from tui.domain.latency_text import LATENCY_LABELS, latency_text
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.ui.format import na, percent
-from tui.ui.telemetry_view import (
-    LATENCY_LABELS,
-    latency_text,
-    panel_title,
-    recent_values,
-    spark,
-    wrap,
-)
+from tui.ui.telemetry_view import panel_title, recent_values, spark, wrap
 
 SPARK_MIN = 6  # a sparkline narrower than this says nothing
 SPARK_SECONDS = 120.0  # the last two minutes
