@@ -167,7 +167,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         if len(rows) > MAX_CARDS:
             base = [r for r in rows if r.is_baseline]
             rows = base + [r for r in rows[-(MAX_CARDS - len(base)) :] if not r.is_baseline]
-        hint_id, hint = fix_hint(self._runs)
+        hint_id, hint = fix_hint(self._runs) if self._can_launch else (None, None)
         live = self._live
         base_label = board.baseline.label if board.baseline is not None else None
         return [
@@ -367,6 +367,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
             self.app, run_label(run), lambda fmt: self.post_message(self.ExportRun(run, fmt))
         )
 
+
 def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
     """The run whose card says what ``f`` would do now, and what it says (``f``'s own choice,
     :func:`~tui.domain.fix_loop.choose_fix`)."""
@@ -381,4 +382,3 @@ def _shown_fields(run: RunRecord) -> tuple[object, ...]:
     """What of a run the cards and the table show (not its telemetry series or peaks)."""
     return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
             run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
-

@@ -35,9 +35,9 @@ def _silent_lines(view: ServerView) -> Content:
         head.append(f" · pid {view.pid}")
     head.append(f" · silent {view.silent_s or 0:.0f}s")
     # Short enough for 80 columns: what to do must not be cut off.
+    todo = "s stops it" if view.can_stop else "not vtc's to stop"
     detail = Content.styled(
-        f"{view.silent_why or 'no /health answer'} · alive, hung or stopped · s stops it",
-        "$error",
+        f"{view.silent_why or 'no /health answer'} · alive, hung or stopped · {todo}", "$error"
     )
     return Content("\n").join([Content.assemble(*head), detail])
 
