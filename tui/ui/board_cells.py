@@ -56,8 +56,11 @@ def delta_content(comparison: Comparison | None) -> Content:
 
 
 def sweep_mark(run: RunRecord) -> str:
-    """``t3`` for trial 3 of a sweep, ``""`` for a run the operator made."""
-    return f"t{run.sweep.trial}" if run.sweep is not None else ""
+    """``t3`` for trial 3 of a sweep, ``t3 p2`` for its server's second load (a probe:
+    ``probe 2 of #N`` on its card), ``""`` for a run the operator made."""
+    if run.sweep is None:
+        return ""
+    return f"t{run.sweep.trial}" + (f" p{run.sweep.load}" if run.probe else "")
 
 
 def label_content(row: Row, *, selected: bool = False) -> Content:

@@ -58,7 +58,8 @@ PANELS: tuple[tuple[str, str], ...] = (
      "(never a run without a load, nor a cancelled or partial one). Yellow flags differ from it. "
      "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
      "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
-     "marks the baseline, tN a sweep's trial N, ▸ the selected run."),
+     "marks the baseline, tN a sweep's trial N (tN pK: the Kth load on its server, a probe), "
+     "▸ the selected run."),
 )  # fmt: skip
 
 

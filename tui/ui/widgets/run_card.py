@@ -16,7 +16,7 @@ from textual.widgets import Static
 
 from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Verdict
-from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.board.table import Column, ColumnKind, Row, probe_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
@@ -187,9 +187,9 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
     if kv is not None:
         lines.append(kv)
     if record.sweep is not None:
-        lines.append(
-            Content.styled(f"sweep {record.sweep.sweep_id} trial {record.sweep.trial}", "$accent")
-        )
+        probe = probe_text(record)
+        trial = f"sweep {record.sweep.sweep_id} trial {record.sweep.trial}"
+        lines.append(Content.styled(trial + (f" · {probe}" if probe else ""), "$accent"))
     if row.is_baseline:
         lines.append(Content.styled("the board's baseline", BASE_MARK))
     elif context.baseline is not None:
