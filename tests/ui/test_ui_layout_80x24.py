@@ -3,6 +3,10 @@ warnings sit under their field, and notices never offer a key a running sweep re
 
 from __future__ import annotations
 
+import re
+
+from painted import painted
+from textual.coordinate import Coordinate
 from textual.pilot import Pilot
 from ui_fakes import FakeSession, NoteLog, board_runs, kv_failure, populated_session
 
@@ -71,3 +75,34 @@ async def test_notices_never_offer_a_key_a_running_sweep_refuses() -> None:
         await settle(pilot)
         text = notes.text()  # no sweep: the notices and their keys are back
         assert "f applies its fix" in text and "b runs the load" in text
+
+
+async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None:
+    """``12.07 ~-3`` at the right edge (issue 17): at every step right, each column either
+    shows its title and every value whole, or is left out and named (``→ quantization``,
+    or counted: ``+3 more``, ``← 2``) on the board's bottom edge."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        await settle(pilot)
+        grid = app.query_one(BoardGrid)
+        board = app.main_screen.board
+        steps = len(grid.ordered_columns)
+        for _ in range(steps):
+            lines = painted(grid)
+            note = str(board.border_subtitle)
+            named = note.split("→", 1)[1] if "→" in note else ""
+            counted = sum(int(n) for n in re.findall(r"(?:← |\+)(\d+)", note))
+            missing = 0
+            for index, column in enumerate(grid.ordered_columns):
+                title = column.label.plain.strip()
+                if f" {title} " not in f"{lines[0]} ":
+                    assert title in named or counted, (title, lines[0], note)
+                    missing += title not in named
+                    continue
+                for row in range(grid.row_count):
+                    value = grid.get_cell_at(Coordinate(row, index)).plain.strip()
+                    assert value in lines[row + 1], (value, lines[row + 1])
+            assert missing <= counted, (missing, note)
+            await pilot.press("right")
+            await settle(pilot)

@@ -7,6 +7,8 @@ yellow; a flag that differs from the baseline bold yellow; a state by how the ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.content import Content
 
@@ -124,3 +126,20 @@ def to_rich_text(content: Content, variables: dict[str, str]) -> Text:
         if words:
             text.stylize(" ".join(words), span.start, span.end)
     return text
+
+
+def out_of_view_text(left: Sequence[str], right: Sequence[str], width: int) -> str:
+    """What the table leaves out, for the board's bottom edge: ``← 2 · → quantization, out
+    tok/s +9 more`` (titles whole, as many as ``width`` holds; ``""`` when all show)."""
+    parts = [f"← {len(left)}"] if left else []
+    if right:
+        shown: list[str] = []
+        for i, title in enumerate(right):
+            rest = len(right) - i - 1
+            line = " · ".join([*parts, "→ " + ", ".join([*shown, title])])
+            if len(line) + (len(f" +{rest} more") if rest else 0) > width and shown:
+                break
+            shown.append(title)
+        more = len(right) - len(shown)
+        parts.append("→ " + ", ".join(shown) + (f" +{more} more" if more else ""))
+    return " · ".join(parts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -28,6 +28,7 @@ from tui.domain.fix_loop import choose_fix
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 from tui.ui import board_messages
+from tui.ui.board_cells import out_of_view_text
 from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
 from tui.ui.board_query import describe_view, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
@@ -201,6 +202,17 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
              }[action](amount)  # fmt: skip
 
     @on(CardStrip.Selected)
+    @on(BoardGrid.ColumnsOutOfView)
+    def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
+        """Name the columns the table leaves out on the board's bottom edge."""
+        if self._table_mode:
+            self.border_subtitle = out_of_view_text(event.left, event.right, self.size.width - 6)
+
+    def on_resize(self, _: events.Resize) -> None:
+        """A new width: the table shows the whole columns that fit it."""
+        if self._table_mode:
+            self.query_one(BoardGrid).call_after_refresh(self.query_one(BoardGrid).snap_to_column)
+
     @on(BoardGrid.RunHighlighted)
     def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
         event.stop()
@@ -229,6 +241,8 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         self.can_focus = not self._table_mode  # the table takes the focus in table view
         self.query_one(CardStrip).display = not self._table_mode
         self.query_one(BoardGrid).display = self._table_mode
+        if not self._table_mode:
+            self.border_subtitle = ""
         self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild
         self.fit_form()
         self.focus()
