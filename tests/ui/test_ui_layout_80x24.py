@@ -14,6 +14,7 @@ from tui.domain.events import Failed, Ready, ServerState
 from tui.domain.sweep import SweepState, SweepStatus
 from tui.ui.app import create_app
 from tui.ui.widgets.board_grid import BoardGrid
+from tui.ui.widgets.run_card import RunCard
 
 
 async def settle(pilot: Pilot[None]) -> None:
@@ -106,3 +107,18 @@ async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None
             assert missing <= counted, (missing, note)
             await pilot.press("right")
             await settle(pilot)
+
+
+async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() -> None:
+    """The baseline's card listed ``…a-llama/Llama-3.1-8B-Instruct``: an id cut mid-value."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        bodies = {
+            card.record.label: [line.strip() for line in painted(card.query_one(".card-body"))]
+            for card in app.query(RunCard)
+        }
+        assert not any("…" in line for lines in bodies.values() for line in lines), bodies
+        base = bodies["#3"]
+        at = base.index("meta-llama/")
+        assert base[at + 1] == "Llama-3.1-8B-Instruct"
