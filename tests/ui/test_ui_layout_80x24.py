@@ -107,6 +107,12 @@ async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None
             assert missing <= counted, (missing, note)
             await pilot.press("right")
             await settle(pilot)
+        await pilot.press("home", "t")  # cards: no note; the table again: its note again
+        await settle(pilot)
+        assert not board.border_subtitle
+        await pilot.press("t")
+        await settle(pilot)
+        assert str(board.border_subtitle).startswith("→ ")
 
 
 async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() -> None:

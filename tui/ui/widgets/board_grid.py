@@ -60,7 +60,6 @@ class BoardGrid(DataTable[object]):
         self._rendering = False
         self._marked: int | None = None  # the run whose label carries the selection mark
         self._fitted: int | None = None  # the width last set by fit_width (None: the CSS's)
-        self._out_of_view: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     @property
     def table(self) -> BoardTable | None:
@@ -179,10 +178,8 @@ class BoardGrid(DataTable[object]):
             self._fitted = wanted
             self.styles.width = wanted
         titles = [column.title for column in table.columns[self.fixed_columns :]]
-        out = (tuple(titles[:first]), tuple(titles[last:]))
-        if out != self._out_of_view:
-            self._out_of_view = out
-            self.post_message(self.ColumnsOutOfView(*out))
+        # Announced each time (cheap): the board clears its note while the cards show.
+        self.post_message(self.ColumnsOutOfView(tuple(titles[:first]), tuple(titles[last:])))
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         """Announce the run under the cursor (not while the table is being rebuilt)."""

@@ -205,13 +205,15 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
     @on(BoardGrid.ColumnsOutOfView)
     def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
         """Name the columns the table leaves out on the board's bottom edge."""
-        if self._table_mode:
-            self.border_subtitle = out_of_view_text(event.left, event.right, self.size.width - 6)
+        note = out_of_view_text(event.left, event.right, self.size.width - 6)
+        if self._table_mode and note != self.border_subtitle:
+            self.border_subtitle = note
 
     def on_resize(self, _: events.Resize) -> None:
         """A new width: the table shows the whole columns that fit it."""
         if self._table_mode:
-            self.query_one(BoardGrid).call_after_refresh(self.query_one(BoardGrid).snap_to_column)
+            grid = self.query_one(BoardGrid)
+            grid.call_after_refresh(grid.snap_to_column)
 
     @on(BoardGrid.RunHighlighted)
     def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
@@ -243,6 +245,9 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         self.query_one(BoardGrid).display = self._table_mode
         if not self._table_mode:
             self.border_subtitle = ""
+        else:  # the width may have changed while the cards showed
+            grid = self.query_one(BoardGrid)
+            grid.call_after_refresh(grid.snap_to_column)
         self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild
         self.fit_form()
         self.focus()
