@@ -86,6 +86,8 @@ async def test_a_weights_oom_on_one_gpu_is_fixed_with_fp8_never_with_more_gpus(
         text = card_of(app, failed.label)
         assert "fix 1: Quantize the weights to fp8" in text
         assert "GPUs" not in text.split("fix 1:")[1]  # no "split over 2 GPUs" on one GPU
+        assert all("tensor_parallel_size" not in fix.set for fix in failed.diagnosis.fixes)
+        assert "f applies fix 1 and restarts" in text  # f's own choice: the next untried fix
         await pilot.press("f")
         await pilot.pause()
         assert form.field("quantization").value == "fp8"

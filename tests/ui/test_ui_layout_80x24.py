@@ -81,17 +81,17 @@ async def test_notices_never_offer_a_key_a_running_sweep_refuses() -> None:
 async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None:
     """``12.07 ~-3`` at the right edge (issue 17): at every step right, each column either
     shows its title and every value whole, or is left out and named (``→ quantization``,
-    or counted: ``+3 more``, ``← 2``) on the board's bottom edge."""
+    or counted: ``+3 more``, ``← 2``) on the line under the table."""
     app = create_app(populated_session(), clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("t")
         await settle(pilot)
         grid = app.query_one(BoardGrid)
-        board = app.main_screen.board
+        under = app.main_screen.board.query_one("#board-columns")
         steps = len(grid.ordered_columns)
         for _ in range(steps):
             lines = painted(grid)
-            note = str(board.border_subtitle)
+            note = " ".join(painted(under)) if under.display else ""
             named = note.split("→", 1)[1] if "→" in note else ""
             counted = sum(int(n) for n in re.findall(r"(?:← |\+)(\d+)", note))
             missing = 0
@@ -109,10 +109,10 @@ async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None
             await settle(pilot)
         await pilot.press("home", "t")  # cards: no note; the table again: its note again
         await settle(pilot)
-        assert not board.border_subtitle
+        assert not under.display
         await pilot.press("t")
         await settle(pilot)
-        assert str(board.border_subtitle).startswith("→ ")
+        assert under.display and painted(under)[0].startswith("→ ")
 
 
 async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() -> None:
@@ -128,3 +128,17 @@ async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() 
         base = bodies["#3"]
         at = base.index("meta-llama/")
         assert base[at + 1] == "Llama-3.1-8B-Instruct"
+
+
+async def test_the_boards_title_is_whole_at_80_columns() -> None:
+    """``Runs · 3 runs · vs #3 (newest com…`` (issue 17): the title shortens by meaning."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        top = painted(app.main_screen.board)[0]
+        assert "…" not in top, top
+        assert "Runs · vs #3 (newest load)" in top, top
+    async with create_app(populated_session(), clock=None).run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        top = painted(pilot.app.main_screen.board)[0]  # type: ignore[attr-defined]
+        assert "Runs · 3 runs · vs #3 (newest completed load)" in top, top

@@ -129,7 +129,7 @@ def to_rich_text(content: Content, variables: dict[str, str]) -> Text:
 
 
 def out_of_view_text(left: Sequence[str], right: Sequence[str], width: int) -> str:
-    """What the table leaves out, for the board's bottom edge: ``← 2 · → quantization, out
+    """What the table leaves out, for the line under it: ``← 2 · → quantization, out
     tok/s +9 more`` (titles whole, as many as ``width`` holds; ``""`` when all show)."""
     parts = [f"← {len(left)}"] if left else []
     if right:

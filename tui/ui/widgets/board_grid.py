@@ -7,7 +7,7 @@ table is rebuilt only when what it shows changed (the board is rebuilt on every 
 Every value shows whole or not at all (issue 17, ``1.46 s`` read ``46 s``, ``12.07 ~-3``):
 the scroll stops only at a column's left edge, and the table is as wide as the fixed
 columns plus the scrolled ones that fit whole from there; the columns left out at either
-side are announced (:class:`BoardGrid.ColumnsOutOfView`) for the board to name.
+side are announced (:class:`BoardGrid.ColumnsOutOfView`) for the board to name under it.
 """
 
 from __future__ import annotations
@@ -177,7 +177,10 @@ class BoardGrid(DataTable[object]):
         if wanted != self._fitted:
             self._fitted = wanted
             self.styles.width = wanted
-        titles = [column.title for column in table.columns[self.fixed_columns :]]
+        titles = [  # as the header spells them (flags in their CLI form)
+            column_title(column, sort=None, descending=False).plain
+            for column in table.columns[self.fixed_columns :]
+        ]
         # Announced each time (cheap): the board clears its note while the cards show.
         self.post_message(self.ColumnsOutOfView(tuple(titles[:first]), tuple(titles[last:])))
 

@@ -17,6 +17,7 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from tui.domain.board.baseline import run_label
@@ -30,7 +31,7 @@ from tui.domain.results import RunRecord
 from tui.ui import board_messages
 from tui.ui.board_cells import out_of_view_text
 from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
-from tui.ui.board_query import describe_view, parse_filter
+from tui.ui.board_query import board_title, describe_view, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
@@ -87,6 +88,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         yield Static(EMPTY_TEXT, id="board-empty")
         yield CardStrip(id="board-cards")
         yield BoardGrid(id="board-table")
+        yield Static("", id="board-columns")  # the columns the table leaves out, named
 
     # -- what it shows ---------------------------------------------------------------------------
     @property
@@ -157,7 +159,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
     def _draw(self, board: Board) -> None:
         """Show ``board`` (as built) in the current mode, the view's selection marked."""
         self.query_one("#board-empty", Static).display = not self._runs
-        self.border_title = f"Runs · {board.header()}{describe_view(board)}"
+        self.border_title = board_title(board, self.size.width or 80)
         if self._table_mode:
             self.query_one(BoardGrid).show(board, self._view.selected)
         else:
@@ -201,20 +203,26 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
              "scroll_card": strip.action_scroll_card, "page_card": strip.action_page_card,
              }[action](amount)  # fmt: skip
 
-    @on(CardStrip.Selected)
     @on(BoardGrid.ColumnsOutOfView)
     def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
-        """Name the columns the table leaves out on the board's bottom edge."""
-        note = out_of_view_text(event.left, event.right, self.size.width - 6)
-        if self._table_mode and note != self.border_subtitle:
-            self.border_subtitle = note
+        """Name the columns the table leaves out, on the line under it."""
+        line = self.query_one("#board-columns", Static)
+        note = out_of_view_text(event.left, event.right, line.size.width or self.size.width - 4)
+        shown = self._table_mode and bool(note)
+        if line.display != shown:
+            line.display = shown
+        if note != str(line.render()):
+            line.update(Content.styled(note, "$text-muted"))
 
     def on_resize(self, _: events.Resize) -> None:
-        """A new width: the table shows the whole columns that fit it."""
+        """A new width: the title says what fits it, the table the whole columns that fit."""
+        if self._board is not None:
+            self.border_title = board_title(self._board, self.size.width)
         if self._table_mode:
             grid = self.query_one(BoardGrid)
             grid.call_after_refresh(grid.snap_to_column)
 
+    @on(CardStrip.Selected)
     @on(BoardGrid.RunHighlighted)
     def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
         event.stop()
@@ -244,7 +252,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         self.query_one(CardStrip).display = not self._table_mode
         self.query_one(BoardGrid).display = self._table_mode
         if not self._table_mode:
-            self.border_subtitle = ""
+            self.query_one("#board-columns", Static).display = False
         else:  # the width may have changed while the cards showed
             grid = self.query_one(BoardGrid)
             grid.call_after_refresh(grid.snap_to_column)
