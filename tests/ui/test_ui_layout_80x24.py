@@ -142,3 +142,18 @@ async def test_the_boards_title_is_whole_at_80_columns() -> None:
         await settle(pilot)
         top = painted(pilot.app.main_screen.board)[0]  # type: ignore[attr-defined]
         assert "Runs · 3 runs · vs #3 (newest completed load)" in top, top
+
+
+async def test_a_failed_starts_line_in_the_server_panel_is_whole() -> None:
+    """``... (3.73 GiB needed, 0.28 GiB a…`` (issue 17, seen in tmux): the Server panel's
+    failure line is shortened by meaning at 80 columns; the card keeps every figure."""
+    session = FakeSession(runs=board_runs()[:1], state=ServerState.READY)
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.state = ServerState.FAILED
+        session.emit(Failed(elapsed=3.0, exit_code=1, diagnosis=kv_failure()))
+        await settle(pilot)
+        status = painted(app.main_screen.server_panel.query_one("#server-status"))
+        line = status[1].strip()
+        assert "…" not in line, status
+        assert line == "max_model_len 30576 needs more KV cache than fits · its card says all"
