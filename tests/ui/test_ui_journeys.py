@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from textual.command import CommandList
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from tui.domain.events import ServerState
 from tui.domain.results import RunStatus
@@ -85,6 +86,8 @@ async def test_a_weights_oom_on_one_gpu_is_fixed_with_fp8_never_with_more_gpus(
         text = card_of(app, failed.label)
         assert "fix 1: Quantize the weights to fp8" in text
         assert "GPUs" not in text.split("fix 1:")[1]  # no "split over 2 GPUs" on one GPU
+        assert all("tensor_parallel_size" not in fix.set for fix in failed.diagnosis.fixes)
+        assert "f applies fix 1 and restarts" in text  # f's own choice: the next untried fix
         await pilot.press("f")
         await pilot.pause()
         assert form.field("quantization").value == "fp8"
@@ -228,3 +231,49 @@ async def test_a_restart_from_a_preempting_to_a_calm_configuration_drops_the_adv
         await until(pilot, lambda: read_since(later), "more of its readings")
         assert "preemptions in the last" not in metrics_text(app)
         assert not any(a.code == "preemptions" for a in panel.advice)
+
+
+async def test_seed_000_by_the_palette_at_80x24_failure_fix_and_load(demo: Session) -> None:
+    """Seed 000 as an operator types it at 80x24 against the simulator: ctrl+p ``mml``,
+    30576, F5; the failure card says why and what ``f`` does; F7 takes the fix; F6 loads;
+    the load's card reads READY with its numbers and is the board's baseline."""
+    app = create_app(demo, clock=None)
+    async with app.run_test(size=SIZE) as pilot:
+        app.main_screen.form.field("load-num_prompts").set_value("8")
+        await pilot.press("ctrl+p", *"mml")
+        palette = app.screen
+        hits = palette.query_one(CommandList)
+        await until(
+            pilot,
+            lambda: (
+                hits.option_count > 0 and "max-model-len" in str(hits.get_option_at_index(0).prompt)
+            ),
+            "the palette's hit",
+        )
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.focused, Input), "the field's focus")
+        field = app.focused
+        assert isinstance(field, Input) and field.id == "in-max_model_len"
+        await pilot.press(*"30576", "f5")
+        await until(pilot, lambda: demo.state is ServerState.FAILED, "the failed start")
+        await pilot.pause()
+        failed = demo.runs[-1]
+        assert failed.diagnosis is not None and failed.diagnosis.kind == "kv_cache_too_small"
+        text = card_of(app, failed.label)
+        assert "FAILED" in text and "fix 1:" in text and "f applies fix 1" in text
+        fixed = failed.diagnosis.fixes[0].set["max_model_len"]
+        await pilot.press("f7")
+        await until(pilot, lambda: len(demo.runs) == 2 and settled(demo), "the fixed start")
+        assert demo.state is ServerState.READY
+        assert app.main_screen.form.field("max_model_len").value == str(fixed)
+        await pilot.press("f6")
+        await until(
+            pilot,
+            lambda: demo.current is not None and demo.current.bench is not None,
+            "the load's result",
+        )
+        await pilot.pause()
+        served = demo.runs[-1]
+        text = card_of(app, served.label)
+        assert "READY" in text and "out tok/s" in text and "the board's baseline" in text
+        assert f"max_model_len {fixed} -> 30576" in card_of(app, failed.label)

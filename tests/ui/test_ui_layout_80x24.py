@@ -3,6 +3,10 @@ warnings sit under their field, and notices never offer a key a running sweep re
 
 from __future__ import annotations
 
+import re
+
+from painted import painted
+from textual.coordinate import Coordinate
 from textual.pilot import Pilot
 from ui_fakes import FakeSession, NoteLog, board_runs, kv_failure, populated_session
 
@@ -10,6 +14,7 @@ from tui.domain.events import Failed, Ready, ServerState
 from tui.domain.sweep import SweepState, SweepStatus
 from tui.ui.app import create_app
 from tui.ui.widgets.board_grid import BoardGrid
+from tui.ui.widgets.run_card import RunCard
 
 
 async def settle(pilot: Pilot[None]) -> None:
@@ -71,3 +76,84 @@ async def test_notices_never_offer_a_key_a_running_sweep_refuses() -> None:
         await settle(pilot)
         text = notes.text()  # no sweep: the notices and their keys are back
         assert "f applies its fix" in text and "b runs the load" in text
+
+
+async def test_every_column_shows_whole_or_is_named_on_the_boards_edge() -> None:
+    """``12.07 ~-3`` at the right edge (issue 17): at every step right, each column either
+    shows its title and every value whole, or is left out and named (``→ quantization``,
+    or counted: ``+3 more``, ``← 2``) on the line under the table."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("t")
+        await settle(pilot)
+        grid = app.query_one(BoardGrid)
+        under = app.main_screen.board.query_one("#board-columns")
+        steps = len(grid.ordered_columns)
+        for _ in range(steps):
+            lines = painted(grid)
+            note = " ".join(painted(under)) if under.display else ""
+            named = note.split("→", 1)[1] if "→" in note else ""
+            counted = sum(int(n) for n in re.findall(r"(?:← |\+)(\d+)", note))
+            missing = 0
+            for index, column in enumerate(grid.ordered_columns):
+                title = column.label.plain.strip()
+                if f" {title} " not in f"{lines[0]} ":
+                    assert title in named or counted, (title, lines[0], note)
+                    missing += title not in named
+                    continue
+                for row in range(grid.row_count):
+                    value = grid.get_cell_at(Coordinate(row, index)).plain.strip()
+                    assert value in lines[row + 1], (value, lines[row + 1])
+            assert missing <= counted, (missing, note)
+            await pilot.press("right")
+            await settle(pilot)
+        await pilot.press("home", "t")  # cards: no note; the table again: its note again
+        await settle(pilot)
+        assert not under.display
+        await pilot.press("t")
+        await settle(pilot)
+        assert under.display and painted(under)[0].startswith("→ ")
+
+
+async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() -> None:
+    """The baseline's card listed ``…a-llama/Llama-3.1-8B-Instruct``: an id cut mid-value."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        bodies = {
+            card.record.label: [line.strip() for line in painted(card.query_one(".card-body"))]
+            for card in app.query(RunCard)
+        }
+        assert not any("…" in line for lines in bodies.values() for line in lines), bodies
+        base = bodies["#3"]
+        at = base.index("meta-llama/")
+        assert base[at + 1] == "Llama-3.1-8B-Instruct"
+
+
+async def test_the_boards_title_is_whole_at_80_columns() -> None:
+    """``Runs · 3 runs · vs #3 (newest com…`` (issue 17): the title shortens by meaning."""
+    app = create_app(populated_session(), clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        top = painted(app.main_screen.board)[0]
+        assert "…" not in top, top
+        assert "Runs · vs #3 (newest load)" in top, top
+    async with create_app(populated_session(), clock=None).run_test(size=(160, 40)) as pilot:
+        await settle(pilot)
+        top = painted(pilot.app.main_screen.board)[0]  # type: ignore[attr-defined]
+        assert "Runs · 3 runs · vs #3 (newest completed load)" in top, top
+
+
+async def test_a_failed_starts_line_in_the_server_panel_is_whole() -> None:
+    """``... (3.73 GiB needed, 0.28 GiB a…`` (issue 17, seen in tmux): the Server panel's
+    failure line is shortened by meaning at 80 columns; the card keeps every figure."""
+    session = FakeSession(runs=board_runs()[:1], state=ServerState.READY)
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        session.state = ServerState.FAILED
+        session.emit(Failed(elapsed=3.0, exit_code=1, diagnosis=kv_failure()))
+        await settle(pilot)
+        status = painted(app.main_screen.server_panel.query_one("#server-status"))
+        line = status[1].strip()
+        assert "…" not in line, status
+        assert line == "max_model_len 30576 needs more KV cache than fits · its card says all"

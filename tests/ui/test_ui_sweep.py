@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from painted import painted
 from textual.widgets import DataTable, Input
 from ui_fakes import FIXED_TIME, FakeSession, baseline_flags, bench
 
@@ -112,7 +113,7 @@ async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs(
         assert all(len(line) <= SIZE[0] - 4 for line in head.splitlines())
         table = screen.query_one("#sweep-trials", DataTable)
         assert table.row_count == 2
-        assert "missed: p99_itl_ms 300 > 200" in str(table.get_row_at(0))
+        assert table.get_row_at(0)[4] == "missed: p99_itl_ms"  # whole; the numbers below
         table.move_cursor(row=0)  # the trial's reason whole, on the cursor
         await pilot.pause()
         detail = str(screen.query_one("#sweep-trial-detail").render())
@@ -127,6 +128,32 @@ async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs(
         await pilot.press("b")
         await pilot.pause()
         assert "run_load" not in session.calls
+
+
+async def test_at_80x24_a_failed_starts_verdict_is_whole_and_its_reason_on_the_cursor() -> None:
+    """``failed start: only 9.`` (issue 17): the cell cut the reason mid-value; now the cell
+    says what happened in a few words, whole, and the cursor's detail line says all of it."""
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    reason = "only 9.2 GiB free of 10 GiB; max_model_len 30576 needs 12.4 GiB of KV cache"
+    failed = trial(3, 4, 256, 0.0).model_copy(
+        update={"state": TrialState.FAILED_START, "measurements": [], "chosen": None,
+                "diagnosis": reason, "diagnosis_kind": "kv_cache_too_small"}
+    )  # fmt: skip
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_sweep(pilot)
+        assert session.sweeps is not None
+        session.sweeps.publish(status(SweepState.RUNNING, [trial(1, 2, 64, 420.0), failed], None))
+        await pilot.pause()
+        table = screen.query_one("#sweep-trials", DataTable)
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.pause()
+        await pilot.pause()
+        rows = painted(table)
+        assert rows[2].rstrip().endswith("failed start: kv_cache_too_small"), rows[2]
+        detail = " ".join(line.strip() for line in painted(screen.query_one("#sweep-trial-detail")))
+        assert reason in detail and "…" not in detail
 
 
 async def test_x_stops_and_u_resumes_only_the_sweep_this_screen_ran() -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from tui.domain.freshness import Freshness
+from tui.domain.latency_text import latency_text
 from tui.domain.telemetry import LatencyQuantiles, QuantileBound, SourceStatus
-from tui.ui.telemetry_view import fit, freshness_mark, latency_text, ms, panel_title, spark, wrap
+from tui.ui.telemetry_view import fit, freshness_mark, ms, panel_title, spark, wrap
 
 
 def test_sparklines_start_at_zero_and_average_long_series_into_the_width() -> None:

@@ -45,6 +45,21 @@ class Advice:
     message: str
     fix: Fix | None = None
 
+    @property
+    def reason(self) -> str:
+        """Why, in a few words (``preempting``): what a narrow panel shows beside the fix."""
+        return REASONS.get(self.code, self.code.replace("_", " "))
+
+
+REASONS: dict[str, str] = {
+    "kv_saturated": "KV cache full",
+    "preemptions": "preempting",
+    "prefix_cache_low": "few prefix hits",
+    "max_model_len_headroom": "context unused",
+    "gpu_memory_headroom": "GPU memory free",
+}
+"""Each rule's reason in a few words (its ``message`` says it with the numbers)."""
+
 
 @dataclass(frozen=True)
 class AdviceInputs:

@@ -186,11 +186,18 @@ class Reproduction(BaseModel):
 
 
 class SweepTag(BaseModel):
-    """Marks a run as one trial of a sweep."""
+    """Marks a run as one trial of a sweep.
+
+    ``load``: which load on the trial's server the run holds. A trial's procedure may run
+    several (the search's rate bisection, auto_tune's descent): the first lands on the
+    trial's own run (1), each further one is a run of its own (2, 3, ...: ``load_of`` the
+    trial's run), a probe of the same server, never a trial of its own.
+    """
 
     sweep_id: str
     trial: int
     note: str = ""
+    load: int = 1
 
 
 class RunRecord(BaseModel):
@@ -255,6 +262,12 @@ class RunRecord(BaseModel):
             startup=self.startup, repro=self.repro, sweep=self.sweep, session=self.session,
             log_path=self.log_path, load_of=self.load_of or self.id,
         )  # fmt: skip
+
+    @property
+    def probe(self) -> bool:
+        """Whether this run is a further load of a sweep trial's server (a probe, not the
+        trial's own run): never an automatic baseline."""
+        return self.sweep is not None and self.load_of is not None
 
     @property
     def served(self) -> bool:

@@ -124,6 +124,11 @@ class RunBook:
         if target.bench is None:
             return self.apply(event, run_id)
         record = target.another_load()
+        if record.sweep is not None:  # a sweep trial's probe: which load of its server
+            earlier = sum(1 for r in self._runs if r.load_of == run_id)
+            record = record.model_copy(
+                update={"sweep": record.sweep.model_copy(update={"load": earlier + 2})}
+            )
         if record.session is None and self.session_id is not None:
             record = record.model_copy(update={"session": self.session_id})
         record = apply(record, event)

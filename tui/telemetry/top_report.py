@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from tui.domain.advice import Advice
 from tui.domain.freshness import Freshness, freshness
+from tui.domain.latency_text import LATENCY_LABELS, latency_text
 from tui.domain.quantiles import LATENCY_FIELDS
 from tui.domain.telemetry import (
     GpuSample,
@@ -193,14 +194,10 @@ def _num(value: float | None, fmt: str = ".0f", scale: float = 1.0) -> str:
     return "-" if value is None or not math.isfinite(value) else format(value * scale, fmt)
 
 
-def _quantiles(name: str, q: LatencyQuantiles | None) -> str:
-    if q is None or not q.count:
-        return f"{name} -"
-    return f"{name} {_num(q.p50)}/{_num(q.p90)}/{_num(q.p99)}"
-
-
 def text_line(report: TopReport) -> str:
-    """One line for a terminal: state, queue, KV, rates, latency p50/p90/p99 (ms), GPUs."""
+    """One line for a terminal: state, queue, KV, rates, the latency lines as the console's
+    Metrics panel reads them (one rule: :func:`tui.domain.latency_text.latency_text`, a
+    quantile its histogram cannot place shown as its bound, ``<300 ms``), GPUs."""
     head = report.state if not report.reason else f"{report.state} ({report.reason})"
     parts = [
         head,
@@ -208,10 +205,7 @@ def text_line(report: TopReport) -> str:
         f"kv {_num(report.kv_cache_usage, '.0f', 100)}%",
         f"tok/s in {_num(report.prompt_tokens_per_s)} out {_num(report.generation_tokens_per_s)}",
         f"hit {_num(report.prefix_cache_hit_rate, '.0f', 100)}%",
-        "ms p50/90/99 "
-        + " ".join(
-            _quantiles(n, report.latency_ms.get(n)) for n in ("ttft", "itl", "e2el", "queue")
-        ),
+        *(latency_text(label, report.latency_ms.get(name)) for name, label in LATENCY_LABELS),
     ]
     for d in report.gpus.devices:
         used, total = d.memory_used_bytes, d.memory_total_bytes

@@ -7,6 +7,8 @@ yellow; a flag that differs from the baseline bold yellow; a state by how the ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual.content import Content
 
@@ -56,8 +58,11 @@ def delta_content(comparison: Comparison | None) -> Content:
 
 
 def sweep_mark(run: RunRecord) -> str:
-    """``t3`` for trial 3 of a sweep, ``""`` for a run the operator made."""
-    return f"t{run.sweep.trial}" if run.sweep is not None else ""
+    """``t3`` for trial 3 of a sweep, ``t3 p2`` for its server's second load (a probe:
+    ``probe 2 of #N`` on its card), ``""`` for a run the operator made."""
+    if run.sweep is None:
+        return ""
+    return f"t{run.sweep.trial}" + (f" p{run.sweep.load}" if run.probe else "")
 
 
 def label_content(row: Row, *, selected: bool = False) -> Content:
@@ -121,3 +126,20 @@ def to_rich_text(content: Content, variables: dict[str, str]) -> Text:
         if words:
             text.stylize(" ".join(words), span.start, span.end)
     return text
+
+
+def out_of_view_text(left: Sequence[str], right: Sequence[str], width: int) -> str:
+    """What the table leaves out, for the line under it: ``← 2 · → quantization, out
+    tok/s +9 more`` (titles whole, as many as ``width`` holds; ``""`` when all show)."""
+    parts = [f"← {len(left)}"] if left else []
+    if right:
+        shown: list[str] = []
+        for i, title in enumerate(right):
+            rest = len(right) - i - 1
+            line = " · ".join([*parts, "→ " + ", ".join([*shown, title])])
+            if len(line) + (len(f" +{rest} more") if rest else 0) > width and shown:
+                break
+            shown.append(title)
+        more = len(right) - len(shown)
+        parts.append("→ " + ", ".join(shown) + (f" +{more} more" if more else ""))
+    return " · ".join(parts)

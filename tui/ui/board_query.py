@@ -57,3 +57,24 @@ def describe_view(board: Board, *, bare: bool = False) -> str:
     if shown:
         parts.append(f"filter {shown}")
     return "".join(f" · {p}" for p in parts)
+
+
+def board_title(board: Board, width: int) -> str:
+    """The board's title, whole in ``width`` cells (its border's corners left out): the full
+    header where it fits (``Runs · 3 runs · vs #3 (newest completed load) · sort ...``), else
+    shorter by meaning (the reason in short, then without the count, then the baseline
+    alone), never cut mid-word (``vs #3 (newest com…`` at 80 columns)."""
+    view = describe_view(board)
+    base = board.baseline
+    count = board.header().split(" · ", 1)[0]
+    if base is None:
+        forms = [f"Runs · {board.header()}{view}", f"Runs · {count} · no baseline yet{view}",
+                 f"Runs · no baseline yet{view}", "Runs · no baseline yet"]  # fmt: skip
+    else:
+        short = "newest load" if base.reason.value == "newest completed load" else base.reason.value
+        vs = f"vs {base.label}"
+        forms = [f"Runs · {board.header()}{view}", f"Runs · {count} · {vs} ({short}){view}",
+                 f"Runs · {vs} ({short}){view}", f"Runs · {vs}{view}",
+                 f"Runs · {vs} ({short})", f"Runs · {vs}"]  # fmt: skip
+    room = width - 4
+    return next((form for form in forms if len(form) <= room), forms[-1])

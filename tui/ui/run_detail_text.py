@@ -15,7 +15,7 @@ from typing import Any
 from textual.content import Content
 
 from tui.domain.board.noise import Verdict
-from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.board.table import Column, ColumnKind, Row, probe_text
 from tui.domain.diagnosis import Fix
 from tui.domain.export.command import serve_line
 from tui.domain.export.launch import launch_spec
@@ -62,6 +62,8 @@ def summary_lines(row: Row, baseline: str | None) -> list[Content]:
     lines.append(Content(f"{run.created_at:%Y-%m-%d %H:%M} UTC · model {run.flags.model}"))
     if run.sweep is not None:
         note = f" · {run.sweep.note}" if run.sweep.note else ""
+        probe = probe_text(run)
+        note += f" · {probe}" if probe else ""
         lines.append(
             Content.styled(f"sweep {run.sweep.sweep_id}, trial {run.sweep.trial}{note}", "$accent")
         )

@@ -32,6 +32,7 @@ class ServerView:
     since_launch: float | None = None  # live clock while starting (None: not shown)
     silent_s: float | None = None  # READY but /health unanswered this long (None: answering)
     silent_why: str = ""
+    can_stop: bool = True  # False (attached): the panel never offers ``s``
 
 
 def project(
@@ -41,13 +42,16 @@ def project(
     pid: int | None = None,
     since_launch: float | None = None,
     silence: Unanswered | None = None,
+    can_stop: bool = True,
 ) -> ServerView:
     """The panel for ``record`` (the current run) in ``state``, with the live ``pid`` and clock."""
     silent = silence if state is ServerState.READY else None  # a stop in progress says so
     silent_s = silent.silent_s if silent is not None else None
     silent_why = silent.reason if silent is not None else ""
     if record is None:
-        return ServerView(state=state, pid=pid, silent_s=silent_s, silent_why=silent_why)
+        return ServerView(
+            state=state, pid=pid, silent_s=silent_s, silent_why=silent_why, can_stop=can_stop
+        )
     startup = record.startup
     last = startup.stages[-1] if startup.stages else None
     ready = startup.seconds_to_ready
@@ -67,4 +71,5 @@ def project(
         since_launch=since_launch if state is ServerState.STARTING else None,
         silent_s=silent_s,
         silent_why=silent_why,
+        can_stop=can_stop,
     )

@@ -58,5 +58,6 @@ class TelemetryControl:
             host=gpu.host,
             server_gpus=self.status.server_gpus,
             advice=self.status.advice,
+            can_apply=self._session.can_restart,
             refresh_s=1.0 if self._live else None,
         )

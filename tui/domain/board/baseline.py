@@ -4,8 +4,9 @@ The operator pins one (``p`` in the console, ``--baseline`` headless). Otherwise
 **newest completed like-for-like load**: the newest run whose load finished whole (not
 cancelled, not partial: :mod:`.load_mark`) with the same model, workload and machine as the
 board's newest load (a hand run's before a sweep trial's, so a sweep's probe of another
-model never takes over an 8B board). A run without a load, a cancelled or partial load and
-another model are never chosen automatically: a board with no such load has no baseline
+model never takes over an 8B board). A run without a load, a cancelled or partial load,
+a sweep's probe (a further load on a trial's server: ``RunRecord.probe``) and another model
+are never chosen automatically: a board with no such load has no baseline
 and says so, rather than comparing every row with a launch run that has no numbers.
 """
 
@@ -65,7 +66,7 @@ def current_session(runs: Sequence[RunRecord]) -> str | None:
 
 def _anchor(runs: Sequence[RunRecord]) -> RunRecord | None:
     """The board's newest load: a hand run's when there is one, else a sweep trial's."""
-    loaded = [r for r in runs if r.bench is not None and r.served]
+    loaded = [r for r in runs if r.bench is not None and r.served and not r.probe]
     hand = [r for r in loaded if r.sweep is None]
     return (hand or loaded)[-1] if loaded else None
 
@@ -92,6 +93,7 @@ def choose_baseline(
     for run in reversed(runs):
         if (
             run.served
+            and not run.probe
             and completed_load(run)
             and run.flags.model == anchor.flags.model
             and like_for_like(run, anchor).ok

@@ -165,7 +165,7 @@ def board_csv(board: Board) -> str:
     table = board.table
     metrics = [(i, c) for i, c in enumerate(table.columns) if c.kind is ColumnKind.METRIC]
     others = [(i, c) for i, c in enumerate(table.columns)
-              if c.kind in (ColumnKind.FLAG, ColumnKind.WORKLOAD)]  # fmt: skip
+              if c.kind in (ColumnKind.SWEEP, ColumnKind.FLAG, ColumnKind.WORKLOAD)]  # fmt: skip
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "label", "baseline", "state", *(c.title for _, c in others),
@@ -219,11 +219,19 @@ def _json_row(board: Board, row: Row) -> dict[str, Any]:
     return {
         "id": row.run.id, "label": row.label, "baseline": row.is_baseline, "state": row.state,
         "cause": row.cause, "repeats": row.repeats, "load": _load_json(row.run),
+        "probe": _probe_json(row.run),
         "like_for_like": None if lfl is None else {"ok": lfl.ok, "reasons": list(lfl.reasons)},
         "flag_changes": [{"flag": c.name, "baseline": format_value(c.old),
                           "run": format_value(c.new)} for c in row.flag_changes],
         "cells": cells,
     }  # fmt: skip
+
+
+def _probe_json(run: RunRecord) -> dict[str, int] | None:
+    """A sweep probe's trial run and load number (``probe 2 of #5``: ``{"of": 5, "load": 2}``)."""
+    if not run.probe or run.sweep is None or run.load_of is None:
+        return None
+    return {"of": run.load_of, "load": run.sweep.load}
 
 
 def _load_json(run: RunRecord) -> str | None:

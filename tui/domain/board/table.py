@@ -213,9 +213,20 @@ def state_text(run: RunRecord) -> str:
     return f"{word}: {run.diagnosis.kind}" if run.diagnosis is not None else word
 
 
+def probe_text(run: RunRecord) -> str:
+    """``probe 2 of #5`` for a further load on sweep trial's run #5's server, else ``""``."""
+    if run.sweep is None or run.load_of is None:
+        return ""
+    return f"probe {run.sweep.load} of #{run.load_of}"
+
+
 def sweep_text(run: RunRecord) -> str:
-    """``<sweep id> t<trial>`` for a sweep's trial, empty for a hand run."""
-    return f"{run.sweep.sweep_id} t{run.sweep.trial}" if run.sweep is not None else ""
+    """``<sweep id> t<trial>`` for a sweep's trial (``... t5 probe 2 of #12`` for a further
+    load on that trial's server), empty for a hand run."""
+    if run.sweep is None:
+        return ""
+    probe = probe_text(run)
+    return f"{run.sweep.sweep_id} t{run.sweep.trial}" + (f" {probe}" if probe else "")
 
 
 def build_table(

@@ -20,6 +20,7 @@ from tui.ui.keys import (
     PALETTE_HELP,
     QUIT_HELP,
     SAVE_PRESET_HELP,
+    offered,
 )
 
 HELP_SCREEN = "help"
@@ -57,14 +58,29 @@ PANELS: tuple[tuple[str, str], ...] = (
      "(never a run without a load, nor a cancelled or partial one). Yellow flags differ from it. "
      "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
      "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
-     "marks the baseline, tN a sweep's trial N, ▸ the selected run."),
+     "marks the baseline, tN a sweep's trial N (tN pK: the Kth load on its server, a probe), "
+     "▸ the selected run."),
 )  # fmt: skip
 
 
-def help_rows() -> list[tuple[str, str]]:
-    """(section title, "") and (key or panel, text) rows, in display order."""
+ATTACHED_METRICS = (
+    "From the server's /metrics, whoever sends the traffic: KV cache usage, requests "
+    "running/waiting, prompt (in) and generated (out) tokens per second, the server's own "
+    "TTFT, ITL, E2E and queue time as p50/p90/p99 over its last 60 s, prefix-cache hit rate, "
+    "preemptions. 'try ...' is advice that holds now: flags to try on the server (attached, "
+    "vtc does not restart it; h shows why). The title carries the age of the numbers."
+)
+
+
+def help_rows(*, can_launch: bool = True) -> list[tuple[str, str]]:
+    """(section title, "") and (key or panel, text) rows, in display order; attached
+    (``can_launch`` False) without the commands attach refuses (``keys.LAUNCH_ACTIONS``)."""
     rows: list[tuple[str, str]] = [("Keys", "")]
-    rows += [(f"{cmd.key_display} / {cmd.fkey.upper()}", cmd.help) for cmd in COMMANDS]
+    rows += [
+        (f"{cmd.key_display} / {cmd.fkey.upper()}", cmd.help)
+        for cmd in COMMANDS
+        if offered(cmd.action, can_launch=can_launch)
+    ]
     rows += [
         ("q", QUIT_HELP),
         ("ctrl+p", PALETTE_HELP),
@@ -77,15 +93,22 @@ def help_rows() -> list[tuple[str, str]]:
          "watches and loads a server vtc did not start (r and s refuse there)."),
         ("Board", ""),
     ]  # fmt: skip
-    rows += [(key.key_display, key.help) for key in BOARD_KEYS]
+    rows += [
+        (key.key_display, key.help)
+        for key in BOARD_KEYS
+        if offered(key.action, can_launch=can_launch)
+    ]
     rows += [("Moving", "")]
     rows += list(NAVIGATION_HELP)
     rows += [("Panels", "")]
-    rows += list(PANELS)
+    rows += [
+        (name, ATTACHED_METRICS if name == "Metrics" and not can_launch else text)
+        for name, text in PANELS
+    ]
     return rows
 
 
-def help_table(variables: dict[str, str]) -> Table:
+def help_table(variables: dict[str, str], rows: list[tuple[str, str]] | None = None) -> Table:
     """Every help row in one two-column grid: keys in the accent colour, sections bold.
 
     One renderable in one widget, not a widget per cell: opening help then lays out and
@@ -99,7 +122,7 @@ def help_table(variables: dict[str, str]) -> Table:
     table = Table.grid(expand=True)
     table.add_column(width=KEY_WIDTH, style=key_style)
     table.add_column(ratio=1)
-    for name, text in help_rows():
+    for name, text in help_rows() if rows is None else rows:
         if not text:
             if table.row_count:
                 table.add_row("", "")  # a blank line above each section but the first
@@ -120,10 +143,15 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,q,f1", "dismiss", "Close", key_display="Esc"),
     ]
 
+    def __init__(self, *, can_launch: bool = True) -> None:
+        super().__init__()
+        self.rows = help_rows(can_launch=can_launch)  # attached: no refused command listed
+
     def compose(self) -> ComposeResult:
         """One scrolling text."""
         with VerticalScroll(id="help-box"):
-            yield Static(help_table(self.app.theme_variables), id="help-text")
+            table = help_table(self.app.theme_variables, self.rows)
+            yield Static(table, id="help-text")
 
     def on_mount(self) -> None:
         """Title the box."""
@@ -136,8 +164,9 @@ class HelpScreen(ModalScreen[None]):
         self.dismiss(result)
 
 
-def show_help(app: App[None]) -> None:
-    """Show help: the screen is installed on first use and shown again after (composed once)."""
+def show_help(app: App[None], *, can_launch: bool = True) -> None:
+    """Show help: the screen is installed on first use and shown again after (composed once);
+    ``can_launch`` False (attached): without the commands attach refuses."""
     if not app.is_screen_installed(HELP_SCREEN):
-        app.install_screen(HelpScreen(), HELP_SCREEN)
+        app.install_screen(HelpScreen(can_launch=can_launch), HELP_SCREEN)
     app.push_screen(HELP_SCREEN)

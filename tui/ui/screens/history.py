@@ -44,15 +44,14 @@ CHARTS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 """(history name, label, format) of each chart, in display order."""
 
 
-def advice_text(advice: Advice) -> str:
-    """One piece of advice in full: what holds, and what ``a`` would put into the form."""
+def advice_text(advice: Advice, *, can_apply: bool = True) -> str:
+    """One piece of advice in full: what holds, and what ``a`` would put into the form
+    (attached, where ``a`` is not offered: what to try on the server)."""
     if advice.fix is None:
         return f"{advice.severity}: {advice.message}"
     settings = ", ".join(f"{k}={format_value(v)}" for k, v in advice.fix.set.items())
-    return (
-        f"{advice.severity}: {advice.message}\n"
-        f"  a puts {settings} into the form: {advice.fix.title}"
-    )
+    what = f"a puts {settings} into the form" if can_apply else f"try {settings}"
+    return f"{advice.severity}: {advice.message}\n  {what}: {advice.fix.title}"
 
 
 class HistoryScreen(ModalScreen[None]):
@@ -94,8 +93,10 @@ class HistoryScreen(ModalScreen[None]):
         server_gpus: frozenset[int] = frozenset(),
         advice: tuple[Advice, ...] = (),
         refresh_s: float | None = 1.0,
+        can_apply: bool = True,
     ) -> None:
         super().__init__()
+        self._can_apply = can_apply  # False (attached): no key ``a`` to advertise
         self._history = history
         self._gpu, self._host, self._server_gpus = gpu, host, server_gpus
         self._advice = advice
@@ -113,7 +114,8 @@ class HistoryScreen(ModalScreen[None]):
             panel.styles.height = max(devices, 3) + 1  # one row per GPU, then the host
             yield panel
             yield Static("Advice", classes="history-section")
-            lines = [advice_text(a) for a in self._advice] or ["none holds now"]
+            lines = [advice_text(a, can_apply=self._can_apply) for a in self._advice]
+            lines = lines or ["none holds now"]
             yield Static("\n".join(lines), id="history-advice")
 
     def on_mount(self) -> None:

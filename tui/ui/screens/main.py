@@ -105,7 +105,12 @@ class MainScreen(Screen[None]):
         yield ServerPanel(id="server", classes="panel")
         with Horizontal(id="strip"):
             yield GpuPanel(self.session.history, id="gpu", classes="panel")
-            yield MetricsPanel(self.session.history, id="metrics", classes="panel")
+            yield MetricsPanel(
+                self.session.history,
+                can_apply=offered("apply_advice", can_launch=self.session.can_restart),
+                id="metrics",
+                classes="panel",
+            )
             yield LoadPanel(self.session.info.initial_load, id="load", classes="panel")
         with Horizontal(id="work"):
             yield FlagForm(
@@ -227,8 +232,9 @@ class MainScreen(Screen[None]):
         """The Server panel as the current record and the live state say now."""
         launched, clock = self._launched_at, self._clock
         since = clock() - launched if clock is not None and launched is not None else None
+        can_stop = offered("stop_server", can_launch=self.session.can_restart)
         view = project(self.session.current, self.session.state, pid=self._pid,
-                       since_launch=since, silence=self._silence)  # fmt: skip
+                       since_launch=since, silence=self._silence, can_stop=can_stop)  # fmt: skip
         self._view = view
         self.server_panel.view = view
 
@@ -350,7 +356,7 @@ class MainScreen(Screen[None]):
 
     def action_help(self) -> None:
         """Show the keys and what each panel shows."""
-        show_help(self.app)
+        show_help(self.app, can_launch=self.session.can_restart)
 
     def action_leave_field(self) -> None:
         """Esc in a form field: focus the board, so letter keys act again."""

@@ -3,6 +3,11 @@
 One row per run, the run column fixed while the others scroll. The cursor is a cell: its
 row is the selected run, its column is what ``[``/``]`` sort by and ``/`` filters on. The
 table is rebuilt only when what it shows changed (the board is rebuilt on every run update).
+
+Every value shows whole or not at all (issue 17, ``1.46 s`` read ``46 s``, ``12.07 ~-3``):
+the scroll stops only at a column's left edge, and the table is as wide as the fixed
+columns plus the scrolled ones that fit whole from there; the columns left out at either
+side are announced (:class:`BoardGrid.ColumnsOutOfView`) for the board to name under it.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from tui.domain.board.table import BoardTable, Column, Row
@@ -32,6 +38,14 @@ class BoardGrid(DataTable[object]):
         Binding("ctrl+pagedown", "page_right", "Page right", show=False),
     ]
 
+    class ColumnsOutOfView(Message):
+        """The titles of the columns the table leaves out now: ``left`` (scrolled past)
+        and ``right`` (beyond its right edge)."""
+
+        def __init__(self, left: tuple[str, ...], right: tuple[str, ...]) -> None:
+            super().__init__()
+            self.left, self.right = left, right
+
     class RunHighlighted(Message):
         """The cursor moved to the run ``run_id``."""
 
@@ -45,6 +59,7 @@ class BoardGrid(DataTable[object]):
         self._signature: Signature = ()
         self._rendering = False
         self._marked: int | None = None  # the run whose label carries the selection mark
+        self._fitted: int | None = None  # the width last set by fit_width (None: the CSS's)
 
     @property
     def table(self) -> BoardTable | None:
@@ -91,6 +106,7 @@ class BoardGrid(DataTable[object]):
             self._place_cursor(table, selected, keep)
         finally:
             self._rendering = False
+        self.call_after_refresh(self.snap_to_column)
 
     def _mark(self, selected: int | None) -> None:
         """Move the selection mark (the label cells of two rows change, nothing else)."""
@@ -128,14 +144,45 @@ class BoardGrid(DataTable[object]):
 
     def snap_to_column(self) -> None:
         """Move the horizontal scroll to the next column edge, so the first scrolled column
-        shows whole (``1.46 s``, not ``46 s``); DataTable scrolls by cells, not columns."""
+        shows whole (``1.46 s``, not ``46 s``; DataTable scrolls by cells, not columns), and
+        narrow the table to the columns that show whole from there (:meth:`fit_width`)."""
         x = round(self.scroll_x)
         edges = self.column_edges()
-        if x in edges or not edges:
+        if not edges:
             return
-        later = [edge for edge in edges if edge > x]
+        later = [edge for edge in edges if edge >= x]
         target = later[0] if later else edges[-1]
-        self.scroll_to(x=min(target, self.max_scroll_x), animate=False, immediate=True)
+        self.fit_width(edges.index(target))
+        if target != x:  # once the narrower width is laid out, the edge can be reached
+            self.call_after_refresh(self.scroll_to, x=target, animate=False, immediate=True)
+
+    def fit_width(self, first: int) -> None:
+        """Be as wide as the fixed columns plus the scrolled ones from ``first`` on that fit
+        whole beside them (one at least: a column wider than the board alone is cut); name
+        the columns left out at either side."""
+        parent = self.parent
+        table = self._table
+        if not isinstance(parent, Widget) or table is None:
+            return
+        widths = [column.get_render_width(self) for column in self.ordered_columns]
+        fixed = sum(widths[: self.fixed_columns])
+        gutter = self.styles.scrollbar_size_vertical if self.show_vertical_scrollbar else 0
+        room = parent.content_size.width - gutter - fixed
+        used, last = 0, first
+        for width in widths[self.fixed_columns + first :]:
+            if used + width > room and last > first:
+                break
+            used, last = used + width, last + 1
+        wanted = min(fixed + used + gutter, parent.content_size.width)
+        if wanted != self._fitted:
+            self._fitted = wanted
+            self.styles.width = wanted
+        titles = [  # as the header spells them (flags in their CLI form)
+            column_title(column, sort=None, descending=False).plain
+            for column in table.columns[self.fixed_columns :]
+        ]
+        # Announced each time (cheap): the board clears its note while the cards show.
+        self.post_message(self.ColumnsOutOfView(tuple(titles[:first]), tuple(titles[last:])))
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         """Announce the run under the cursor (not while the table is being rebuilt)."""

@@ -15,19 +15,14 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tui.domain.advice import Advice
+from tui.domain.board.fit import short_title
 from tui.domain.flags.serve import format_value
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
+from tui.domain.latency_text import LATENCY_LABELS, latency_text
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.ui.format import na, percent
-from tui.ui.telemetry_view import (
-    LATENCY_LABELS,
-    latency_text,
-    panel_title,
-    recent_values,
-    spark,
-    wrap,
-)
+from tui.ui.telemetry_view import panel_title, recent_values, spark, wrap
 
 SPARK_MIN = 6  # a sparkline narrower than this says nothing
 SPARK_SECONDS = 120.0  # the last two minutes
@@ -44,11 +39,13 @@ class MetricsPanel(Widget):
         self,
         history: TelemetryHistory | None = None,
         *,
+        can_apply: bool = True,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
         self._history = history
+        self._can_apply = can_apply  # False (attached): no "a: ..." for a key not offered
 
     def watch_fresh(self, fresh: Freshness | None) -> None:
         """The title carries the numbers' age or state."""
@@ -70,8 +67,13 @@ class MetricsPanel(Widget):
                 Content.styled(line, style) for line in wrap(text, width, height)
             )
         stale = self.fresh is not None and not self.fresh.ok
-        lines = self._lines(m, width)
-        kept = sorted(sorted(lines, key=lambda item: item[0])[:height], key=lambda item: item[1])
+        kept, used = [], 0
+        for entry in sorted(self._lines(m, width), key=lambda item: item[0]):
+            rows = entry[2].plain.count("\n") + 1  # an entry shows whole or not at all
+            if used + rows <= height:
+                kept.append(entry)
+                used += rows
+        kept.sort(key=lambda item: item[1])
         body = Content("\n").join(content for _, _, content in kept)
         return body.stylize("$text-muted") if stale else body
 
@@ -97,7 +99,7 @@ class MetricsPanel(Widget):
         )
         lines.append((6, 8, cache))
         if self.advice:
-            lines.append((2, 9, _advice_line(self.advice[0], len(self.advice))))
+            lines.extend(advice_entries(self.advice, width, can_apply=self._can_apply))
         return lines
 
     def _latency_lines(self, m: ServerMetrics, width: int) -> list[tuple[int, int, Content]]:
@@ -128,13 +130,54 @@ class MetricsPanel(Widget):
         return Content.assemble(line, " ", (drawn, "$accent"))
 
 
-def _advice_line(advice: Advice, count: int) -> Content:
-    """``a: max_num_seqs=12 · 3 preemptions ...`` (the fix first: it is what ``a`` does)."""
-    more = f" (+{count - 1})" if count > 1 else ""
-    if advice.fix is not None:
-        settings = " ".join(f"{k}={format_value(v)}" for k, v in advice.fix.set.items())
-        text = f"a: {settings}{more} · {advice.message}"
+def _packed(tokens: list[str], prefix: str, width: int) -> list[str]:
+    """``tokens`` on lines of ``width``, the first after ``prefix``, the others indented
+    under it. A ``name=value`` too long for a line takes the board's short flag name
+    (``gpu_mem_util=0.95``: ``h`` and the form show the full one), else breaks at its ``=``
+    (name, then value): never inside a name or a value where the width allows."""
+    indent = " " * len(prefix)
+    pieces: list[str] = []
+    for token in tokens:
+        if len(prefix) + len(token) <= width or "=" not in token:
+            pieces.append(token)
+            continue
+        name, value = token.split("=", 1)
+        short = f"{short_title(name)}={value}"
+        pieces += [short] if len(prefix) + len(short) <= width else [short_title(name), f"={value}"]
+    lines: list[str] = []
+    current = prefix
+    for piece in pieces:
+        empty = current in (prefix, indent)
+        candidate = f"{current}{piece}" if empty else f"{current} {piece}"
+        if empty or len(candidate) <= width:
+            current = candidate
+        else:
+            lines.append(current)
+            current = f"{indent}{piece}"
+    lines.append(current)
+    return lines
+
+
+def advice_entries(
+    advice: tuple[Advice, ...], width: int, *, can_apply: bool = True
+) -> list[tuple[int, int, Content]]:
+    """The first piece of advice as the panel's entries, each whole or left out (never cut):
+    what to set (``a: max_num_seqs=12 · preempting``; attached, where ``a`` is not offered,
+    ``try max_num_seqs=12``), wrapped between settings and at a setting's ``=``; then, where
+    the panel has room, the message with its numbers (``h`` shows it in full)."""
+    first = advice[0]
+    more = [f"(+{len(advice) - 1})"] if len(advice) > 1 else []
+    style = "bold $warning" if first.severity == "warn" else "$accent"
+    if first.fix is not None:
+        settings = [f"{k}={format_value(v)}" for k, v in first.fix.set.items()]
+        head = _packed(settings + more, "a: " if can_apply else "try ", width)
     else:
-        text = f"! {advice.message}{more}"
-    style = "bold $warning" if advice.severity == "warn" else "$accent"
-    return Content.styled(text, style)
+        head = _packed([first.reason, *more], "! ", width)
+    why = f"· {first.reason}"
+    if first.fix is not None and len(head[-1]) + 1 + len(why) <= width:
+        head[-1] = f"{head[-1]} {why}"
+    message = wrap(first.message, max(width - 2, 8), 99)
+    return [
+        (2, 9, Content.styled("\n".join(head), style)),
+        (7, 10, Content.styled("\n".join(f"  {line}" for line in message), "$text-muted")),
+    ]

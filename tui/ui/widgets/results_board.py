@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import DataTable, Static
 
 from tui.domain.board.baseline import run_label
@@ -28,8 +29,9 @@ from tui.domain.fix_loop import choose_fix
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 from tui.ui import board_messages
+from tui.ui.board_cells import out_of_view_text
 from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
-from tui.ui.board_query import describe_view, parse_filter
+from tui.ui.board_query import board_title, describe_view, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
@@ -86,6 +88,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         yield Static(EMPTY_TEXT, id="board-empty")
         yield CardStrip(id="board-cards")
         yield BoardGrid(id="board-table")
+        yield Static("", id="board-columns")  # the columns the table leaves out, named
 
     # -- what it shows ---------------------------------------------------------------------------
     @property
@@ -156,7 +159,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
     def _draw(self, board: Board) -> None:
         """Show ``board`` (as built) in the current mode, the view's selection marked."""
         self.query_one("#board-empty", Static).display = not self._runs
-        self.border_title = f"Runs · {board.header()}{describe_view(board)}"
+        self.border_title = board_title(board, self.size.width or 80)
         if self._table_mode:
             self.query_one(BoardGrid).show(board, self._view.selected)
         else:
@@ -167,7 +170,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         if len(rows) > MAX_CARDS:
             base = [r for r in rows if r.is_baseline]
             rows = base + [r for r in rows[-(MAX_CARDS - len(base)) :] if not r.is_baseline]
-        hint_id, hint = fix_hint(self._runs)
+        hint_id, hint = fix_hint(self._runs) if self._can_launch else (None, None)
         live = self._live
         base_label = board.baseline.label if board.baseline is not None else None
         return [
@@ -200,6 +203,25 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
              "scroll_card": strip.action_scroll_card, "page_card": strip.action_page_card,
              }[action](amount)  # fmt: skip
 
+    @on(BoardGrid.ColumnsOutOfView)
+    def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
+        """Name the columns the table leaves out, on the line under it."""
+        line = self.query_one("#board-columns", Static)
+        note = out_of_view_text(event.left, event.right, line.size.width or self.size.width - 4)
+        shown = self._table_mode and bool(note)
+        if line.display != shown:
+            line.display = shown
+        if note != str(line.render()):
+            line.update(Content.styled(note, "$text-muted"))
+
+    def on_resize(self, _: events.Resize) -> None:
+        """A new width: the title says what fits it, the table the whole columns that fit."""
+        if self._board is not None:
+            self.border_title = board_title(self._board, self.size.width)
+        if self._table_mode:
+            grid = self.query_one(BoardGrid)
+            grid.call_after_refresh(grid.snap_to_column)
+
     @on(CardStrip.Selected)
     @on(BoardGrid.RunHighlighted)
     def _selected(self, event: CardStrip.Selected | BoardGrid.RunHighlighted) -> None:
@@ -229,6 +251,11 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         self.can_focus = not self._table_mode  # the table takes the focus in table view
         self.query_one(CardStrip).display = not self._table_mode
         self.query_one(BoardGrid).display = self._table_mode
+        if not self._table_mode:
+            self.query_one("#board-columns", Static).display = False
+        else:  # the width may have changed while the cards showed
+            grid = self.query_one(BoardGrid)
+            grid.call_after_refresh(grid.snap_to_column)
         self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild
         self.fit_form()
         self.focus()
@@ -367,6 +394,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
             self.app, run_label(run), lambda fmt: self.post_message(self.ExportRun(run, fmt))
         )
 
+
 def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
     """The run whose card says what ``f`` would do now, and what it says (``f``'s own choice,
     :func:`~tui.domain.fix_loop.choose_fix`)."""
@@ -381,4 +409,3 @@ def _shown_fields(run: RunRecord) -> tuple[object, ...]:
     """What of a run the cards and the table show (not its telemetry series or peaks)."""
     return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
             run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
-

@@ -7,6 +7,7 @@ runs`` and the report never disagree.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -16,7 +17,7 @@ from textual.widgets import Static
 
 from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Verdict
-from tui.domain.board.table import Column, ColumnKind, Row
+from tui.domain.board.table import Column, ColumnKind, Row, probe_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
@@ -60,7 +61,7 @@ def _status_line(record: RunRecord) -> Content:
     return Content.assemble(*text)
 
 
-MODEL_WIDTH = 30  # a card's text width: long model ids keep their informative tail
+MODEL_WIDTH = 30  # a card's text width (a longer model id wraps at its /)
 ESTIMATE_OFF = 10.0  # percent: an estimate further off than this is shown as a warning
 
 
@@ -92,14 +93,21 @@ def kv_line(startup: StartupProfile) -> Content | None:
     return Content.assemble(head, (tail, style))
 
 
-def _model_line(model: str) -> Content:
-    shown = model if len(model) <= MODEL_WIDTH else "…" + model[-(MODEL_WIDTH - 1) :]
-    return Content.styled(shown, "$text-muted")
+def _model_lines(model: str) -> list[Content]:
+    """The model id whole: on one line where it fits, else wrapped by meaning (the org up to
+    its ``/``, then the name, broken at its hyphens if it is longer still), never cut."""
+    if len(model) <= MODEL_WIDTH:
+        parts = [model]
+    else:
+        org, slash, name = model.rpartition("/")
+        pieces = [f"{org}/", name] if slash else [model]
+        parts = [line for piece in pieces for line in textwrap.wrap(piece, MODEL_WIDTH)]
+    return [Content.styled(part, "$text-muted") for part in parts]
 
 
 def own_flag_lines(record: RunRecord) -> list[Content]:
     """The model and every flag the run set (the baseline's card lists them)."""
-    lines = [_model_line(record.flags.model)]
+    lines = _model_lines(record.flags.model)
     explicit = record.flags.explicit()
     lines += [Content(f"{name} {format_value(value)}") for name, value in explicit.items()]
     if record.flags.extra_args:
@@ -187,9 +195,9 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
     if kv is not None:
         lines.append(kv)
     if record.sweep is not None:
-        lines.append(
-            Content.styled(f"sweep {record.sweep.sweep_id} trial {record.sweep.trial}", "$accent")
-        )
+        probe = probe_text(record)
+        trial = f"sweep {record.sweep.sweep_id} trial {record.sweep.trial}"
+        lines.append(Content.styled(trial + (f" · {probe}" if probe else ""), "$accent"))
     if row.is_baseline:
         lines.append(Content.styled("the board's baseline", BASE_MARK))
     elif context.baseline is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
@@ -35,16 +37,38 @@ def _silent_lines(view: ServerView) -> Content:
         head.append(f" · pid {view.pid}")
     head.append(f" · silent {view.silent_s or 0:.0f}s")
     # Short enough for 80 columns: what to do must not be cut off.
+    todo = "s stops it" if view.can_stop else "not vtc's to stop"
     detail = Content.styled(
-        f"{view.silent_why or 'no /health answer'} · alive, hung or stopped · s stops it",
-        "$error",
+        f"{view.silent_why or 'no /health answer'} · alive, hung or stopped · {todo}", "$error"
     )
     return Content("\n").join([Content.assemble(*head), detail])
 
 
+def fit_failure(summary: str, width: int | None) -> str:
+    """A failure's summary whole in ``width`` cells, shortened by meaning, never cut mid-value
+    (``... 0.28 GiB a…``): as it is, else without its parenthesised figures, else its
+    leading clauses; the run's card has it all."""
+    if width is None or len(summary) <= width:
+        return summary
+    bare = re.sub(r"\s*\([^)]*\)", "", summary)
+    if len(bare) <= width:
+        return bare
+    clauses = re.split(r"(?<=[;:]) ", bare)
+    kept = clauses[0].rstrip(";:")
+    for clause in clauses[1:]:
+        longer = f"{kept}; {clause.rstrip(';:')}"
+        if len(longer) + len(CARD_SAYS) > width:
+            break
+        kept = longer
+    return kept + CARD_SAYS if len(kept) + len(CARD_SAYS) <= width else kept[:width]
+
+
+CARD_SAYS = " · its card says all"
+
+
 @inert_rendering
-def status_lines(view: ServerView) -> Content:
-    """The two status lines above the log tail."""
+def status_lines(view: ServerView, width: int | None = None) -> Content:
+    """The two status lines above the log tail (``width``: the failure's line fits it)."""
     if view.silent_s is not None and view.state is ServerState.READY:
         return _silent_lines(view)
     head: list[str | tuple[str, str]] = [
@@ -61,7 +85,7 @@ def status_lines(view: ServerView) -> Content:
     if view.exit_code is not None and view.state is not ServerState.READY:
         head.append(f" · exit {view.exit_code}")
     if view.failure and view.state is ServerState.FAILED:
-        detail = Content.styled(view.failure, "$error")
+        detail = Content.styled(fit_failure(view.failure, width), "$error")
     else:
         parts = []
         if view.stage and view.state is not ServerState.READY:  # READY: "up in" says it
@@ -92,7 +116,12 @@ class ServerPanel(Vertical):
     def watch_view(self, view: ServerView) -> None:
         """Redraw the status lines."""
         if self.is_mounted:
-            self.query_one("#server-status", Static).update(status_lines(view))
+            status = self.query_one("#server-status", Static)
+            status.update(status_lines(view, status.size.width or None))
+
+    def on_resize(self) -> None:
+        """A new width: the failure's line fits it again."""
+        self.watch_view(self.view)
 
     @property
     def tail(self) -> LogTail:

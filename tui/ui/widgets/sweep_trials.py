@@ -11,21 +11,33 @@ from tui.ui.format import plain
 COLUMNS = ("#", "run", "trial", "objective", "verdict")
 
 
+def short_verdict(trial: TrialOutcome) -> str:
+    """The verdict in a few words, whole in its cell at 80 columns (``missed: p99_itl_ms``,
+    ``failed start: kv_cache_too_small``); the reason with its numbers is the detail's."""
+    if trial.state is TrialState.MEASURED:
+        m = trial.measurement
+        if m is None or m.verdict.met:
+            return "met" if m is not None else "no measurement"
+        return "missed: " + ", ".join(v.split(" ", 1)[0] for v in m.verdict.violations)
+    words = {TrialState.FAILED_START: "failed start", TrialState.PRUNED: "pruned",
+             TrialState.BENCH_FAILED: "no measurement", TrialState.UP: "up"}  # fmt: skip
+    word = words.get(trial.state, trial.state.value)
+    return f"{word}: {trial.diagnosis_kind}" if trial.diagnosis_kind else word
+
+
 def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
-    """The cells of one trial (pruned ones say why they were never started)."""
+    """The cells of one trial: its verdict short (:func:`short_verdict`), never cut."""
     run = f"#{trial.run_id}" if trial.run_id is not None else "-"
     value = f"{trial.objective:.1f}" if trial.objective is not None else "-"
-    verdict = trial.verdict_text
-    if trial.state is TrialState.MEASURED and trial.slo_met:
-        verdict = "met"
-    return str(trial.index), run, trial.note, value, verdict
+    return str(trial.index), run, trial.note, value, short_verdict(trial)
 
 
 def trial_detail(trial: TrialOutcome) -> str:
     """The whole of one trial: what it tried, its run, the number and the full reason."""
     run = f" · run #{trial.run_id}" if trial.run_id is not None else ""
     value = f" · {trial.objective:.1f}" if trial.objective is not None else ""
-    return f"trial {trial.index}: {trial.note}{run}{value} · {trial_row(trial)[4]}"
+    verdict = "met" if trial.state is TrialState.MEASURED and trial.slo_met else trial.verdict_text
+    return f"trial {trial.index}: {trial.note}{run}{value} · {verdict}"
 
 
 class SweepTrials(DataTable[str]):

@@ -1,0 +1,53 @@
+"""A sweep's probe loads (issue 17): rate bisection runs several loads on one trial's server,
+each kept as a run of its own (issue 23: nothing measured is overwritten). Each says it is
+a probe of its trial's run (``probe 2 of #5``) on the board, in ``vtc runs`` (text, md, csv,
+json) and the report, and the automatic baseline never picks one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fakes.runs import served_run
+
+from tui.domain.board.baseline import choose_baseline
+from tui.domain.board.render import board_csv, board_json, board_markdown, board_text
+from tui.domain.board.view import build_board
+from tui.domain.results import RunRecord, SweepTag
+from tui.domain.workload import LoadSpec
+from tui.store.report import report_html
+
+TAG = SweepTag(sweep_id="seed-003", trial=2)
+
+
+def trial_and_probes() -> list[RunRecord]:
+    """Trial 2's run #5 (its first load) and two more loads on its server, #6 and #7."""
+    load = LoadSpec(request_rate=4.0)
+    trial = served_run(5, tput=700, workload=load).model_copy(update={"sweep": TAG})
+    probes = [
+        served_run(n, tput=700 + n, workload=load).model_copy(
+            update={"sweep": TAG.model_copy(update={"load": n - 4}), "load_of": 5}
+        )
+        for n in (6, 7)
+    ]
+    return [trial, *probes]
+
+
+def test_a_probe_is_never_the_automatic_baseline() -> None:
+    runs = trial_and_probes()
+    assert [r.probe for r in runs] == [False, True, True]
+    chosen = choose_baseline(runs)
+    assert chosen is not None and chosen.run.id == 5  # the trial's run, not the newer probes
+    hand = served_run(3, tput=650, workload=LoadSpec(request_rate=4.0))
+    chosen = choose_baseline([hand, *runs])
+    assert chosen is not None and chosen.run.id == 5  # the newest load that is no probe
+
+
+def test_probes_say_so_in_every_format() -> None:
+    board = build_board(trial_and_probes())
+    for text in (board_text(board, width=200), board_markdown(board), board_csv(board)):
+        assert "probe 2 of #5" in text and "probe 3 of #5" in text
+        assert "probe 1" not in text  # the trial's own run is the trial
+    rows = {row["label"]: row for row in board_json(board)["rows"]}
+    assert rows["#6"]["probe"] == {"of": 5, "load": 2} and rows["#5"]["probe"] is None
+    html = report_html(board, generated=datetime(2026, 11, 28, tzinfo=UTC), source="runs.sqlite")
+    assert "probe 2 of #5" in html and "probe 3 of #5" in html
