@@ -25,6 +25,7 @@ from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, kv_sources
 
 VLLM = "/opt/vllm-venv/lib/python3.11/site-packages/vllm"
 PY = "/usr/lib/python3.11"
+RUNNER_INIT_LINE = 0  # TODO(i19): read from the 0.33.0 wheel
 VERSION = DEFAULT_SIM_VLLM_VERSION  # the default; a server speaks its VllmLog.version
 
 
@@ -340,6 +341,39 @@ _ENGINE_SITES: dict[str, list[tuple[str, int, str, str, str]]] = {
             58,
             "_init_executor",
             "self.driver_worker.init_device()",
+            "",
+        ),
+    ],
+    # vLLM 0.33: the worker builds model runner V2 in init_device; its first UVA buffer
+    # raises (v1/worker/gpu/buffer_utils.py:35).
+    "runner_uva": [
+        (
+            f"{VLLM}/v1/engine/core.py",
+            144,
+            "__init__",
+            "self.model_executor = executor_class(vllm_config)",
+            "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        ),
+        (f"{VLLM}/v1/executor/abstract.py", 126, "__init__", "self._init_executor()", ""),
+        (
+            f"{VLLM}/v1/executor/uniproc_executor.py",
+            58,
+            "_init_executor",
+            "self.driver_worker.init_device()",
+            "",
+        ),
+        (
+            f"{VLLM}/v1/worker/gpu_worker.py",
+            RUNNER_INIT_LINE,
+            "init_device",
+            "self.model_runner = GPUModelRunnerV2(self.vllm_config, self.device)",
+            "                    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+        ),
+        (
+            f"{VLLM}/v1/worker/gpu/buffer_utils.py",
+            35,
+            "__init__",
+            'raise RuntimeError("UVA is not available")',
             "",
         ),
     ],

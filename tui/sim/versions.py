@@ -8,6 +8,7 @@ source (the 0.33.0 wheel): where its log records come from (0.33 moved the KV pl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -46,6 +47,26 @@ _KV_033: Final = KvSources(
     check_call=("kv_cache_planning.py", 1554),
     check_raise=("kv_cache_planning.py", 77),
 )
+
+
+SIM_HOSTS: Final = ("linux", "wsl2")
+"""``--sim-host``: the simulated machine's OS. Under WSL2 CUDA offers no unified virtual
+addressing for pinned host memory, so model runner V2 stops with ``RuntimeError: UVA is not
+available`` (``v1/worker/gpu/buffer_utils.py:35`` in 0.33) until ``VLLM_USE_V2_MODEL_RUNNER=0``."""
+
+RUNNER_V2_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def uses_model_runner_v2(version: str, environ: Mapping[str, str]) -> bool:
+    """Whether a server of ``version`` with ``environ`` runs model runner V2.
+
+    The variable decides when set (``envs.py``: ``bool(int(value))``, so ``"x"`` raises
+    ``ValueError`` as vLLM does); unset, 0.33 defaults to V2 on a GPU and 0.32 to V1.
+    """
+    value = environ.get(RUNNER_V2_ENV)
+    if value is not None:
+        return bool(int(value))
+    return release(version) >= (0, 33)
 
 
 def check_sim_version(text: str) -> str:
