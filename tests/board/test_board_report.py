@@ -126,8 +126,9 @@ def test_each_reproduction_names_its_vllms_image_and_environment() -> None:
     # issue 19: the image tag of the vLLM the run used, and the run's environment
     runs = [
         served_run(1, repro=Reproduction(vllm_version="0.32.0")),
-        served_run(2, repro=Reproduction(vllm_version="0.33.0"),
-                   env={"VLLM_USE_V2_MODEL_RUNNER": "0"}),  # fmt: skip
+        served_run(
+            2, repro=Reproduction(vllm_version="0.33.0"), env={"VLLM_USE_V2_MODEL_RUNNER": "0"}
+        ),
     ]
     html = _page(runs)
     assert "vllm/vllm-openai:v0.32.0" in html and "vllm/vllm-openai:v0.33.0" in html

@@ -177,7 +177,7 @@ async def test_with_033s_parser_the_form_offers_watchdog_and_refuses_medusa_in_i
             medusa = '{"method": "medusa", "model": "m", "num_speculative_tokens": 2}'
             form.field("extra_args").set_value(f"--speculative-config '{medusa}'")
             await pilot.pause()
-            flags, problems = form.validate_flags()
+            flags, _ = form.validate_flags()
             assert flags is None
             error = str(form.field("extra_args").query_one(".field-error").render())
             # pydantic's words, as vLLM 0.33 prints them (config/speculative.py's Literal)
