@@ -22,6 +22,7 @@ from tui.domain.flags.problems import FlagError
 from tui.domain.flags.run_env import DECLARED_ENV, parse_env_text
 from tui.domain.flags.serve import ServeFlags, diff_flags, stored_context
 from tui.domain.flags.validation import flags_from_values, validate_form
+from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
 from tui.domain.results import Reproduction, RunRecord, RunStatus
 
 RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
@@ -163,3 +164,13 @@ def test_k8s_and_compose_set_the_variable_as_a_value() -> None:
            for c in d["spec"]["template"]["spec"]["containers"] for e in c["env"]]  # fmt: skip
     assert {"name": RUNNER, "value": "0"} in env
     assert any(e["name"] == "HF_TOKEN" and "valueFrom" in e for e in env)
+
+
+def test_a_preset_saves_and_loads_the_environment() -> None:
+    flags = ServeFlags(model="m", max_num_seqs=8, env={RUNNER: "0"})
+    preset = Preset(name="wsl2", description="d", source="s", flags=flags)
+    text = render_preset(preset)
+    assert f'{RUNNER} = "0"' in text
+    assert parse_preset(text).flags == flags
+    with pytest.raises(PresetError, match="HF_TOKEN holds a secret"):
+        parse_preset(text.replace(RUNNER, "HF_TOKEN"))
