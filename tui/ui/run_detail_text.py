@@ -291,5 +291,8 @@ def fix_settings_text(fix: Fix, flags: Mapping[str, Any] | None = None) -> str:
     )
     if fix.env:
         names = " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in fix.env.items())
-        settings += ("\n" if settings else "") + f"environment: {names}"
-    return settings
+    elif ENV_FIELD in applied:  # the revert of an earlier fix's variables
+        names = env_text(applied[ENV_FIELD]) or "none"
+    else:
+        return settings
+    return settings + ("\n" if settings else "") + f"environment: {names}"
