@@ -118,8 +118,10 @@ def test_the_model_runner_follows_the_version_and_the_servers_environment() -> N
         sim, _ = split_sim_options(["m", "--sim-vllm-version", version], environ)
         return sim.runner_v2
 
-    assert runner_v2("0.33.0", {}) and not runner_v2("0.32.0", {})
+    # unset: V2 on a GPU with Triton in both (config/vllm.py use_v2_model_runner)
+    assert runner_v2("0.33.0", {}) and runner_v2("0.32.0", {})
     assert not runner_v2("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert not runner_v2("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
     assert runner_v2("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"})
     with pytest.raises(ArgvError, match="invalid literal for int"):
         runner_v2("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "yes"})
