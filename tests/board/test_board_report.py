@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.domain.board.view import BoardView, build_board
+from tui.domain.results import Reproduction
 from tui.domain.workload import LoadSpec
 from tui.store.report import CSP, report_html
 from tui.store.report_plot import BASELINE_COLOR, SELECTED_COLOR, log_ticks, nice_ticks
@@ -119,3 +120,16 @@ def test_axis_ticks_cover_the_data() -> None:
         assert ticks[0] <= low and ticks[-1] >= high and ticks == sorted(ticks)
     ticks = log_ticks(90, 2500)
     assert ticks[0] <= 90 and ticks[-1] >= 2500 and all(t > 0 for t in ticks)
+
+
+def test_each_reproduction_names_its_vllms_image_and_environment() -> None:
+    # issue 19: the image tag of the vLLM the run used, and the run's environment
+    runs = [
+        served_run(1, repro=Reproduction(vllm_version="0.32.0")),
+        served_run(
+            2, repro=Reproduction(vllm_version="0.33.0"), env={"VLLM_USE_V2_MODEL_RUNNER": "0"}
+        ),
+    ]
+    html = _page(runs)
+    assert "vllm/vllm-openai:v0.32.0" in html and "vllm/vllm-openai:v0.33.0" in html
+    assert "VLLM_USE_V2_MODEL_RUNNER=0 vllm serve" in html

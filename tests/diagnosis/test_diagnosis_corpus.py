@@ -3,6 +3,7 @@ logs users posted in public issue threads (tests/diagnosis/corpus/, issues/)."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import get_args
 
@@ -19,9 +20,20 @@ POSTED = load_all(ISSUES)
 def test_fixture_diagnoses_as_cited(fixture: Fixture) -> None:
     d = fixture.diagnose()
     assert mismatches(fixture, d) == []
-    # Every offered fix changes something: never the value that just failed.
+    # Every offered fix changes something, and carries the value its title names (an
+    # invalid-choice fix with empty settings applied nothing: issue 19).
     for fix in d.fixes:
-        assert fix.title
+        assert fix.title and not fix.is_empty, fix
+        for named in _named_values(fix.title):
+            assert named in fix.describe() or None in fix.set.values(), (fix.title, fix)
+
+
+def _named_values(title: str) -> list[str]:
+    """The values a fix's title promises: "... to 1136", "Use --dtype float16", "set X=0"."""
+    found = re.findall(r"\bto (?:the model's )?(\d[\d.]*\d|\d)\b", title)
+    found += re.findall(r"^Use (?:--)?[a-z][\w-]* ([\w.]+)$", title)
+    found += re.findall(r"\bset ([A-Z_][A-Z0-9_]*=\S+)", title)
+    return found
 
 
 def test_every_fixture_cites_its_source() -> None:

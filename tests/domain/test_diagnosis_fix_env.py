@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tui.domain.diagnosis import Fix, apply_env
+from tui.domain.diagnosis import Fix
+from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose import diagnose
 from tui.server.parser_env import MARKER, find_parser_env
 
@@ -13,10 +14,8 @@ from tui.server.parser_env import MARKER, find_parser_env
 def test_an_env_fix_sets_and_removes_variables() -> None:
     fix = Fix(title="V1 runner", env={"VLLM_USE_V2_MODEL_RUNNER": "0", "OLD": None})
     assert not fix.is_empty and Fix(title="nothing").is_empty
-    assert apply_env({"OLD": "1", "KEEP": "x"}, fix) == {
-        "KEEP": "x",
-        "VLLM_USE_V2_MODEL_RUNNER": "0",
-    }
+    flags = ServeFlags(model="m", env={"OLD": "1", "KEEP": "x"})
+    assert fix.applied_to(flags).environment == {"KEEP": "x", "VLLM_USE_V2_MODEL_RUNNER": "0"}
     assert fix.describe() == "VLLM_USE_V2_MODEL_RUNNER=0, unset OLD"
 
 

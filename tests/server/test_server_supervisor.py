@@ -334,6 +334,21 @@ async def test_secrets_go_through_env_and_are_redacted(make: Any) -> None:
     assert secret not in log_path.read_text()
 
 
+async def test_the_runs_environment_reaches_the_server_not_its_argv(make: Any) -> None:
+    # issue 19: the run's environment is configuration; the launcher's own (credentials,
+    # a lane's GPUs) is applied over it
+    sup, rec = make(
+        "--echo-env", "VLLM_USE_V2_MODEL_RUNNER", "--echo-env", "CUDA_VISIBLE_DEVICES",
+        "--exit", "0", env={"CUDA_VISIBLE_DEVICES": "3"},
+    )  # fmt: skip
+    await sup.start(flags(env={"VLLM_USE_V2_MODEL_RUNNER": "0", "CUDA_VISIBLE_DEVICES": "1"}))
+    await sup.wait_finished(30)
+    assert not any("VLLM_USE_V2_MODEL_RUNNER=" in arg for arg in sup.argv)  # the fake echoes it
+    lines = [e.text for e in rec.of(LogLine)]
+    assert "FAKE env VLLM_USE_V2_MODEL_RUNNER=0" in lines
+    assert "FAKE env CUDA_VISIBLE_DEVICES=3" in lines
+
+
 async def test_start_takes_serve_flags_only(make: Any) -> None:
     sup, rec = make()
     with pytest.raises(TypeError, match="ServeFlags"):

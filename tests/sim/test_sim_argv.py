@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tui.domain.flags.serve import ArgvError, ServeFlags
-from tui.sim.argv import UnrecognizedArgs, parse_command
+from tui.sim.argv import UnrecognizedArgs, parse_command, split_sim_options
 from tui.sim.catalog import GIB
 from tui.sim.server import non_default_args
 from tui.sim.tokenizer import GEN_WORDS, ApproxTokenizer, count_tokens, tokenize
@@ -110,3 +110,22 @@ def test_tokenizer_counts_words_punctuation_and_long_words() -> None:
         assert count_tokens(text) == 1
     ids = tok.encode(" alpha beta")
     assert tok.decode(ids) == " alpha beta"
+
+
+def test_the_model_runner_follows_the_version_and_the_servers_environment() -> None:
+    # issue 19: VLLM_USE_V2_MODEL_RUNNER as vLLM's envs.py reads it (bool(int(value)))
+    def runner_v2(version: str, environ: dict[str, str]) -> bool:
+        sim, _ = split_sim_options(["m", "--sim-vllm-version", version], environ)
+        return sim.runner_v2
+
+    # unset: V2 on a GPU with Triton in both (config/vllm.py use_v2_model_runner)
+    assert runner_v2("0.33.0", {}) and runner_v2("0.32.0", {})
+    assert not runner_v2("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert not runner_v2("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert runner_v2("0.32.0", {"VLLM_USE_V2_MODEL_RUNNER": "1"})
+    with pytest.raises(ArgvError, match="invalid literal for int"):
+        runner_v2("0.33.0", {"VLLM_USE_V2_MODEL_RUNNER": "yes"})
+    sim, _ = split_sim_options(["m", "--sim-host", "wsl2"], {})
+    assert sim.host == "wsl2"
+    with pytest.raises(ArgvError, match="--sim-host: invalid choice: 'win'"):
+        split_sim_options(["m", "--sim-host", "win"], {})

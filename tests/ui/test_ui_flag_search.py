@@ -6,6 +6,7 @@ from textual.widgets import Input, OptionList, Static
 from ui_fakes import FIXED_TIME, MODEL, FakeSession, fixture_cli
 
 from tui.domain.flags.serve import LAUNCH_HOST, ServeFlags
+from tui.domain.flags.vllm_tables import table_for
 from tui.domain.results import RunRecord, RunStatus, StartupProfile
 from tui.modes.demo import NO_FLAG_LIST as DEMO_REASON
 from tui.ui.app import create_app
@@ -152,3 +153,33 @@ async def test_the_host_field_shows_where_vtc_binds_when_it_is_blank() -> None:
         editor = app.main_screen.form.field("host").editor
         assert isinstance(editor, Input)
         assert editor.value == "" and editor.placeholder == f"{LAUNCH_HOST} (vtc default)"
+
+
+async def test_with_033s_parser_the_form_offers_watchdog_and_refuses_medusa_in_its_words() -> None:
+    # issue 19, "Done when": 0.33's parser in place (its shipped table, which the realvllm
+    # oracle holds equal to the real 0.33 parser); 0.32's offers no --watchdog-config
+    for version, offered in (("0.33.0", True), ("0.32.0", False)):
+        session = FakeSession(mode_label=REAL, vllm_cli=table_for(version).cli)
+        app = create_app(session, clock=None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            form = app.main_screen.form
+            app.query_one("#flag-search", Input).focus()
+            await pilot.pause()
+            await pilot.press(*"watchdog")
+            await pilot.pause()
+            names = [f.name for f in app.query_one(FlagSearch).matches]
+            assert ("--watchdog-config" in names) is offered, version
+            if not offered:
+                continue
+            await pilot.press("enter")
+            await pilot.pause()
+            assert form.field("extra_args").value == "--watchdog-config "
+            medusa = '{"method": "medusa", "model": "m", "num_speculative_tokens": 2}'
+            form.field("extra_args").set_value(f"--speculative-config '{medusa}'")
+            await pilot.pause()
+            flags, _ = form.validate_flags()
+            assert flags is None
+            error = str(form.field("extra_args").query_one(".field-error").render())
+            # pydantic's words, as vLLM 0.33 prints them (config/speculative.py's Literal)
+            assert "validation error for SpeculativeConfig" in error
+            assert "Input should be 'ngram'" in error and "input_value='medusa'" in error

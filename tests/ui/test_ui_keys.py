@@ -155,6 +155,31 @@ async def test_b_runs_the_load_only_when_the_server_is_ready_and_the_workload_va
     assert session.loads == [LoadSpec(num_prompts=10, max_concurrency=None)]
 
 
+async def test_the_environment_field_is_validated_and_a_secret_is_never_shown() -> None:
+    # issue 19: the run's environment is edited in the form like its flags
+    session = FakeSession(initial_flags=ServeFlags(model=MODEL))
+    app, notes = make(session)
+    secret = "hf_never_on_screen_42"
+    async with app.run_test(size=(80, 24)) as pilot:
+        row = form(app).field("env")
+        row.set_value(f"HF_TOKEN={secret} VLLM_USE_V2_MODEL_RUNNER=no")
+        await pilot.pause()
+        await pilot.press("r")
+        await settle(pilot)
+        assert session.restarted_with == [] and row.has_class("-invalid")
+        error = str(row.query_one(".field-error").render())
+        assert "HF_TOKEN holds a secret" in error and "vtc's own environment" in error
+        assert "invalid literal for int() with base 10: 'no'" in error
+        assert secret not in error and secret not in notes.text()
+        assert app.focused is not None and app.focused.id == "in-env"  # the field to fix
+        row.set_value("VLLM_USE_V2_MODEL_RUNNER=0")
+        await pilot.pause()
+        await pilot.press("f5")  # restart from inside the field (letters are text there)
+        await settle(pilot)
+    wanted = ServeFlags(model=MODEL, env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert session.restarted_with == [wanted]
+
+
 async def test_f_applies_the_latest_fix_to_the_form_and_restarts_with_it() -> None:
     runs = board_runs()[:2]  # a ready baseline, then a failed start
     session = FakeSession(runs=runs, initial_flags=runs[1].flags)

@@ -93,3 +93,16 @@ def test_the_log_tail_leaves_out_the_consoles_own_polling() -> None:
     assert is_polling_noise('INFO:     127.0.0.1:44900 - "GET /health HTTP/1.1" 200 OK')
     assert not is_polling_noise('INFO:     127.0.0.1:44900 - "POST /v1/completions HTTP/1.1" 200')
     assert not is_polling_noise("INFO 01-01 [gpu_worker.py:298] Available KV cache memory: 1.3 GiB")
+
+
+def test_a_fixs_settings_text_names_the_environment_it_sets_or_restores() -> None:
+    from tui.domain.diagnosis import Fix
+    from tui.ui.run_detail_text import fix_settings_text
+
+    env_fix = Fix(title="V1 runner", env={"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    settings = {"env": (("VLLM_USE_V2_MODEL_RUNNER", "0"),)}
+    assert fix_settings_text(env_fix, settings) == "environment: VLLM_USE_V2_MODEL_RUNNER=0"
+    revert = Fix(title="fp8", set={"quantization": "fp8"})
+    text = fix_settings_text(revert, {"quantization": "fp8", "env": ()})
+    assert text == "quantization=fp8\nenvironment: none"
+    assert fix_settings_text(revert) == "quantization=fp8"

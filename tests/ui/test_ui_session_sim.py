@@ -99,3 +99,57 @@ async def test_seed_000_every_offered_fix_starts_or_is_not_offered(tmp_path: Pat
             assert state is ServerState.READY, f"{fix.title} did not start"
     finally:
         await session.close()
+
+
+# -- issue 19: an environment variable is a fix too (WSL2: "UVA is not available"), at 80x24
+RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+async def test_f_applies_an_environment_fix_and_the_run_serves(tmp_path: Path) -> None:
+    options = ConsoleOptions(
+        demo=True,
+        sim_speed=50,
+        sim_host="wsl2",
+        data_dir=tmp_path,
+        poll_interval_s=0.2,
+        autostart=False,
+    )
+    session = build_session(options)
+    app = create_app(session, clock=None)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            form = app.main_screen.form
+            assert form.field("env").value == ""
+            form.field("load-num_prompts").set_value("4")
+            await pilot.pause()
+            await pilot.press("r")
+            await until(pilot, lambda: session.state is ServerState.FAILED, "the failed start")
+            await pilot.pause()
+            failed = session.runs[-1]
+            assert failed.diagnosis is not None
+            assert failed.diagnosis.kind == "model_runner_unsupported"
+            text = card_text(list(app.query(RunCard))[-1])
+            assert "FAILED" in text and "UVA is not available" in text
+
+            await pilot.press("f")  # the variable goes into the run's environment; restart
+            await pilot.pause()
+            assert form.field("env").value == f"{RUNNER}=0"
+            await until(pilot, lambda: session.state is ServerState.READY, "the fixed start")
+            await pilot.pause()
+            served = session.current
+            assert served is not None and served.status is RunStatus.READY
+            assert served.flags.environment == {RUNNER: "0"}
+            cards = list(app.query(RunCard))
+            assert len(cards) == 2 and "READY" in card_text(cards[-1])
+            assert f"{RUNNER}=0" in card_text(cards[-1])  # the served run's own settings
+            await pilot.press("b")  # a load makes the served run the board's baseline
+            await until(
+                pilot,
+                lambda: session.current is not None and session.current.bench is not None,
+                "the load result",
+            )
+            await pilot.pause()
+            # the failed start's card reads the difference against that baseline
+            assert f"env {RUNNER}=0 -> none" in card_text(app.query(RunCard).first())
+    finally:
+        await session.close()

@@ -35,6 +35,7 @@ from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.modes import ConsoleOptions, build_session
 from tui.session.slot import LeftRunning
+from tui.sim.versions import SIM_HOSTS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -68,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
         "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
+    )
+    parser.add_argument(
+        "--sim-host",
+        choices=SIM_HOSTS,
+        default="linux",
+        help="demo: the simulated machine's OS (wsl2: no UVA, so vLLM 0.33's model runner V2 "
+        "fails until VLLM_USE_V2_MODEL_RUNNER=0)",
     )
     parser.add_argument(
         "--gpu-metrics-url",

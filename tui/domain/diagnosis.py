@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from tui.domain.flags.run_env import applied
 
 if TYPE_CHECKING:
     from tui.domain.flags.serve import ServeFlags
@@ -55,7 +57,8 @@ tell (model or device unknown). Injected, so that diagnosing stays free of I/O."
 class Fix(BaseModel):
     """One remedy: a title, the flags to set (snake_case names; ``None`` unsets) and the
     environment variables to set (``None`` removes one): the run's environment is part of
-    its configuration (``VLLM_USE_V2_MODEL_RUNNER=0`` is vLLM 0.33's way around UVA).
+    its configuration (``ServeFlags.env``; ``VLLM_USE_V2_MODEL_RUNNER=0`` is vLLM 0.33's
+    way around UVA), so :meth:`applied_to` sets both and ``f`` restarts with them.
 
     ``check`` says whether the flags the fix produces passed the pre-flight check;
     ``check_note`` says what was checked, or why nothing could be. A fix always changes
@@ -75,22 +78,19 @@ class Fix(BaseModel):
         """Neither a flag nor a variable to change: applying it would change nothing."""
         return not self.set and not self.env
 
+    def applied_to(self, flags: ServeFlags) -> ServeFlags:
+        """``flags`` with this fix applied: its flags set, its variables set or removed in
+        the run's environment (validated: ``FlagError`` when the result is refused)."""
+        changes: dict[str, Any] = dict(self.set)
+        if self.env:
+            changes["env"] = applied(changes.get("env", flags.env), self.env)
+        return flags.replace(**changes)
+
     def describe(self) -> str:
         """The settings as one line: ``name=value`` for flags, ``NAME=value`` for variables."""
         parts = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in self.set.items()]
         parts += [f"{k}={v}" if v is not None else f"unset {k}" for k, v in self.env.items()]
         return ", ".join(parts)
-
-
-def apply_env(env: Mapping[str, str], fix: Fix) -> dict[str, str]:
-    """``env`` (a run's environment) with ``fix``'s variables set or removed."""
-    out = dict(env)
-    for name, value in fix.env.items():
-        if value is None:
-            out.pop(name, None)
-        else:
-            out[name] = value
-    return out
 
 
 class Diagnosis(BaseModel):

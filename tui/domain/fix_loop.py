@@ -35,7 +35,8 @@ class FixChoice:
     """What ``f`` does: apply ``fix`` from ``run``'s diagnosis, or say ``reason`` and stop.
 
     ``settings`` are the flags to put into the form: ``fix.set`` plus, when the fix comes from
-    an earlier failure than the latest, the values that undo the failed attempt in between.
+    an earlier failure than the latest, the values that undo the failed attempt in between;
+    ``env`` (the run's whole environment) when it changes.
     """
 
     run: RunRecord | None
@@ -46,7 +47,7 @@ class FixChoice:
 
 def _after(flags: ServeFlags, fix: Fix) -> ServeFlags | None:
     try:
-        return flags.replace(**fix.set)
+        return fix.applied_to(flags)
     except (VtcError, ValueError):  # a fix that no longer validates is not a candidate
         return None
 
@@ -80,7 +81,8 @@ def _parent(runs: Sequence[RunRecord], index: int) -> int | None:
 
 
 def _settings(latest: ServeFlags, target: ServeFlags, fix: Fix) -> dict[str, Any]:
-    """``fix.set`` plus every field where ``target`` differs from the latest run's flags."""
+    """``fix.set`` plus every field where ``target`` differs from the latest run's flags (the
+    environment included: a fix's variables arrive as the whole new ``env``)."""
     settings = dict(fix.set)
     for name in type(target).model_fields:
         value = getattr(target, name)

@@ -85,6 +85,8 @@ class DemoMode:
             startup_timeout_s=options.startup_timeout,
         )
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
+        if options.sim_host != "linux":
+            launch_args += ["--sim-host", options.sim_host]
         services = Services(
             store=store,
             history=history,

@@ -25,6 +25,7 @@ class ConsoleOptions:
     model: str | None = None
     sim_gpu: str | None = None
     sim_speed: float = 4.0
+    sim_host: str = "linux"  # demo: the simulated machine's OS (wsl2: no UVA)
     gpu_metrics_url: str | None = None
     startup_timeout: float = 900.0
     autostart: bool = True

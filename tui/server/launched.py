@@ -160,7 +160,7 @@ class LaunchedServer(WatchedServer):
         self._flags = flags
         self._argv = argv
         self._settings = settings
-        self._env = {**os.environ, **settings.env}
+        self._env = {**os.environ, **flags.environment, **settings.env}  # see ProcessLauncher
         # Python children would block-buffer a pipe; the log must arrive as it is written.
         self._env.setdefault("PYTHONUNBUFFERED", "1")
         self._log = LogBuffer(max_lines=settings.max_log_lines, secrets=secrets_from_env(self._env))

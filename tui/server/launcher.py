@@ -76,9 +76,11 @@ class ProcessLauncher:
 
     ``command`` is the executable prefix (``["vllm"]``, ``["/venv/bin/vllm"]``, the
     simulator); the argv is ``[*command, "serve", *flags.to_argv(), *extra_args]``. ``env``
-    is merged over ``os.environ`` at each launch and is where secrets go. ``prober`` asks
-    for readiness (default: :class:`HttpxProber` with ``VLLM_API_KEY`` from the merged
-    environment, closed by :meth:`aclose`). ``default_host``: see :data:`DEFAULT_HOST`
+    is merged over ``os.environ`` and the run's own environment (``flags.env``, its
+    configuration: ``VLLM_USE_V2_MODEL_RUNNER=0``...) at each launch, last, so the
+    launcher's credentials and a lane's ``CUDA_VISIBLE_DEVICES`` win; secrets go there.
+    ``prober`` asks for readiness (default: :class:`HttpxProber` with ``VLLM_API_KEY`` from
+    the merged environment, closed by :meth:`aclose`). ``default_host``: see :data:`DEFAULT_HOST`
     (``None``: vLLM's own default).
     """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,12 @@ from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
-from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, check_sim_version
+from tui.sim.versions import (
+    DEFAULT_SIM_VLLM_VERSION,
+    SIM_HOSTS,
+    check_sim_version,
+    uses_model_runner_v2,
+)
 from tui.sim.vllm_flags import (
     action_name,
     arity,
@@ -78,6 +83,8 @@ class SimOptions:
     seed: int = 0
     fixed: FixedTiming | None = None  # injected fixed delays instead of the cost model
     vllm_version: str = DEFAULT_SIM_VLLM_VERSION  # --sim-vllm-version: the vLLM it speaks
+    host: str = "linux"  # --sim-host: wsl2 offers no UVA (model runner V2 cannot start)
+    runner_v2: bool = False  # model runner V2 in use: the version's default or the variable
 
 
 @dataclass(frozen=True)
@@ -199,6 +206,7 @@ SIM_FLAGS = (
     "--sim-fixed-ttft-ms",
     "--sim-fixed-itl-ms",
     "--sim-vllm-version",
+    "--sim-host",
 )
 
 
@@ -237,9 +245,16 @@ def _fixed_timing(raw: dict[str, str]) -> FixedTiming | None:
     return FixedTiming(ttft_ms / 1000.0, itl_ms / 1000.0)
 
 
-def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
-    """Take the ``--sim-*`` options out of ``argv``; raises :class:`ArgvError` on bad values."""
+def split_sim_options(
+    argv: Sequence[str], environ: Mapping[str, str] | None = None
+) -> tuple[SimOptions, list[str]]:
+    """Take the ``--sim-*`` options out of ``argv``; raises :class:`ArgvError` on bad values.
+
+    ``environ`` (default: this process's) is the server's environment: the variables vLLM
+    reads that change what the simulator imitates (``VLLM_USE_V2_MODEL_RUNNER``).
+    """
     raw, rest = _raw_sim_options(argv)
+    environ = os.environ if environ is None else environ
     try:
         gpu = resolve_gpu(raw.get("--sim-gpu", DEFAULT_GPU))
     except UnknownGpuError as exc:
@@ -263,7 +278,17 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
         version = check_sim_version(raw.get("--sim-vllm-version", DEFAULT_SIM_VLLM_VERSION))
     except ValueError as exc:
         raise ArgvError(f"argument --sim-vllm-version: {exc}") from exc
-    options = SimOptions(gpu, num_gpus, speed, used, seed, _fixed_timing(raw), version)
+    host = raw.get("--sim-host", "linux")
+    if host not in SIM_HOSTS:
+        choices = ", ".join(repr(h) for h in SIM_HOSTS)
+        raise ArgvError(f"argument --sim-host: invalid choice: {host!r} (choose from {choices})")
+    try:
+        runner_v2 = uses_model_runner_v2(version, environ)
+    except ValueError as exc:  # vLLM's envs.py fails the same way, at its first read
+        raise ArgvError(f"VLLM_USE_V2_MODEL_RUNNER: {exc}") from exc
+    options = SimOptions(
+        gpu, num_gpus, speed, used, seed, _fixed_timing(raw), version, host, runner_v2
+    )
     return options, rest
 
 

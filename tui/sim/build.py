@@ -19,7 +19,6 @@ from tui.sim.metrics import GpuGaugeSource, SimMetrics
 from tui.sim.model_files import model_folder
 from tui.sim.scheduler import Scheduler, SchedulerConfig
 from tui.sim.tokenizer import Tokenizer, load_tokenizer
-from tui.sim.versions import has_kv_offload_info
 
 
 def build_tokenizer(
@@ -79,8 +78,12 @@ def build_engine(
         lora=lora.max_loras if lora.enabled else None,
     )
     offload = front.values.get("kv_offloading_size")
-    if has_kv_offload_info(sim.vllm_version) and isinstance(offload, int | float) and offload > 0:
-        metrics.publish_kv_offload(int(offload * 2**30), cap.bytes_per_block, cap.block_size)
+    native = front.values.get("kv_offloading_backend", "native") in (None, "native")
+    if front.log_stats and native and isinstance(offload, int | float) and offload > 0:
+        # the OffloadingConnector's families (config/vllm.py:1105-1132; offload_tables)
+        metrics.publish_kv_offload(
+            sim.vllm_version, int(offload * 2**30), cap.bytes_per_block, cap.block_size
+        )
     metrics.set_sim_info(
         sim.gpu.key,
         sim.gpu.name,

@@ -18,11 +18,13 @@ from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
 from tui.sim.logs import VERSION, VllmLog
 from tui.sim.server import SimServer
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, SIM_VLLM_VERSIONS
 
 HELP = f"""\
 usage: vtc-sim serve MODEL [vllm serve flags] [--sim-gpu NAME] [--sim-gpus N]
                      [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
                      [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
+                     [--sim-vllm-version V] [--sim-host linux|wsl2]
        vtc-sim gpus        list the simulated GPUs and the models it knows
        vtc-sim --version   the vLLM version it speaks ({VERSION})
 
@@ -42,6 +44,11 @@ Simulator options:
                          fixed wall-clock delays instead of the cost model: every streamed
                          sequence gets its first token MS after arrival, then one every MS
                          (for measuring load clients against known delays)
+  --sim-vllm-version V   the vLLM it speaks: {", ".join(SIM_VLLM_VERSIONS)} (default
+                         {DEFAULT_SIM_VLLM_VERSION}): its flags, log lines, metric families
+  --sim-host linux|wsl2  the machine's OS; under wsl2 CUDA offers no UVA, so vLLM 0.33's
+                         model runner V2 stops with "UVA is not available" unless the
+                         server's environment has VLLM_USE_V2_MODEL_RUNNER=0
 """
 
 _VLLM_USAGE = (

@@ -241,6 +241,7 @@ class AsyncEngine:
             if self.scheduler.config.max_loras:
                 self._record_lora()
             m.iteration_tokens.labels(**labels).observe(plan.work.tokens)
+            m.kv_offload_step()
             if plan.preempted:
                 m.preemptions.labels(**labels).inc(len(plan.preempted))
             if events:

@@ -50,6 +50,7 @@ from tui.sim.metric_tables import (
     Family,
     bucket_values,
 )
+from tui.sim.offload_tables import CONFIG_INFO, offload_families
 
 SIM_INFO_LABELS = ("gpu", "gpu_name", "num_gpus", "speed", "timing", "tokenizer")
 
@@ -153,6 +154,7 @@ class SimMetrics:
         ProcessCollector(registry=self.registry)
         self._labels = {"model_name": model_name, "engine": "0"}
         self._dcgm: dict[str, Gauge] = {}
+        self._offload_info: tuple[Any, dict[str, str]] | None = None  # 0.33, until a step
         self._families: dict[str, Any] = {}
         self.lora_info: Gauge | None = None
         self._max_lora = lora
@@ -223,37 +225,39 @@ class SimMetrics:
         )
         info.labels(**values).set(1)
 
-    def publish_kv_offload(self, size_bytes: int, bytes_per_block: int, block_size: int) -> None:
-        """vLLM 0.33's KV offload families for ``--kv-offloading-size`` (the native CPU tier).
+    def publish_kv_offload(
+        self, version: str, size_bytes: int, bytes_per_block: int, block_size: int
+    ) -> None:
+        """Register the families ``--kv-offloading-size`` adds on vLLM ``version``, with the
+        series the real server has from the start (:mod:`tui.sim.offload_tables`); 0.33's
+        ``vllm:kv_offload_config_info`` gets its series at the first step
+        (:meth:`kv_offload_step`). The simulator models no offloading traffic, so the
+        transfer families stay without series, as a real idle server's do."""
+        for family in offload_families(version):
+            names = ["model_name", "engine", *family.labels]
+            r = self.registry
+            metric: Any
+            if family.kind == "gauge":
+                metric = Gauge(family.name, family.doc, names, registry=r)
+            elif family.kind == "counter":
+                metric = Counter(family.name, family.doc, names, registry=r)
+            else:
+                metric = Histogram(
+                    family.name, family.doc, names, buckets=family.buckets or (), registry=r
+                )
+            for values in family.children:
+                metric.labels(**self._labels, **dict(zip(family.labels, values, strict=True)))
+            if family.name == CONFIG_INFO:
+                chunks = size_bytes // max(1, bytes_per_block)  # one block per chunk here
+                info = (str(chunks), "1", str(chunks * bytes_per_block), str(chunks * block_size))
+                self._offload_info = (metric, dict(zip(family.labels, info, strict=True)))
 
-        ``vllm:kv_offload_config_info`` with the labels ``CPUOffloadingInfo`` declares
-        (``v1/kv_offload/cpu/common.py:34-56``; one block per chunk here) and the transfer
-        counters (``kv_connector/v1/offloading/metrics.py:39-91``), at 0: the simulator
-        models no offloading traffic.
-        """
-        chunks = size_bytes // max(1, bytes_per_block)
-        info_labels = ("cpu_num_chunks", "cpu_blocks_per_chunk", "cpu_kv_cache_size_bytes",
-                       "cpu_kv_cache_size_tokens")  # fmt: skip
-        info = Gauge(
-            "vllm:kv_offload_config_info",
-            "Static configuration of the KV offload managers of this engine instance. The "
-            "configured offloading spec declares the label names, and each manager fills the "
-            "values, so a series appears from the first scheduler step of its engine. A "
-            "manager reports one series for each configuration it holds, and a label of its "
-            "own tells the series apart. Each engine reports its own configuration, not the "
-            "instance total.",
-            ["model_name", "engine", *info_labels],
-            registry=self.registry,
-        )
-        values = (str(chunks), "1", str(chunks * bytes_per_block), str(chunks * block_size))
-        info.labels(**self._labels, **dict(zip(info_labels, values, strict=True))).set(1)
-        for name, doc in (
-            ("vllm:kv_offload_load_bytes", "Total bytes loaded from offload storage to GPU."),
-            ("vllm:kv_offload_store_bytes", "Total bytes stored from GPU to offload storage."),
-        ):
-            Counter(name, doc, ["model_name", "engine"], registry=self.registry).labels(
-                **self._labels
-            )
+    def kv_offload_step(self) -> None:
+        """An engine step: 0.33's offload config series appears at the first one."""
+        if self._offload_info is not None:
+            metric, values = self._offload_info
+            metric.labels(**self._labels, **values).set(1)
+            self._offload_info = None
 
     @property
     def labels(self) -> dict[str, str]:

@@ -227,6 +227,12 @@ class EngineStartup:
         """Play every stage; the exit code if the engine does not come up."""
         t_engine = time.monotonic()
         try:
+            if self.command.sim.host == "wsl2" and self.command.sim.runner_v2:
+                # V2's input buffers need UVA, which WSL2's CUDA does not offer; raised while
+                # the worker builds its model runner (init_device), before any weight loads
+                await self._pause(T_FAIL_EXIT)
+                engine_core_failure(self.log, "runner_uva", "RuntimeError: UVA is not available")
+                return 1
             if self.kind == "free_memory":
                 return await self._fail("executor")
             if not await self._load():

@@ -8,6 +8,7 @@ source (the 0.33.0 wheel): where its log records come from (0.33 moved the KV pl
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,6 +49,31 @@ _KV_033: Final = KvSources(
 )
 
 
+SIM_HOSTS: Final = ("linux", "wsl2")
+"""``--sim-host``: the simulated machine's OS. Under WSL2 CUDA offers no unified virtual
+addressing for pinned host memory, so model runner V2 stops with ``RuntimeError: UVA is not
+available`` (``v1/worker/gpu/buffer_utils.py:32`` in 0.32, ``:35`` in 0.33) until
+``VLLM_USE_V2_MODEL_RUNNER=0``."""
+
+RUNNER_V2_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+
+
+def uses_model_runner_v2(version: str, environ: Mapping[str, str]) -> bool:
+    """Whether a server of ``version`` with ``environ`` runs model runner V2.
+
+    The variable decides when set (``envs.py``: ``bool(int(value))``, so ``"x"`` raises
+    ``ValueError`` as vLLM does). Unset, both 0.32 and 0.33 choose V2 on a GPU with Triton
+    and no feature V2 lacks (``VllmConfig.use_v2_model_runner``: 0.32 ``config/vllm.py:
+    720-739``, 0.33 ``:748-767``): the simulated GPU box has Triton and the simulator
+    models none of those features. ``version`` is kept for the day a release changes it.
+    """
+    del version  # the same rule in every version simulated
+    value = environ.get(RUNNER_V2_ENV)
+    if value is not None:
+        return bool(int(value))
+    return True
+
+
 def check_sim_version(text: str) -> str:
     """``text`` as a supported version, else ``ValueError`` in argparse's words."""
     if text in SIM_VLLM_VERSIONS:
@@ -72,11 +98,6 @@ def has_per_request_metrics(version: str) -> bool:
     (``entrypoints/generate/base/serving.py:55-95``); 0.32 accepts the flag but its chat and
     completion streams carry none.
     """
-    return release(version) >= (0, 33)
-
-
-def has_kv_offload_info(version: str) -> bool:
-    """Whether ``version`` publishes ``vllm:kv_offload_config_info`` (0.33+, with offloading)."""
     return release(version) >= (0, 33)
 
 

@@ -15,7 +15,7 @@ from textual.widgets import Static
 from tui.domain.flags.serve import flag_specs
 from tui.domain.server_config import FROM_LOG, FROM_METRICS, FROM_MODELS, ServerConfig
 from tui.session.port import SessionPort
-from tui.ui.widgets.flag_form import EXTRA, MODEL, FlagForm
+from tui.ui.widgets.flag_form import ENV, EXTRA, MODEL, FlagForm
 
 NOT_READ_YET = "not read yet"
 TITLE = "Flags · read from the server (read-only)"
@@ -43,6 +43,7 @@ def show_server_config(form: FlagForm, config: ServerConfig | None) -> None:
         source = config.source(spec.name) if config is not None else None
         form.field(spec.name).mark_read(TAGS.get(source, source) if source else None, unread)
     form.field(EXTRA).mark_read(None, unread)
+    form.field(ENV).mark_read(None, "not known")  # a server never publishes its environment
     form.border_title = TITLE
     boxes = form.query("#form-source").results(Static)
     box = next(boxes, None)

@@ -41,6 +41,8 @@ def _field_entries(screen: object) -> Iterator[Entry]:
                     f"flag · {spec.group.value} · {spec.help}")  # fmt: skip
     yield Entry("extra args", partial(screen.jump_to_field, "extra_args"),
                 "flag · any other vllm serve arguments")  # fmt: skip
+    yield Entry("environment", partial(screen.jump_to_field, "env"),
+                "the server's environment variables (NAME=value)")  # fmt: skip
     for field in WORKLOAD_FIELDS:
         name = f"load-{field.name}"
         yield Entry(f"workload {field.label}", partial(screen.jump_to_field, name),

@@ -19,6 +19,7 @@ from tui.domain.board.table import Column, ColumnKind, Row, probe_text
 from tui.domain.diagnosis import Fix
 from tui.domain.export.command import serve_line
 from tui.domain.export.launch import launch_spec
+from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
@@ -109,6 +110,8 @@ def flag_lines(row: Row) -> list[Content]:
         )
     if run.flags.extra_args:
         lines.append(Content(f"  extra: {shlex.join(run.flags.extra_args)}"))
+    if run.flags.env and ENV_FIELD not in changed:  # a differing one reads "env ... (baseline"
+        lines.append(Content(f"  environment: {env_text(run.flags.env)}"))
     if len(lines) == 0:
         lines.append(Content.styled("  vLLM defaults", "$text-muted"))
     return lines
@@ -282,11 +285,16 @@ def repro_lines(run: RunRecord) -> list[Content]:
 
 def fix_settings_text(fix: Fix, flags: Mapping[str, Any] | None = None) -> str:
     """A fix's flags as the form shows them (``flags``: what is applied, when more than
-    ``fix.set``, e.g. the revert of a failed fix); its environment variables on a line of
-    their own (the console's launches carry no run environment yet: the operator sets them)."""
+    ``fix.set``, e.g. the revert of a failed fix); the environment variables it sets in the
+    run's environment on a line of their own."""
     applied = fix.set if flags is None else flags
-    settings = ", ".join(f"{k}={format_value(v)}" for k, v in applied.items())
+    settings = ", ".join(
+        f"{k}={format_value(v)}" for k, v in applied.items() if k != ENV_FIELD
+    )
     if fix.env:
-        names = " ".join(f"{k}={v}" for k, v in fix.env.items())
-        settings += f"\nset {names} in vtc's environment (not applied by the form)"
-    return settings
+        names = " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in fix.env.items())
+    elif ENV_FIELD in applied:  # the revert of an earlier fix's variables
+        names = env_text(applied[ENV_FIELD]) or "none"
+    else:
+        return settings
+    return settings + ("\n" if settings else "") + f"environment: {names}"

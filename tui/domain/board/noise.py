@@ -120,7 +120,7 @@ def config_key(run: RunRecord) -> tuple[Any, ...]:
     values = tuple(flags.effective(s.name) for s in flag_specs() if s.name not in _NOT_MEASURED)
     setting = setting_of(run)
     workload = setting.workload.model_dump_json() if setting.workload is not None else None
-    return (flags.model, values, flags.extra_args, workload, setting.gpu_name,
+    return (flags.model, values, flags.extra_args, flags.env, workload, setting.gpu_name,
             setting.gpu_count, setting.vllm_version)  # fmt: skip
 
 

@@ -20,6 +20,7 @@ from tui.domain.board.metrics import MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
 from tui.domain.errors import VtcError
+from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import FlagChange, diff_flags, flag_spec, flag_specs, format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
@@ -182,7 +183,7 @@ def parse_flag_match(text: str) -> FlagMatch:
     name = name.strip().lstrip("-").replace("-", "_")
     if not eq or not name:
         raise BoardError(f"filter {text!r}: expected NAME=VALUE, e.g. max_num_seqs=256")
-    if name in ("model", "extra_args"):
+    if name in ("model", "extra_args", "env"):
         return FlagMatch(name, raw.strip())
     try:
         spec = flag_spec(name)
@@ -195,11 +196,14 @@ def parse_flag_match(text: str) -> FlagMatch:
 
 
 def flag_value(run: RunRecord, name: str) -> Any:
-    """The effective value of flag ``name`` for ``run`` (``model``/``extra_args`` too)."""
+    """The effective value of flag ``name`` for ``run`` (``model``/``extra_args``/``env``
+    too: the environment as its ``NAME=value`` words)."""
     if name == "model":
         return run.flags.model
     if name == "extra_args":
         return " ".join(run.flags.extra_args)
+    if name == ENV_FIELD:
+        return env_text(run.flags.env)
     return run.flags.effective(name)
 
 
@@ -272,7 +276,7 @@ def differing_flags(runs: Sequence[RunRecord]) -> list[str]:
     if not runs:
         return []
     names = {c.name for run in runs[1:] for c in diff_flags(runs[0].flags, run.flags)}
-    order = ["model", *(s.name for s in flag_specs()), "extra_args"]
+    order = ["model", *(s.name for s in flag_specs()), "extra_args", ENV_FIELD]
     return [n for n in order if n in names]
 
 

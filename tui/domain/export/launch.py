@@ -88,7 +88,9 @@ def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchS
     for name in repro.secret_env if repro is not None else ():
         if name not in secrets:
             secrets.append(name)
-    for name, value in (repro.env if repro is not None else {}).items():
+    # what the launch recorded, then the run's own environment (its configuration) over it
+    recorded = repro.env if repro is not None else {}
+    for name, value in [*recorded.items(), *flags.env]:
         if not is_secret_name(name):
             env[name] = value
         elif name not in secrets:

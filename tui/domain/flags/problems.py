@@ -127,7 +127,8 @@ def join_problems(problems: Iterable[str]) -> str:
 def _field_problem(
     field: str, message: str, cli_of: dict[str, str], data: dict[str, Any]
 ) -> FlagProblem:
-    value = data.get(field)
+    # the environment's values are never repeated: one may be a secret the rule refuses
+    value = None if field == "env" else data.get(field)
     return FlagProblem(
         field,
         message,

@@ -33,6 +33,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -45,6 +46,16 @@ from tui.domain.flags.problems import (
     FlagProblem,
     join_problems,
     problems_from_error,
+)
+from tui.domain.flags.run_env import (
+    ENV_FIELD,
+    EnvPairs,
+    applied,
+    as_pairs,
+    env_problems,
+    env_text,
+    normalized,
+    without_secrets,
 )
 from tui.domain.flags.secrets import find_secrets, secret_problems
 from tui.domain.flags.spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
@@ -240,6 +251,11 @@ class ServeFlags(BaseModel):
     extra_args: tuple[str, ...] = Field(
         default=(), description="Any other vllm serve arguments, passed through verbatim."
     )
+    env: EnvPairs = Field(
+        default=(),
+        description="The server's environment variables (NAME=value) over the inherited ones: "
+        "part of the configuration (tui.domain.flags.run_env), never in the argv.",
+    )
 
     # -- vLLM's rules ---------------------------------------------------------------------
     @model_validator(mode="before")
@@ -255,6 +271,23 @@ class ServeFlags(BaseModel):
         if isinstance(quant, str):
             data["quantization"] = quant.lower()  # config/model.py:1041-1046
         return _move_declared(data)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, value: Any, info: ValidationInfo) -> EnvPairs:
+        """A mapping or pairs, sorted; names and values by :mod:`run_env`'s rules (a stored
+        record only loses the secrets an older vtc might have kept)."""
+        pairs = as_pairs(value)
+        if _stored(info):
+            return without_secrets(pairs)
+        problems = env_problems(pairs)
+        if problems:
+            raise ValueError(join_problems(problems))
+        return normalized(pairs)
+
+    @field_serializer("env")
+    def _env_table(self, value: EnvPairs) -> dict[str, str]:
+        return dict(value)
 
     @field_validator("model", "host", "served_model_name")
     @classmethod
@@ -339,11 +372,23 @@ class ServeFlags(BaseModel):
         }
 
     def to_toml_dict(self) -> dict[str, Any]:
-        """The ``[flags]`` table of a preset: set flags only, extra args as a list."""
+        """The ``[flags]`` table of a preset: set flags only, extra args as a list, the
+        environment as a table."""
         out: dict[str, Any] = dict(self.explicit())
         if self.extra_args:
             out["extra_args"] = list(self.extra_args)
+        if self.env:
+            out[ENV_FIELD] = dict(self.env)
         return out
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """The run's environment variables by name (what the launcher adds to the server's)."""
+        return dict(self.env)
+
+    def with_env(self, changes: Mapping[str, str | None]) -> ServeFlags:
+        """A validated copy with ``changes`` to the environment (``None`` removes one)."""
+        return self.replace(env=applied(self.env, changes))
 
     def replace(self, **changes: Any) -> ServeFlags:
         """A validated copy with ``changes`` applied (``None`` unsets a flag).
@@ -550,7 +595,7 @@ class FlagChange:
 
 
 def diff_flags(old: ServeFlags, new: ServeFlags) -> list[FlagChange]:
-    """Flags whose effective value differs, model and extra args included.
+    """Flags whose effective value differs, model, extra args and the environment included.
 
     Compares effective values, so an unset flag equals one set to vLLM's default.
     """
@@ -563,6 +608,10 @@ def diff_flags(old: ServeFlags, new: ServeFlags) -> list[FlagChange]:
             changes.append(FlagChange(spec.name, a, b))
     if old.extra_args != new.extra_args:
         changes.append(FlagChange("extra_args", " ".join(old.extra_args), " ".join(new.extra_args)))
+    if old.env != new.env:
+        changes.append(
+            FlagChange(ENV_FIELD, env_text(old.env) or "none", env_text(new.env) or "none")
+        )
     return changes
 
 

@@ -33,6 +33,7 @@ from tui.domain.flags.argv import strip_program
 from tui.domain.flags.declared_args import split_declared
 from tui.domain.flags.extra_args import extra_args_problems
 from tui.domain.flags.problems import ArgvError, FlagError, FlagProblem
+from tui.domain.flags.run_env import ENV_FIELD, parse_env_text
 from tui.domain.flags.secrets import split_secrets
 from tui.domain.flags.serve import ServeFlags, flag_specs, validated
 from tui.domain.flags.spec import FlagKind, FlagSpec
@@ -281,11 +282,14 @@ def validate_form(
     raw: Mapping[str, str],
     extra: str = "",
     context: ValidationContext | None = None,
+    env: str = "",
 ) -> tuple[ServeFlags | None, list[FlagProblem]]:
     """Validate the console form's text fields into ``ServeFlags``.
 
-    Empty text means "not set". Returns the flags, or ``None`` with every problem found (type
-    errors first, then range and cross-field errors, so the operator fixes them in one pass).
+    Empty text means "not set"; ``env`` is the environment field's ``NAME=value`` words
+    (:func:`tui.domain.flags.run_env.parse_env_text`). Returns the flags, or ``None`` with
+    every problem found (type errors first, then range and cross-field errors, so the
+    operator fixes them in one pass).
     """
     values: dict[str, Any] = {}
     problems: list[FlagProblem] = []
@@ -303,10 +307,12 @@ def validate_form(
         if value is not None:
             values[name] = value
     extra_args = _split_extra(extra, problems)
+    env_pairs, env_refused = parse_env_text(env)
+    problems += [FlagProblem(ENV_FIELD, p) for p in env_refused]
     if problems:
         return None, problems
     try:
-        flags = validated({"model": model, **values, "extra_args": extra_args})
+        flags = validated({"model": model, **values, "extra_args": extra_args, "env": env_pairs})
     except FlagError as exc:
         return None, list(exc.problems)
     checked = check_flags(flags, context)
@@ -318,9 +324,10 @@ def flags_from_form(
     raw: Mapping[str, str],
     extra: str = "",
     context: ValidationContext | None = None,
+    env: str = "",
 ) -> ServeFlags:
     """:func:`validate_form`, raising :class:`FlagError` instead of returning problems."""
-    flags, problems = validate_form(model, raw, extra, context)
+    flags, problems = validate_form(model, raw, extra, context, env)
     if flags is None:
         raise FlagError(problems)
     return flags

@@ -131,6 +131,13 @@ def _args_known(log: LogView) -> bool:
 
 
 def _changes_nothing(log: LogView, fix: Fix) -> bool:
+    if fix.env:
+        # the run already had these variables (its environment is part of its flags)
+        env = log.flags.environment if log.flags is not None else None
+        if env is None or any(env.get(k) != v for k, v in fix.env.items()):
+            return False
+        if not fix.set:
+            return True
     if not fix.set or "extra_args" in fix.set or not _args_known(log):
         return False
     return all(_same(_current(log, k), v) for k, v in fix.set.items())
@@ -169,7 +176,7 @@ def check_fixes(
     withheld: list[str] = []
     for fix in fixes:
         try:
-            fixed = flags.replace(**fix.set)
+            fixed = fix.applied_to(flags)
         except (ValidationError, ValueError, TypeError) as exc:
             withheld.append(f"{fix.title}: the flags it produces are invalid ({_first_line(exc)})")
             continue

@@ -1,4 +1,4 @@
-"""vLLM's GPU model runner V2 (default from 0.33) refusing this machine: UVA or Triton missing.
+"""vLLM's GPU model runner V2 (its default on a GPU with Triton) refusing this machine.
 
 Texts (both in 0.32 and 0.33):
 

@@ -17,6 +17,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
+from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import (
     FlagGroup,
     FlagProblem,
@@ -43,6 +44,12 @@ FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F
 NO_PRESET = "preset: (none loaded)"
 MODEL = "model"
 EXTRA = "extra_args"
+ENV = ENV_FIELD
+ENV_HELP = (
+    "The server's environment: NAME=value words (shell quoting), part of the run "
+    "(VLLM_USE_V2_MODEL_RUNNER=0 works around 'UVA is not available'). Secrets are not kept "
+    "here: set them in vtc's environment."
+)
 
 
 class FlagForm(Vertical):
@@ -117,6 +124,13 @@ class FlagForm(Vertical):
                 placeholder="--flag value ...",
                 help="Any other vllm serve arguments, passed through verbatim (shell quoting).",
             )
+            yield FlagField(
+                ENV,
+                "environment",
+                value=env_text(self._flags.env),
+                placeholder="NAME=value ...",
+                help=ENV_HELP,
+            )
             yield Static("Workload (b)", classes="group-title")
             for field in WORKLOAD_FIELDS:
                 yield FlagField.for_workload(field, workload_text(self._load, field))
@@ -171,7 +185,8 @@ class FlagForm(Vertical):
 
     # -- reading ----------------------------------------------------------------------------
     def field(self, name: str) -> FlagField:
-        """The row for a flag name, ``model``, ``extra_args`` or ``load-<workload field>``."""
+        """The row for a flag name, ``model``, ``extra_args``, ``env`` or
+        ``load-<workload field>``."""
         return self.query_one(f"#field-{name}", FlagField)
 
     def raw_flags(self) -> dict[str, str]:
@@ -187,9 +202,13 @@ class FlagForm(Vertical):
         # Checked against the installed vLLM's own parser once it is known (else 0.32's).
         context = ValidationContext(cli=self._cli_status().cli)
         flags, problems = validate_form(
-            self.field(MODEL).value.strip(), self.raw_flags(), self.field(EXTRA).value, context
+            self.field(MODEL).value.strip(),
+            self.raw_flags(),
+            self.field(EXTRA).value,
+            context,
+            self.field(ENV).value,
         )
-        names = [s.name for s in flag_specs()] + [MODEL, EXTRA]
+        names = [s.name for s in flag_specs()] + [MODEL, EXTRA, ENV]
         self._general_flags = self._show_problems(problems, names, "")
         self._show_general()
         return flags, problems
@@ -247,7 +266,7 @@ class FlagForm(Vertical):
     def show_warnings(self, warnings: list[str]) -> None:
         """Pre-flight warnings for the current flags, each under the field it names (the
         form-wide box keeps only those that name none; empty hides it)."""
-        names = [MODEL, *(s.name for s in flag_specs()), EXTRA]
+        names = [MODEL, *(s.name for s in flag_specs()), EXTRA, ENV]
         placed = place_warnings(warnings, names)
         for name in names:
             found = placed.by_field.get(name)
@@ -263,6 +282,7 @@ class FlagForm(Vertical):
         for spec in flag_specs():
             self.field(spec.name).set_value(flag_text(spec, getattr(flags, spec.name)))
         self.field(EXTRA).set_value(extra_text(flags.extra_args))
+        self.field(ENV).set_value(env_text(flags.env))
 
     def load_workload(self, spec: LoadSpec) -> None:
         """Put ``spec`` in the Workload fields; fields the form lacks keep ``spec``'s values."""
@@ -271,13 +291,17 @@ class FlagForm(Vertical):
             self.field(f"load-{field.name}").set_value(workload_text(spec, field))
 
     def apply_settings(self, settings: Mapping[str, Any]) -> list[str]:
-        """Set some flags (a diagnosis fix: ``None`` unsets); returns the names changed."""
+        """Set some flags (a diagnosis fix: ``None`` unsets; ``env`` the whole environment);
+        returns the names changed."""
         changed = []
         for name, value in settings.items():
             if name == MODEL:
                 self.field(MODEL).set_value(str(value))
             elif name == EXTRA:
                 self.field(EXTRA).set_value(extra_text(tuple(value or ())))
+            elif name == ENV:
+                pairs = value.items() if isinstance(value, Mapping) else value or ()
+                self.field(ENV).set_value(env_text(pairs))
             else:
                 try:
                     spec = flag_spec(name)

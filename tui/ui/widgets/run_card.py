@@ -18,6 +18,7 @@ from textual.widgets import Static
 from tui.domain.board.load_mark import load_mark
 from tui.domain.board.noise import Verdict
 from tui.domain.board.table import Column, ColumnKind, Row, probe_text
+from tui.domain.flags.run_env import env_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
 from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
@@ -112,7 +113,9 @@ def own_flag_lines(record: RunRecord) -> list[Content]:
     lines += [Content(f"{name} {format_value(value)}") for name, value in explicit.items()]
     if record.flags.extra_args:
         lines.append(Content(" ".join(record.flags.extra_args)))
-    if not explicit and not record.flags.extra_args:
+    if record.flags.env:  # the run's environment is part of its configuration
+        lines.append(Content(env_text(record.flags.env)))
+    if not explicit and not record.flags.extra_args and not record.flags.env:
         lines.append(Content.styled("vLLM defaults", "$text-muted"))
     return lines
 
