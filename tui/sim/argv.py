@@ -28,6 +28,7 @@ from tui.domain.flags.config_yaml import ConfigYamlError, load_config_mapping, v
 from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, check_sim_version
 from tui.sim.vllm_flags import (
@@ -37,6 +38,7 @@ from tui.sim.vllm_flags import (
     serve_cli,
     values_for,
 )
+from tui.store.profiles import load_profile
 
 UVICORN_LEVELS = ("critical", "debug", "error", "info", "trace", "warning")
 
@@ -78,6 +80,7 @@ class SimOptions:
     seed: int = 0
     fixed: FixedTiming | None = None  # injected fixed delays instead of the cost model
     vllm_version: str = DEFAULT_SIM_VLLM_VERSION  # --sim-vllm-version: the vLLM it speaks
+    profile: Profile | None = None  # --sim-profile: the twin of a calibrated server
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ SIM_FLAGS = (
     "--sim-fixed-ttft-ms",
     "--sim-fixed-itl-ms",
     "--sim-vllm-version",
+    "--sim-profile",
 )
 
 
@@ -263,7 +267,14 @@ def split_sim_options(argv: Sequence[str]) -> tuple[SimOptions, list[str]]:
         version = check_sim_version(raw.get("--sim-vllm-version", DEFAULT_SIM_VLLM_VERSION))
     except ValueError as exc:
         raise ArgvError(f"argument --sim-vllm-version: {exc}") from exc
-    options = SimOptions(gpu, num_gpus, speed, used, seed, _fixed_timing(raw), version)
+    profile = None
+    if "--sim-profile" in raw:
+        try:
+            profile = load_profile(raw["--sim-profile"])
+        except ProfileError as exc:
+            raise ArgvError(f"argument --sim-profile: {exc.one_line()}") from exc
+    fixed = _fixed_timing(raw)
+    options = SimOptions(gpu, num_gpus, speed, used, seed, fixed, version, profile)
     return options, rest
 
 
