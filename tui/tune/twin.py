@@ -110,6 +110,10 @@ class Twin(Protocol):
         """Fit again with every real observation so far."""
         ...
 
+    def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
+        """Loads to measure on the first real start before its trial (none: fitted)."""
+        ...
+
 
 class CorrectedLane:
     """A what-if lane whose numbers go through a :class:`Scales` correction."""
@@ -189,6 +193,10 @@ class WhatIfTwin:
         if observations:
             self._fit = await self._refit(self, observations)
             self.refits += 1
+
+    def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
+        """None: a catalogue GPU is corrected by the trials' own numbers."""
+        return []
 
     async def raw_metrics(
         self, sim_args: Sequence[str], observation: TwinObservation

@@ -113,9 +113,7 @@ def _bench(scenario: Scenario, workload: Workload, goodput: dict[str, float]) ->
     return BenchRun(result_of(outcome, workload, goodput), 100.0 * outcome.prefix_hit_rate)
 
 
-def result_of(
-    outcome: Outcome, workload: Workload, goodput: Mapping[str, float]
-) -> BenchResult:
+def result_of(outcome: Outcome, workload: Workload, goodput: Mapping[str, float]) -> BenchResult:
     """bench serve's result for a what-if run (failed: requests that never got a token)."""
     records = []
     end = 0.0

@@ -30,12 +30,16 @@ from pydantic import ValidationError
 
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep.outcome import TrialOutcome, TrialState
+from tui.domain.sweep.slo import OBJECTIVE_KEYS
 from tui.domain.sweep.spec import SweepSpec
+from tui.domain.workload import LoadSpec
+from tui.store.profiles import load_profile
 from tui.tune.context import Evaluated, Procedure, SweepContext, SweepFailed, TrialBench, TrialPlan
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product, request_model
 from tui.tune.strategies.rates import bisect, hold_under_seeds
-from tui.tune.twin import Twin, TwinObservation, catalogue_twin
+from tui.tune.twin import Twin, TwinObservation
+from tui.tune.twin_profile import ProfileTwin, cold_profile
 
 MAX_CANDIDATES = 5_000
 """The most candidates a twin ranks (each is a few virtual-clock benchmarks)."""
@@ -66,10 +70,16 @@ class Candidate:
 
 
 def twin_of(ctx: SweepContext) -> Twin:
-    """The context's twin, else the spec's catalogue GPU (hand-made), scaled by real trials."""
+    """The context's twin (the composition root's), else the spec's ``[twin] profile`` (from
+    the default data dir), else a cold profile of the base command, calibrated on the first
+    real start."""
     if ctx.twin is not None:
         return ctx.twin
-    return catalogue_twin(ctx.spec.sim_gpu, ctx.spec.goodput_slos())
+    spec = ctx.spec
+    key = OBJECTIVE_KEYS[spec.objective]
+    if spec.twin.profile is not None:
+        return ProfileTwin(load_profile(spec.twin.profile), objective_key=key)
+    return ProfileTwin(cold_profile(spec.base.flags_for({})), objective_key=key)
 
 
 def trial_procedure(spec: SweepSpec) -> Procedure:
@@ -99,6 +109,27 @@ def trial_procedure(spec: SweepSpec) -> Procedure:
     return run
 
 
+CALIBRATE = "calibrate"
+"""The phase prefix of the loads a cold twin is fitted on (on the first real start)."""
+
+
+def with_calibration(procedure: Procedure, loads: Sequence[LoadSpec]) -> Procedure:
+    """``loads`` first (the twin's calibration, on the same server), then ``procedure``."""
+    if not loads:
+        return procedure
+
+    async def run(bench: TrialBench) -> Evaluated:
+        out = []
+        for i, load in enumerate(loads):
+            out.append(await bench.measure(load, f"{CALIBRATE} {i + 1}"))
+            await bench.reset_prefix_cache()
+        rest = await procedure(bench)
+        chosen = None if rest.chosen is None else len(out) + rest.chosen
+        return Evaluated(out + rest.measurements, chosen)
+
+    return run
+
+
 class TwinFirst:
     """Predict every candidate on the twin, measure the best for real, refit, repeat."""
 
@@ -111,39 +142,43 @@ class TwinFirst:
         procedure = trial_procedure(spec)
         ctx.notes.append(f"twin: {twin.label}; {len(candidates)} candidates ranked on it")
         recent: list[float] = []  # the last batch's prediction errors, out of sample
-        tolerance = spec.twin.tolerance
         await self._rank(ctx, twin, candidates, procedure)
         while True:
-            error = max([twin.stated_error or 0.0, *recent])
-            best = _real_best(candidates)
-            left = _ranked([c for c in candidates if c.real is None and c.contender(error)])
-            if best is not None and all(
-                c.value * (1 + error) <= best * (1 + tolerance) for c in left
-            ):
-                ctx.notes.append(_stop_note(best, left, error, tolerance, twin))
-                return
-            if not left and best is None:  # the twin says nothing meets the SLOs: measure the
-                left = _closest([c for c in candidates if c.real is None])  # nearest miss
+            left = self._next(ctx, twin, candidates, recent)
             if not left:
-                ctx.notes.append("twin: every candidate it leaves a chance was measured")
                 return
             ctx.check()
             free = ctx.starts_left()
             width = len(ctx.lanes) if free is None else max(1, min(len(ctx.lanes), free))
             batch = left[:width]
+            first = with_calibration(procedure, twin.calibration_loads(base_load(spec)))
+            plans = [self._plan(c, procedure if i else first) for i, c in enumerate(batch)]
             for c in batch:
                 c.predicted_then = c.value
-            outcomes = await ctx.run_trials([self._plan(c, procedure) for c in batch])
-            recent = []
-            for c, outcome in zip(batch, outcomes, strict=True):
-                c.real = outcome
-                if ctx.pruner is not None:
-                    ctx.pruner.learn(outcome)
-                err = _error(c.predicted_then, outcome)
-                if err is not None:
-                    recent.append(err)
+            outcomes = await ctx.run_trials(plans)
+            recent = [e for c, o in zip(batch, outcomes, strict=True) if (e := _learn(ctx, c, o))
+                      is not None]  # fmt: skip
             await twin.refit(_observations(spec, candidates))
             await self._rank(ctx, twin, [c for c in candidates if c.real is None], procedure)
+
+    @staticmethod
+    def _next(
+        ctx: SweepContext, twin: Twin, candidates: Sequence[Candidate], recent: Sequence[float]
+    ) -> list[Candidate]:
+        """The candidates to measure next, best-ranked first; none once the best is confirmed
+        (the reason goes to the sweep's notes)."""
+        tolerance = ctx.spec.twin.tolerance
+        error = max([twin.stated_error or 0.0, *recent])
+        best = _real_best(candidates)
+        left = _ranked([c for c in candidates if c.real is None and c.contender(error)])
+        if best is not None and all(c.value * (1 + error) <= best * (1 + tolerance) for c in left):
+            ctx.notes.append(_stop_note(best, left, error, tolerance, twin))
+            return []
+        if not left and best is None:  # the twin says nothing meets the SLOs: the nearest miss
+            left = _closest([c for c in candidates if c.real is None])
+        if not left:
+            ctx.notes.append("twin: every candidate it leaves a chance was measured")
+        return left
 
     @staticmethod
     def _plan(c: Candidate, procedure: Procedure) -> TrialPlan:
@@ -206,6 +241,14 @@ def _met(c: Candidate) -> bool:
     return c.predicted is not None and c.predicted.slo_met
 
 
+def _learn(ctx: SweepContext, c: Candidate, outcome: TrialOutcome) -> float | None:
+    """Keep a real trial's outcome; the twin's error on it (``None``: not comparable)."""
+    c.real = outcome
+    if ctx.pruner is not None:
+        ctx.pruner.learn(outcome)
+    return _error(c.predicted_then, outcome)
+
+
 def _real_best(candidates: Sequence[Candidate]) -> float | None:
     values = [c.real.objective or 0.0 for c in candidates if c.real is not None and c.real.slo_met]
     return max(values) if values else None
@@ -230,7 +273,8 @@ def _observations(spec: SweepSpec, candidates: Sequence[Candidate]) -> list[Twin
             continue
         model = request_model(spec, c.choice)
         for m in trial.measurements:
-            if m.load.num_prompts == spec.workload.load.num_prompts and m.metrics:
+            full = m.load.num_prompts == spec.workload.load.num_prompts
+            if (full or m.phase.startswith(CALIBRATE)) and m.metrics:
                 out.append(TwinObservation(c.flags, m.load, dict(m.metrics), model))
     return out
 
