@@ -38,7 +38,7 @@ from tui.tune.context import Evaluated, Procedure, SweepContext, SweepFailed, Tr
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product, request_model
 from tui.tune.strategies.rates import bisect, hold_under_seeds
-from tui.tune.twin import Twin, TwinObservation
+from tui.tune.twin import Twin, TwinObservation, catalogue_twin
 from tui.tune.twin_profile import ProfileTwin, cold_profile
 
 MAX_CANDIDATES = 5_000
@@ -71,15 +71,19 @@ class Candidate:
 
 def twin_of(ctx: SweepContext) -> Twin:
     """The context's twin (the composition root's), else the spec's ``[twin] profile`` (from
-    the default data dir), else a cold profile of the base command, calibrated on the first
-    real start."""
+    the default data dir); else, for a server whose KV size is explicit (``--kv-cache-memory-
+    bytes``: a CPU server), a cold profile of the base command, calibrated on the first real
+    start; else the spec's catalogue GPU (hand-made), scaled to the real trials."""
     if ctx.twin is not None:
         return ctx.twin
     spec = ctx.spec
     key = OBJECTIVE_KEYS[spec.objective]
     if spec.twin.profile is not None:
         return ProfileTwin(load_profile(spec.twin.profile), objective_key=key)
-    return ProfileTwin(cold_profile(spec.base.flags_for({})), objective_key=key)
+    base = spec.base.flags_for({})
+    if base.kv_cache_memory_bytes is not None:  # the KV capacity needs no calibration
+        return ProfileTwin(cold_profile(base), objective_key=key)
+    return catalogue_twin(spec.sim_gpu, spec.goodput_slos())
 
 
 def trial_procedure(spec: SweepSpec) -> Procedure:

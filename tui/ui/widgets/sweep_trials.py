@@ -12,12 +12,13 @@ COLUMNS = ("#", "run", "trial", "objective", "verdict")
 
 
 def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
-    """The cells of one trial (pruned ones say why they were never started)."""
-    run = f"#{trial.run_id}" if trial.run_id is not None else "-"
+    """The cells of one trial (pruned ones say why they were never started; a twin's
+    prediction says ``twin`` where a run would be, and its verdict begins ``predicted``)."""
+    run = f"#{trial.run_id}" if trial.run_id is not None else "twin" if trial.predicted else "-"
     value = f"{trial.objective:.1f}" if trial.objective is not None else "-"
     verdict = trial.verdict_text
     if trial.state is TrialState.MEASURED and trial.slo_met:
-        verdict = "met"
+        verdict = "predicted met" if trial.predicted else "met"
     return str(trial.index), run, trial.note, value, verdict
 
 
