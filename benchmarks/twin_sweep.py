@@ -204,7 +204,10 @@ def _print_trials(label: str, status: SweepStatus) -> None:
         if t.predicted:
             continue
         value = _fmt(t.objective)
-        print(f"  {label} #{t.index} {t.note}: {value} ({t.verdict_text}, {t.seconds:.0f} s)")
+        itl = t.metrics.get("p99_itl_ms")
+        more = f", p99 ITL {itl:.1f} ms" if itl is not None else ""
+        print(f"  {label} #{t.index} {t.note}: {value} ({t.verdict_text}{more}, "
+              f"{t.seconds:.0f} s)")  # fmt: skip
     sys.stdout.flush()
 
 

@@ -164,6 +164,7 @@ class Services:
     release: ReleaseWaiter | None = None
     reproducer: Reproducer | None = None
     files: ConsoleFiles | None = None  # exports, saved presets, log tails (the board's keys)
+    twin_gpu: str | None = None  # the demo's catalogue GPU: the twin of its simulated server
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
@@ -177,7 +178,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     if services.slot.can_launch:
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, machine=info.label,
+            estimator=services.estimator, machine=info.label, twin_gpu=services.twin_gpu,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])

@@ -88,6 +88,7 @@ class DemoMode:
         services = Services(
             store=store,
             history=history,
+            twin_gpu=gpu,
             slot=ServerSlot(
                 launcher=launcher,
                 existing=back.existing,

@@ -34,7 +34,7 @@ menu and ``tui.tune.strategies``' registry all derive from it (a test checks the
 STRATEGIES: tuple[StrategyName, ...] = get_args(StrategyName)
 STRATEGY_LABELS: dict[StrategyName, str] = {
     "search": "search (TPE, pruned)",
-    "twin": "twin-first (predict, then confirm)",
+    "twin": "twin-first",
     "grid": "grid",
     "auto_tune": "auto_tune.sh",
 }
