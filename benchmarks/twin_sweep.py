@@ -18,7 +18,8 @@ percent). The gap is taken on that judgement (0 when both found the same configu
 the gap of the two sweeps' own confirmed figures is printed beside it.
 
 **Simulator** (no vLLM): the same comparison on the what-if lane, where the "real server"
-runs a hidden profile (fixed step costs on the tiny model) and the twin starts cold.
+runs a hidden profile (fixed step costs on the tiny model), or the roofline simulator on a
+catalogue GPU (a cost model of another form than the twin's), and the twin starts cold.
 
 Ends with ONE line (the real comparison when it ran, else the simulator's)::
 
@@ -256,42 +257,64 @@ def hidden_profile(model: str) -> Profile:
     )  # fmt: skip
 
 
-SIM_CASES: tuple[tuple[str, dict[str, list[Any]], dict[str, list[Any]], dict[str, Any]], ...] = (
-    ("sim-itl", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
-                 [256, 512, 1024, 2048], "enable_prefix_caching": [True, False]},
-     {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 1024]},
-     {"p99_itl_ms": 20}),
-    ("sim-e2el", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
-                  [256, 512, 1024, 2048], "max_model_len": [1024, 2048]},
-     {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 512, 1024]},
-     {"p99_e2el_ms": 1500}),
+@dataclass(frozen=True)
+class SimCase:
+    """A simulated scenario: its "real" server (a hidden profile, or the roofline's GPU)."""
+
+    name: str
+    full: dict[str, list[Any]]
+    quick: dict[str, list[Any]]
+    slo: dict[str, float]
+    gpu: str | None = None  # the roofline simulator on this catalogue GPU; None: hidden
+    model: str | None = None  # None: the tiny Llama
+    workload: tuple[int, int, int] = (256, 32, 64)  # input, output, prompts
+
+    def spec(self, model: str, quick: bool, strategy: str) -> SweepSpec:
+        """The scenario's spec for ``strategy``."""
+        inp, out, prompts = self.workload
+        kv = KV_BYTES if self.gpu is None else 2 * 2**30
+        return SweepSpec.model_validate({
+            "name": self.name, "strategy": strategy, "objective": "output_throughput",
+            "base": {"model": self.model or model, "flags": {
+                "max_model_len": 1024 if self.gpu is None else 2048,
+                "kv_cache_memory_bytes": kv, "enforce_eager": self.gpu is None}},
+            "parameters": self.quick if quick else self.full,
+            "workload": {"input_len": inp, "output_len": out, "num_prompts": prompts,
+                         "cache_hit_pct": 50 if self.gpu is None else None},
+            "slo": self.slo, "search": {"rate_search": "none"}, "grid": {"rate_search": "none"},
+        })  # fmt: skip
+
+
+SIM_CASES = (
+    SimCase("sim-itl", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
+                        [256, 512, 1024, 2048], "enable_prefix_caching": [True, False]},
+            {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 1024]},
+            {"p99_itl_ms": 20}),
+    SimCase("sim-e2el", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
+                         [256, 512, 1024, 2048], "max_model_len": [1024, 2048]},
+            {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 512, 1024]},
+            {"p99_e2el_ms": 1500}),
+    # The twin's form (BLIS's linear step time) is not the server's (the roofline simulator
+    # on an RTX 3080: weights and KV read per step, compute-bound prefill).
+    SimCase("sim-roofline", {"max_num_seqs": [8, 16, 32, 64, 128, 256],
+                             "max_num_batched_tokens": [512, 1024, 2048, 4096]},
+            {"max_num_seqs": [16, 64, 256], "max_num_batched_tokens": [512, 2048]},
+            {"p99_itl_ms": 30}, gpu="rtx3080-10gb", model="Qwen/Qwen2.5-0.5B-Instruct",
+            workload=(512, 128, 200)),
 )  # fmt: skip
 
 
-def sim_spec(model: str, case: int, quick: bool, strategy: str) -> SweepSpec:
-    """A simulated scenario (``SIM_CASES``) for ``strategy``."""
-    name, full, small, slo = SIM_CASES[case]
-    return SweepSpec.model_validate({
-        "name": name, "strategy": strategy, "objective": "output_throughput",
-        "base": {"model": model, "flags": {"max_model_len": 1024, "kv_cache_memory_bytes":
-                                           KV_BYTES, "enforce_eager": True}},
-        "parameters": small if quick else full,
-        "workload": {"input_len": 256, "output_len": 32, "num_prompts": 64,
-                     "cache_hit_pct": 50},
-        "slo": slo, "search": {"rate_search": "none"}, "grid": {"rate_search": "none"},
-    })  # fmt: skip
-
-
 async def run_sim(quick: bool, model: str) -> list[Outcome]:
-    """Every simulated scenario: the grid and twin-first on the hidden profile's server."""
+    """Every simulated scenario: the grid and twin-first on the same simulated server."""
     out = []
     with tempfile.TemporaryDirectory(prefix="vtc-twin-sim-") as tmp:
         path = Path(tmp) / "hidden.json"
         path.write_text(hidden_profile(model).model_dump_json(), encoding="utf-8")
-        for i, (name, *_rest) in enumerate(SIM_CASES):
-            lane = WhatIfLane(["--sim-profile", str(path)], name="sim")
-            out.append(await compare(name, sim_spec(model, i, quick, "grid"),
-                                     sim_spec(model, i, quick, "twin"), [lane], Pruner(),
+        for case in SIM_CASES:
+            args = ["--sim-gpu", case.gpu] if case.gpu else ["--sim-profile", str(path)]
+            out.append(await compare(case.name, case.spec(model, quick, "grid"),
+                                     case.spec(model, quick, "twin"),
+                                     [WhatIfLane(args, name="sim")], Pruner(),
                                      judge=False))  # fmt: skip
     return out
 
@@ -328,7 +351,7 @@ async def main_async(args: argparse.Namespace) -> int:
         sim = await run_sim(args.quick, model)
         _table(sim)
         r, g = summary(sim)
-        print(f"simulator (hidden profile, cold twin): starts ratio {r:.3f}, gap {g:.2f}%")
+        print(f"simulator (cold twin): starts ratio {r:.3f}, gap {g:.2f}%")
     if not args.sim_only:
         if found is None:
             print("the real CPU build of vLLM is not provisioned (vtc setup-cpu-vllm)")

@@ -107,6 +107,10 @@ class StatedTwin:
     def stated_error(self) -> float | None:
         return self._error
 
+    @property
+    def fitted(self) -> bool:
+        return self._inner.fitted
+
     def lane(self) -> Lane:
         return self._inner.lane()
 

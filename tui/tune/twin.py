@@ -102,6 +102,12 @@ class Twin(Protocol):
         """The twin's own relative error (a profile's measured error; ``None``: unknown)."""
         ...
 
+    @property
+    def fitted(self) -> bool:
+        """Whether it was fitted to the real server (a cold twin's errors say nothing of a
+        fitted one's)."""
+        ...
+
     def lane(self) -> Lane:
         """A lane on the twin as it stands (its virtual clock: seconds per ranking)."""
         ...
@@ -174,6 +180,11 @@ class WhatIfTwin:
     def stated_error(self) -> float | None:
         """The fit's own error (``None`` for a hand-made catalogue GPU)."""
         return self._fit.error
+
+    @property
+    def fitted(self) -> bool:
+        """Whether the real trials scaled it yet."""
+        return self.refits > 0
 
     @property
     def fit(self) -> TwinFit:

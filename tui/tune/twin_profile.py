@@ -122,6 +122,11 @@ class ProfileTwin:
         return self._profile.error.source == "unfitted"
 
     @property
+    def fitted(self) -> bool:
+        """Whether it was fitted (by a calibration or the sweep's trials)."""
+        return not self.cold
+
+    @property
     def label(self) -> str:
         """``predicted (twin NAME rR, ±E%)``, or that it is not fitted yet."""
         if self.cold:

@@ -15,9 +15,11 @@
 5. **Stop** once the real best is confirmed: no candidate left could beat it by more than
    ``[twin] tolerance`` (2%: about a real measurement's own noise) even if the twin
    under-predicts it by its whole error, ``predicted * (1 + error) <= best * (1 +
-   tolerance)``. The error is the larger of the twin's stated one (a profile's) and the
-   relative error of its last predictions against what the real server then measured; the
-   figure is stated in the sweep's notes. Or the space, or the budget, is spent.
+   tolerance)``. The error is the larger of the twin's stated one (its profile's measured
+   error) and the relative error of its last predictions against what the real server then
+   measured (predictions of a fitted twin only: a cold twin's say nothing of the fitted
+   one's); with neither known it does not stop. The figure is stated in the sweep's notes.
+   Or the space, or the budget, is spent.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Candidate:
     predicted: TrialOutcome | None = None
     real: TrialOutcome | None = None
     predicted_then: float | None = None  # the prediction the real trial was started on
+    fitted_then: bool = False  # whether the twin that made it was fitted (its error counts)
 
     def contender(self, margin: float) -> bool:
         """Whether the twin leaves it a chance within ``margin``: it starts, and meets the
@@ -158,7 +161,7 @@ class TwinFirst:
             first = with_calibration(procedure, twin.calibration_loads(base_load(spec)))
             plans = [self._plan(c, procedure if i else first) for i, c in enumerate(batch)]
             for c in batch:
-                c.predicted_then = c.value
+                c.predicted_then, c.fitted_then = c.value, twin.fitted
             outcomes = await ctx.run_trials(plans)
             recent = [e for c, o in zip(batch, outcomes, strict=True) if (e := _learn(ctx, c, o))
                       is not None]  # fmt: skip
@@ -172,10 +175,16 @@ class TwinFirst:
         """The candidates to measure next, best-ranked first; none once the best is confirmed
         (the reason goes to the sweep's notes)."""
         tolerance = ctx.spec.twin.tolerance
-        error = max([twin.stated_error or 0.0, *recent])
+        stated = twin.stated_error
+        known = [*recent, *([] if stated is None else [stated])]
+        error = max(known, default=0.0)  # none known yet: the twin cannot confirm anything
         best = _real_best(candidates)
         left = _ranked([c for c in candidates if c.real is None and c.contender(error)])
-        if best is not None and all(c.value * (1 + error) <= best * (1 + tolerance) for c in left):
+        if (
+            best is not None
+            and known
+            and all(c.value * (1 + error) <= best * (1 + tolerance) for c in left)
+        ):
             ctx.notes.append(_stop_note(best, left, error, tolerance, twin))
             return []
         if not left and best is None:  # the twin says nothing meets the SLOs: the nearest miss
@@ -250,7 +259,7 @@ def _learn(ctx: SweepContext, c: Candidate, outcome: TrialOutcome) -> float | No
     c.real = outcome
     if ctx.pruner is not None:
         ctx.pruner.learn(outcome)
-    return _error(c.predicted_then, outcome)
+    return _error(c.predicted_then, outcome) if c.fitted_then else None
 
 
 def _real_best(candidates: Sequence[Candidate]) -> float | None:
