@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes.profiles import KNOWN, cpu_profile, twin_samples
 
-from tests.fakes.profiles import KNOWN, cpu_profile, twin_samples
 from tui.domain.profile import PROFILE_SCHEMA, ProfileError, StepCoefficients
 from tui.domain.workload import LoadSpec
 from tui.sim.cli import run as sim_run

@@ -9,8 +9,9 @@ run, launch) and routes the server's events into the run book and the hub.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from tui.domain.errors import VtcError
@@ -18,7 +19,8 @@ from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
-from tui.domain.record import RunEnded
+from tui.domain.prediction import Prediction
+from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.server_config import ServerConfig
 from tui.domain.telemetry import ServerMetrics
@@ -39,6 +41,14 @@ Slos = Mapping[str, float]
 """Goodput SLOs in ms, bench serve's ``--goodput`` (they travel with each load)."""
 REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
+
+
+async def _with_prediction(
+    keep: Callable[[LoadRecorded], Awaitable[object]],
+    prediction: Prediction,
+    event: LoadRecorded,
+) -> object:
+    return await keep(dataclasses.replace(event, prediction=prediction))
 
 
 class ReleaseWaiter(Protocol):
@@ -225,8 +235,21 @@ class Session:
         if self.state is not ServerState.READY or record is None or record.id is None or not url:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
         model = model or record.flags.served_model_name or record.flags.model
+        prediction = await self._predict(record.flags, spec)  # before the load: a prediction
+        keep: Callable[[LoadRecorded], Awaitable[object]]
         keep = functools.partial(self._book.record_load, record.id)
+        if prediction is not None:
+            keep = functools.partial(_with_prediction, keep, prediction)
         return await self._loads.run_kept(spec, url, model, goodput, watch=self._hub, keep=keep)
+
+    async def _predict(self, flags: ServeFlags, spec: LoadSpec) -> Prediction | None:
+        twin = self.info.twin
+        if twin is None:
+            return None
+        try:
+            return await twin.predict(flags, spec)
+        except Exception:  # a twin that cannot predict never stops a load
+            return None
 
     async def fresh_metrics(self) -> ServerMetrics | None:
         """The hub's next reading of the server's /metrics (``None``: none): no second scrape."""

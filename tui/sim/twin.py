@@ -30,6 +30,7 @@ from tui.domain.profile import (
     MeasuredError,
     Profile,
     ProfileError,
+    ProfileIdentity,
     Residual,
     StepCoefficients,
     fit_coefficients,
@@ -85,6 +86,18 @@ def _engine(profile: Profile, flags: ServeFlags) -> budget.EngineConfig:
         checkpoint_quantization=entry.checkpoint_quantization,
         embedding_params=entry.embedding_params,
     )
+
+
+def resolved_batch(
+    flags: ServeFlags, identity: ProfileIdentity, total_bytes: int | None
+) -> tuple[int, int]:
+    """``(max_num_seqs, max_num_batched_tokens)`` vLLM resolves for ``flags`` on that device."""
+    shape = resolve_model(flags.model, model_folder(flags.model)).shape
+    eng = budget.resolve_engine(
+        flags, shape, total_bytes=total_bytes or 80 * GIB, device_name=identity.device,
+        kind=identity.device_kind,
+    )  # fmt: skip
+    return eng.max_num_seqs, eng.max_num_batched_tokens
 
 
 def _available_kv(profile: Profile, cfg: budget.EngineConfig) -> int:
