@@ -27,6 +27,7 @@ from tui.domain.inert import inert
 from tui.domain.profile import Profile
 from tui.modes.calibrate import attached, launched
 from tui.store.history import default_data_dir
+from tui.store.profiles import check_name
 from tui.tune.calibrate import Calibration, CalibrationTarget
 
 DEFAULT_BUDGET_S = 300.0
@@ -102,8 +103,10 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
     if args.url:
         return await measure(await attached(args.url, args.attach_log))
     command = serve_command(serve_args)
+    # `vtc --vllm PATH calibrate ...` and `vtc calibrate --vllm PATH ...` both name it.
+    vllm = args.calibrate_vllm if args.calibrate_vllm != "vllm" else getattr(args, "vllm", "vllm")
     async with launched(
-        args.calibrate_vllm, command.flags, data_dir, startup_timeout_s=args.startup_timeout
+        vllm, command.flags, data_dir, startup_timeout_s=args.startup_timeout
     ) as target:
         return await measure(target)
 
@@ -118,6 +121,11 @@ def run_calibrate_command(
             "vtc: calibrate needs a URL or a `-- serve MODEL [flags]` line (one of them)",
             file=sys.stderr,
         )
+        return 2
+    try:
+        check_name(args.name)
+    except VtcError as exc:
+        print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2
     loop = asyncio.new_event_loop()
     task = loop.create_task(_calibrate(args, serve_args, out))

@@ -52,7 +52,8 @@ class Prediction(BaseModel):
     def line(self) -> str:
         """One line for the form: the figures, or that it would not start and why."""
         if not self.starts:
-            why = (self.failure or "").split(". ")[0]
+            why = " ".join((self.failure or "").split())
+            why = why if len(why) <= 240 else why[:239] + "…"
             return f"{self.label()}: will NOT start: {why}"
         tput = f"{self.output_throughput:,.0f} tok/s" if self.output_throughput else "-"
         return (

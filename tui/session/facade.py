@@ -19,7 +19,6 @@ from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
-from tui.domain.prediction import Prediction
 from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.server_config import ServerConfig
@@ -30,7 +29,7 @@ from tui.session.bus import EventBus
 from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
-from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo
+from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo, TwinControl
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
@@ -43,12 +42,32 @@ REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
 
 
-async def _with_prediction(
-    keep: Callable[[LoadRecorded], Awaitable[object]],
-    prediction: Prediction,
-    event: LoadRecorded,
-) -> object:
-    return await keep(dataclasses.replace(event, prediction=prediction))
+Keep = Callable[[LoadRecorded], Awaitable[object]]
+
+
+async def _keep(
+    twin: TwinControl | None,
+    record: RunRecord,
+    spec: LoadSpec,
+    record_load: Callable[[int, LoadRecorded], Awaitable[object]],
+) -> Keep:
+    """How a load on ``record``'s server is kept: by the run book, with the twin's
+    prediction of it (made now, before the load runs) when there is a twin."""
+    assert record.id is not None
+    keep: Keep = functools.partial(record_load, record.id)
+    if twin is None:
+        return keep
+    try:
+        prediction = await twin.predict(record.flags, spec)
+    except Exception:  # a twin that cannot predict never stops a load
+        return keep
+    if prediction is None:
+        return keep
+
+    async def with_prediction(event: LoadRecorded) -> object:
+        return await keep(dataclasses.replace(event, prediction=prediction))
+
+    return with_prediction
 
 
 class ReleaseWaiter(Protocol):
@@ -235,21 +254,8 @@ class Session:
         if self.state is not ServerState.READY or record is None or record.id is None or not url:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
         model = model or record.flags.served_model_name or record.flags.model
-        prediction = await self._predict(record.flags, spec)  # before the load: a prediction
-        keep: Callable[[LoadRecorded], Awaitable[object]]
-        keep = functools.partial(self._book.record_load, record.id)
-        if prediction is not None:
-            keep = functools.partial(_with_prediction, keep, prediction)
+        keep = await _keep(self.info.twin, record, spec, self._book.record_load)
         return await self._loads.run_kept(spec, url, model, goodput, watch=self._hub, keep=keep)
-
-    async def _predict(self, flags: ServeFlags, spec: LoadSpec) -> Prediction | None:
-        twin = self.info.twin
-        if twin is None:
-            return None
-        try:
-            return await twin.predict(flags, spec)
-        except Exception:  # a twin that cannot predict never stops a load
-            return None
 
     async def fresh_metrics(self) -> ServerMetrics | None:
         """The hub's next reading of the server's /metrics (``None``: none): no second scrape."""

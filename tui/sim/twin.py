@@ -119,10 +119,25 @@ def _available_kv(profile: Profile, cfg: budget.EngineConfig) -> int:
     return requested - non_kv - moved
 
 
+def _kv_scale(profile: Profile) -> float:
+    """Logged over computed KV capacity at calibration (1 when the domain's bytes per token
+    are the server's): a KV dtype or layout the domain sizes differently is corrected."""
+    mem = profile.memory
+    base = _engine(profile, profile.flags)
+    available = base.kv_cache_memory_bytes or mem.kv_bytes
+    if not available or mem.kv_tokens <= 0:
+        return 1.0
+    computed = (available // base.bytes_per_block) * base.block_size
+    if computed <= 0:
+        return 1.0
+    scale = computed / mem.kv_tokens
+    return scale if 0.25 <= scale <= 4.0 else 1.0  # far off: a profile of another layout
+
+
 def twin_config(profile: Profile, flags: ServeFlags) -> TwinConfig:
     """The scheduler limits and KV capacity ``flags`` get on the profile's server."""
     cfg = _engine(profile, flags)
-    per_block = cfg.bytes_per_block
+    per_block = max(1, round(cfg.bytes_per_block * _kv_scale(profile)))
     bs = cfg.block_size
     override = cfg.num_gpu_blocks_override
     available = override * per_block if override else _available_kv(profile, cfg)

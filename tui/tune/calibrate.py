@@ -111,9 +111,14 @@ def read_journal(path: Path, flags: ServeFlags) -> dict[str, JournalLine]:
             line = JournalLine.model_validate_json(raw)
         except ValueError:
             continue  # a line cut by a crash, or another schema
-        if line.sample.flags == flags:
+        if _command(line.sample.flags) == _command(flags):
             done[line.name] = line
     return done
+
+
+def _command(flags: ServeFlags) -> ServeFlags:
+    """The flags that make a server what it is (where it listens left out)."""
+    return flags.model_copy(update={"host": None, "port": None})
 
 
 def _append(path: Path, line: JournalLine) -> None:
@@ -288,6 +293,11 @@ class Calibration:
             with contextlib.suppress(Exception):
                 await task
             return None
+        except asyncio.CancelledError:  # stopped (Ctrl-C, k's worker): cut the load too
+            with contextlib.suppress(Exception):
+                await asyncio.shield(runner.cancel())
+            task.cancel()
+            raise
         secs = time.monotonic() - t0
         if not result.completed:
             raise CalibrationError(
