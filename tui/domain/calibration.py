@@ -132,6 +132,10 @@ _AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 _CPU_SET = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
 _WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
 _GRAPHS = re.compile(r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB")
+_USAGE = re.compile(
+    r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB "
+    r"for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory"
+)
 _FREE = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\)")
 _VERSION = re.compile(r"(?:version|vLLM engine \(v?)\s*(\d+\.\d+\.\d+\S*)")
 
@@ -145,6 +149,8 @@ class LogFacts:
     available_kv_bytes: int | None = None
     weights_bytes: int | None = None
     graph_bytes: int | None = None
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
     total_bytes: int | None = None
     vllm_version: str | None = None
 
@@ -165,12 +171,15 @@ def log_facts(text: str) -> LogFacts:
     available = _gib(last(_AVAILABLE)) or _gib(cpu_set)
     total = _gib(last(_FREE), 2) or _gib(cpu_set, 2)
     version = last(_VERSION)
+    usage = last(_USAGE)  # the kv-cache-memory hint: every reservation, in one line
     return LogFacts(
         device_kind=kv.group(1).lower() if kv else None,
         kv_tokens=int(kv.group(2).replace(",", "")) if kv else None,
         available_kv_bytes=available,
-        weights_bytes=_gib(last(_WEIGHTS)),
-        graph_bytes=_gib(last(_GRAPHS)),
+        weights_bytes=_gib(last(_WEIGHTS)) or _gib(usage, 1),
+        graph_bytes=_gib(last(_GRAPHS)) or _gib(usage, 4),
+        activation_bytes=_gib(usage, 2),
+        non_torch_bytes=_gib(usage, 3),
         total_bytes=total,
         vllm_version=version.group(1) if version else None,
     )
@@ -219,6 +228,8 @@ def memory_side(
         non_kv_bytes=non_kv,
         weights_bytes=facts.weights_bytes,
         graph_bytes=facts.graph_bytes,
+        activation_bytes=facts.activation_bytes,
+        non_torch_bytes=facts.non_torch_bytes,
         gpu_memory_utilization=util,
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,

@@ -144,6 +144,8 @@ class MemorySide(BaseModel):
     non_kv_bytes: int | None = None  # requested - available KV: weights, activation, graphs
     weights_bytes: int | None = None  # "Model loading took"
     graph_bytes: int | None = None  # CUDA graph capture, when logged
+    activation_bytes: int | None = None  # the profile run's peak activation, when logged
+    non_torch_bytes: int | None = None  # non-torch memory, when logged
     gpu_memory_utilization: float | None = None
     max_model_len: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0, description="resolved at calibration")
