@@ -14,14 +14,18 @@ from pathlib import Path
 
 import pytest
 from fakes.profiles import cpu_profile
+from fakes.runs import served_run
 from textual.pilot import Pilot
-from ui_fakes import NoteLog
+from ui_fakes import FakeSession, FakeTwin, NoteLog
 
+from tui.domain.calibration import Progress
 from tui.domain.events import ServerState
+from tui.domain.prediction import Prediction
 from tui.modes import ConsoleOptions, build_session
 from tui.session.facade import Session
 from tui.store.profiles import list_profiles, save_profile
 from tui.ui.app import VtcApp, create_app
+from tui.ui.twin_controller import profile_name
 from tui.ui.widgets.run_card import RunCard
 from tui.ui.widgets.twin_line import TwinLine
 
@@ -111,3 +115,51 @@ async def test_a_load_carries_the_twins_prediction_and_k_calibrates_the_server(
                    for p in progress if p)  # fmt: skip
         assert "twin twin-model r1 saved" in notes.text()
         assert "twin-model" in {p.name for p in list_profiles(tmp_path)}
+
+
+# -- the same at 80x24 over the fake session (no simulator): the line and k's progress --------
+def _fake_prediction(**kw: object) -> Prediction:
+    base: dict[str, object] = {
+        "profile": "gpu-box r3", "error_pct": 6.0, "starts": True, "kv_tokens": 448928,
+        "output_throughput": 2345.0, "p99_ttft_ms": 120.0, "mean_e2el_ms": 2000.0,
+        "p99_e2el_ms": 2100.0,
+    }  # fmt: skip
+    return Prediction.model_validate({**base, **kw})
+
+
+async def test_the_twin_line_fits_80x24_and_k_shows_progress_then_what_was_saved() -> None:
+    session = FakeSession(state=ServerState.READY, runs=[served_run(1)])
+    session.twin = FakeTwin(_fake_prediction())
+    app = create_app(session)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        notes = NoteLog(app)
+        app.main_screen.form.field("max_num_seqs").set_value("64")
+        twin = session.twin
+        # The edited flags are predicted, before any restart.
+        edited = lambda: any(f.max_num_seqs == 64 for f, _ in twin.predicted)  # noqa: E731
+        await until(pilot, lambda: edited() and "gpu-box r3" in twin_text(app), "the twin's line")
+        assert twin_text(app).startswith("predicted (twin gpu-box r3, ±6%): starts, KV 448,928")
+        app.main_screen.board.focus()
+        await pilot.press("k")
+        await until(pilot, lambda: session.twin is not None and session.twin.calibrating, "k")
+        await session.twin.steps.put(Progress(3, 8, "decode-c16", 62.0, 40.0, 240.0))
+        await until(pilot, lambda: "3/8 decode-c16" in twin_text(app), "the progress")
+        assert "~0:40 left (budget 4:00)" in twin_text(app)
+        assert app.main_screen.query_one(TwinLine).region.width <= 80
+        await session.twin.steps.put(None)
+        await until(pilot, lambda: "Calibrated" in notes.text(), "the end")
+        assert "saved: fit error ±6%" in notes.text()
+        model = session.current.flags.model if session.current else ""
+        assert session.twin.calibrated == [profile_name(model)]
+
+
+async def test_a_command_the_twin_says_will_not_start_is_said_so() -> None:
+    session = FakeSession()
+    session.twin = FakeTwin(_fake_prediction(starts=False, failure="No available memory."))
+    app = create_app(session)  # type: ignore[arg-type]
+    async with app.run_test(size=SIZE) as pilot:
+        app.main_screen.form.field("max_num_seqs").set_value("8")
+        await until(pilot, lambda: "will NOT start" in twin_text(app), "the refusal")
+        assert twin_text(app).endswith("will NOT start: No available memory.")
+        line = app.main_screen.query_one(TwinLine)
+        assert line.has_class("-missed")
