@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import math
 import os
 import sys
@@ -42,8 +43,11 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from tui.domain.calibration import design  # noqa: E402
 from tui.domain.flags.serve import ServeFlags  # noqa: E402
 from tui.domain.profile import Profile  # noqa: E402
+from tui.domain.results import BenchResult  # noqa: E402
+from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.calibrate import launched  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
+from tui.sim.twin import fit_best  # noqa: E402
 from tui.tune.calibrate import Calibration  # noqa: E402
 from tui.tune.fidelity import (  # noqa: E402
     METRICS,
@@ -156,6 +160,8 @@ async def main_async(args: argparse.Namespace) -> int:
         )  # fmt: skip
         results.extend(done)
         print(f"  ({_loadavg()})")
+    if args.save:
+        _save(args.save, profile, results)
     summary = summarize(results)
     print(f"per metric over {len(results)} held-out cases (median / worst absolute % error):")
     for key in METRICS:
@@ -166,13 +172,51 @@ async def main_async(args: argparse.Namespace) -> int:
     return 0
 
 
+def _save(path: Path, profile: Profile | None, results: list[CaseResult]) -> None:
+    """The profile and every real measurement, for refitting the twin offline (--replay)."""
+    data = {
+        "profile": profile.model_dump(mode="json") if profile else None,
+        "cases": [
+            {"name": r.case.name, "overrides": [list(o) for o in r.case.overrides],
+             "load": r.case.load.model_dump(mode="json"),
+             "real": [b.model_dump(mode="json") for b in r.real]}
+            for r in results
+        ],
+    }  # fmt: skip
+    path.write_text(json.dumps(data))
+    print(f"saved the measurements to {path}")
+
+
+def replay(path: Path) -> int:
+    """Refit the saved profile on its calibration samples and predict the saved cases."""
+    data = json.loads(path.read_text())
+    profile = Profile.model_validate(data["profile"])
+    refit = fit_best(profile, profile.samples)
+    print(f"refit: {refit.coefficients}; serial front end {refit.serial_frontend}; "
+          f"fit error median {refit.error.median_pct:.1f}%")  # fmt: skip
+    results = []
+    for c in data["cases"]:
+        case = HeldOut(c["name"], tuple(tuple(o) for o in c["overrides"]),
+                       LoadSpec.model_validate(c["load"]))  # fmt: skip
+        r = CaseResult(case, real=[BenchResult.model_validate(b) for b in c["real"]])
+        twin_side(refit, refit.flags, case, r)
+        _print_case(r)
+        results.append(r)
+    print(summarize(results).last_line())
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="4 held-out cases, 2 restarts")
     parser.add_argument("--repeats", type=int, default=2, help="real runs per case (default 2)")
     parser.add_argument("--budget", type=float, default=300.0, help="calibration budget, s")
     parser.add_argument("--scale", type=float, default=1.0, help="calibration loads, x this")
+    parser.add_argument("--save", type=Path, help="write the profile and real results (JSON)")
+    parser.add_argument("--replay", type=Path, help="refit and predict a --save file, offline")
     args = parser.parse_args()
+    if args.replay:
+        return replay(args.replay)
     return asyncio.run(main_async(args))
 
 

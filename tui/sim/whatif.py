@@ -167,7 +167,8 @@ class Scenario:
 
     def twin_load(self, profile: Profile, shape: LoadShape) -> SimulationResult:
         """``shape`` (a concurrency cap included) on the twin of ``profile``."""
-        trace = run_twin_load(self.config, profile.coefficients, shape)
+        serial = profile.serial_frontend
+        trace = run_twin_load(self.config, profile.coefficients, shape, serial_frontend=serial)
         return SimulationResult(
             duration=trace.end, requests=[t.request for t in trace.requests],
             steps=len(trace.steps), num_preemptions=trace.num_preemptions,

@@ -47,7 +47,7 @@ from tui.domain.profile import (
 from tui.domain.results import BenchResult
 from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
-from tui.sim.twin import fit_profile, resolved_batch
+from tui.sim.twin import fit_best, resolved_batch
 from tui.store.private import private_dir
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
@@ -338,7 +338,7 @@ class Calibration:
             memory=memory,
             error=MeasuredError(median_pct=0.0, worst_pct=0.0),
         )
-        fitted = fit_profile(base, samples)
+        fitted = fit_best(base, samples)
         fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
         return save_profile(fitted, self.data_dir)
 
