@@ -113,3 +113,23 @@ def test_a_profile_of_another_server_is_named_as_such(tmp_path: Path) -> None:
     assert identity_mismatch(p.identity, other) == ["vLLM 0.33.0 (profile: 0.32.0)"]
     with pytest.raises(ProfileError):
         load_profile("missing", tmp_path)
+
+
+def test_a_prediction_for_another_server_says_what_differs(tmp_path: Path) -> None:
+    from fakes.profiles import cpu_profile
+
+    from tui.domain.results import Reproduction, RunRecord
+    from tui.domain.workload import LoadSpec
+    from tui.tune.twin_service import to_prediction
+
+    p = cpu_profile(tmp_path / "m")
+    load = LoadSpec(num_prompts=4, max_concurrency=2, input_len=16, output_len=8)
+    same = to_prediction(p, p.flags, load)
+    assert same.caveat == "" and same.label() == "predicted (twin tiny-cpu r1, ±5%)"
+    run = RunRecord(flags=p.flags, repro=Reproduction(vllm_version="0.33.0+cpu", gpu_name=None))
+    other = to_prediction(p, p.flags, load, run)
+    assert other.caveat == "vLLM 0.33.0 (profile: 0.32.0)"
+    assert "profile of another server: vLLM 0.33.0" in other.label()
+    simulated = Reproduction(vllm_version="0.33.0", gpu_name="NVIDIA L4 (simulated)")
+    demo = RunRecord(flags=p.flags, repro=simulated)
+    assert to_prediction(p, p.flags, load, demo).caveat == ""

@@ -44,12 +44,18 @@ class WatchedServer(Protocol):
     def current(self) -> RunRecord | None: ...
 
 
-def to_prediction(profile: Profile, flags: ServeFlags, load: LoadSpec) -> Prediction:
-    """The twin's prediction as the domain carries it (blocking: run it in a thread)."""
+def to_prediction(
+    profile: Profile, flags: ServeFlags, load: LoadSpec, server: RunRecord | None = None
+) -> Prediction:
+    """The twin's prediction as the domain carries it (blocking: run it in a thread).
+
+    ``server``: the run watched now; its model, and its GPU and vLLM version where the
+    machine reported them (not a simulator's), are checked against the profile's identity,
+    and what differs is carried in the prediction's label.
+    """
     made = predict(profile, flags, load)
     run = made.run
-    ident = profile.identity
-    caveat = "; ".join(identity_mismatch(ident, ident.model_copy(update={"model": flags.model})))
+    caveat = "; ".join(identity_mismatch(profile.identity, server_identity(profile, flags, server)))
     return Prediction(
         profile=f"{profile.name} r{profile.revision}",
         error_pct=profile.error.median_pct,
@@ -64,6 +70,23 @@ def to_prediction(profile: Profile, flags: ServeFlags, load: LoadSpec) -> Predic
         p99_e2el_ms=run.p99_e2el_ms if run else None,
         caveat=caveat,
     )
+
+
+def server_identity(
+    profile: Profile, flags: ServeFlags, server: RunRecord | None
+) -> ProfileIdentity:
+    """What is known of the server ``flags`` run on, in the profile's terms (unknown fields
+    are the profile's own, so they never read as a difference)."""
+    ident = profile.identity.model_copy(update={"model": flags.model})
+    repro = server.repro if server is not None else None
+    if repro is None or (repro.gpu_name or "").endswith("(simulated)"):
+        return ident  # a simulator: the demo of this very profile
+    update: dict[str, object] = {}
+    if repro.vllm_version:
+        update["vllm_version"] = repro.vllm_version.split("+")[0]
+    if repro.gpu_name and ident.device_kind == "gpu":
+        update["device"] = repro.gpu_name
+    return ident.model_copy(update=update)
 
 
 class _SessionTarget:
@@ -137,8 +160,9 @@ class TwinService:
         profile = await asyncio.to_thread(self._find, flags.model)
         if profile is None:
             return None
+        server = self._session.current if self._session is not None else None
         try:
-            return await asyncio.to_thread(to_prediction, profile, flags, load)
+            return await asyncio.to_thread(to_prediction, profile, flags, load, server)
         except Exception as exc:  # a command line the twin cannot read: no prediction
             self.problem = one_line(exc)
             return None
