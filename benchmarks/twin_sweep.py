@@ -69,7 +69,7 @@ from tui.tune.whatif_lane import WhatIfLane  # noqa: E402
 KV_BYTES = 64 * 2**20
 
 
-def real_spec(model: Path, quick: bool, strategy: str) -> SweepSpec:
+def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float) -> SweepSpec:
     """The real CPU grid: max_num_seqs x max_num_batched_tokens x prefix caching.
 
     Rate ``inf`` (throughput) under a p99 ITL limit that the largest batches miss, with
@@ -77,7 +77,7 @@ def real_spec(model: Path, quick: bool, strategy: str) -> SweepSpec:
     """
     params: dict[str, list[Any]] = {
         "max_num_seqs": [4, 16] if quick else [4, 8, 16, 32],
-        "max_num_batched_tokens": [256, 1024] if quick else [256, 512, 1024],
+        "max_num_batched_tokens": [256, 1024],
         "enable_prefix_caching": [True, False],
     }
     return SweepSpec.model_validate({
@@ -90,13 +90,14 @@ def real_spec(model: Path, quick: bool, strategy: str) -> SweepSpec:
         "parameters": params,
         "workload": {"input_len": 256, "output_len": 32, "num_prompts": 48,
                      "cache_hit_pct": 50},
-        "slo": {"p99_itl_ms": REAL_ITL_MS},
+        "slo": {"p99_itl_ms": itl_ms},
         "search": {"rate_search": "none"},
         "grid": {"rate_search": "none"},
     })  # fmt: skip
 
 
 REAL_ITL_MS = 60.0
+"""The p99 ITL limit of the real grid (``--itl-ms``)."""
 
 
 @dataclass(frozen=True)
@@ -212,11 +213,11 @@ def _print_trials(label: str, status: SweepStatus) -> None:
     sys.stdout.flush()
 
 
-async def run_real(quick: bool, vllm: Path, model: Path) -> Outcome:
+async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float) -> Outcome:
     """The real CPU comparison over one lane (one server at a time)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    grid_spec = real_spec(model, quick, "grid")
-    twin_spec = real_spec(model, quick, "twin")
+    grid_spec = real_spec(model, quick, "grid", itl_ms)
+    twin_spec = real_spec(model, quick, "twin", itl_ms)
     with tempfile.TemporaryDirectory(prefix="vtc-twin-sweep-") as tmp:
         options = ConsoleOptions(vllm=str(vllm), data_dir=Path(tmp), startup_timeout=300.0,
                                  autostart=False)  # fmt: skip
@@ -357,7 +358,7 @@ async def main_async(args: argparse.Namespace) -> int:
             print("the real CPU build of vLLM is not provisioned (vtc setup-cpu-vllm)")
             return 2
         print(f"real: vLLM 0.32 CPU build at {found.vllm}, {load_average()}", flush=True)
-        real = await run_real(args.quick, found.vllm, found.model)
+        real = await run_real(args.quick, found.vllm, found.model, args.itl_ms)
         _table([real])
     rows = [real] if real is not None else sim
     r, g = summary(rows)
@@ -370,6 +371,8 @@ def main() -> int:
     """Parse the options and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller spaces")
+    parser.add_argument("--itl-ms", type=float, default=REAL_ITL_MS,
+                        help="the real grid's p99 ITL limit (ms)")  # fmt: skip
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--sim-only", action="store_true", help="the simulator only (no vLLM)")
     which.add_argument("--real-only", action="store_true", help="the real CPU build only")

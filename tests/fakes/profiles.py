@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.tiny_model import write_tiny_model
+from fakes.tiny_model import write_tiny_model
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.profile import (
     FitSample,

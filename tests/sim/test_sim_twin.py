@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from fakes.profiles import KNOWN, cpu_profile, twin_samples
 
-from tests.fakes.profiles import KNOWN, cpu_profile, twin_samples
 from tui.domain.profile import PROFILE_SCHEMA, ProfileError, StepCoefficients
 from tui.domain.workload import LoadSpec
 from tui.sim.cli import run as sim_run
@@ -88,3 +88,22 @@ def test_the_simulator_runs_a_profile(profile, tmp_path: Path, monkeypatch, caps
     listing = capsys.readouterr().out
     assert "hand-made" in listing
     assert "tiny-cpu r1" in listing and "on cpu, vLLM 0.32.0" in listing
+
+
+async def test_the_whatif_lane_runs_a_profile_with_a_concurrency_cap(  # type: ignore[no-untyped-def]
+    profile, tmp_path: Path
+) -> None:
+    from tui.domain.results import SweepTag
+    from tui.tune.whatif_lane import WhatIfLane
+
+    saved = save_profile(profile, tmp_path / "data")
+    path = tmp_path / "data" / "profiles" / f"{saved.name}.json"
+    lane = WhatIfLane(["--sim-profile", str(path)])
+    started = await lane.start(profile.flags, SweepTag(sweep_id="s", trial=1))
+    assert started.ok and started.kv_tokens == profile.memory.kv_tokens
+    load = LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=4)
+    run = await lane.bench(load, model=None, goodput={})
+    twin = predict(profile, profile.flags, load).run
+    assert twin is not None
+    assert run.result.completed == 16 and run.result.max_concurrency == 4
+    assert run.result.output_throughput == pytest.approx(twin.output_throughput, rel=1e-6)

@@ -144,6 +144,8 @@ class MemorySide(BaseModel):
     non_kv_bytes: int | None = None  # requested - available KV: weights, activation, graphs
     weights_bytes: int | None = None  # "Model loading took"
     graph_bytes: int | None = None  # CUDA graph capture, when logged
+    activation_bytes: int | None = None  # the profile run's peak activation, when logged
+    non_torch_bytes: int | None = None  # non-torch memory, when logged
     gpu_memory_utilization: float | None = None
     max_model_len: int = Field(gt=0)
     max_num_seqs: int = Field(gt=0, description="resolved at calibration")
@@ -238,6 +240,7 @@ class Profile(BaseModel):
     residuals: list[Residual] = Field(default_factory=list)
     error: MeasuredError
     fit_seconds: float = 0.0  # how long the calibration took, loads included
+    serial_frontend: bool = False  # requests wait for the intake of those ahead of them
 
     def label(self) -> str:
         """``predicted (twin NAME r2, ±7%)``: what every predicted number carries."""
@@ -257,6 +260,7 @@ class FitRow:
     features: tuple[float, ...]
     target: float
     weight: float = 1.0
+    offset: float = 0.0  # seconds of the target no coefficient explains (taken off first)
 
 
 def fit_coefficients(rows: Sequence[FitRow], ridge: float = 1e-9) -> StepCoefficients:
@@ -269,7 +273,7 @@ def fit_coefficients(rows: Sequence[FitRow], ridge: float = 1e-9) -> StepCoeffic
     if not rows:
         raise ProfileError("nothing to fit: no measured loads")
     a = np.array([r.features for r in rows], dtype=float)
-    y = np.array([r.target for r in rows], dtype=float)
+    y = np.array([r.target - r.offset for r in rows], dtype=float)
     w = np.sqrt(np.array([max(r.weight, 0.0) for r in rows], dtype=float))
     a, y = a * w[:, None], y * w
     scale = np.maximum(np.abs(a).max(axis=0), 1e-12)  # columns of very different sizes

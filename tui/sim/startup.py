@@ -151,6 +151,13 @@ def sim_notes(log: VllmLog, command: SimCommand, tokenizer_note: str, exact: boo
             f"times fitted on that server, measured error {p.error.label()} "
             f"({p.error.source}); every number this server reports is predicted.",
         )
+        if command.parsed.model and command.parsed.model != p.identity.model:
+            log.warning(
+                API,
+                SIM_SRC,
+                f"vtc-sim: profile {p.name} was fitted on {p.identity.model}, not "
+                f"{command.parsed.model}: its step times are another model's.",
+            )
     else:
         log.info(
             API,

@@ -30,6 +30,7 @@ from tui.domain.profile import (
     MeasuredError,
     Profile,
     ProfileError,
+    ProfileIdentity,
     Residual,
     StepCoefficients,
     fit_coefficients,
@@ -87,6 +88,18 @@ def _engine(profile: Profile, flags: ServeFlags) -> budget.EngineConfig:
     )
 
 
+def resolved_batch(
+    flags: ServeFlags, identity: ProfileIdentity, total_bytes: int | None
+) -> tuple[int, int]:
+    """``(max_num_seqs, max_num_batched_tokens)`` vLLM resolves for ``flags`` on that device."""
+    shape = resolve_model(flags.model, model_folder(flags.model)).shape
+    eng = budget.resolve_engine(
+        flags, shape, total_bytes=total_bytes or 80 * GIB, device_name=identity.device,
+        kind=identity.device_kind,
+    )  # fmt: skip
+    return eng.max_num_seqs, eng.max_num_batched_tokens
+
+
 def _available_kv(profile: Profile, cfg: budget.EngineConfig) -> int:
     """Bytes for KV: the explicit size, else the calibration's, moved by what flags change."""
     mem = profile.memory
@@ -106,10 +119,25 @@ def _available_kv(profile: Profile, cfg: budget.EngineConfig) -> int:
     return requested - non_kv - moved
 
 
+def _kv_scale(profile: Profile) -> float:
+    """Logged over computed KV capacity at calibration (1 when the domain's bytes per token
+    are the server's): a KV dtype or layout the domain sizes differently is corrected."""
+    mem = profile.memory
+    base = _engine(profile, profile.flags)
+    available = base.kv_cache_memory_bytes or mem.kv_bytes
+    if not available or mem.kv_tokens <= 0:
+        return 1.0
+    computed = (available // base.bytes_per_block) * base.block_size
+    if computed <= 0:
+        return 1.0
+    scale = computed / mem.kv_tokens
+    return scale if 0.25 <= scale <= 4.0 else 1.0  # far off: a profile of another layout
+
+
 def twin_config(profile: Profile, flags: ServeFlags) -> TwinConfig:
     """The scheduler limits and KV capacity ``flags`` get on the profile's server."""
     cfg = _engine(profile, flags)
-    per_block = cfg.bytes_per_block
+    per_block = max(1, round(cfg.bytes_per_block * _kv_scale(profile)))
     bs = cfg.block_size
     override = cfg.num_gpu_blocks_override
     available = override * per_block if override else _available_kv(profile, cfg)
@@ -286,8 +314,10 @@ def _rows(trace: TwinTrace, measured: dict[str, float]) -> list[FitRow]:
     ttft: list[np.ndarray] = []
     e2e: list[np.ndarray] = []
     tpot: list[np.ndarray] = []
+    offsets: list[float] = []
     for t in done:
-        over = np.array([1.0, float(t.request.num_prompt_tokens)])
+        over = np.array([float(t.frontend_units), float(t.frontend_tokens)])
+        offsets.append(t.frontend_offset)
         first = span(t, t.first_step)
         full = span(t, t.last_step)
         ttft.append(np.concatenate([first, over]))
@@ -297,11 +327,14 @@ def _rows(trace: TwinTrace, measured: dict[str, float]) -> list[FitRow]:
             tpot.append(np.concatenate([(full - first) / (n - 1), np.zeros(2)]))
     rows = []
     targets = (("mean_ttft_ms", ttft), ("mean_e2el_ms", e2e), ("mean_tpot_ms", tpot))
+    offset = float(np.mean(offsets))
     for key, feats in targets:
         if key in measured and feats:
             target = measured[key] / 1000.0
             mean = np.mean(feats, axis=0)
-            rows.append(FitRow(tuple(float(x) for x in mean), target, 1.0 / target**2))
+            off = 0.0 if key == "mean_tpot_ms" else offset
+            row = FitRow(tuple(float(x) for x in mean), target, 1.0 / target**2, off)
+            rows.append(row)
     if "output_throughput" in measured:
         out = sum(len(t.request.output_ids) for t in done)
         duration = out / measured["output_throughput"]
@@ -327,7 +360,10 @@ def replay(profile: Profile, sample: FitSample) -> TwinRun | None:
     tc = twin_config(profile, sample.flags)
     if tc.config is None:
         return None
-    return measure(run_twin_load(tc.config, profile.coefficients, _shape(sample)))
+    trace = run_twin_load(
+        tc.config, profile.coefficients, _shape(sample), serial_frontend=profile.serial_frontend
+    )
+    return measure(trace)
 
 
 def residuals_of(profile: Profile, samples: Sequence[FitSample]) -> list[Residual]:
@@ -366,7 +402,8 @@ def fit_profile(
         for s in usable:
             config = configs[s.name].config
             assert config is not None
-            trace = run_twin_load(config, coef, _shape(s))
+            serial = profile.serial_frontend
+            trace = run_twin_load(config, coef, _shape(s), serial_frontend=serial)
             rows.extend(_rows(trace, sample_metrics(s.result)))
         new = fit_coefficients(rows)
         old_v, new_v = coef.as_vector(), new.as_vector()
@@ -377,6 +414,17 @@ def fit_profile(
     fitted = profile.model_copy(update={"coefficients": coef, "samples": list(samples)})
     res = residuals_of(fitted, usable)
     return fitted.model_copy(update={"residuals": res, "error": measured_error(res, "fit")})
+
+
+def fit_best(profile: Profile, samples: Sequence[FitSample]) -> Profile:
+    """:func:`fit_profile` with the API server's intake side by side and serial; the one
+    whose fit error (median, then worst) on ``samples`` is lower (the twin's structure is
+    chosen on the calibration loads alone, never on held-out ones)."""
+    fits = [
+        fit_profile(profile.model_copy(update={"serial_frontend": serial}), samples)
+        for serial in (False, True)
+    ]
+    return min(fits, key=lambda p: (p.error.median_pct, p.error.worst_pct))
 
 
 # -- predictions ------------------------------------------------------------------------------
@@ -401,7 +449,11 @@ def predict(profile: Profile, flags: ServeFlags, load: LoadSpec) -> TwinPredicti
     tc = twin_config(profile, flags)
     run = None
     if tc.config is not None:
-        run = measure(run_twin_load(tc.config, profile.coefficients, LoadShape.of(load)))
+        shape = LoadShape.of(load)
+        trace = run_twin_load(
+            tc.config, profile.coefficients, shape, serial_frontend=profile.serial_frontend
+        )
+        run = measure(trace)
     return TwinPrediction(
         starts=tc.starts,
         kv_tokens=tc.kv_tokens,

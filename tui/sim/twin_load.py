@@ -64,6 +64,12 @@ class TracedRequest:
     enter_fraction: float = 1.0  # the share of that step it waited (mid-step arrival)
     first_step: int | None = None
     last_step: int | None = None
+    # Its time before the scheduler as the overheads make it: ``units * a0 + tokens * a1 +
+    # offset`` (one request's own overhead; with a serial front end, also those queued
+    # ahead of it in the same busy period, and ``offset`` <= 0 when that began earlier).
+    frontend_units: int = 1
+    frontend_tokens: int = 0
+    frontend_offset: float = 0.0
 
 
 @dataclass
@@ -120,8 +126,14 @@ def run_twin_load(
     coefficients: StepCoefficients,
     shape: LoadShape,
     max_steps: int = 2_000_000,
+    *,
+    serial_frontend: bool = False,
 ) -> TwinTrace:
-    """Serve ``shape`` to completion on the virtual clock; the trace (see the module doc)."""
+    """Serve ``shape`` to completion on the virtual clock; the trace (see the module doc).
+
+    ``serial_frontend``: the API server takes requests in one at a time (each waits for the
+    overheads of those ahead of it), instead of each only for its own.
+    """
     requests, planned = build_requests(shape)
     sched = Scheduler(config)
     trace = TwinTrace(requests=[TracedRequest(r) for r in requests])
@@ -132,15 +144,15 @@ def run_twin_load(
     in_flight = 0
     now = 0.0
 
+    front = _FrontEnd(coefficients, serial_frontend)
+
     def dispatch(at: float) -> None:
         nonlocal next_send, in_flight
         while next_send < len(requests) and in_flight < cap:
             i = next_send
             traced = trace.requests[i]
             traced.dispatched = max(at, planned[i])
-            traced.entered = traced.dispatched + coefficients.request_seconds(
-                requests[i].num_prompt_tokens
-            )
+            front.take(traced)
             heapq.heappush(entering, (traced.entered, i, i))
             next_send += 1
             in_flight += 1
@@ -183,6 +195,27 @@ def run_twin_load(
     trace.num_preemptions = sched.num_preemptions
     trace.prefix_queries, trace.prefix_hits = sched.prefix_queries, sched.prefix_hits
     return trace
+
+
+class _FrontEnd:
+    """The API server's intake: each request's overhead, serial or side by side."""
+
+    def __init__(self, coefficients: StepCoefficients, serial: bool) -> None:
+        self.c, self.serial = coefficients, serial
+        self.free = -math.inf  # when the intake is next idle
+        self.busy_start, self.units, self.tokens = 0.0, 0, 0
+
+    def take(self, t: TracedRequest) -> None:
+        n = t.request.num_prompt_tokens
+        if not self.serial or t.dispatched >= self.free:  # idle: a new busy period
+            self.busy_start, self.units, self.tokens = t.dispatched, 0, 0
+        self.units += 1
+        self.tokens += n
+        t.frontend_units, t.frontend_tokens = self.units, self.tokens
+        t.frontend_offset = self.busy_start - t.dispatched
+        t.entered = self.busy_start + self.units * self.c.a0 + self.tokens * self.c.a1
+        if self.serial:
+            self.free = t.entered
 
 
 def _enter(trace: TwinTrace, traced: TracedRequest, at: float) -> None:

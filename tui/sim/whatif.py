@@ -163,7 +163,12 @@ class Scenario:
             output_len=workload.output_len, prefix_len=workload.prefix_len,
             request_rate=math.inf if workload.rate is None else workload.rate, seed=workload.seed,
         )  # fmt: skip
-        trace = run_twin_load(self.config, profile.coefficients, shape)
+        return self.twin_load(profile, shape)
+
+    def twin_load(self, profile: Profile, shape: LoadShape) -> SimulationResult:
+        """``shape`` (a concurrency cap included) on the twin of ``profile``."""
+        serial = profile.serial_frontend
+        trace = run_twin_load(self.config, profile.coefficients, shape, serial_frontend=serial)
         return SimulationResult(
             duration=trace.end, requests=[t.request for t in trace.requests],
             steps=len(trace.steps), num_preemptions=trace.num_preemptions,

@@ -84,6 +84,14 @@ def load_profile(name_or_file: str, data_dir: Path | None = None) -> Profile:
     return read_profile(path)
 
 
+def profile_file(name_or_file: str, data_dir: Path | None = None) -> Path:
+    """The file :func:`load_profile` would read (checked: it must hold a profile)."""
+    load_profile(name_or_file, data_dir)
+    if name_or_file.endswith(".json") or os.sep in name_or_file:
+        return Path(name_or_file).expanduser().resolve()
+    return profile_path(name_or_file, data_dir)
+
+
 def save_profile(profile: Profile, data_dir: Path | None = None) -> Profile:
     """Write ``profile`` under its name as the next revision; the saved profile."""
     path = profile_path(profile.name, data_dir)

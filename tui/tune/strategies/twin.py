@@ -145,7 +145,7 @@ class TwinFirst:
         spec = ctx.spec
         twin = twin_of(ctx)
         candidates = await self._candidates(ctx, ctx.pruner or Pruner())
-        ctx.planned = len(candidates)
+        ctx.planned = None  # the real starts it takes are not known before it measures
         procedure = trial_procedure(spec)
         ctx.notes.append(f"twin: {twin.label}; {len(candidates)} candidates ranked on it")
         recent: list[float] = []  # the last batch's prediction errors, out of sample
