@@ -194,3 +194,14 @@ async def test_a_space_nothing_can_start_in_fails_with_why(server: HiddenServer)
     assert "nothing in the space can start" in status.message
     (pruned,) = status.trials
     assert pruned.state is TrialState.PRUNED and "max_num_seqs (512)" in pruned.diagnosis
+
+
+def test_a_profile_of_another_model_is_marked_in_every_prediction(tmp_path: Path) -> None:
+    from tests.fakes.profiles import cpu_profile
+
+    profile = cpu_profile(tmp_path / "m", name="elsewhere")
+    same = ProfileTwin(profile, model=profile.identity.model)
+    other = ProfileTwin(profile, model="Qwen/Qwen2.5-0.5B-Instruct")
+    assert same.label == profile.label()
+    assert other.label.startswith(profile.label())
+    assert "model Qwen/Qwen2.5-0.5B-Instruct (profile: " in other.label

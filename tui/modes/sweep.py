@@ -90,7 +90,8 @@ class SweepMode:
         if self.spec.twin.profile is None:
             return None
         profile = load_profile(self.spec.twin.profile, self.data_dir(options))
-        return ProfileTwin(profile, objective_key=OBJECTIVE_KEYS[self.spec.objective])
+        key = OBJECTIVE_KEYS[self.spec.objective]
+        return ProfileTwin(profile, objective_key=key, model=self.spec.base.model)
 
     def lane_parts(self, options: ConsoleOptions) -> list[LaneParts]:
         """Every lane (raises :class:`SetupError` for what cannot run)."""

@@ -30,10 +30,11 @@ from tui.domain.profile import (
     Profile,
     ProfileError,
     ProfileIdentity,
+    identity_mismatch,
 )
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
-from tui.sim.twin import INITIAL, fit_profile
+from tui.sim.twin import INITIAL, fit_best, fit_profile
 from tui.store.private import private_dir
 from tui.tune.lanes import Lane
 from tui.tune.twin import TwinObservation
@@ -101,7 +102,13 @@ def sample_of(obs: TwinObservation, name: str) -> FitSample:
 class ProfileTwin:
     """The what-if lane on a profile, fitted again with every real trial."""
 
-    def __init__(self, profile: Profile, *, objective_key: str = "output_throughput") -> None:
+    def __init__(
+        self, profile: Profile, *, objective_key: str = "output_throughput", model: str = ""
+    ) -> None:
+        # A profile of another model is marked in every label (issue 20, item 6).
+        ident = profile.identity
+        other = identity_mismatch(ident, ident.model_copy(update={"model": model or ident.model}))
+        self._caveat = f" [{'; '.join(other)}]" if other else ""
         self._base = profile
         self._profile = profile
         self._key = objective_key
@@ -130,8 +137,8 @@ class ProfileTwin:
     def label(self) -> str:
         """``predicted (twin NAME rR, ±E%)``, or that it is not fitted yet."""
         if self.cold:
-            return f"predicted (twin {self._profile.name}, not fitted yet)"
-        return self._profile.label()
+            return f"predicted (twin {self._profile.name}, not fitted yet){self._caveat}"
+        return self._profile.label() + self._caveat
 
     @property
     def stated_error(self) -> float | None:
@@ -154,8 +161,11 @@ class ProfileTwin:
         """Fit the profile again over its own samples and every real observation."""
         own = list(self._base.samples)
         samples = own + [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
+        # A cold profile's first fit also chooses the API server's intake (side by side or
+        # serial) on its loads, as a calibration does; later refits keep what it chose.
+        fit = fit_best if self.cold else fit_profile
         try:
-            fitted = await asyncio.to_thread(fit_profile, self._base, samples)
+            fitted = await asyncio.to_thread(fit, self._profile, samples)
         except ProfileError:
             return  # nothing it could serve: the twin stays as it was
         self.refits += 1

@@ -81,9 +81,9 @@ def twin_of(ctx: SweepContext) -> Twin:
         return ctx.twin
     spec = ctx.spec
     key = OBJECTIVE_KEYS[spec.objective]
-    if spec.twin.profile is not None:
-        return ProfileTwin(load_profile(spec.twin.profile), objective_key=key)
     base = spec.base.flags_for({})
+    if spec.twin.profile is not None:
+        return ProfileTwin(load_profile(spec.twin.profile), objective_key=key, model=base.model)
     if base.kv_cache_memory_bytes is not None:  # the KV capacity needs no calibration
         return ProfileTwin(cold_profile(base), objective_key=key)
     return catalogue_twin(spec.sim_gpu, spec.goodput_slos())
