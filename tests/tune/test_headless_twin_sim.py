@@ -63,4 +63,6 @@ def test_a_demo_twin_sweep_ranks_on_the_twin_and_confirms_on_the_server(tmp_path
     best = report["best"]
     assert best["slo_met"] and best["run_id"] in {t["run_id"] for t in measured}
     runs = [r for r in stored_runs(data / "demo-runs.sqlite") if r.sweep is not None]
-    assert sorted(r.id for r in runs) == sorted(t["run_id"] for t in measured)
+    assert {t["run_id"] for t in measured} <= {r.id for r in runs}
+    # every run on the board is a real trial's (its loads), none a prediction's
+    assert {r.sweep.trial for r in runs if r.sweep} == {t["index"] for t in measured}

@@ -95,5 +95,6 @@ def test_a_twin_sweep_confirms_its_best_on_the_real_server(
     assert "twin:" in "\n".join(report["notes"])
 
     runs = {r.id: r for r in stored_runs(data / "runs.sqlite") if r.sweep is not None}
-    assert set(runs) == {t["run_id"] for t in measured}  # one run per real start, no more
+    # every run on the board is a real trial's (its loads), none a prediction's
+    assert {r.sweep.trial for r in runs.values() if r.sweep} == {t["index"] for t in measured}
     assert runs[best["run_id"]].bench is not None  # the board holds its measurement
