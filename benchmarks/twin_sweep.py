@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -69,11 +70,14 @@ from tui.tune.whatif_lane import WhatIfLane  # noqa: E402
 KV_BYTES = 64 * 2**20
 
 
-def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float) -> SweepSpec:
+def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float | None) -> SweepSpec:
     """The real CPU grid: max_num_seqs x max_num_batched_tokens x prefix caching.
 
-    Rate ``inf`` (throughput) under a p99 ITL limit that the largest batches miss, with
-    half of each prompt a shared prefix (one 128-token CPU block), so caching matters.
+    Rate ``inf``, output throughput, half of each prompt a shared prefix (one 128-token CPU
+    block), so caching matters. The SLO is a lax p99 E2EL bound (every start that serves
+    meets it) unless ``itl_ms`` adds a p99 ITL limit: on this shared 2-core machine a p99
+    ITL moved 8-208 ms between configurations and 2x between repeats of one (2026-11-28),
+    so a limit on it decides feasibility by the machine's noise more than by the flags.
     """
     params: dict[str, list[Any]] = {
         "max_num_seqs": [4, 16] if quick else [4, 8, 16, 32],
@@ -90,14 +94,12 @@ def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float) -> SweepSp
         "parameters": params,
         "workload": {"input_len": 256, "output_len": 32, "num_prompts": 48,
                      "cache_hit_pct": 50},
-        "slo": {"p99_itl_ms": itl_ms},
+        "slo": {"p99_e2el_ms": 60000, **({"p99_itl_ms": itl_ms} if itl_ms else {})},
         "search": {"rate_search": "none"},
         "grid": {"rate_search": "none"},
     })  # fmt: skip
 
 
-REAL_ITL_MS = 60.0
-"""The p99 ITL limit of the real grid (``--itl-ms``)."""
 
 
 @dataclass(frozen=True)
@@ -213,8 +215,9 @@ def _print_trials(label: str, status: SweepStatus) -> None:
     sys.stdout.flush()
 
 
-async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float) -> Outcome:
-    """The real CPU comparison over one lane (one server at a time)."""
+async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float | None) -> Outcome:
+    """The real CPU comparison over one lane (one server at a time; Ctrl-C or SIGTERM stops
+    the server in flight on the way out)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     grid_spec = real_spec(model, quick, "grid", itl_ms)
     twin_spec = real_spec(model, quick, "twin", itl_ms)
@@ -227,6 +230,10 @@ async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float) -> Outco
         client = local_client(Credentials.from_env(os.environ))
         lanes: list[Lane] = [SessionLane(s, client, name=p.name, ready_timeout_s=300.0)
                              for s, p in zip(sessions, parts, strict=True)]  # fmt: skip
+        me = asyncio.current_task()
+        assert me is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):  # cancel: the finally stops the servers
+            asyncio.get_running_loop().add_signal_handler(sig, me.cancel)
         try:
             for session in sessions:
                 await session.start()
@@ -371,8 +378,8 @@ def main() -> int:
     """Parse the options and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller spaces")
-    parser.add_argument("--itl-ms", type=float, default=REAL_ITL_MS,
-                        help="the real grid's p99 ITL limit (ms)")  # fmt: skip
+    parser.add_argument("--itl-ms", type=float, default=None,
+                        help="add a p99 ITL limit (ms) to the real grid's SLO")  # fmt: skip
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--sim-only", action="store_true", help="the simulator only (no vLLM)")
     which.add_argument("--real-only", action="store_true", help="the real CPU build only")
