@@ -97,6 +97,17 @@ def test_the_same_spec_resumes_the_same_sweep() -> None:
     assert spec().sweep_id() != spec(objective="goodput").sweep_id()
 
 
+def test_the_twin_options_at_their_defaults_keep_older_sweep_ids() -> None:
+    import hashlib
+    import json
+
+    data = spec().model_dump(mode="json")
+    del data["twin"]  # a spec as it was written before the twin strategy existed
+    before = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:10]
+    assert spec().fingerprint() == before
+    assert spec(twin={"tolerance": 0.05}).fingerprint() != before
+
+
 @pytest.mark.parametrize("path", sorted(PRESETS.glob("*.toml")), ids=lambda p: p.name)
 def test_every_shipped_spec_loads(path: Path) -> None:
     s = load_spec(path)

@@ -49,3 +49,35 @@ def test_invalid_field_and_failed_card_snapshot(snap_compare: Any) -> None:
 
     app = create_app(populated_session(), clock=None)
     assert snap_compare(app, terminal_size=(80, 24), run_before=edit_and_scroll)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_twin_line_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The form's twin line (issue 20): what the edited flags would do, labelled predicted."""
+    from ui_fakes import FakeTwin
+
+    from tui.domain.prediction import Prediction
+
+    session = populated_session()
+    prediction = Prediction(
+        profile="gpu-box r3",
+        error_pct=6.0,
+        starts=True,
+        kv_tokens=448928,
+        output_throughput=2345.0,
+        p99_ttft_ms=120.0,
+        p99_e2el_ms=2100.0,
+    )
+    session.twin = FakeTwin(prediction)
+
+    async def edit(pilot: Pilot[Any]) -> None:
+        await feed_telemetry(pilot)
+        pilot.app.main_screen.form.field("max_num_seqs").set_value("64")
+        for _ in range(50):  # the prediction comes from a worker: wait for its line
+            await pilot.pause(0.05)
+            if session.twin is not None and session.twin.predicted:
+                break
+        await pilot.pause()
+
+    app = create_app(session, clock=None)
+    assert snap_compare(app, terminal_size=size, run_before=edit)

@@ -8,6 +8,7 @@ Everything here is fixed data: no clocks, no randomness.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from rich.console import Console
 from textual.app import App
 from textual.widgets import Static
 
+from tui.domain.calibration import Progress
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
@@ -28,6 +30,7 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
+from tui.domain.prediction import Prediction
 from tui.domain.presets import Preset
 from tui.domain.record import apply
 from tui.domain.results import (
@@ -123,6 +126,7 @@ class FakeSession:
         self.closed = False
         self.load_running = False  # a test sets it: the fake's loads end at once
         self.sweeps: FakeSweeps | None = FakeSweeps(self) if can_restart else None
+        self.twin: FakeTwin | None = None  # a test sets one: the console's twin
         self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
         self.tools = FakeTools()
         self.server_config: ServerConfig | None = None  # attached: what was read (tests set it)
@@ -145,6 +149,7 @@ class FakeSession:
             notices=self.notices,
             no_flag_list=never,
             sweeps=self.sweeps,
+            twin=self.twin,
         )
 
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
@@ -237,6 +242,37 @@ class FakeSession:
         if self.current is not None and self.current.id == record.id:
             self.current = record
         self.emit(RunUpdated(record))
+
+
+class FakeTwin:
+    """A twin whose predictions are given and whose calibration the test steps through.
+
+    ``predict`` answers ``prediction`` (recording each call); ``calibrate`` reports each
+    :class:`Progress` the test puts on ``steps`` and ends when it puts ``None``.
+    """
+
+    def __init__(self, prediction: Prediction | None) -> None:
+        self.prediction = prediction
+        self.predicted: list[tuple[ServeFlags, LoadSpec]] = []
+        self.steps: asyncio.Queue[Progress | None] = asyncio.Queue()
+        self.calibrating = False
+        self.calibrated: list[str] = []
+
+    async def predict(self, flags: ServeFlags, load: LoadSpec) -> Prediction | None:
+        """The given prediction."""
+        self.predicted.append((flags, load))
+        return self.prediction
+
+    async def calibrate(self, name: str, on_progress: Callable[[Progress], None]) -> str:
+        """Report the test's steps until it puts ``None``."""
+        self.calibrating = True
+        try:
+            while (step := await self.steps.get()) is not None:
+                on_progress(step)
+        finally:
+            self.calibrating = False
+        self.calibrated.append(name)
+        return f"twin {name} r1 saved: fit error ±6%"
 
 
 class FakeSweeps:

@@ -28,6 +28,7 @@ from tui.app import top as top_cli
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
+from tui.app.calibrate import add_calibrate_parser, run_calibrate_command
 from tui.app.output import inert_output
 from tui.app.setup import cmd_setup_cpu_vllm
 from tui.app.sweep import add_sweep_parser, run_sweep_command
@@ -76,6 +77,12 @@ def _parser() -> argparse.ArgumentParser:
         default="linux",
         help="demo: the simulated machine's OS (wsl2: no UVA, so vLLM 0.33's model runner V2 "
         "fails until VLLM_USE_V2_MODEL_RUNNER=0)",
+    )
+    parser.add_argument(
+        "--sim-profile",
+        metavar="NAME|FILE",
+        help="a twin profile (`vtc calibrate`): --demo simulates that server; otherwise its "
+        "twin predicts each edited command line and load, labelled predicted",
     )
     parser.add_argument(
         "--gpu-metrics-url",
@@ -137,6 +144,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     add_board_parsers(sub)
     add_sweep_parser(sub)
+    add_calibrate_parser(sub)
     stop = sub.add_parser(
         "stop", help="stop the server a vtc console started and left running (after a hang-up)",
         description="Stop the server a vtc console started and left running (a hang-up "
@@ -263,6 +271,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         return run_console(ConsoleOptions.from_args(args, serve_args))
     with inert_output():  # text from outside reaches the terminal inert
+        if args.command == "calibrate":
+            return run_calibrate_command(args, serve_args)
         return _headless(args)
 
 

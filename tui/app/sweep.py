@@ -1,4 +1,4 @@
-"""``vtc sweep SPEC.toml [--demo] [--strategy auto_tune|grid|search] [--json FILE]``.
+"""``vtc sweep SPEC.toml [--demo] [--strategy auto_tune|grid|search|twin] [--json FILE]``.
 
 Builds the sweep mode's sessions (one per GPU lane), runs the strategy over them, prints
 progress (one updating line on a terminal, plain lines otherwise, a line per finished
@@ -46,7 +46,8 @@ def add_sweep_parser(subparsers: Any) -> None:
     """Register ``vtc sweep``."""
     p = subparsers.add_parser(
         "sweep",
-        help="tune serve flags headless: auto_tune.sh's search, a grid, or a model-based search",
+        help="tune serve flags headless: auto_tune.sh's search, a grid, a model-based search, "
+        "or twin-first (rank on the twin, confirm on the server)",
         description="Run a sweep spec (presets/sweeps/*.toml) against real servers (the "
         "simulator with --demo). Resumes a stopped sweep of the same spec.",
     )
@@ -147,6 +148,7 @@ async def _locked_sweep(
     data_dir: Path,
 ) -> int:
     parts = await asyncio.to_thread(mode.lane_parts, options)
+    twin = await asyncio.to_thread(mode.twin, options)
     journal = await asyncio.to_thread(_journal, data_dir, spec, args.fresh)
     sessions = [
         assemble(p.info, p.services, poll_interval_s=options.poll_interval_s) for p in parts
@@ -161,8 +163,9 @@ async def _locked_sweep(
     if journal.finished:
         print(f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}", file=out)
     run = SweepRun(
-        spec, lanes, journal=journal, pruner=Pruner(parts[0].estimator), emit=printer.show
-    )
+        spec, lanes, journal=journal, pruner=Pruner(parts[0].estimator), emit=printer.show,
+        twin=twin,
+    )  # fmt: skip
     started = datetime.now()
     with _stop_on_signals(run):
         try:

@@ -25,6 +25,7 @@ from tui.domain.events import (
     ServerEvent,
     StageReached,
 )
+from tui.domain.prediction import Prediction
 from tui.domain.results import (
     BenchResult,
     Reproduction,
@@ -46,6 +47,7 @@ class LoadRecorded:
     workload: LoadSpec
     peaks: TelemetryPeaks
     server_latency: ServerLatency | None = None
+    prediction: Prediction | None = None  # the twin's, made before the load ran
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ def _load_recorded(record: RunRecord, event: LoadRecorded) -> RunRecord:
             "workload": event.workload,
             "peaks": event.peaks,
             "server_latency": event.server_latency,
+            "prediction": event.prediction,
         }
     )
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.prediction import Prediction
 from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
 from tui.domain.workload import Endpoint, LoadSpec
 
@@ -236,6 +237,8 @@ class RunRecord(BaseModel):
     server_pid: int | None = None
     last_seen: datetime | None = None  # a lost run: when its server was last known alive
     load_of: int | None = None  # a further load on that run's server (None: its own start)
+    # What the twin of the server predicted for the load, before it ran (issue 20).
+    prediction: Prediction | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -83,6 +83,11 @@ class AttachMode:
             host=HostReader() if local else None,
             gpu_policy=gpu.policy,
             files=ConsoleFiles(data_dir),
+            twin=True,
+            twin_profile=options.sim_profile,
+            twin_runner=lambda: ProcessLoadRunner(
+                api_key=credentials.api_key, credential=url_credential
+            ),
         )
         info = SessionInfo(
             label=f"attached: {url}",

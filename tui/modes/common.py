@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +42,7 @@ from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.service import SweepService
+from tui.tune.twin_service import TwinService
 
 
 @dataclass
@@ -164,6 +165,10 @@ class Services:
     release: ReleaseWaiter | None = None
     reproducer: Reproducer | None = None
     files: ConsoleFiles | None = None  # exports, saved presets, log tails (the board's keys)
+    twin_gpu: str | None = None  # the demo's catalogue GPU: the twin of its simulated server
+    twin: bool = False  # predictions by the twin of the watched server (the console's modes)
+    twin_profile: str | None = None  # --sim-profile: that profile (else one of the model's)
+    twin_runner: Callable[[], LoadRunnerLike] | None = None  # a calibration's load runner
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
@@ -177,9 +182,16 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     if services.slot.can_launch:
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, machine=info.label,
+            estimator=services.estimator, machine=info.label, twin_gpu=services.twin_gpu,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
+    twin = None
+    if services.twin:
+        twin = TwinService(
+            services.store.path.parent, services.twin_profile, local_client,
+            runner=services.twin_runner,
+        )  # fmt: skip
+        info = dataclasses.replace(info, twin=twin)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])
     hub = TelemetryHub(
         emit=bus.emit,
@@ -205,6 +217,8 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     )
     if sweeps is not None:
         sweeps.bind(session)
+    if twin is not None:
+        twin.bind(session)
     return session
 
 

@@ -34,6 +34,7 @@ from tui.sim.catalog import DEFAULT_GPU, UnknownGpuError, resolve_gpu
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
+from tui.store.profiles import profile_file
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
 NO_FLAG_LIST = "demo: the simulator's flags are the declared ones"
@@ -87,9 +88,12 @@ class DemoMode:
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         if options.sim_host != "linux":
             launch_args += ["--sim-host", options.sim_host]
+        if options.sim_profile:
+            launch_args += ["--sim-profile", str(profile_file(options.sim_profile, data_dir))]
         services = Services(
             store=store,
             history=history,
+            twin_gpu=gpu,
             slot=ServerSlot(
                 launcher=launcher,
                 existing=back.existing,
@@ -109,6 +113,9 @@ class DemoMode:
             ),
             estimator=estimator,
             files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
+            twin=True,
+            twin_profile=options.sim_profile,
+            twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),

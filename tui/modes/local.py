@@ -123,6 +123,9 @@ class LocalVllmMode:
                 versions=nvml.versions if nvml is not None else None,
             ),
             files=ConsoleFiles(data_dir),
+            twin=True,
+            twin_profile=options.sim_profile,
+            twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",

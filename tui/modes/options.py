@@ -35,6 +35,7 @@ class ConsoleOptions:
     poll_interval_s: float = 1.0
     attach: str | None = None  # the URL of a server this console watches but did not start
     attach_log: Path | None = None  # that server's startup log, read for its flags
+    sim_profile: str | None = None  # a twin profile: the demo simulates it, others predict
 
     @classmethod
     def from_args(

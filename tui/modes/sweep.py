@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tui.domain.credentials import Credentials
+from tui.domain.sweep.slo import OBJECTIVE_KEYS
 from tui.domain.sweep.spec import SweepSpec
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
@@ -32,9 +33,12 @@ from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.sim.catalog import DEFAULT_GPU
 from tui.store.history import default_data_dir
+from tui.store.profiles import load_profile
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.gpus import gpus_per_trial, lanes, visible_gpus
 from tui.tune.prune import Estimator
+from tui.tune.twin import Twin, catalogue_twin
+from tui.tune.twin_profile import ProfileTwin
 
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 
@@ -72,6 +76,22 @@ class SweepMode:
     def data_dir(self, options: ConsoleOptions) -> Path:
         """Where the runs, logs, state files and journals go."""
         return options.data_dir or default_data_dir()
+
+    def twin(self, options: ConsoleOptions) -> Twin | None:
+        """The twin-first strategy's twin: the demo's own catalogue GPU (the simulator's
+        model, scaled to its runs), or the spec's ``[twin] profile`` from the data dir;
+        ``None`` for other strategies, or to let it calibrate a cold profile on its first
+        start."""
+        if self.spec.strategy != "twin":
+            return None
+        if options.demo:
+            gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_GPU
+            return catalogue_twin(gpu, self.spec.goodput_slos())
+        if self.spec.twin.profile is None:
+            return None
+        profile = load_profile(self.spec.twin.profile, self.data_dir(options))
+        key = OBJECTIVE_KEYS[self.spec.objective]
+        return ProfileTwin(profile, objective_key=key, model=self.spec.base.model)
 
     def lane_parts(self, options: ConsoleOptions) -> list[LaneParts]:
         """Every lane (raises :class:`SetupError` for what cannot run)."""

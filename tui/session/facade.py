@@ -9,8 +9,9 @@ run, launch) and routes the server's events into the run book and the hub.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from tui.domain.errors import VtcError
@@ -18,7 +19,7 @@ from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
-from tui.domain.record import RunEnded
+from tui.domain.record import LoadRecorded, RunEnded
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
 from tui.domain.server_config import ServerConfig
 from tui.domain.telemetry import ServerMetrics
@@ -28,7 +29,7 @@ from tui.session.bus import EventBus
 from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
-from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo
+from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo, TwinControl
 from tui.session.preflight import Preflight
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
@@ -39,6 +40,34 @@ Slos = Mapping[str, float]
 """Goodput SLOs in ms, bench serve's ``--goodput`` (they travel with each load)."""
 REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
+
+
+Keep = Callable[[LoadRecorded], Awaitable[object]]
+
+
+async def _keep(
+    twin: TwinControl | None,
+    record: RunRecord,
+    spec: LoadSpec,
+    record_load: Callable[[int, LoadRecorded], Awaitable[object]],
+) -> Keep:
+    """How a load on ``record``'s server is kept: by the run book, with the twin's
+    prediction of it (made now, before the load runs) when there is a twin."""
+    assert record.id is not None
+    keep: Keep = functools.partial(record_load, record.id)
+    if twin is None:
+        return keep
+    try:
+        prediction = await twin.predict(record.flags, spec)
+    except Exception:  # a twin that cannot predict never stops a load
+        return keep
+    if prediction is None:
+        return keep
+
+    async def with_prediction(event: LoadRecorded) -> object:
+        return await keep(dataclasses.replace(event, prediction=prediction))
+
+    return with_prediction
 
 
 class ReleaseWaiter(Protocol):
@@ -225,7 +254,7 @@ class Session:
         if self.state is not ServerState.READY or record is None or record.id is None or not url:
             raise VtcError(f"the server is {self.state.value}, not ready", hint="start it with r")
         model = model or record.flags.served_model_name or record.flags.model
-        keep = functools.partial(self._book.record_load, record.id)
+        keep = await _keep(self.info.twin, record, spec, self._book.record_load)
         return await self._loads.run_kept(spec, url, model, goodput, watch=self._hub, keep=keep)
 
     async def fresh_metrics(self) -> ServerMetrics | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.domain.advice import Advice
+from tui.domain.calibration import Progress
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
@@ -20,6 +21,7 @@ from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.freshness import Freshness
 from tui.domain.history import TelemetryHistory
 from tui.domain.log_tail import LogTail
+from tui.domain.prediction import Prediction
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.server_config import ServerConfig
@@ -78,6 +80,26 @@ SessionEvent = (
     | TelemetryStatus
 )
 """Everything a session reports to its subscribers, on its event loop, in order."""
+
+
+class TwinControl(Protocol):
+    """The twin of the watched server (``tui.tune.twin_service`` implements it).
+
+    Predictions run off the console's loop; every one carries its label (``predicted
+    (twin NAME rN, ±E%)``). ``calibrating``: a calibration of the watched server runs.
+    """
+
+    @property
+    def calibrating(self) -> bool: ...
+
+    async def predict(self, flags: ServeFlags, load: LoadSpec) -> Prediction | None:
+        """The twin's figures for ``flags`` and ``load`` (``None``: no profile fits)."""
+        ...
+
+    async def calibrate(self, name: str, on_progress: Callable[[Progress], None]) -> str:
+        """Calibrate the watched server into profile ``name`` (it becomes the twin); one
+        line saying what was saved."""
+        ...
 
 
 class LaunchWithdrawn(VtcError):
@@ -142,6 +164,7 @@ class SessionInfo:
     protected_runs: frozenset[int] = frozenset()
     no_flag_list: str | None = None
     sweeps: SweepControl | None = None  # None: this mode runs no sweeps (attached)
+    twin: TwinControl | None = None  # the twin of the watched server (predictions)
 
 
 class SessionTools(Protocol):

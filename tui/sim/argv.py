@@ -28,6 +28,7 @@ from tui.domain.flags.config_yaml import ConfigYamlError, load_config_mapping, v
 from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import (
     DEFAULT_SIM_VLLM_VERSION,
@@ -42,6 +43,7 @@ from tui.sim.vllm_flags import (
     serve_cli,
     values_for,
 )
+from tui.store.profiles import load_profile
 
 UVICORN_LEVELS = ("critical", "debug", "error", "info", "trace", "warning")
 
@@ -85,6 +87,7 @@ class SimOptions:
     vllm_version: str = DEFAULT_SIM_VLLM_VERSION  # --sim-vllm-version: the vLLM it speaks
     host: str = "linux"  # --sim-host: wsl2 offers no UVA (model runner V2 cannot start)
     runner_v2: bool = False  # model runner V2 in use: the version's default or the variable
+    profile: Profile | None = None  # --sim-profile: the twin of a calibrated server
 
 
 @dataclass(frozen=True)
@@ -207,6 +210,7 @@ SIM_FLAGS = (
     "--sim-fixed-itl-ms",
     "--sim-vllm-version",
     "--sim-host",
+    "--sim-profile",
 )
 
 
@@ -286,8 +290,15 @@ def split_sim_options(
         runner_v2 = uses_model_runner_v2(version, environ)
     except ValueError as exc:  # vLLM's envs.py fails the same way, at its first read
         raise ArgvError(f"VLLM_USE_V2_MODEL_RUNNER: {exc}") from exc
+    profile = None
+    if "--sim-profile" in raw:
+        try:
+            profile = load_profile(raw["--sim-profile"])
+        except ProfileError as exc:
+            raise ArgvError(f"argument --sim-profile: {exc.one_line()}") from exc
+    fixed = _fixed_timing(raw)
     options = SimOptions(
-        gpu, num_gpus, speed, used, seed, _fixed_timing(raw), version, host, runner_v2
+        gpu, num_gpus, speed, used, seed, fixed, version, host, runner_v2, profile=profile
     )
     return options, rest
 

@@ -19,6 +19,7 @@ from tui.sim.metrics import GpuGaugeSource, SimMetrics
 from tui.sim.model_files import model_folder
 from tui.sim.scheduler import Scheduler, SchedulerConfig
 from tui.sim.tokenizer import Tokenizer, load_tokenizer
+from tui.sim.twin import TwinCost
 
 
 def build_tokenizer(
@@ -84,9 +85,10 @@ def build_engine(
         metrics.publish_kv_offload(
             sim.vllm_version, int(offload * 2**30), cap.bytes_per_block, cap.block_size
         )
+    profile = sim.profile
     metrics.set_sim_info(
-        sim.gpu.key,
-        sim.gpu.name,
+        f"twin:{profile.name}" if profile else sim.gpu.key,
+        profile.identity.device if profile else sim.gpu.name,
         sim.num_gpus,
         sim.speed,
         "fixed" if sim.fixed is not None else "model",
@@ -104,15 +106,19 @@ def build_engine(
             max_loras=lora.max_loras if lora.enabled else 0,
         )
     )
+    cost = CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None)
+    if profile is not None:
+        cost = TwinCost.of(cost, profile.coefficients)
     engine = AsyncEngine(
         scheduler,
-        CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None),
+        cost,
         metrics,
         tokenizer,
         log,
         speed=sim.speed,
         seed=sim.seed,
         mfu_metrics=front.mfu_metrics,
+        admit_delay=profile.coefficients.request_seconds if profile else None,
     )
     add_gpu_gauges(metrics, engine, cfg, plan)
     return engine

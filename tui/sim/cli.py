@@ -14,17 +14,20 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from tui.domain.flags.serve import ArgvError
+from tui.domain.inert import inert
 from tui.sim.argv import UnrecognizedArgs, parse_command
 from tui.sim.catalog import DEFAULT_GPU, GPUS, catalog_models
 from tui.sim.logs import VERSION, VllmLog
 from tui.sim.server import SimServer
 from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, SIM_VLLM_VERSIONS
+from tui.store.profiles import list_profiles
 
 HELP = f"""\
 usage: vtc-sim serve MODEL [vllm serve flags] [--sim-gpu NAME] [--sim-gpus N]
                      [--sim-speed X] [--sim-gpu-used-gb X] [--sim-seed N]
                      [--sim-fixed-ttft-ms MS] [--sim-fixed-itl-ms MS]
                      [--sim-vllm-version V] [--sim-host linux|wsl2]
+                     [--sim-profile NAME|FILE]
        vtc-sim gpus        list the simulated GPUs and the models it knows
        vtc-sim --version   the vLLM version it speaks ({VERSION})
 
@@ -49,6 +52,10 @@ Simulator options:
   --sim-host linux|wsl2  the machine's OS; under wsl2 CUDA offers no UVA, so vLLM 0.33's
                          model runner V2 stops with "UVA is not available" unless the
                          server's environment has VLLM_USE_V2_MODEL_RUNNER=0
+  --sim-profile NAME|FILE
+                         the twin of a calibrated server (`vtc calibrate`): its step times,
+                         request overheads, KV capacity and vLLM's defaults for its device
+                         replace the GPU model; `vtc-sim gpus` lists the profiles
 """
 
 _VLLM_USAGE = (
@@ -67,7 +74,7 @@ def _usage_error(err: TextIO, usage: str, prog: str, message: str) -> int:
 
 
 def _catalog(out: TextIO) -> int:
-    out.write("Simulated GPUs (--sim-gpu; * the default):\n")
+    out.write("Simulated GPUs (--sim-gpu; * the default; hand-made from datasheet figures):\n")
     for gpu in GPUS.values():
         fp8 = "fp8" if gpu.supports_fp8 else "no fp8"
         mark = "*" if gpu.key == DEFAULT_GPU else " "
@@ -75,6 +82,17 @@ def _catalog(out: TextIO) -> int:
             f"{mark} {gpu.key:14} {gpu.name:26} {gpu.memory_gib:6.2f} GiB  "
             f"{gpu.bandwidth_gbs:5.0f} GB/s  {gpu.fp16_tflops:5.0f} TFLOPS fp16  {fp8}\n"
         )
+    profiles = list_profiles()
+    out.write(
+        "Twin profiles (--sim-profile NAME|FILE; fitted on a real server by `vtc calibrate`):\n"
+    )
+    if not profiles:
+        out.write("  none yet\n")
+    for p in profiles:
+        if p.usable:
+            out.write(f"  {inert(p.name)} r{p.revision}  {inert(p.description)}  error {p.error}\n")
+        else:
+            out.write(f"  {inert(p.name)}  not usable: {inert(p.error)}\n")
     out.write("Models (or a directory with a config.json):\n")
     for name in catalog_models():
         out.write(f"  {name}\n")

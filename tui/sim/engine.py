@@ -81,6 +81,7 @@ class AsyncEngine:
         stats_interval: float = 10.0,
         kv_device: str = "GPU",
         mfu_metrics: bool = False,
+        admit_delay: Callable[[int], float] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.cost = cost
@@ -95,6 +96,8 @@ class AsyncEngine:
         self._gen_vocab = tokenizer.generation_vocab()
         self._gen_text = dict(self._gen_vocab)
         self._mfu = mfu_metrics
+        # A twin's per-request overhead (HTTP, tokenization) before the scheduler sees it.
+        self._admit_delay = admit_delay
         self._lora_seen: tuple[list[str], list[str]] | None = None
         self._handles: dict[int, RequestHandle] = {}
         self._wake = asyncio.Event()
@@ -160,9 +163,18 @@ class AsyncEngine:
         )
         handle = RequestHandle(request=req, max_tokens_param=max_tokens)
         self._handles[id(req)] = handle
+        delay = self._admit_delay(len(prompt_ids)) / self.speed if self._admit_delay else 0.0
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self._admit, req)
+        else:
+            self._admit(req)
+        return handle
+
+    def _admit(self, req: SimRequest) -> None:
+        if req.status is RequestStatus.FINISHED:
+            return  # aborted before it reached the scheduler
         self.scheduler.add(req)
         self._wake.set()
-        return handle
 
     def abort(self, handle: RequestHandle) -> None:
         """Abort one request (client went away); its queue gets a final ``abort`` chunk."""

@@ -34,6 +34,7 @@ from tui.sim.memory import (
     resolve,
 )
 from tui.sim.model_files import model_folder
+from tui.sim.twin import twin_plan
 from tui.sim.validation import ConfigError, ErrorItem, first_config_error
 from tui.sim.versions import kv_sources
 
@@ -92,6 +93,8 @@ def check_command(command: SimCommand) -> Checked:
     cfg = resolve(flags, entry, hardware, front.performance_mode)
     lora_bytes = lora_weight_bytes(entry.shape, lora, cfg.dtype_bytes, cfg.tensor_parallel_size)
     plan = plan_memory(cfg, extra_weight_bytes=lora_bytes)
+    if command.sim.profile is not None:
+        cfg, plan = twin_plan(command.sim.profile, flags, cfg, plan)
     return Checked(model, folder, entry, None, shown, flags, cfg, plan)
 
 
@@ -139,12 +142,30 @@ def sim_notes(log: VllmLog, command: SimCommand, tokenizer_note: str, exact: boo
     sim = command.sim
     gpu = sim.gpu
     count = f"{sim.num_gpus} x " if sim.num_gpus > 1 else ""
-    log.info(
-        API,
-        SIM_SRC,
-        f"vtc-sim: simulated GPU {count}{gpu.name} ({gpu.key}, {gpu.memory_gib:.2f} GiB, "
-        f"{gpu.bandwidth_gbs:.0f} GB/s, {gpu.fp16_tflops:.0f} TFLOPS fp16); no real GPU is used.",
-    )
+    if sim.profile is not None:
+        p = sim.profile
+        log.info(
+            API,
+            SIM_SRC,
+            f"vtc-sim: twin of {p.identity.describe()}: profile {p.name} r{p.revision}, step "
+            f"times fitted on that server, measured error {p.error.label()} "
+            f"({p.error.source}); every number this server reports is predicted.",
+        )
+        if command.parsed.model and command.parsed.model != p.identity.model:
+            log.warning(
+                API,
+                SIM_SRC,
+                f"vtc-sim: profile {p.name} was fitted on {p.identity.model}, not "
+                f"{command.parsed.model}: its step times are another model's.",
+            )
+    else:
+        log.info(
+            API,
+            SIM_SRC,
+            f"vtc-sim: simulated GPU {count}{gpu.name} ({gpu.key}, {gpu.memory_gib:.2f} GiB, "
+            f"{gpu.bandwidth_gbs:.0f} GB/s, {gpu.fp16_tflops:.0f} TFLOPS fp16); no real GPU "
+            "is used.",
+        )
     if sim.fixed is not None:
         log.warning(
             API,

@@ -9,16 +9,20 @@ seconds (``--sim-speed`` does not apply).
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from tui.domain.profile import Profile
 from tui.sim.argv import parse_command
 from tui.sim.costmodel import CostModel
 from tui.sim.scheduler import SchedulerConfig, SimRequest, SimulationResult, simulate
 from tui.sim.startup import check_command
+from tui.sim.twin import TwinCost
+from tui.sim.twin_load import LoadShape, run_twin_load
 
 
 class ScenarioError(ValueError):
@@ -115,6 +119,7 @@ class Scenario:
 
     config: SchedulerConfig
     cost: CostModel
+    profile: Profile | None = None  # --sim-profile: the twin's step times and overheads
 
     @classmethod
     def from_argv(cls, argv: Sequence[str]) -> Scenario:
@@ -140,11 +145,35 @@ class Scenario:
             max_loras=lora.max_loras if lora.enabled else 0,
         )
         cost = CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None)
-        return cls(config, cost)
+        profile = command.sim.profile
+        if profile is not None:
+            cost = TwinCost.of(cost, profile.coefficients)
+        return cls(config, cost, profile)
 
     def run(self, workload: Workload) -> Outcome:
         """Serve ``workload`` to completion on the virtual clock."""
+        if self.profile is not None:
+            return Outcome(self._twin_run(self.profile, workload), self.config)
         return Outcome(simulate(self.config, self.cost, workload.requests()), self.config)
+
+    def _twin_run(self, profile: Profile, workload: Workload) -> SimulationResult:
+        """The twin's run: request overheads and the concurrency-free arrivals of ``workload``."""
+        shape = LoadShape(
+            num_prompts=workload.num_requests, input_len=workload.input_len,
+            output_len=workload.output_len, prefix_len=workload.prefix_len,
+            request_rate=math.inf if workload.rate is None else workload.rate, seed=workload.seed,
+        )  # fmt: skip
+        return self.twin_load(profile, shape)
+
+    def twin_load(self, profile: Profile, shape: LoadShape) -> SimulationResult:
+        """``shape`` (a concurrency cap included) on the twin of ``profile``."""
+        serial = profile.serial_frontend
+        trace = run_twin_load(self.config, profile.coefficients, shape, serial_frontend=serial)
+        return SimulationResult(
+            duration=trace.end, requests=[t.request for t in trace.requests],
+            steps=len(trace.steps), num_preemptions=trace.num_preemptions,
+            prefix_queries=trace.prefix_queries, prefix_hits=trace.prefix_hits,
+        )  # fmt: skip
 
 
 def run_argv(argv: Sequence[str], workload: Workload) -> Outcome:

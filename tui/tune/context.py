@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
@@ -37,6 +37,9 @@ from tui.tune.journal import Journal
 from tui.tune.lanes import Lane, LaneError, LaneInterrupted
 from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe, request_model
+
+if TYPE_CHECKING:
+    from tui.tune.twin import Twin
 
 Clock = Callable[[], float]
 REPEATED_FAILURES = 3
@@ -136,6 +139,7 @@ class SweepContext:
         baseline_run_id: int | None = None,
         pruner: Pruner | None = None,
         max_repeated_failures: int = REPEATED_FAILURES,
+        twin: Twin | None = None,
     ) -> None:
         if not lanes:
             raise ValueError("a sweep needs at least one lane")
@@ -144,6 +148,7 @@ class SweepContext:
         self.lanes = list(lanes)
         self.goodput = spec.goodput_slos()
         self.pruner = pruner
+        self.twin = twin  # the twin-first strategy's twin (None: it builds the spec's own)
         self.planned: int | None = None
         self.best_override: TrialOutcome | None = None
         self.notes: list[str] = []
@@ -234,6 +239,33 @@ class SweepContext:
             index=self._take_index(), key="", note=note or describe(choice), params=choice,
             flags=flags, state=TrialState.PRUNED, diagnosis=reason,
         )  # fmt: skip
+        self._finish(outcome)
+        return outcome
+
+    async def predict(
+        self, plan: TrialPlan, lane: Lane, label: str, index: int | None = None
+    ) -> TrialOutcome:
+        """``plan`` on the twin's ``lane`` (a virtual clock): a predicted trial, no start.
+
+        Shown beside the measured trials, marked ``label`` (the twin it came from); never
+        journaled (a resumed sweep predicts again from its replayed real trials), never
+        counted as a start, never the best. ``index``: the row it replaces (a re-ranking
+        updates each candidate's prediction in place).
+        """
+        self.check(starts=False)
+        index = self._take_index() if index is None else index
+        base: dict[str, Any] = {"index": index, "key": "", "note": plan.note,
+                                "params": plan.choice, "flags": plan.flags, "lane": lane.name,
+                                "predicted_by": label}  # fmt: skip
+        tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
+        start = await lane.start(plan.flags, tag)
+        if not start.ok:
+            outcome = TrialOutcome(**base, state=TrialState.FAILED_START,
+                                   diagnosis=start.diagnosis,
+                                   diagnosis_kind=start.diagnosis_kind)  # fmt: skip
+        else:
+            outcome = await self._measure(plan, lane, base, None, self._clock())
+            outcome = outcome.model_copy(update={"seconds": 0.0})  # virtual: no wall time
         self._finish(outcome)
         return outcome
 
@@ -377,7 +409,8 @@ class SweepContext:
         ran = [t.seconds for t in trials if t.started and t.seconds > 0]
         if self.planned is None or not ran:
             return None
-        left = max(0, self.planned - sum(1 for t in trials if t.state is not TrialState.PRUNED))
+        done = sum(1 for t in trials if t.state is not TrialState.PRUNED and not t.predicted)
+        left = max(0, self.planned - done)
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
 
 

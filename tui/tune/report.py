@@ -27,6 +27,8 @@ def trial_json(trial: TrialOutcome) -> dict[str, Any]:
         "flags": flags_json(trial),
         "run_id": trial.run_id,
         "lane": trial.lane,
+        "source": trial.source,  # "predicted" (the twin's, never started) or "measured"
+        "predicted_by": trial.predicted_by,
         "slo_met": trial.slo_met,
         "verdict": trial.verdict_text,
         "objective": _num(trial.objective),

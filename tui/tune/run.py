@@ -14,6 +14,7 @@ from tui.tune.journal import Journal
 from tui.tune.lanes import Lane
 from tui.tune.prune import Pruner
 from tui.tune.strategies import make_strategy
+from tui.tune.twin import Twin
 
 FINISHED = "every trial the strategy planned has run"
 """Why a sweep that ran to its end ended (its state already says "done")."""
@@ -32,12 +33,13 @@ class SweepRun:
         emit: Callable[[SweepStatus], None] | None = None,
         clock: Clock = time.monotonic,
         baseline_run_id: int | None = None,
+        twin: Twin | None = None,
     ) -> None:
         self.spec = spec
         self._journal = journal
         self.context = SweepContext(
             spec, lanes, journal, emit=emit, clock=clock,
-            baseline_run_id=baseline_run_id, pruner=pruner or Pruner(),
+            baseline_run_id=baseline_run_id, pruner=pruner or Pruner(), twin=twin,
         )  # fmt: skip
         self.final: SweepStatus | None = None
 

@@ -31,6 +31,7 @@ from tui.tune.lock import SweepLock
 from tui.tune.prune import Estimator, Pruner
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane, SweepTarget
+from tui.tune.twin import catalogue_twin
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +52,10 @@ class SweepService:
         estimator: Estimator | None = None,
         ready_timeout_s: float = 900.0,
         machine: str | None = None,
+        twin_gpu: str | None = None,
     ) -> None:
         self._data_dir = data_dir
+        self._twin_gpu = twin_gpu  # the demo's GPU: a twin-first sweep's twin (else its own)
         self._machine = machine
         self._emit = emit
         self._client = client
@@ -157,9 +160,12 @@ class SweepService:
             journal = await asyncio.to_thread(
                 functools.partial(Journal, path, spec, machine=self._machine)
             )
+            twin = None
+            if spec.strategy == "twin" and spec.twin.profile is None and self._twin_gpu:
+                twin = catalogue_twin(self._twin_gpu, spec.goodput_slos())
             self._run = SweepRun(
                 spec, [lane], journal=journal, pruner=Pruner(self._estimator),
-                emit=self._publish, baseline_run_id=baseline,
+                emit=self._publish, baseline_run_id=baseline, twin=twin,
             )  # fmt: skip
             await self._run.run()
         except Exception as exc:  # the console reports it on the sweep screen and stays up

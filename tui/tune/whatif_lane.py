@@ -10,7 +10,10 @@ the product's sweeps run real servers (the simulator itself in ``--demo``).
 
 Not modelled here: a concurrency cap (the workload's ``max_concurrency`` must be unset),
 the range ratio of prompt lengths, burstiness other than Poisson, a prefix cache kept
-between benchmarks (each benchmark starts cold, as after ``/reset_prefix_cache``).
+between benchmarks (each benchmark starts cold, as after ``/reset_prefix_cache``). With a
+twin profile among the simulator's arguments (``--sim-profile NAME|FILE``) the lane runs the
+twin of that server (:mod:`tui.sim.twin_load`), which models the concurrency cap, the range
+ratio and gamma arrivals as well.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tui.domain.workload import LoadSpec
 from tui.load.report import build_result
 from tui.load.stats import RequestRecord
 from tui.server.diagnose import diagnose
+from tui.sim.twin_load import LoadShape
 from tui.sim.whatif import Outcome, Scenario, ScenarioError, Workload
 from tui.tune.lanes import BenchRun, LaneError, StartResult
 
@@ -76,6 +80,8 @@ class WhatIfLane:
         """``load`` served on the virtual clock; bench serve's numbers."""
         if self._scenario is None:
             raise LaneError("no server is up")
+        if self._scenario.profile is not None:
+            return await self._twin_bench(self._scenario, load, goodput)
         if load.max_concurrency is not None and load.max_concurrency < load.num_prompts:
             raise LaneError("the what-if lane models no concurrency cap: unset max_concurrency")
         self.benches += 1
@@ -89,6 +95,19 @@ class WhatIfLane:
         found = self._cache.get(key)
         if found is None:
             found = await asyncio.to_thread(_bench, self._scenario, workload, dict(goodput))
+            self._cache[key] = found
+        assert isinstance(found, BenchRun)
+        return found
+
+    async def _twin_bench(
+        self, scenario: Scenario, load: LoadSpec, goodput: Mapping[str, float]
+    ) -> BenchRun:
+        """``load`` on the twin of the scenario's profile (a concurrency cap included)."""
+        self.benches += 1
+        key = ("twin-bench", self._argv, load.model_dump_json(), tuple(sorted(goodput.items())))
+        found = self._cache.get(key)
+        if found is None:
+            found = await asyncio.to_thread(_twin_bench, scenario, load, dict(goodput))
             self._cache[key] = found
         assert isinstance(found, BenchRun)
         return found
@@ -113,10 +132,29 @@ def _bench(scenario: Scenario, workload: Workload, goodput: dict[str, float]) ->
     return BenchRun(result_of(outcome, workload, goodput), 100.0 * outcome.prefix_hit_rate)
 
 
+def _twin_bench(scenario: Scenario, load: LoadSpec, goodput: dict[str, float]) -> BenchRun:
+    assert scenario.profile is not None
+    sim = scenario.twin_load(scenario.profile, LoadShape.of(load))
+    outcome = Outcome(sim, scenario.config)
+    result = _result(outcome, load.request_rate, goodput, load.max_concurrency)
+    return BenchRun(result, 100.0 * outcome.prefix_hit_rate)
+
+
 def result_of(
     outcome: Outcome, workload: Workload, goodput: Mapping[str, float]
 ) -> BenchResult:
     """bench serve's result for a what-if run (failed: requests that never got a token)."""
+    rate = math.inf if workload.rate is None else workload.rate
+    return _result(outcome, rate, goodput)
+
+
+def _result(
+    outcome: Outcome,
+    rate: float,
+    goodput: Mapping[str, float],
+    max_concurrency: int | None = None,
+) -> BenchResult:
+    """bench serve's result for a virtual-clock run (failed: never got a token)."""
     records = []
     end = 0.0
     for r in outcome.result.requests:
@@ -133,5 +171,6 @@ def result_of(
             )
         )  # fmt: skip
         end = max(end, r.finished_at)
-    rate = math.inf if workload.rate is None else workload.rate
-    return build_result(records, end, goodput=goodput or None, request_rate=rate)
+    return build_result(
+        records, end, goodput=goodput or None, request_rate=rate, max_concurrency=max_concurrency
+    )

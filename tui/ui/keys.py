@@ -48,6 +48,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("h", "h", "f2", "history", "Charts",
             "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
             "utilization; every GPU; the advice in full.", footer=False),
+    Command("k", "k", "f10", "calibrate", "Calibrate",
+            "Calibrate the twin of the ready server: a few minutes of designed loads (progress "
+            "and ETA under the form), then its profile predicts each edited command line in "
+            "the form and each load on the board, labelled predicted.", footer=False),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )  # fmt: skip
 

@@ -86,7 +86,8 @@ def fit_grid(columns: Sequence[Column], grid: Sequence[Sequence[str]], width: in
     rows = _narrowed(cols, rows)
     dropped: list[str] = []
     # The run and its state always stay; metrics go first (rightmost first), then flags.
-    for kinds in ((ColumnKind.METRIC,), (ColumnKind.WORKLOAD, ColumnKind.SWEEP, ColumnKind.FLAG)):
+    dropping = (ColumnKind.PREDICTED, ColumnKind.METRIC)
+    for kinds in (dropping, (ColumnKind.WORKLOAD, ColumnKind.SWEEP, ColumnKind.FLAG)):
         for i in range(len(cols) - 1, -1, -1):
             if _total(rows) <= width:
                 break

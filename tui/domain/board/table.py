@@ -39,6 +39,7 @@ class ColumnKind(StrEnum):
     FLAG = "flag"
     WORKLOAD = "workload"
     METRIC = "metric"
+    PREDICTED = "predicted"  # the twin's prediction of the run's load (shown when any has one)
 
 
 @dataclass(frozen=True)
@@ -268,6 +269,8 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
         Column(f"metric:{m.key}", m.label, ColumnKind.METRIC, m.key, m)
         for m in table_metrics(list(runs))
     ]
+    if any(r.prediction is not None for r in runs):
+        columns.append(Column("predicted", "predicted (twin)", ColumnKind.PREDICTED))
     return tuple(columns)
 
 
@@ -320,6 +323,8 @@ def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Gr
         return Cell(format_value(value), _sortable(value), differs=differs)
     if column.kind is ColumnKind.WORKLOAD:
         return _workload_cell(run, column.name, baseline)
+    if column.kind is ColumnKind.PREDICTED:
+        return _predicted_cell(run)
     assert column.metric is not None
     comparison = compare(column.metric, run, baseline, groups)
     spread = groups.spread(run, column.metric)
@@ -329,6 +334,23 @@ def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Gr
         comparison=comparison,
         spread=spread if spread is not None and spread.n > 1 else None,
     )
+
+
+def _predicted_cell(run: RunRecord) -> Cell:
+    """``predicted 1,234 tok/s (twin X r1, ±7%); off 8%`` (``!`` when it missed)."""
+    pred, bench = run.prediction, run.bench
+    if pred is None:
+        return Cell("", None)
+    tput = f"{pred.output_throughput:,.0f} tok/s" if pred.output_throughput else "won't start"
+    text = f"{tput} {pred.label()}"
+    miss = None
+    if bench is not None:
+        e2el = bench.metric("mean_e2el_ms")
+        miss = pred.miss_pct(bench.output_throughput, e2el)
+        if miss is not None:
+            flag = "! " if pred.missed(bench.output_throughput, e2el) else ""
+            text = f"{flag}{text}; off {miss:.0f}%"
+    return Cell(text, miss)
 
 
 def _workload_cell(run: RunRecord, name: str, baseline: RunRecord | None) -> Cell:

@@ -32,6 +32,7 @@ from tui.domain.sweep.spec import (
     SweepBase,
     SweepSpec,
     SweepWorkload,
+    TwinOptions,
 )
 
 __all__ = [
@@ -52,5 +53,6 @@ __all__ = [
     "SweepWorkload",
     "TrialOutcome",
     "TrialState",
+    "TwinOptions",
     "best_trial",
 ]

@@ -77,6 +77,19 @@ class TrialOutcome(BaseModel):
     chosen: int | None = None
     started: bool = False
     seconds: float = 0.0
+    predicted_by: str | None = None
+    """The twin (its profile) whose virtual clock gave these numbers; ``None``: they were
+    measured on a real server (or the simulator the sweep drives)."""
+
+    @property
+    def predicted(self) -> bool:
+        """Whether the numbers are the twin's prediction, not a measurement."""
+        return self.predicted_by is not None
+
+    @property
+    def source(self) -> str:
+        """``predicted`` or ``measured``: what every shown number of the trial says."""
+        return "predicted" if self.predicted else "measured"
 
     @property
     def measurement(self) -> Measurement | None:
@@ -105,7 +118,12 @@ class TrialOutcome(BaseModel):
 
     @property
     def verdict_text(self) -> str:
-        """``met``, ``missed: p99_e2el_ms 14000 > 13000``, ``failed start``, ``pruned: ...``."""
+        """``met``, ``missed: p99_e2el_ms 14000 > 13000``, ``failed start``, ``pruned: ...``
+        (a prediction's begins ``predicted``)."""
+        text = self._verdict()
+        return f"predicted {text}" if self.predicted else text
+
+    def _verdict(self) -> str:
         if self.state is TrialState.FAILED_START:
             return f"failed start: {self.diagnosis}" if self.diagnosis else "failed start"
         if self.state is TrialState.PRUNED:
@@ -123,11 +141,12 @@ class TrialOutcome(BaseModel):
 def best_trial(trials: Sequence[TrialOutcome]) -> TrialOutcome | None:
     """The measured trial with the highest objective among those that met the SLOs.
 
-    Ties go to the earlier trial (the order the strategy tried them in).
+    Ties go to the earlier trial (the order the strategy tried them in). A twin's
+    prediction is never the best: only a measurement is.
     """
     best: TrialOutcome | None = None
     for trial in trials:
-        if trial.state is not TrialState.MEASURED or not trial.slo_met:
+        if trial.state is not TrialState.MEASURED or not trial.slo_met or trial.predicted:
             continue
         value = trial.objective or 0.0
         if best is None or value > (best.objective or 0.0):
@@ -177,8 +196,8 @@ class SweepStatus:
 
     @property
     def failed_starts(self) -> int:
-        """Starts that did not come up."""
-        return sum(1 for t in self.trials if t.state is TrialState.FAILED_START)
+        """Starts that did not come up (a twin's "would not start" is no start)."""
+        return sum(1 for t in self.trials if t.state is TrialState.FAILED_START and t.started)
 
     @property
     def done(self) -> int:

@@ -28,12 +28,13 @@ from tui.domain.sweep.slo import GOODPUT_METRICS, Objective, SloLimits
 from tui.domain.sweep.tunables import Value, build_flags, check_value, tunable_names
 from tui.domain.workload import LoadSpec
 
-StrategyName = Literal["auto_tune", "grid", "search"]
+StrategyName = Literal["auto_tune", "grid", "search", "twin"]
 """The strategies, declared once: the spec's field, ``--strategy``'s choices, the console's
 menu and ``tui.tune.strategies``' registry all derive from it (a test checks the last two)."""
 STRATEGIES: tuple[StrategyName, ...] = get_args(StrategyName)
 STRATEGY_LABELS: dict[StrategyName, str] = {
     "search": "search (TPE, pruned)",
+    "twin": "twin-first",
     "grid": "grid",
     "auto_tune": "auto_tune.sh",
 }
@@ -279,6 +280,20 @@ class SearchOptions(BaseModel):
     bisect_steps: int = Field(default=5, ge=1)
 
 
+class TwinOptions(BaseModel):
+    """The twin-first sweep's knobs (``tui.tune.strategies.twin``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profile: str | None = None
+    """The profile the twin runs (a name in the data dir, or a file); ``None``: the spec's
+    ``sim_gpu`` (a hand-made catalogue GPU, corrected by every real trial)."""
+    tolerance: float = Field(default=0.02, ge=0, le=1)
+    """A gain smaller than this fraction of the real best is not worth another start (about
+    a real measurement's own noise): the sweep stops once no candidate left could beat the
+    real best by more, even if the twin under-predicts it by its whole error."""
+
+
 class SweepSpec(BaseModel):
     """A whole sweep. Construct with :meth:`model_validate`; invalid specs never load."""
 
@@ -299,6 +314,7 @@ class SweepSpec(BaseModel):
     auto_tune: AutoTuneOptions = Field(default_factory=AutoTuneOptions)
     grid: GridOptions = Field(default_factory=GridOptions)
     search: SearchOptions = Field(default_factory=SearchOptions)
+    twin: TwinOptions = Field(default_factory=TwinOptions)
 
     @model_validator(mode="before")
     @classmethod
@@ -345,7 +361,10 @@ class SweepSpec(BaseModel):
 
     def fingerprint(self) -> str:
         """A short hash of everything that decides the trials (resume finds them by it)."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
+        data = self.model_dump(mode="json")
+        if self.twin == TwinOptions():  # left out at its defaults: the ids of sweeps
+            del data["twin"]  # journaled before the twin strategy existed stay the same
+        text = json.dumps(data, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:10]
 
     def sweep_id(self) -> str:

@@ -1,4 +1,4 @@
-"""The strategies: ``auto_tune`` (auto_tune.sh step for step), ``grid``, ``search``."""
+"""The strategies: ``auto_tune`` (auto_tune.sh step for step), ``grid``, ``search``, ``twin``."""
 
 from __future__ import annotations
 
@@ -35,10 +35,17 @@ def _search() -> Strategy:
     return Search()
 
 
+def _twin() -> Strategy:
+    from tui.tune.strategies.twin import TwinFirst
+
+    return TwinFirst()
+
+
 REGISTRY: dict[StrategyName, Callable[[], Strategy]] = {
     "auto_tune": _auto_tune,
     "grid": _grid,
     "search": _search,
+    "twin": _twin,
 }
 """One factory per name of ``StrategyName`` (the declaration; a test checks they agree)."""
 

@@ -46,6 +46,7 @@ from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
 from tui.ui.sweep_controller import SweepController
 from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
+from tui.ui.twin_controller import TwinController
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
@@ -94,6 +95,7 @@ class MainScreen(Screen[None]):
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
         self._view = project(session.current, session.state)
         self._sweeps = SweepController(self, session, lambda: self.form)
+        self._twin = TwinController(self, session)
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
         self._telemetry = TelemetryControl(session, live=clock is not None)
@@ -259,6 +261,7 @@ class MainScreen(Screen[None]):
             except Exception as exc:  # a pre-flight check must never break the form
                 warnings = [f"pre-flight check failed: {one_line(exc)}"]
         self.form.show_warnings(warnings)
+        await self._twin.predict(flags)  # the twin's figures for the edited flags
 
     # -- commands ---------------------------------------------------------------------------
     def action_restart(self) -> None:
@@ -335,6 +338,10 @@ class MainScreen(Screen[None]):
     def action_stop_server(self) -> None:
         """Stop the server this console started (attached: not offered, ``check_action``)."""
         run_guarded(self, "Stop", self.session.stop_server, key="s")
+
+    def action_calibrate(self) -> None:
+        """Calibrate the twin of the ready server (``k``)."""
+        self._twin.calibrate()
 
     def action_sweep(self) -> None:
         """Open the sweep screen, starting from the form's flags and workload."""

@@ -39,6 +39,7 @@ from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
+from tui.ui.widgets.twin_line import TwinLine
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
 NO_PRESET = "preset: (none loaded)"
@@ -98,6 +99,7 @@ class FlagForm(Vertical):
             yield self._picker()
         yield Static("", id="form-problems")
         yield Static("", id="preflight")
+        yield TwinLine(id="twin-prediction")
         with VerticalScroll(id="form-fields"):
             yield FlagField(
                 MODEL,

@@ -185,6 +185,18 @@ def _comparison_notes(context: CardContext) -> list[Content]:
     return out
 
 
+def _prediction_lines(record: RunRecord) -> list[Content]:
+    """The twin's prediction beside the measurement (flagged when it missed: recalibrate)."""
+    pred, bench = record.prediction, record.bench
+    if pred is None or bench is None:
+        return []
+    e2el = bench.metric("mean_e2el_ms")
+    text = pred.versus(bench.output_throughput, e2el)
+    if pred.missed(bench.output_throughput, e2el):
+        return [Content.styled(f"! {text}: k recalibrates", "$warning")]
+    return [Content.styled(text, "$text-muted")]
+
+
 @inert_rendering
 def card_body(record: RunRecord, context: CardContext) -> Content:
     """Every line of a card, top to bottom.
@@ -210,6 +222,7 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
     elif record.bench is not None:
         lines += metric_lines(context)
         lines += _load_caveats(record.bench)
+        lines += _prediction_lines(record)
         lines += _comparison_notes(context)
     elif context.live and record.status is RunStatus.READY:
         lines.append(Content.styled("no load yet: b runs it", "$text-muted"))

@@ -26,10 +26,12 @@ def short_verdict(trial: TrialOutcome) -> str:
 
 
 def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
-    """The cells of one trial: its verdict short (:func:`short_verdict`), never cut."""
-    run = f"#{trial.run_id}" if trial.run_id is not None else "-"
+    """The cells of one trial: its verdict short (:func:`short_verdict`), never cut; a
+    twin's prediction says ``twin`` where a run would be, and its verdict ``predicted ...``."""
+    run = f"#{trial.run_id}" if trial.run_id is not None else "twin" if trial.predicted else "-"
     value = f"{trial.objective:.1f}" if trial.objective is not None else "-"
-    return str(trial.index), run, trial.note, value, short_verdict(trial)
+    verdict = short_verdict(trial)
+    return str(trial.index), run, trial.note, value, ("predicted " if trial.predicted else "") + verdict
 
 
 def trial_detail(trial: TrialOutcome) -> str:

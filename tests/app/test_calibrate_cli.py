@@ -1,0 +1,34 @@
+"""``vtc calibrate``'s command line: what it refuses in one line, what it prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes.profiles import cpu_profile
+
+from tui.app.calibrate import describe
+from tui.app.cli import main
+
+
+def test_calibrate_needs_a_url_or_a_serve_line_not_both(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "--name", "x"]) == 2
+    assert "needs a URL or a `-- serve MODEL [flags]` line" in capsys.readouterr().err
+    assert main(["calibrate", "http://127.0.0.1:9", "--name", "x", "--", "serve", "m"]) == 2
+
+
+def test_a_bad_profile_name_is_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VTC_DATA_DIR", str(tmp_path))
+    assert main(["calibrate", "http://127.0.0.1:9", "--name", "../evil"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("vtc: bad profile name") and len(err.strip().splitlines()) == 1
+
+
+def test_a_saved_profile_is_described_with_its_coefficients_and_error(tmp_path: Path) -> None:
+    lines = describe(cpu_profile(tmp_path / "m"))
+    assert lines[0].startswith("profile tiny-cpu r1: ")
+    assert "step time = 4.000 ms + 30.00 us/prefill token + 300.0 us/decode token" in lines[1]
+    assert "KV 131,072 tokens, block 128" in lines[2]
+    assert "median 5.0%, worst 12.0%" in lines[3]

@@ -1,0 +1,64 @@
+"""A prediction says it is one, with its profile and error, and flags a miss."""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.domain.prediction import MISS_FLOOR_PCT, Prediction
+
+
+def _pred(**kw) -> Prediction:  # type: ignore[no-untyped-def]
+    base = dict(profile="h100 r2", error_pct=7.0, starts=True, kv_tokens=131072,
+                output_throughput=1000.0, p99_ttft_ms=120.0, mean_e2el_ms=2000.0,
+                p99_e2el_ms=2100.0)  # fmt: skip
+    return Prediction(**{**base, **kw})
+
+
+def test_every_figure_is_labelled_predicted_with_its_profile_and_error() -> None:
+    p = _pred()
+    assert p.label() == "predicted (twin h100 r2, ±7%)"
+    assert p.line() == (
+        "predicted (twin h100 r2, ±7%): starts, KV 131,072 tok · 1,000 tok/s · "
+        "p99 TTFT 120 ms · p99 E2EL 2.10 s"
+    )
+    other = _pred(caveat="vLLM 0.33.0 (profile: 0.32.0)")
+    assert other.label().endswith("; profile of another server: vLLM 0.33.0 (profile: 0.32.0))")
+
+
+def test_a_command_that_would_not_start_says_why_in_vllms_words() -> None:
+    p = _pred(starts=False, failure="To serve one request (1 GiB).\nThe estimate is 1920.")
+    assert p.line().endswith("will NOT start: To serve one request (1 GiB). The estimate is 1920.")
+    assert len(_pred(starts=False, failure="x " * 400).line()) < 300
+
+
+def test_a_miss_beyond_the_profiles_error_is_flagged() -> None:
+    p = _pred(error_pct=12.0)
+    assert p.miss_pct(1000.0, 2000.0) == 0.0
+    assert not p.missed(900.0, 2000.0)  # 11 %: inside the profile's 12 %
+    assert p.missed(1000.0, 1600.0)  # E2EL 25 % off
+    assert "recalibrate" in p.versus(1000.0, 1600.0)
+    tight = _pred(error_pct=1.0)
+    assert not tight.missed(1000.0 / (1 + (MISS_FLOOR_PCT - 1) / 100), 2000.0)
+    assert p.miss_pct(None, None) is None
+    assert p.versus(None, None) == "predicted (twin h100 r2, ±12%): 1,000 tok/s, E2EL 2.00 s"
+    assert p.model_validate_json(p.model_dump_json()) == p
+    with pytest.raises(ValueError):
+        Prediction.model_validate({"profile": "x"})
+
+
+def test_the_board_table_shows_the_prediction_beside_the_measurement() -> None:
+    from tui.domain.board.table import ColumnKind, build_table
+    from tui.domain.flags.serve import ServeFlags
+    from tui.domain.results import BenchResult, RunRecord, RunStatus
+
+    bench = BenchResult(completed=10, output_throughput=700.0, stats={"mean_e2el_ms": 2000.0})
+    run = RunRecord(id=1, label="#1", flags=ServeFlags(model="m"), status=RunStatus.READY,
+                    bench=bench, prediction=_pred())  # fmt: skip
+    plain = RunRecord(id=2, label="#2", flags=ServeFlags(model="m"), status=RunStatus.READY)
+    table = build_table([run, plain])
+    (col,) = [c for c in table.columns if c.kind is ColumnKind.PREDICTED]
+    i = table.columns.index(col)
+    text = table.rows[0].cells[i].text
+    assert text == "! 1,000 tok/s predicted (twin h100 r2, ±7%); off 43%"
+    assert table.rows[1].cells[i].text == ""
+    assert not any(c.kind is ColumnKind.PREDICTED for c in build_table([plain]).columns)

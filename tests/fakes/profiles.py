@@ -1,0 +1,85 @@
+"""Twin profiles for tests: a known set of coefficients on a tiny model, and its samples.
+
+:func:`cpu_profile` is a profile of the tiny Llama on a CPU server (KV from an explicit
+size); :func:`twin_samples` measures loads on that profile's own twin, so a fit started
+elsewhere must find the coefficients it was built with (no real server needed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fakes.tiny_model import write_tiny_model
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.profile import (
+    FitSample,
+    MeasuredError,
+    MemorySide,
+    Profile,
+    ProfileIdentity,
+    StepCoefficients,
+)
+from tui.domain.results import BenchResult
+from tui.domain.workload import LoadSpec
+
+KNOWN = StepCoefficients(b0=0.004, b1=0.00003, b2=0.0003, b3=0.0002, a0=0.003, a1=0.00001)
+"""The coefficients the fake server runs with."""
+KV_BYTES = 64 * 2**20
+
+
+def cpu_profile(
+    folder: Path, coefficients: StepCoefficients = KNOWN, name: str = "tiny-cpu"
+) -> Profile:
+    """A profile of the tiny Llama in ``folder`` (written there) on a CPU server."""
+    model = str(write_tiny_model(folder))
+    flags = ServeFlags(model=model, kv_cache_memory_bytes=KV_BYTES, enforce_eager=True)
+    return Profile(
+        name=name,
+        identity=ProfileIdentity(
+            model=model, device="cpu", device_kind="cpu", vllm_version="0.32.0", dtype="bfloat16"
+        ),
+        flags=flags,
+        coefficients=coefficients,
+        memory=MemorySide(
+            kv_tokens=131072,
+            block_size=128,
+            num_blocks=1024,
+            kv_bytes=KV_BYTES,
+            max_model_len=4096,
+            max_num_seqs=128,
+            max_num_batched_tokens=2048,
+        ),
+        error=MeasuredError(median_pct=5.0, worst_pct=12.0),
+    )
+
+
+DESIGN = (
+    LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=1),
+    LoadSpec(input_len=32, output_len=64, num_prompts=24, max_concurrency=8),
+    LoadSpec(input_len=768, output_len=8, num_prompts=12, max_concurrency=2),
+    LoadSpec(input_len=256, output_len=32, num_prompts=24, max_concurrency=6, prefix_len=256),
+)
+
+
+def twin_samples(profile: Profile, loads: tuple[LoadSpec, ...] = DESIGN) -> list[FitSample]:
+    """What ``profile``'s own twin measures for ``loads`` (as a real server's results)."""
+    from tui.sim.twin import predict
+
+    samples = []
+    for i, load in enumerate(loads):
+        run = predict(profile, profile.flags, load).run
+        assert run is not None
+        n = run.completed
+        result = BenchResult(
+            completed=n,
+            total_input_tokens=(load.input_len + load.prefix_len) * n,
+            total_output_tokens=load.output_len * n,
+            output_throughput=run.output_throughput,
+            stats={
+                "mean_ttft_ms": run.mean_ttft_ms,
+                "mean_tpot_ms": run.mean_tpot_ms,
+                "mean_e2el_ms": run.mean_e2el_ms,
+            },
+        )
+        samples.append(FitSample(name=f"load{i}", flags=profile.flags, load=load, result=result))
+    return samples

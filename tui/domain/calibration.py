@@ -1,0 +1,237 @@
+"""A calibration's design, its journal, and what a server's log and metrics say of it.
+
+``vtc calibrate`` runs a short designed set of loads against one real server (decode-heavy
+at several concurrencies, prefill-heavy long prompts, mixed, with and without a shared
+prefix) and fits a :class:`~tui.domain.profile.Profile` to them. The design is sized to the
+server's context length and to a stated time budget; each finished load is one journal
+line, so an interrupted calibration resumes where it stopped. The memory side and the
+identity are read from the startup log's lines and ``vllm:cache_config_info``'s labels
+(vLLM 0.32's texts, ``vllm-cpu-findings.md`` "KV cache on CPU" and reference section 2).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from tui.domain.profile import FitSample, MemorySide
+from tui.domain.workload import LoadSpec
+
+JOURNAL_SCHEMA = 1
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class DesignedLoad:
+    """One load of the design: a name that says what it probes, and the load."""
+
+    name: str
+    load: LoadSpec
+
+    @property
+    def tokens(self) -> int:
+        """Tokens it moves (prompt + output over all requests): its share of the time."""
+        ld = self.load
+        return ld.num_prompts * (ld.input_len + ld.prefix_len + 4 * ld.output_len)
+
+
+def design(max_model_len: int, scale: float = 1.0, seed: int = 7) -> list[DesignedLoad]:
+    """The designed loads for a server of ``max_model_len`` (``scale``: more requests each).
+
+    Decode-heavy at concurrency 1, 4, 16 and 32 separates a step's fixed cost from its
+    per-sequence cost; long prompts alone at concurrency 1 and 4 give the per-prefill-token
+    cost and the attention over long contexts; a mixed load and a shared-prefix load put
+    chunked prefill, decode and prefix-cache hits in the same steps.
+    """
+    long_in = max(64, min(1536, max_model_len // 2))
+    mid_in = max(32, min(512, max_model_len // 6))
+
+    def n(count: int) -> int:
+        return max(2, round(count * scale))
+
+    def spec(i: int, inp: int, out: int, count: int, conc: int, prefix: int = 0) -> LoadSpec:
+        return LoadSpec(
+            input_len=inp, output_len=out, num_prompts=n(count), max_concurrency=conc,
+            prefix_len=prefix, seed=seed + i, ignore_eos=True,
+        )  # fmt: skip
+
+    rows = (
+        ("decode-c1", 32, 128, 6, 1, 0),
+        ("decode-c4", 32, 128, 12, 4, 0),
+        ("decode-c16", 32, 128, 32, 16, 0),
+        ("decode-c32", 32, 96, 64, 32, 0),
+        ("prefill-c1", long_in, 4, 6, 1, 0),
+        ("prefill-c4", long_in, 4, 16, 4, 0),
+        ("mixed-c8", mid_in, 64, 32, 8, 0),
+        ("prefix-c8", 64, 48, 32, 8, mid_in),
+    )
+    return [
+        DesignedLoad(name, spec(i, inp, out, count, conc, prefix))
+        for i, (name, inp, out, count, conc, prefix) in enumerate(rows)
+    ]
+
+
+class JournalLine(BaseModel):
+    """One finished load of a calibration (the journal is one of these per line)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = JOURNAL_SCHEMA
+    name: str
+    sample: FitSample
+    seconds: float  # how long it took, for the ETA of a resumed calibration
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a calibration stands: loads done, the one running, time spent and left."""
+
+    done: int
+    total: int
+    current: str
+    elapsed_s: float
+    eta_s: float | None  # None until a load has finished
+    budget_s: float
+
+    def line(self, width: int = 20) -> str:
+        """``[#####.....] 3/8 decode-c16 1:02 elapsed, ~0:40 left (budget 5:00)``."""
+        filled = round(width * self.done / self.total) if self.total else width
+        bar = "#" * filled + "." * (width - filled)
+        left = f"~{clock(self.eta_s)} left" if self.eta_s is not None else "estimating"
+        return (
+            f"[{bar}] {self.done}/{self.total} {self.current} {clock(self.elapsed_s)} elapsed, "
+            f"{left} (budget {clock(self.budget_s)})"
+        )
+
+
+def clock(seconds: float) -> str:
+    """``m:ss``."""
+    s = max(0, round(seconds))
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def eta(loads: list[DesignedLoad], done: Mapping[str, float], elapsed_s: float) -> float | None:
+    """Seconds left: the time per token of the finished loads times the tokens left."""
+    finished = [d for d in loads if d.name in done]
+    if not finished:
+        return None
+    spent = sum(done[d.name] for d in finished)
+    per_token = spent / max(1, sum(d.tokens for d in finished))
+    return per_token * sum(d.tokens for d in loads if d.name not in done)
+
+
+# -- what the server's log and metrics say -------------------------------------------------------
+_KV_TOKENS = re.compile(r"\b(CPU|GPU) KV cache size: ([\d,]+) tokens")
+_AVAILABLE = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
+_CPU_SET = re.compile(r"Explicitly set \(([\d.]+)/([\d.]+)\) GiB for KV cache")
+_WEIGHTS = re.compile(r"Model loading took ([\d.]+) GiB")
+_GRAPHS = re.compile(r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB")
+_USAGE = re.compile(
+    r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB "
+    r"for non-torch memory, and ([\d.]+) GiB for CUDAGraph memory"
+)
+_FREE = re.compile(r"Free memory on device \S+ \(([\d.]+)/([\d.]+) GiB\)")
+_VERSION = re.compile(r"(?:version|vLLM engine \(v?)\s*(\d+\.\d+\.\d+\S*)")
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    """What a startup log says about the device and memory (``None``: not said)."""
+
+    device_kind: str | None = None  # "cpu" or "gpu"
+    kv_tokens: int | None = None
+    available_kv_bytes: int | None = None
+    weights_bytes: int | None = None
+    graph_bytes: int | None = None
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    total_bytes: int | None = None
+    vllm_version: str | None = None
+
+
+def _gib(match: re.Match[str] | None, group: int = 1) -> int | None:
+    return int(float(match.group(group)) * GIB) if match else None
+
+
+def log_facts(text: str) -> LogFacts:
+    """The memory lines of a vLLM startup log (the last of each, as a restart logs again)."""
+
+    def last(pattern: re.Pattern[str]) -> re.Match[str] | None:
+        found = list(pattern.finditer(text))
+        return found[-1] if found else None
+
+    kv = last(_KV_TOKENS)
+    cpu_set = last(_CPU_SET)
+    available = _gib(last(_AVAILABLE)) or _gib(cpu_set)
+    total = _gib(last(_FREE), 2) or _gib(cpu_set, 2)
+    version = last(_VERSION)
+    usage = last(_USAGE)  # the kv-cache-memory hint: every reservation, in one line
+    return LogFacts(
+        device_kind=kv.group(1).lower() if kv else None,
+        kv_tokens=int(kv.group(2).replace(",", "")) if kv else None,
+        available_kv_bytes=available,
+        weights_bytes=_gib(last(_WEIGHTS)) or _gib(usage, 1),
+        graph_bytes=_gib(last(_GRAPHS)) or _gib(usage, 4),
+        activation_bytes=_gib(usage, 2),
+        non_torch_bytes=_gib(usage, 3),
+        total_bytes=total,
+        vllm_version=version.group(1) if version else None,
+    )
+
+
+def _label_int(labels: Mapping[str, str], key: str) -> int | None:
+    try:
+        value = float(labels.get(key, "None"))
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value > 0 else None
+
+
+def memory_side(
+    labels: Mapping[str, str],
+    facts: LogFacts,
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+) -> MemorySide | None:
+    """The profile's memory side from ``cache_config_info``'s labels and the log's lines.
+
+    ``None`` when neither says the KV capacity (a server with ``--disable-log-stats`` and
+    no log).
+    """
+    block = _label_int(labels, "block_size")
+    blocks = _label_int(labels, "num_gpu_blocks")
+    tokens = _label_int(labels, "kv_cache_size_tokens") or facts.kv_tokens
+    if tokens is None and block and blocks:
+        tokens = block * blocks
+    if tokens is None or block is None:
+        return None
+    kv_bytes = _label_int(labels, "kv_cache_memory_bytes") or facts.available_kv_bytes
+    util_text = labels.get("gpu_memory_utilization", "None")
+    util = float(util_text) if re.fullmatch(r"[\d.]+", util_text) else None
+    non_kv = None
+    if facts.total_bytes and util and kv_bytes and facts.device_kind == "gpu":
+        non_kv = math.ceil(facts.total_bytes * util) - kv_bytes
+    return MemorySide(
+        kv_tokens=tokens,
+        block_size=block,
+        num_blocks=blocks or max(1, tokens // block),
+        kv_bytes=kv_bytes,
+        total_bytes=facts.total_bytes,
+        non_kv_bytes=non_kv,
+        weights_bytes=facts.weights_bytes,
+        graph_bytes=facts.graph_bytes,
+        activation_bytes=facts.activation_bytes,
+        non_torch_bytes=facts.non_torch_bytes,
+        gpu_memory_utilization=util,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+    )

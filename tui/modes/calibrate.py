@@ -1,0 +1,141 @@
+"""The calibrate mode: the server ``vtc calibrate`` measures, launched or attached.
+
+Built like the console's modes: the launcher, its pre-flight estimator and the GPU (NVML
+here, or the CPU build's NUMA node) come from :mod:`tui.modes.adapters`. A launched server
+runs in its own session like the console's (its log in ``<data dir>/logs``) and is stopped
+when the calibration ends, however it ends; an attached one is only read and loaded (its
+flags as the console reads them: ``/v1/models``, ``vllm:cache_config_info``, and the
+startup log when one is named).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tui.domain.credentials import Credentials
+from tui.domain.events import Failed, Ready
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.url_credentials import UrlCredential, split_url
+from tui.modes import adapters
+from tui.modes.common import free_port
+from tui.modes.options import SetupError
+from tui.modes.sources import local_client
+from tui.server.attached import attach_url
+from tui.server.attached_config import AttachedConfigReader
+from tui.server.launched import LaunchedServer
+from tui.server.log_excerpt import LogReadError, read_log_excerpt
+from tui.tune.calibrate import CalibrationError
+
+
+@dataclass
+class AttachedTarget:
+    """A server somebody else started: read and loaded, never stopped."""
+
+    base_url: str
+    flags: ServeFlags
+    credentials: Credentials
+    credential: UrlCredential | None = None
+    log_path: Path | None = None
+
+    def client(self) -> httpx.AsyncClient:
+        """A client with the console's credentials."""
+        return local_client(self.credentials, url_credential=self.credential)
+
+    def log_text(self) -> str:
+        """The named startup log's head and tail ("" without one)."""
+        if self.log_path is None:
+            return ""
+        try:
+            return read_log_excerpt(self.log_path).text
+        except LogReadError:
+            return ""
+
+
+@dataclass
+class LaunchedTarget:
+    """A server this calibration launched (stopped when it ends)."""
+
+    server: LaunchedServer
+    credentials: Credentials
+    flags: ServeFlags
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        """Where it answers."""
+        return self.server.base_url
+
+    def client(self) -> httpx.AsyncClient:
+        """A client with the server's key."""
+        return local_client(self.credentials)
+
+    def log_text(self) -> str:
+        """Its log file so far."""
+        path = self.server.log_path
+        if path is None:
+            return ""
+        try:
+            return read_log_excerpt(path).text
+        except LogReadError:
+            return ""
+
+
+async def attached(url: str, log_path: Path | None) -> AttachedTarget:
+    """The server at ``url`` (its flags read as ``vtc --attach`` reads them)."""
+    base, credential = split_url(attach_url(url))
+    credentials = Credentials.from_env(dict(os.environ))
+    reader = AttachedConfigReader(
+        lambda: local_client(credentials, url_credential=credential), log_path=log_path
+    )
+    config = await reader.read(base, fallback_model="model")
+    return AttachedTarget(base, config.flags, credentials, credential, log_path)
+
+
+@asynccontextmanager
+async def launched(
+    vllm: str, flags: ServeFlags, data_dir: Path, *, startup_timeout_s: float
+) -> AsyncIterator[LaunchedTarget]:
+    """``vllm serve`` with ``flags`` on this machine, ready; stopped on the way out."""
+    resolved = shutil.which(vllm)
+    if resolved is None:
+        raise SetupError(
+            f"vllm executable not found: {vllm!r}",
+            hint="pass --vllm PATH, or run `vtc setup-cpu-vllm` for the CPU build",
+        )
+    env = dict(os.environ)
+    credentials = Credentials.from_env(env)
+    nvml = adapters.local_gpu(resolved)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    server_env = {**credentials.server_env(), "VLLM_SERVER_DEV_MODE": "1"}
+    estimator = adapters.estimator(
+        adapters.device_memory(nvml=nvml, visible=visible), env={**env, **server_env}
+    )
+    launcher = adapters.launcher(
+        [resolved], estimator=estimator, env=server_env, log_dir=data_dir / "logs",
+        startup_timeout_s=startup_timeout_s,
+    )  # fmt: skip
+    if flags.port is None:
+        flags = flags.model_copy(update={"port": free_port()})
+    outcome: asyncio.Future[Ready | Failed] = asyncio.get_running_loop().create_future()
+
+    def on_event(event: object) -> None:
+        if isinstance(event, Ready | Failed) and not outcome.done():
+            outcome.set_result(event)
+
+    server = await launcher.launch(flags, on_event)
+    try:
+        first = await outcome
+        if isinstance(first, Failed):
+            raise CalibrationError(f"the server did not start: {first.diagnosis.summary}")
+        yield LaunchedTarget(server, credentials, flags)
+    finally:
+        await server.stop()
+        await launcher.aclose()

@@ -1,0 +1,144 @@
+"""Twin profiles on disk: ``<data dir>/profiles/NAME.json``, each save a new revision.
+
+A save over an existing name keeps the previous file as ``NAME.r<revision>.json`` beside it
+and writes the new one with the next revision, so a refit (a sweep's real trials, a
+recalibration) never loses the profile it replaced. Files are JSON of
+:class:`~tui.domain.profile.Profile`, created ``0600`` in a ``0700`` folder; one of another
+schema version, or not a profile, is refused with one line naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tui.domain.profile import PROFILE_SCHEMA, Profile, ProfileError
+from tui.store.history import default_data_dir
+from tui.store.private import FILE_MODE, private_dir
+from tui.store.regular_file import NotRegularFileError, read_regular_text
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_PROFILE_BYTES = 64 * 2**20
+
+
+def profiles_dir(data_dir: Path | None = None) -> Path:
+    """Where profiles live (the data dir's ``profiles/``)."""
+    return (data_dir or default_data_dir()) / "profiles"
+
+
+def check_name(name: str) -> str:
+    """``name`` if it can name a profile file, else :class:`ProfileError`."""
+    if not NAME_RE.match(name) or name.endswith(".json"):
+        raise ProfileError(
+            f"bad profile name {name[:80]!r}",
+            hint="letters, digits, '.', '_' and '-', at most 64, starting with a letter or digit",
+        )
+    return name
+
+
+def profile_path(name: str, data_dir: Path | None = None) -> Path:
+    """The current file of the profile ``name``."""
+    return profiles_dir(data_dir) / f"{check_name(name)}.json"
+
+
+def read_profile(path: Path) -> Profile:
+    """The profile in ``path`` (refused with one line when it is not a usable profile)."""
+    try:
+        text = read_regular_text(path, MAX_PROFILE_BYTES)
+    except (OSError, NotRegularFileError) as exc:
+        raise ProfileError(f"cannot read profile {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ProfileError(f"profile {path} is not JSON: {exc}") from exc
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != PROFILE_SCHEMA:
+        raise ProfileError(
+            f"profile {path} has schema {version!r}; this vtc reads schema {PROFILE_SCHEMA}",
+            hint="recalibrate with `vtc calibrate`",
+        )
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ProfileError(f"profile {path} is not valid: {where}: {first['msg']}") from exc
+
+
+def load_profile(name_or_file: str, data_dir: Path | None = None) -> Profile:
+    """A profile by name (the data dir's) or by path (a ``.json`` file or one with a '/')."""
+    if name_or_file.endswith(".json") or os.sep in name_or_file:
+        return read_profile(Path(name_or_file).expanduser())
+    path = profile_path(name_or_file, data_dir)
+    if not path.exists():
+        known = ", ".join(p.name for p in list_profiles(data_dir)) or "none yet"
+        raise ProfileError(
+            f"no profile named {name_or_file!r} (known: {known})",
+            hint="`vtc calibrate URL --name NAME` makes one",
+        )
+    return read_profile(path)
+
+
+def profile_file(name_or_file: str, data_dir: Path | None = None) -> Path:
+    """The file :func:`load_profile` would read (checked: it must hold a profile)."""
+    load_profile(name_or_file, data_dir)
+    if name_or_file.endswith(".json") or os.sep in name_or_file:
+        return Path(name_or_file).expanduser().resolve()
+    return profile_path(name_or_file, data_dir)
+
+
+def save_profile(profile: Profile, data_dir: Path | None = None) -> Profile:
+    """Write ``profile`` under its name as the next revision; the saved profile."""
+    path = profile_path(profile.name, data_dir)
+    private_dir(path.parent)
+    revision = 1
+    if path.exists():
+        try:
+            old = read_profile(path)
+            revision = old.revision + 1
+            path.replace(path.with_name(f"{profile.name}.r{old.revision}.json"))
+        except ProfileError:  # an unreadable old file is kept aside, never overwritten
+            path.replace(path.with_name(f"{profile.name}.unreadable.json"))
+    saved = profile.model_copy(update={"revision": revision})
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(saved.model_dump_json(indent=1))
+    tmp.replace(path)
+    return saved
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """One line of the profiles list."""
+
+    name: str
+    revision: int
+    description: str  # the identity's line
+    error: str  # "±7% (fit)" or why the file is not usable
+    usable: bool
+
+
+def list_profiles(data_dir: Path | None = None) -> list[ProfileSummary]:
+    """The current revision of every profile in the data dir, by name."""
+    folder = profiles_dir(data_dir)
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.glob("*.json")):
+        stem = path.stem
+        if not NAME_RE.match(stem) or re.search(r"\.(r\d+|unreadable)$", stem):
+            continue
+        try:
+            p = read_profile(path)
+        except ProfileError as exc:
+            out.append(ProfileSummary(stem, 0, "", exc.message, False))
+            continue
+        err = f"{p.error.label()} ({p.error.source})"
+        out.append(ProfileSummary(p.name, p.revision, p.identity.describe(), err, True))
+    return out

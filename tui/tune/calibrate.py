@@ -1,0 +1,344 @@
+"""``vtc calibrate``'s procedure: the designed loads on a real server, a journal, the fit.
+
+:class:`Calibration` runs :func:`tui.domain.calibration.design`'s loads one after another
+against a server (launched or attached: :class:`CalibrationTarget`, built by
+:mod:`tui.modes.calibrate`) with the load engine of ``vtc bench``, reads the server's
+``/metrics`` around each (its step count, from ``vllm:iteration_tokens_total``), writes
+each finished load to the journal (``<data dir>/calibrations/NAME.jsonl``: a calibration
+stopped by Ctrl-C, a closed terminal or SIGKILL resumes without repeating finished
+loads), then fits the profile on the twin (:func:`tui.sim.twin.fit_profile`) and saves it
+(:func:`tui.store.profiles.save_profile`). The whole stays within ``budget_s``: a load
+still running at the budget's end is cut and the fit uses the loads that finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from tui.domain.calibration import (
+    DesignedLoad,
+    JournalLine,
+    LogFacts,
+    Progress,
+    eta,
+    log_facts,
+    memory_side,
+)
+from tui.domain.errors import VtcError
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.profile import (
+    FitSample,
+    MeasuredError,
+    Profile,
+    ProfileIdentity,
+    StepCoefficients,
+)
+from tui.domain.results import BenchResult
+from tui.load.runner import LoadRunner
+from tui.session.loads import LoadRunnerLike
+from tui.sim.twin import fit_best, resolved_batch
+from tui.store.private import private_dir
+from tui.store.profiles import check_name, save_profile
+from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
+
+MIN_LOADS = 3
+"""Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
+ITERATION_COUNT = "vllm:iteration_tokens_total_count"
+CACHE_CONFIG = "vllm:cache_config_info"
+
+
+class CalibrationError(VtcError):
+    """The calibration could not measure or fit (one line; the journal keeps what finished)."""
+
+
+class CalibrationTarget(Protocol):
+    """The server a calibration measures."""
+
+    @property
+    def base_url(self) -> str:
+        """Where it answers (no trailing slash)."""
+        ...
+
+    @property
+    def flags(self) -> ServeFlags:
+        """Its flags (launched: as given; attached: as read from it)."""
+        ...
+
+    def client(self) -> httpx.AsyncClient:
+        """A client for its pages (credentials as the console sends them)."""
+        ...
+
+    def log_text(self) -> str:
+        """Its startup log so far ("" when none can be read)."""
+        ...
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the server says of itself before the loads."""
+
+    served_model: str
+    root: str
+    vllm_version: str
+    labels: Mapping[str, str]
+    sim_device: str | None  # vtc_sim_info's gpu_name: a simulator says what it simulates
+    max_model_len: int = 0  # /v1/models'
+
+
+def journal_path(data_dir: Path, name: str) -> Path:
+    """The journal of calibration ``name``."""
+    return data_dir / "calibrations" / f"{check_name(name)}.jsonl"
+
+
+def read_journal(path: Path, flags: ServeFlags) -> dict[str, JournalLine]:
+    """Finished loads of an earlier run of the same command (others: ignored)."""
+    done: dict[str, JournalLine] = {}
+    if not path.exists():
+        return done
+    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            line = JournalLine.model_validate_json(raw)
+        except ValueError:
+            continue  # a line cut by a crash, or another schema
+        if _command(line.sample.flags) == _command(flags):
+            done[line.name] = line
+    return done
+
+
+def _command(flags: ServeFlags) -> ServeFlags:
+    """The flags that make a server what it is (where it listens left out)."""
+    return flags.model_copy(update={"host": None, "port": None})
+
+
+def _append(path: Path, line: JournalLine) -> None:
+    private_dir(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    with open(fd, "a", encoding="utf-8") as fh:
+        fh.write(line.model_dump_json() + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+async def server_facts(target: CalibrationTarget) -> ServerFacts:
+    """``/v1/models``, ``/version`` and ``/metrics`` of the target."""
+    url = target.base_url
+    async with target.client() as client:
+        try:
+            models = json.loads(await fetch_page(client, f"{url}/v1/models"))["data"][0]
+            version = json.loads(await fetch_page(client, f"{url}/version")).get("version", "")
+            page = await fetch_page(client, f"{url}/metrics")
+        except (ScrapeError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise CalibrationError(f"cannot read the server at {url}: {exc}") from exc
+    families = await asyncio.to_thread(parse_families, page)
+    labels: dict[str, str] = {}
+    sim = None
+    for family in families:
+        for sample in family.samples:
+            if sample.name == CACHE_CONFIG:
+                labels = dict(sample.labels)
+            elif sample.name == "vtc_sim_info":
+                sim = sample.labels.get("gpu_name")
+    return ServerFacts(
+        served_model=str(models.get("id", "")),
+        root=str(models.get("root") or models.get("id", "")),
+        vllm_version=str(version),
+        labels=labels,
+        sim_device=sim,
+        max_model_len=int(models.get("max_model_len") or 0),
+    )
+
+
+async def step_count(target: CalibrationTarget) -> float | None:
+    """``vllm:iteration_tokens_total``'s count: the engine steps so far."""
+    try:
+        async with target.client() as client:
+            page = await fetch_page(client, f"{target.base_url}/metrics")
+    except ScrapeError:
+        return None
+    families = await asyncio.to_thread(parse_families, page)
+    total = None
+    for family in families:
+        for sample in family.samples:
+            if sample.name == ITERATION_COUNT:
+                total = (total or 0.0) + sample.value
+    return total
+
+
+def identity_of(
+    flags: ServeFlags, facts: ServerFacts, log: LogFacts, device: str | None
+) -> ProfileIdentity:
+    """Which server this is: the model, the device (named, the simulator's, or the log's
+    kind), vLLM's version, dtype, quantization and parallelism."""
+    kind = log.device_kind or ("gpu" if facts.sim_device else "cpu" if not device else "gpu")
+    named = device or facts.sim_device or ("cpu" if kind == "cpu" else "gpu (name not known)")
+    return ProfileIdentity(
+        model=flags.model,
+        device=named,
+        device_kind="cpu" if kind == "cpu" else "gpu",
+        vllm_version=facts.vllm_version or log.vllm_version or "",
+        dtype=flags.dtype or "auto",
+        quantization=flags.quantization,
+        tensor_parallel_size=flags.tensor_parallel_size or 1,
+        pipeline_parallel_size=flags.pipeline_parallel_size or 1,
+    )
+
+
+async def reset_prefix_cache(base_url: str, client: Callable[[], httpx.AsyncClient]) -> bool:
+    """``POST /reset_prefix_cache`` (a server in dev mode); whether it answered 200."""
+    try:
+        async with client() as c:
+            response = await c.post(f"{base_url}/reset_prefix_cache", timeout=10.0)
+    except httpx.HTTPError:
+        return False
+    return response.status_code == 200
+
+
+ProgressSink = Callable[[Progress], None]
+
+
+@dataclass
+class Calibration:
+    """One calibration of ``target`` into profile ``name`` (see the module docstring)."""
+
+    name: str
+    target: CalibrationTarget
+    loads: list[DesignedLoad]
+    data_dir: Path
+    budget_s: float = 300.0
+    device: str | None = None  # the device's name when the server cannot say it
+    fresh: bool = False  # ignore the journal of an earlier run
+    # Who sends the loads (default: vtc bench's engine in this process; the console passes
+    # its load process, so its own screen never delays the measuring clock).
+    runner: Callable[[], LoadRunnerLike] | None = None
+
+    async def run(self, on_progress: ProgressSink | None = None) -> Profile:
+        """Measure, fit and save; the saved profile."""
+        facts = await server_facts(self.target)
+        flags = self.target.flags
+        path = journal_path(self.data_dir, self.name)
+        if self.fresh and path.exists():
+            path.replace(path.with_suffix(f".{int(time.time())}.old"))
+        done = await asyncio.to_thread(read_journal, path, flags)
+        started = time.monotonic()
+        seconds = {k: v.seconds for k, v in done.items()}
+        for i, designed in enumerate(self.loads):
+            if designed.name in done:
+                continue
+            elapsed = time.monotonic() - started
+            left = self.budget_s - elapsed
+            if left <= 0:
+                break
+            report = self._reporter(on_progress, started, seconds, designed.name)
+            report(None)
+            line = await self._measure(designed, facts, left, warm=i == 0, report=report)
+            if line is None:
+                break  # cut at the budget's end
+            await asyncio.to_thread(_append, path, line)
+            done[line.name] = line
+            seconds[line.name] = line.seconds
+        if on_progress is not None:
+            self._reporter(on_progress, started, seconds, "fitting")(None)
+        samples = [done[d.name].sample for d in self.loads if d.name in done]
+        return await asyncio.to_thread(self._fit, facts, samples, started)
+
+    def _reporter(
+        self, sink: ProgressSink | None, started: float, seconds: dict[str, float], name: str
+    ) -> Callable[[float | None], None]:
+        def report(_: float | None) -> None:
+            if sink is None:
+                return
+            elapsed = time.monotonic() - started
+            left = eta(self.loads, seconds, elapsed)
+            sink(Progress(len(seconds), len(self.loads), name, elapsed, left, self.budget_s))
+
+        return report
+
+    async def _measure(
+        self,
+        designed: DesignedLoad,
+        facts: ServerFacts,
+        left_s: float,
+        *,
+        warm: bool,
+        report: Callable[[float | None], None],
+    ) -> JournalLine | None:
+        load = designed.load.model_copy(update={"num_warmups": 2}) if warm else designed.load
+        runner = self.runner() if self.runner else LoadRunner(client="vtc-bench")
+        # The twin serves each load from a cold cache: so does the server, where it can.
+        await reset_prefix_cache(self.target.base_url, self.target.client)
+        before = await step_count(self.target)
+        t0 = time.monotonic()
+        running = runner.run(
+            load,
+            base_url=self.target.base_url,
+            model=facts.served_model,
+            on_progress=lambda p: report(p.elapsed),
+        )
+        task = asyncio.ensure_future(running)
+        try:
+            result: BenchResult = await asyncio.wait_for(asyncio.shield(task), left_s)
+        except TimeoutError:
+            await runner.cancel()
+            with contextlib.suppress(Exception):
+                await task
+            return None
+        except asyncio.CancelledError:  # stopped (Ctrl-C, k's worker): cut the load too
+            with contextlib.suppress(Exception):
+                await asyncio.shield(runner.cancel())
+            task.cancel()
+            raise
+        secs = time.monotonic() - t0
+        if not result.completed:
+            raise CalibrationError(
+                f"load {designed.name}: no request completed ({'; '.join(result.errors[:2])})"
+            )
+        after = await step_count(self.target)
+        steps = int(after - before) if before is not None and after is not None else None
+        sample = FitSample(name=designed.name, flags=self.target.flags, load=designed.load,
+                           result=result, server_steps=steps)  # fmt: skip
+        return JournalLine(name=designed.name, sample=sample, seconds=secs)
+
+    def _fit(self, facts: ServerFacts, samples: list[FitSample], started: float) -> Profile:
+        if len(samples) < MIN_LOADS:
+            raise CalibrationError(
+                f"only {len(samples)} of {len(self.loads)} loads finished within the budget "
+                f"({self.budget_s:g} s): too few to fit",
+                hint="raise --budget, or run the same command again: finished loads are kept",
+            )
+        flags = self.target.flags
+        log = log_facts(self.target.log_text())
+        identity = identity_of(flags, facts, log, self.device)
+        mns, mnbt = resolved_batch(flags, identity, log.total_bytes)
+        max_len = max(1, facts.max_model_len or flags.max_model_len or 1)
+        memory = memory_side(
+            facts.labels, log, max_model_len=max_len, max_num_seqs=mns, max_num_batched_tokens=mnbt
+        )
+        if memory is None:
+            raise CalibrationError(
+                "the server says nothing of its KV cache (no vllm:cache_config_info, no log)",
+                hint="calibrate a server started without --disable-log-stats",
+            )
+        base = Profile(
+            name=self.name,
+            created=datetime.now(UTC).isoformat(timespec="seconds"),
+            identity=identity,
+            flags=flags,
+            coefficients=StepCoefficients(),
+            memory=memory,
+            error=MeasuredError(median_pct=0.0, worst_pct=0.0),
+        )
+        fitted = fit_best(base, samples)
+        fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
+        return save_profile(fitted, self.data_dir)
+

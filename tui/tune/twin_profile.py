@@ -1,0 +1,179 @@
+"""A twin on a calibrated profile (issue 20): the what-if lane with ``--sim-profile``.
+
+The profile (``tui.domain.profile``: BLIS-form step times fitted to one real server, its
+memory side, its measured error) runs on the simulator's scheduler; every real trial of
+the sweep is one more sample, and :meth:`ProfileTwin.refit` fits the profile again over
+the calibration's samples and the trials' (``tui.sim.twin.fit_profile``). Each revision
+is written to a private temporary folder for the lane (``--sim-profile FILE``); the
+operator's saved profile is not changed by a sweep.
+
+Without a calibration, :func:`cold_profile` starts from the simulator's generic step costs
+on the sweep's own base command; the strategy then calibrates on its first real start
+(:data:`CALIBRATION_LOADS`, run on that server before the trial's own benchmark) so the
+first refit has loads that tell the step costs apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.profile import (
+    DeviceKind,
+    FitSample,
+    MeasuredError,
+    MemorySide,
+    Profile,
+    ProfileError,
+    ProfileIdentity,
+    identity_mismatch,
+)
+from tui.domain.results import BenchResult
+from tui.domain.workload import LoadSpec
+from tui.sim.twin import INITIAL, fit_best, fit_profile
+from tui.store.private import private_dir
+from tui.tune.lanes import Lane
+from tui.tune.twin import TwinObservation
+from tui.tune.whatif_lane import Cache, WhatIfLane
+
+UNFITTED = MeasuredError(median_pct=0.0, worst_pct=0.0, source="unfitted")
+"""A cold profile's error: none measured yet (its source says so; never shown as 0%)."""
+
+
+def calibration_loads(load: LoadSpec) -> list[LoadSpec]:
+    """Short loads around the sweep's workload that tell the step costs apart.
+
+    Decode-heavy with two requests and with sixteen at once (the per-step and per-token
+    costs), prefill-heavy (the per-prompt-token cost): the workload's endpoint and lengths,
+    all sent at once with no concurrency cap (the what-if lane models none), a few seconds
+    each on the trial's server, no extra start.
+    """
+    inp, out = max(16, load.input_len), max(8, load.output_len)
+    shapes = ((inp, 2 * out, 2), (inp, out, 16), (4 * inp, 4, 8))
+    return [
+        load.model_copy(update={
+            "input_len": i, "output_len": o, "num_prompts": n, "prefix_len": 0,
+            "max_concurrency": None, "request_rate": math.inf, "seed": 101 + k,
+        })
+        for k, (i, o, n) in enumerate(shapes)
+    ]  # fmt: skip
+
+
+def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
+    """An unfitted profile of the server ``flags`` start (the simulator's generic costs)."""
+    kv_bytes = flags.kv_cache_memory_bytes
+    device_kind: DeviceKind = "cpu" if kv_bytes is not None else "gpu"
+    max_len = flags.max_model_len or 4096
+    memory = MemorySide(
+        kv_tokens=max(max_len, 1), block_size=flags.block_size or 128, num_blocks=1,
+        kv_bytes=kv_bytes, max_model_len=max_len, max_num_seqs=flags.max_num_seqs or 256,
+        max_num_batched_tokens=flags.max_num_batched_tokens or 2048,
+    )  # fmt: skip
+    return Profile(
+        name=name,
+        identity=ProfileIdentity(model=flags.model, device=device_kind, device_kind=device_kind),
+        flags=flags,
+        coefficients=INITIAL,
+        memory=memory,
+        error=UNFITTED,
+    )
+
+
+def sample_of(obs: TwinObservation, name: str) -> FitSample:
+    """A real measurement as a fit sample (bench serve's numbers the fit reads)."""
+    m = obs.metrics
+    done = int(m.get("completed", obs.load.num_prompts))
+    result = BenchResult(
+        completed=done,
+        total_input_tokens=(obs.load.input_len + obs.load.prefix_len) * done,
+        total_output_tokens=obs.load.output_len * done,
+        output_throughput=m.get("output_throughput", 0.0),
+        request_throughput=m.get("request_throughput", 0.0),
+        duration=m.get("duration", 0.0),
+        stats={k: v for k, v in m.items() if k.endswith("_ms")},
+    )
+    return FitSample(name=name, flags=obs.flags, load=obs.load, result=result)
+
+
+class ProfileTwin:
+    """The what-if lane on a profile, fitted again with every real trial."""
+
+    def __init__(
+        self, profile: Profile, *, objective_key: str = "output_throughput", model: str = ""
+    ) -> None:
+        # A profile of another model is marked in every label (issue 20, item 6).
+        ident = profile.identity
+        other = identity_mismatch(ident, ident.model_copy(update={"model": model or ident.model}))
+        self._caveat = f" [{'; '.join(other)}]" if other else ""
+        self._base = profile
+        self._profile = profile
+        self._key = objective_key
+        self._folder = tempfile.TemporaryDirectory(prefix="vtc-twin-")
+        private_dir(Path(self._folder.name))
+        self._file = self._write(profile)
+        self.cache: Cache = {}
+        self.refits = 0
+
+    @property
+    def profile(self) -> Profile:
+        """The profile as it stands."""
+        return self._profile
+
+    @property
+    def cold(self) -> bool:
+        """Whether it was never fitted (the strategy calibrates on its first start)."""
+        return self._profile.error.source == "unfitted"
+
+    @property
+    def fitted(self) -> bool:
+        """Whether it was fitted (by a calibration or the sweep's trials)."""
+        return not self.cold
+
+    @property
+    def label(self) -> str:
+        """``predicted (twin NAME rR, ±E%)``, or that it is not fitted yet."""
+        if self.cold:
+            return f"predicted (twin {self._profile.name}, not fitted yet){self._caveat}"
+        return self._profile.label() + self._caveat
+
+    @property
+    def stated_error(self) -> float | None:
+        """The fit's median error for the objective's metric (else over all), a fraction."""
+        err = self._profile.error
+        if self.cold:
+            return None
+        pct = err.per_metric.get(self._key, err.median_pct)
+        return pct / 100.0 if math.isfinite(pct) else None
+
+    def lane(self) -> Lane:
+        """The what-if lane on the current revision."""
+        return WhatIfLane(["--sim-profile", str(self._file)], name="twin", cache=self.cache)
+
+    def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
+        """:func:`calibration_loads` while the profile was never fitted, else none."""
+        return calibration_loads(load) if self.cold else []
+
+    async def refit(self, observations: Sequence[TwinObservation]) -> None:
+        """Fit the profile again over its own samples and every real observation."""
+        own = list(self._base.samples)
+        samples = own + [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
+        # A cold profile's first fit also chooses the API server's intake (side by side or
+        # serial) on its loads, as a calibration does; later refits keep what it chose.
+        fit = fit_best if self.cold else fit_profile
+        try:
+            fitted = await asyncio.to_thread(fit, self._profile, samples)
+        except ProfileError:
+            return  # nothing it could serve: the twin stays as it was
+        self.refits += 1
+        revision = self._base.revision + self.refits
+        self._profile = fitted.model_copy(update={"revision": revision})
+        self._file = self._write(self._profile)
+
+    def _write(self, profile: Profile) -> Path:
+        path = Path(self._folder.name) / f"{profile.name}.r{profile.revision}.json"
+        path.write_text(profile.model_dump_json(), encoding="utf-8")
+        return path
