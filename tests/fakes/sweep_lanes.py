@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
-from tui.tune.lanes import BenchRun, LaneInterrupted, StartResult
+from tui.tune.lanes import BenchRun, LaneInterrupted, LaneLost, StartResult
 
 Model = Callable[[ServeFlags, LoadSpec], tuple[float, float]]
 
@@ -68,6 +68,7 @@ class ScriptedLane:
     model: Model = field(default_factory=lambda: saturating(10.0))
     gate: Gate | None = None
     interrupt_on_bench: int | None = None  # the Nth benchmark is cut short (a stop)
+    lose_on_benches: tuple[int, ...] = ()  # these benchmarks die with their node (a cluster)
     starts: list[ServeFlags] = field(default_factory=list)
     tags: list[SweepTag] = field(default_factory=list)
     benches: list[tuple[ServeFlags, LoadSpec]] = field(default_factory=list)
@@ -97,6 +98,8 @@ class ScriptedLane:
         self.benches.append((self._flags, load))
         if self.interrupt_on_bench is not None and len(self.benches) >= self.interrupt_on_bench:
             raise LaneInterrupted("the load was cancelled")
+        if len(self.benches) in self.lose_on_benches:
+            raise LaneLost(f"node {self.name} died mid-trial", node=self.name)
         throughput, e2el = self.model(self._flags, load)
         result = BenchResult(
             completed=load.num_prompts,

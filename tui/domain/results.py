@@ -191,6 +191,7 @@ class SweepTag(BaseModel):
     sweep_id: str
     trial: int
     note: str = ""
+    where: str = ""  # a cluster sweep: the node and GPUs the trial ran on (``node-a gpu 0,1``)
 
 
 class RunRecord(BaseModel):

@@ -14,6 +14,7 @@ from typing import Protocol
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
+from tui.domain.sweep.outcome import Placement
 from tui.domain.workload import LoadSpec
 
 
@@ -26,6 +27,15 @@ class LaneInterrupted(LaneError):
     the sweep stops, and the trial runs again when it resumes."""
 
 
+class LaneLost(LaneError):
+    """The node or worker running the trial died mid-trial (a cluster sweep): the trial is
+    marked lost with the node's name and run once more, on whatever node the cluster gives."""
+
+    def __init__(self, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 @dataclass(frozen=True)
 class StartResult:
     """How a trial's start went: up, or the diagnosis of why not."""
@@ -35,6 +45,8 @@ class StartResult:
     diagnosis: str = ""
     diagnosis_kind: str | None = None
     kv_tokens: int | None = None
+    placement: Placement | None = None  # where it started (a cluster lane; None: here)
+    log_excerpt: str = ""  # the start's last log lines, where the log is on another node
 
 
 @dataclass(frozen=True)

@@ -214,8 +214,13 @@ def state_text(run: RunRecord) -> str:
 
 
 def sweep_text(run: RunRecord) -> str:
-    """``<sweep id> t<trial>`` for a sweep's trial, empty for a hand run."""
-    return f"{run.sweep.sweep_id} t{run.sweep.trial}" if run.sweep is not None else ""
+    """``<sweep id> t<trial>`` for a sweep's trial (``@ node gpu 0,1`` where a cluster sweep
+    placed it), empty for a hand run."""
+    tag = run.sweep
+    if tag is None:
+        return ""
+    where = f" @ {tag.where}" if tag.where else ""
+    return f"{tag.sweep_id} t{tag.trial}{where}"
 
 
 def build_table(
