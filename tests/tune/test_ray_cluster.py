@@ -28,7 +28,8 @@ from fakes.ray_sweeps import (  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
-from tui.modes.ray_cluster import RayChoice, connect, disconnect, ray_lanes  # noqa: E402
+from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
+from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
 from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
@@ -58,7 +59,7 @@ async def test_a_node_lost_mid_trial_marks_it_lost_and_it_runs_again_elsewhere(
     made.wait_for_nodes()
     a_id, b_id = node_a.node_id[:6], node_b.node_id[:6]
     spec = spec_from(demo_spec(seqs=[8, 16, 32], num_prompts=40, rate=4.0))  # ~10 s loads
-    choice = RayChoice(address=made.address)
+    choice = ClusterChoice(address=made.address)
     await asyncio.to_thread(connect, choice)
     lanes = ray_lanes(spec, demo_options(data), choice, data, lambda _: None)
     assert len(lanes) == 2  # the head declares no GPU: one trial per GPU node
@@ -89,7 +90,7 @@ async def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
     text = demo_spec(seqs=[8]).replace("max_model_len = 1024", "max_model_len = 1024\n"
                                        "tensor_parallel_size = 4")  # fmt: skip
     spec = spec_from(text)
-    choice = RayChoice(address=made.address)
+    choice = ClusterChoice(address=made.address)
     await asyncio.to_thread(connect, choice)
     with pytest.raises(Unplaceable) as caught:
         ray_lanes(spec, demo_options(data), choice, data, lambda _: None)

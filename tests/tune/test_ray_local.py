@@ -31,7 +31,8 @@ from fakes.ray_sweeps import (  # noqa: E402
 
 from tui.domain.results import RunStatus  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
-from tui.modes.ray_cluster import RayChoice, connect, disconnect, ray_lanes  # noqa: E402
+from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
+from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
 from tui.tune.journal import Journal, journal_path  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
@@ -46,7 +47,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(data_dir: Path) -> None:
     spec = spec_from(demo_spec(seqs=[8, 16, 32, 64]))
-    choice = RayChoice(gpus=4)
+    choice = ClusterChoice(gpus=4)
     progress: list[str] = []
     await asyncio.to_thread(connect, choice)
     try:
@@ -92,7 +93,7 @@ def _workers() -> list[psutil.Process]:
 
 async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(data_dir: Path) -> None:
     spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=40, rate=4.0))  # ~10 s loads
-    choice = RayChoice(gpus=1)
+    choice = ClusterChoice(gpus=1)
     await asyncio.to_thread(connect, choice)
     try:
         lanes = ray_lanes(spec, demo_options(data_dir), choice, data_dir, lambda _: None)

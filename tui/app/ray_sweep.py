@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TextIO
 
 from tui.app.sweep import Printer, open_journal, stop_on_signals
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions
-from tui.modes.ray_cluster import RayChoice, connect, disconnect, node_gpus, ray_lanes
+from tui.modes.ray_cluster import connect, disconnect, node_gpus, ray_lanes
 from tui.tune.gpus import gpus_per_trial
 from tui.tune.prune import Pruner
 from tui.tune.run import SweepRun
@@ -43,7 +44,7 @@ async def ray_sweep(
     data_dir: Path,
 ) -> SweepStatus:  # fmt: skip
     """Run ``spec`` over the cluster ``args.ray`` names (a local instance when empty)."""
-    choice = RayChoice(address=args.ray or None, gpus=args.ray_gpus)
+    choice = ClusterChoice(address=args.ray or None, gpus=args.ray_gpus)
     journal = await asyncio.to_thread(open_journal, data_dir, spec, args.fresh)
     relay = ProgressRelay()
     await asyncio.to_thread(connect, choice)

@@ -41,6 +41,7 @@ from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
+from tui.tune.lanes import ClusterLanes
 from tui.tune.service import SweepService
 
 
@@ -164,6 +165,7 @@ class Services:
     release: ReleaseWaiter | None = None
     reproducer: Reproducer | None = None
     files: ConsoleFiles | None = None  # exports, saved presets, log tails (the board's keys)
+    cluster: ClusterLanes | None = None  # sweeps on a Ray cluster (demo and local consoles)
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
@@ -177,7 +179,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     if services.slot.can_launch:
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, machine=info.label,
+            estimator=services.estimator, machine=info.label, cluster=services.cluster,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])

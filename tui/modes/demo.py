@@ -16,6 +16,7 @@ from tui.domain.telemetry import SimInfo
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
 from tui.modes.adapters import simulator_command
+from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -107,6 +108,7 @@ class DemoMode:
             ),
             estimator=estimator,
             files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
+            cluster=cluster_lanes(options, data_dir),
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),

@@ -19,6 +19,7 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags.serve import ServeFlags
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
+from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -123,6 +124,7 @@ class LocalVllmMode:
                 versions=nvml.versions if nvml is not None else None,
             ),
             files=ConsoleFiles(data_dir),
+            cluster=cluster_lanes(options, data_dir),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",

@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import ray
 
 from tui.domain.results import RunStatus
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.ray_host import HostConfig, TrialHost
@@ -34,15 +34,7 @@ LOCAL_CPUS = 1  # the workers ask for none; Ray keeps this many idle workers rea
 LEFT_BY_A_KILLED_HEAD = "the sweep's head was killed while it ran; its trial runs again"
 
 
-@dataclass(frozen=True)
-class RayChoice:
-    """``--ray [ADDRESS]`` and ``--ray-gpus N`` (``address`` ``None``: a local instance)."""
-
-    address: str | None = None
-    gpus: int | None = None
-
-
-def connect(choice: RayChoice) -> None:
+def connect(choice: ClusterChoice) -> None:
     """Join the cluster at ``choice.address``, or start a local instance (blocking)."""
     if ray.is_initialized():
         return
@@ -79,7 +71,7 @@ def disconnect() -> None:
 def ray_lanes(
     spec: SweepSpec,
     options: ConsoleOptions,
-    choice: RayChoice,
+    choice: ClusterChoice,
     data_dir: Path,
     on_progress: Callable[[str], None],
 ) -> list[RayLane]:

@@ -7,14 +7,16 @@ trials in parallel, one per GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import Placement
+from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 
 
@@ -85,3 +87,16 @@ class Lane(Protocol):
     async def abort(self) -> None:
         """Cut the running load or start short (the sweep is being stopped)."""
         ...
+
+
+@dataclass
+class ClusterRun:
+    """A cluster's lanes for one sweep, and how to let them and the cluster go."""
+
+    lanes: list[Lane]
+    close: Callable[[], Awaitable[None]]
+
+
+ClusterLanes = Callable[[SweepSpec, ClusterChoice, Callable[[str], None]], Awaitable[ClusterRun]]
+"""Builds a sweep's lanes on a cluster (a mode's; ``on_progress`` gets the nodes' progress
+lines). Raises ``VtcError`` (one line) when the cluster cannot hold a trial."""
