@@ -9,12 +9,14 @@ each trial ran.
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 from fakes.sweep_lanes import ScriptedLane
 
+from tui.app.cli import main
 from tui.domain.board.table import sweep_text
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, SweepTag
@@ -24,6 +26,17 @@ from tui.tune.gpus import Unplaceable, trials_at_once
 from tui.tune.journal import Journal, journal_path
 from tui.tune.report import sweep_json, trial_line
 from tui.tune.run import SweepRun
+
+SPEC_TOML = """\
+name = "no-ray"
+strategy = "grid"
+[base]
+model = "m"
+[parameters]
+max_num_seqs = [8, 16]
+[workload]
+num_prompts = 4
+"""
 
 
 def grid_spec(**changes: object) -> SweepSpec:
@@ -117,3 +130,17 @@ def test_the_boards_sweep_column_names_the_node_and_gpus_of_a_cluster_trial() ->
     assert sweep_text(placed) == "s-1 t3 @ box-2:ab12cd gpu 2,3"
     here = run.model_copy(update={"sweep": SweepTag(sweep_id="s-1", trial=3)})
     assert sweep_text(here) == "s-1 t3"
+
+
+def test_sweep_on_ray_without_the_extra_says_what_to_install_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("ray", "tui.app.ray_sweep", "tui.modes.ray_cluster", "tui.tune.ray_lane"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if the extra were not installed
+    monkeypatch.setenv("VTC_DATA_DIR", str(tmp_path / "data"))
+    spec = tmp_path / "spec.toml"
+    spec.write_text(SPEC_TOML, encoding="utf-8")
+    code = main(["sweep", str(spec), "--demo", "--ray", "--ray-gpus", "2"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "Ray is not installed" in err[0] and "pip install 'vtc[ray]'" in err[0]

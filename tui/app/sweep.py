@@ -29,6 +29,7 @@ from tui.domain.errors import VtcError
 from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
+from tui.modes.cluster import NO_RAY
 from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
@@ -156,8 +157,10 @@ async def _locked_sweep(
     data_dir: Path,
 ) -> int:
     if args.ray is not None:
-        from tui.app.ray_sweep import ray_sweep  # Ray: imported only when asked for
-
+        try:
+            from tui.app.ray_sweep import ray_sweep  # Ray: imported only when asked for
+        except ImportError as exc:
+            raise SetupError(NO_RAY, hint="pip install 'vtc[ray]'") from exc
         started = datetime.now()
         final = await ray_sweep(spec, args, out, options, data_dir)
         _outputs(final, spec, args, data_dir, started, out)
