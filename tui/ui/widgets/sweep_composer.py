@@ -24,7 +24,7 @@ OBJECTIVE_CHOICES = (("output tok/s", "output_throughput"), ("req/s", "request_t
                      ("goodput", "goodput"))  # fmt: skip
 DEFAULT_PARAMS = (("max_num_seqs", "64, 128, 256"), ("max_num_batched_tokens", "1024, 2048, 4096"),
                   ("", ""))  # fmt: skip
-WHERE_CHOICES = (("on this console's server", "console"), ("on a Ray cluster", "ray"))
+WHERE_CHOICES = (("this console", "console"), ("a Ray cluster", "ray"))
 SLO_FIELDS = (("p99_ttft_ms", "p99 TTFT ms"), ("p99_itl_ms", "p99 ITL ms"),
               ("p99_e2el_ms", "p99 E2EL ms"))  # fmt: skip
 
@@ -64,6 +64,7 @@ class SweepComposer(Vertical):
                 yield Input("", placeholder="-", compact=True, id=f"sweep-{key}",
                             classes="sweep-small")  # fmt: skip
         with Horizontal(classes="sweep-row"):
+            yield Label("trials on", classes="sweep-label")
             yield Select(WHERE_CHOICES, value="console", allow_blank=False, compact=True,
                          id="sweep-where")  # fmt: skip
             yield Input("", placeholder="Ray address (empty: a local instance)", compact=True,
