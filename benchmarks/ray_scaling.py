@@ -93,6 +93,9 @@ class TimedLane:
     async def abort(self) -> None:
         """Nothing to cut short."""
 
+    async def release(self) -> None:
+        """Nothing held between trials."""
+
 
 def spec_for(args: argparse.Namespace) -> SweepSpec:
     """The a100-8b scenario's spec for ``args.strategy`` (quick: its smaller space)."""

@@ -74,6 +74,7 @@ class ScriptedLane:
     benches: list[tuple[ServeFlags, LoadSpec]] = field(default_factory=list)
     resets: int = 0
     aborted: int = 0
+    released: int = 0
     _flags: ServeFlags | None = None
 
     async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
@@ -119,3 +120,7 @@ class ScriptedLane:
     async def abort(self) -> None:
         """Count the abort."""
         self.aborted += 1
+
+    async def release(self) -> None:
+        """Count the release (once per trial)."""
+        self.released += 1

@@ -68,6 +68,7 @@ async def test_a_trial_lost_with_its_node_is_marked_lost_and_run_once_more(
     assert lost.note == retried.note and lost.key == retried.key
     assert "node-b" in lost.diagnosis and lost.verdict_text.startswith("lost: ")
     assert status.starts == 4  # the lost attempt was a start too
+    assert lane.released == 3  # once per plan, lost attempt and retry together
     assert any("trial 2 lost on node-b" in note for note in status.notes)
     journaled = Journal(path, spec).finished
     assert len(journaled) == 3  # the lost attempt is not journaled: a resume runs it again

@@ -3,7 +3,7 @@
 Two GPU nodes (one GPU each, declared) and a head without GPUs: the trials are placed on
 the GPU nodes only; a node removed while its trial's load runs marks that trial lost with
 the node's name, and the trial runs again on the other node. A trial that needs more GPUs
-than any node has is refused before anything starts, in one line.
+than any node has is refused before anything starts: ``test_ray_local.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
 from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
-from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
 SMALL = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
@@ -79,21 +78,3 @@ async def test_a_node_lost_mid_trial_marks_it_lost_and_it_runs_again_elsewhere(
     assert len(measured) == 3
     assert all(t.placement is not None and t.placement.node.split(":")[1] in (a_id, b_id)
                for t in measured)  # fmt: skip
-
-
-async def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
-    cluster: tuple[Cluster, Path],
-) -> None:
-    made, data = cluster
-    made.add_node(**SMALL, num_gpus=2)
-    made.wait_for_nodes()
-    text = demo_spec(seqs=[8]).replace("max_model_len = 1024", "max_model_len = 1024\n"
-                                       "tensor_parallel_size = 4")  # fmt: skip
-    spec = spec_from(text)
-    choice = ClusterChoice(address=made.address)
-    await asyncio.to_thread(connect, choice)
-    with pytest.raises(Unplaceable) as caught:
-        ray_lanes(spec, demo_options(data), choice, data, lambda _: None)
-    assert "4 GPU(s) one trial needs" in caught.value.one_line()
-    assert "the largest node has 2" in caught.value.one_line()
-    assert not (data / "demo-runs.sqlite").exists()  # nothing started, nothing written

@@ -5,12 +5,16 @@ each trial's worker gets its own GPU ids from Ray, launches the server pinned to
 (``CUDA_VISIBLE_DEVICES``), runs the load on its node and returns the typed result and the
 runs, which the head writes into the board's store; progress comes back while trials run.
 A worker killed mid-trial marks the trial lost, naming the node, and the trial runs again.
+A trial no node can hold is refused before anything starts. One instance (4 GPUs) serves
+the module, started small and shut down at its end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -33,41 +37,52 @@ from tui.domain.results import RunStatus  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
 from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
+from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.journal import Journal, journal_path  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
+FOUR = ClusterChoice(gpus=4)
+
+
+@pytest.fixture(scope="module")
+def instance() -> Iterator[ClusterChoice]:
+    connect(FOUR)
+    try:
+        yield FOUR
+    finally:
+        disconnect()
+
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    data = tmp_path / "data"
-    monkeypatch.setenv("VTC_DATA_DIR", str(data))  # the workers inherit it
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    data = tmp_path / "data"  # a local instance's workers are given the head's data dir
     yield data
     stop_left_servers(data)
 
 
-async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(data_dir: Path) -> None:
+async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
     spec = spec_from(demo_spec(seqs=[8, 16, 32, 64]))
-    choice = ClusterChoice(gpus=4)
     progress: list[str] = []
-    await asyncio.to_thread(connect, choice)
-    try:
-        lanes = ray_lanes(spec, demo_options(data_dir), choice, data_dir, progress.append)
-        assert len(lanes) == 4  # 4 GPUs, one per trial
-        journal = Journal(journal_path(data_dir, spec.sweep_id()), spec)
-        run = SweepRun(spec, lanes, journal=journal)
-        status = await run.run()
-        await asyncio.gather(*(lane.close() for lane in lanes))
-    finally:
-        await asyncio.to_thread(disconnect)
+    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, progress.append)
+    assert len(lanes) == 4  # 4 GPUs, one per trial: the batch of 4 runs at once
+    journal = Journal(journal_path(data_dir, spec.sweep_id()), spec)
+    status = await SweepRun(spec, lanes, journal=journal).run()
+    await asyncio.gather(*(lane.close() for lane in lanes))
     assert status.state is SweepState.DONE, status.message
     assert [t.state for t in status.trials] == [TrialState.MEASURED] * 4
     placements = [t.placement for t in status.trials]
-    assert all(p is not None and len(p.gpu_ids) == 1 for p in placements)
-    # Four lanes held their workers at once: Ray gave each its own GPU.
-    assert {p.gpu_ids[0] for p in placements if p is not None} == {"0", "1", "2", "3"}
+    assert all(p is not None and len(p.gpu_ids) == 1 and p.gpu_ids[0] in "0123"
+               for p in placements)  # fmt: skip
     assert all(p is not None and (p.gpu_model or "").endswith("(simulated)") for p in placements)
     assert all(p is not None and p.driver == "simulated" and p.vllm_version for p in placements)
-    assert all(t.started_at is not None and t.ended_at is not None for t in status.trials)
+    for a in status.trials:  # trials that ran at the same time never shared a GPU
+        for b in status.trials:
+            assert a.started_at is not None and a.ended_at is not None
+            assert b.started_at is not None and b.ended_at is not None
+            overlap = a.index != b.index and a.started_at < b.ended_at and b.started_at < a.ended_at
+            assert not (overlap and a.placement == b.placement)
     runs = {r.id: r for r in head_runs(data_dir)}
     for trial in status.trials:
         run_record = runs[trial.run_id]
@@ -83,31 +98,43 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(data_dir: Path) -
 
 
 def _workers() -> list[psutil.Process]:
+    """This instance's trial workers (the raylet this process started runs them)."""
     out = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if "ray::TrialHost" in cmdline:
-            out.append(proc)
+    for proc in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if "ray::TrialHost" in " ".join(proc.cmdline()):
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            continue
     return out
 
 
-async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(data_dir: Path) -> None:
-    spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=40, rate=4.0))  # ~10 s loads
-    choice = ClusterChoice(gpus=1)
-    await asyncio.to_thread(connect, choice)
-    try:
-        lanes = ray_lanes(spec, demo_options(data_dir), choice, data_dir, lambda _: None)
-        sweep = asyncio.create_task(SweepRun(spec, lanes).run())
-        await wait_for_run(data_dir, serving_on("gpu 0"))  # trial 1's load is running now
-        (worker,) = _workers()
-        worker.send_signal(signal.SIGKILL)
-        status = await asyncio.wait_for(sweep, 240)
-        await asyncio.gather(*(lane.close() for lane in lanes))
-    finally:
-        await asyncio.to_thread(disconnect)
-    states = [t.state for t in status.trials]
-    assert states == [TrialState.LOST, TrialState.MEASURED, TrialState.MEASURED], status.notes
-    lost, again = status.trials[0], status.trials[1]
+async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    spec = spec_from(demo_spec(seqs=[8], num_prompts=40, rate=4.0))  # a ~10 s load
+    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    await wait_for_run(data_dir, serving_on("gpu"))  # the trial's load is running now
+    (worker,) = _workers()
+    worker.send_signal(signal.SIGKILL)
+    status = await asyncio.wait_for(sweep, 240)
+    await asyncio.gather(*(lane.close() for lane in lanes))
+    assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
+    lost, again = status.trials
     assert lost.placement is not None and lost.placement.node in lost.diagnosis
     assert again.note == lost.note and again.placement is not None
     assert any(f"trial 1 lost on {lost.placement.node}" in note for note in status.notes)
+
+
+def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    text = demo_spec(seqs=[8]).replace(
+        "max_model_len = 1024", "max_model_len = 1024\ntensor_parallel_size = 8"
+    )
+    with pytest.raises(Unplaceable) as caught:
+        ray_lanes(spec_from(text), demo_options(data_dir), instance, data_dir, lambda _: None)
+    line = caught.value.one_line()
+    assert "8 GPU(s) one trial needs" in line and "the largest node has 4" in line
+    assert not (data_dir / "demo-runs.sqlite").exists()  # nothing started, nothing written

@@ -277,7 +277,11 @@ class SweepContext:
             return outcome
         finally:
             self._busy.pop(id(lane), None)
-            self._free.put_nowait(lane)
+            try:  # before another trial takes the lane: a cluster's worker and GPUs go back
+                # now, so a trial waiting for GPUs (a node was lost) never waits on an idle one
+                await lane.release()
+            finally:
+                self._free.put_nowait(lane)
 
     async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
         started_at = self._clock()

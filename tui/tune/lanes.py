@@ -88,6 +88,11 @@ class Lane(Protocol):
         """Cut the running load or start short (the sweep is being stopped)."""
         ...
 
+    async def release(self) -> None:
+        """The trial is over: let go of what only it needed (a cluster worker and its GPUs;
+        a local lane keeps its server until the next trial replaces it)."""
+        ...
+
 
 @dataclass
 class ClusterRun:

@@ -139,6 +139,7 @@ class RayLane:
         ids = await self._land(reply.records)
         assert reply.start is not None
         local = reply.start.run_id
+        self._placement = reply.start.placement or self._placement  # with the run's facts
         return dataclasses.replace(
             reply.start, run_id=ids.get(local) if local is not None else None,
             placement=self._placement,
@@ -167,6 +168,10 @@ class RayLane:
         if self._actor is not None:
             with contextlib.suppress(*LOST_ERRORS):
                 await _result(self._actor.abort.remote())
+
+    async def release(self) -> None:
+        """The trial is over: its worker goes (server stopped, GPUs back to the cluster)."""
+        await self.close()
 
     async def close(self) -> None:
         """Stop the worker's server, write its last run states, let the worker go."""
