@@ -8,10 +8,17 @@ import pytest
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Defer real-vLLM tests when CI runs them in their own stage (VTC_DEFER_REAL_VLLM=1)."""
-    if os.environ.get("VTC_DEFER_REAL_VLLM") != "1":
-        return
-    skip = pytest.mark.skip(reason="real-vLLM tests run in .ci/run's integration stage")
-    for item in items:
-        if "realvllm" in item.keywords:
-            item.add_marker(skip)
+    """Defer real-vLLM tests (VTC_DEFER_REAL_VLLM=1) and Ray tests (VTC_DEFER_RAY=1) when CI
+    runs them in their own stage."""
+    deferred = {
+        "realvllm": (os.environ.get("VTC_DEFER_REAL_VLLM") == "1",
+                     "real-vLLM tests run in .ci/run's integration stage"),
+        "ray": (os.environ.get("VTC_DEFER_RAY") == "1", "Ray tests run in .ci/run's Ray stage"),
+    }  # fmt: skip
+    for marker, (defer, reason) in deferred.items():
+        if not defer:
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
-from tui.tune.lanes import BenchRun, LaneInterrupted, StartResult
+from tui.tune.lanes import BenchRun, LaneInterrupted, LaneLost, StartResult
 
 Model = Callable[[ServeFlags, LoadSpec], tuple[float, float]]
 
@@ -68,11 +68,13 @@ class ScriptedLane:
     model: Model = field(default_factory=lambda: saturating(10.0))
     gate: Gate | None = None
     interrupt_on_bench: int | None = None  # the Nth benchmark is cut short (a stop)
+    lose_on_benches: tuple[int, ...] = ()  # these benchmarks die with their node (a cluster)
     starts: list[ServeFlags] = field(default_factory=list)
     tags: list[SweepTag] = field(default_factory=list)
     benches: list[tuple[ServeFlags, LoadSpec]] = field(default_factory=list)
     resets: int = 0
     aborted: int = 0
+    released: int = 0
     _flags: ServeFlags | None = None
 
     async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
@@ -97,6 +99,8 @@ class ScriptedLane:
         self.benches.append((self._flags, load))
         if self.interrupt_on_bench is not None and len(self.benches) >= self.interrupt_on_bench:
             raise LaneInterrupted("the load was cancelled")
+        if len(self.benches) in self.lose_on_benches:
+            raise LaneLost(f"node {self.name} died mid-trial", node=self.name)
         throughput, e2el = self.model(self._flags, load)
         result = BenchResult(
             completed=load.num_prompts,
@@ -116,3 +120,7 @@ class ScriptedLane:
     async def abort(self) -> None:
         """Count the abort."""
         self.aborted += 1
+
+    async def release(self) -> None:
+        """Count the release (once per trial)."""
+        self.released += 1

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from painted import painted
-from textual.widgets import DataTable, Input
+from textual.widgets import DataTable, Input, Select
 from ui_fakes import FIXED_TIME, FakeSession, baseline_flags, bench
 
 from tui.domain.results import RunRecord, RunStatus, SweepTag
@@ -19,6 +19,7 @@ from tui.domain.sweep import (
     TrialOutcome,
     TrialState,
 )
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.slo import SloVerdict
 from tui.domain.workload import LoadSpec
 from tui.ui.app import create_app
@@ -95,6 +96,26 @@ async def test_w_composes_from_the_form_and_starts_a_sweep() -> None:
         assert spec.slo.limits == {"p99_itl_ms": 200.0}
         assert spec.base.model == baseline_flags().model
         assert baseline == session.current.id  # type: ignore[union-attr]
+        assert session.sweeps.clusters == [None]  # on this console's server by default
+
+
+async def test_the_composer_starts_a_sweep_on_a_ray_cluster_when_asked() -> None:
+    session = FakeSession(runs=runs())
+    app = create_app(session, clock=None, autostart=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_sweep(pilot)
+        screen.query_one("#sweep-where", Select).value = "ray"
+        screen.query_one("#sweep-ray-gpus", Input).value = "0"
+        screen.query_one("#sweep-trials", DataTable).focus()
+        await pilot.press("g")
+        await pilot.pause()
+        assert session.sweeps is not None and not session.sweeps.started  # refused: one line
+        screen.query_one("#sweep-ray-gpus", Input).value = "4"
+        await pilot.press("g")
+        await pilot.pause()
+        assert session.sweeps.clusters == [ClusterChoice(address=None, gpus=4)]
+        assert any("on a local Ray instance (4 GPUs)" in str(n.message)
+                   for n in app._notifications)  # fmt: skip
 
 
 async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs() -> None:

@@ -45,6 +45,7 @@ from tui.domain.results import (
 )
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import attach, demo
@@ -282,6 +283,7 @@ class FakeSweeps:
         self._session = session
         self.status: SweepStatus | None = None
         self.started: list[tuple[SweepSpec, int | None]] = []
+        self.clusters: list[ClusterChoice | None] = []
         self.stops = 0
         self.unfinished: list[SweepSpec] = []
         self.resumed: list[str] = []
@@ -291,9 +293,16 @@ class FakeSweeps:
         """Whether the scripted status says it runs."""
         return self.status is not None and self.status.live
 
-    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
-        """Record the spec and announce a running sweep."""
+    def start(
+        self,
+        spec: SweepSpec,
+        *,
+        baseline_run_id: int | None = None,
+        cluster: ClusterChoice | None = None,
+    ) -> None:
+        """Record the spec (and where it runs) and announce a running sweep."""
         self.started.append((spec, baseline_run_id))
+        self.clusters.append(cluster)
         self.publish(
             SweepStatus(
                 sweep_id=spec.sweep_id(), name=spec.name, strategy=spec.strategy,

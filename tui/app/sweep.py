@@ -29,6 +29,7 @@ from tui.domain.errors import VtcError
 from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
+from tui.modes.cluster import NO_RAY
 from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
@@ -64,6 +65,15 @@ def add_sweep_parser(subparsers: Any) -> None:
     p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds per start")
     p.add_argument("--max-starts", type=int, help="override the spec's budget of starts")
     p.add_argument("--result-dir", type=Path, help="auto_tune: where result.txt goes")
+    p.add_argument(
+        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        help="fan the trials out over a Ray cluster (ADDRESS: join it; none: start a local "
+        "instance); needs the ray extra: pip install 'vtc[ray]'",
+    )  # fmt: skip
+    p.add_argument(
+        "--ray-gpus", type=int, metavar="N",
+        help="GPUs a local Ray instance declares (simulated in --demo; default: Ray's count)",
+    )  # fmt: skip
 
 
 def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
@@ -147,9 +157,18 @@ async def _locked_sweep(
     options: ConsoleOptions,
     data_dir: Path,
 ) -> int:
+    if args.ray is not None:
+        try:
+            from tui.app.ray_sweep import ray_sweep  # Ray: imported only when asked for
+        except ImportError as exc:
+            raise SetupError(NO_RAY, hint="pip install 'vtc[ray]'") from exc
+        started = datetime.now()
+        final = await ray_sweep(spec, args, out, options, data_dir)
+        _outputs(final, spec, args, data_dir, started, out)
+        return 0 if final.best is not None and final.best.slo_met else 1
     parts = await asyncio.to_thread(mode.lane_parts, options)
     twin = await asyncio.to_thread(mode.twin, options)
-    journal = await asyncio.to_thread(_journal, data_dir, spec, args.fresh)
+    journal = await asyncio.to_thread(open_journal, data_dir, spec, args.fresh)
     sessions = [
         assemble(p.info, p.services, poll_interval_s=options.poll_interval_s) for p in parts
     ]
@@ -167,7 +186,7 @@ async def _locked_sweep(
         twin=twin,
     )  # fmt: skip
     started = datetime.now()
-    with _stop_on_signals(run):
+    with stop_on_signals(run):
         try:
             for session in sessions:
                 await session.start()
@@ -181,7 +200,7 @@ async def _locked_sweep(
     return 0 if final.best is not None and final.best.slo_met else 1
 
 
-def _journal(data_dir: Path, spec: SweepSpec, fresh: bool) -> Journal:
+def open_journal(data_dir: Path, spec: SweepSpec, fresh: bool) -> Journal:
     path = journal_path(data_dir, spec.sweep_id())
     if fresh and path.exists():
         path.replace(path.with_suffix(f".{datetime.now():%Y%m%d%H%M%S}.old"))
@@ -189,7 +208,7 @@ def _journal(data_dir: Path, spec: SweepSpec, fresh: bool) -> Journal:
 
 
 @contextlib.contextmanager
-def _stop_on_signals(run: SweepRun) -> Iterator[None]:
+def stop_on_signals(run: SweepRun) -> Iterator[None]:
     loop = asyncio.get_running_loop()
     installed = []
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -199,6 +199,7 @@ class SweepTag(BaseModel):
     trial: int
     note: str = ""
     load: int = 1
+    where: str = ""  # a cluster sweep: the node and GPUs the trial ran on (``node-a gpu 0,1``)
 
 
 class RunRecord(BaseModel):

@@ -41,6 +41,7 @@ from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
+from tui.tune.lanes import ClusterLanes
 from tui.tune.service import SweepService
 from tui.tune.twin_service import TwinService
 
@@ -169,6 +170,7 @@ class Services:
     twin: bool = False  # predictions by the twin of the watched server (the console's modes)
     twin_profile: str | None = None  # --sim-profile: that profile (else one of the model's)
     twin_runner: Callable[[], LoadRunnerLike] | None = None  # a calibration's load runner
+    cluster: ClusterLanes | None = None  # sweeps on a Ray cluster (demo and local consoles)
 
 
 def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -> Session:
@@ -183,6 +185,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
         sweeps = SweepService(
             data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
             estimator=services.estimator, machine=info.label, twin_gpu=services.twin_gpu,
+            cluster=services.cluster,
         )  # fmt: skip
         info = dataclasses.replace(info, sweeps=sweeps)
     twin = None

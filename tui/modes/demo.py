@@ -16,6 +16,7 @@ from tui.domain.telemetry import SimInfo
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
 from tui.modes.adapters import simulator_command
+from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -116,6 +117,7 @@ class DemoMode:
             twin=True,
             twin_profile=options.sim_profile,
             twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
+            cluster=cluster_lanes(options, data_dir),
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),

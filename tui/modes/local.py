@@ -19,6 +19,7 @@ from tui.domain.credentials import Credentials
 from tui.domain.flags.serve import ServeFlags
 from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
+from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -126,6 +127,7 @@ class LocalVllmMode:
             twin=True,
             twin_profile=options.sim_profile,
             twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
+            cluster=cluster_lanes(options, data_dir),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",

@@ -11,6 +11,7 @@ before it resumes. Each load carries the spec's goodput thresholds.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -27,11 +28,15 @@ from tui.modes.common import Services, free_port, open_history
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import LocalGpu, MetricsReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
+from tui.server.introspect import IntrospectError, python_for_vllm, vllm_dist_version
 from tui.server.kv_estimator import KvEstimator
 from tui.server.launcher import ProcessLauncher
+from tui.server.repro import MachineReproducer
 from tui.session.port import SessionInfo
+from tui.session.repro import Reproducer
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import DEFAULT_GPU
+from tui.sim.catalog import DEFAULT_GPU, resolve_gpu
+from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.history import default_data_dir
 from tui.store.profiles import load_profile
 from tui.store.server_state import ServerStateError, ServerStateFile
@@ -41,6 +46,9 @@ from tui.tune.twin import Twin, catalogue_twin
 from tui.tune.twin_profile import ProfileTwin
 
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+CLUSTER_DIR = "ray-sweeps"
+"""``<node data dir>/ray-sweeps/<sweep id>/``: a cluster's workers' state files and scratch
+run stores on each node (``tui.modes.ray_host``)."""
 
 
 @dataclass
@@ -118,19 +126,36 @@ class SweepMode:
             self._local_lane(options, data_dir, resolved, i, g, nvml) for i, g in enumerate(groups)
         ]
 
-    def _common(self, data_dir: Path, index: int, *, demo: bool) -> tuple[Credentials, Path]:
+    def node_lane(self, options: ConsoleOptions, data_dir: Path, node: NodeLane) -> LaneParts:
+        """The lane of one cluster worker (``tui.modes.ray_host``): pinned to the GPUs the
+        cluster gave it, its own state file, a scratch run store (the head writes the board),
+        each run's reproduction naming the node."""
+        if options.demo:
+            return self._demo_lane(options, data_dir, 0, node=node)
+        resolved = shutil.which(options.vllm)
+        if resolved is None:
+            raise SetupError(f"vllm executable not found on this node: {options.vllm!r}")
+        nvml = adapters.local_gpu(resolved)
+        group = ",".join(node.gpus) if node.gpus else None
+        return self._local_lane(options, data_dir, resolved, 0, group, nvml, node=node)
+
+    def _common(
+        self, data_dir: Path, index: int, *, demo: bool, node: NodeLane | None = None
+    ) -> tuple[Credentials, Path]:
         """Credentials and the run store; a server a killed sweep left on this lane: stopped."""
-        kind = "demo" if demo else "vllm"
-        state = ServerStateFile(data_dir / f"sweep-{kind}-lane{index}.json")
+        state = ServerStateFile(_state_path(data_dir, index, demo, node))
         if state.exists():
             stop_recorded_server(state, grace_s=STOP_GRACE_S)
         store = data_dir / ("demo-runs.sqlite" if demo else "runs.sqlite")
-        return Credentials.from_env(self.env), store
+        return Credentials.from_env(self.env), node.store if node is not None else store
 
-    def _demo_lane(self, options: ConsoleOptions, data_dir: Path, index: int) -> LaneParts:
-        credentials, store_path = self._common(data_dir, index, demo=True)
+    def _demo_lane(
+        self, options: ConsoleOptions, data_dir: Path, index: int, *, node: NodeLane | None = None
+    ) -> LaneParts:
+        credentials, store_path = self._common(data_dir, index, demo=True, node=node)
         gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_GPU
-        env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": str(index)}
+        visible = ",".join(node.gpus) if node is not None and node.gpus else str(index)
+        env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": visible}
         per_trial = gpus_per_trial(self.spec)
         estimator = adapters.estimator(
             adapters.device_memory(sim_gpu=gpu, sim_count=per_trial), env={**self.env, **env},
@@ -148,10 +173,17 @@ class SweepMode:
             "--sim-gpus",
             str(per_trial),
         ]
-        name = f"sim{index}"
+        name = f"sim{index}" if node is None else node.name
         choice = adapters.gpu_source(simulated=True)
+        reproducer = None
+        if node is not None:  # a cluster's trial: its runs name the node and the GPU model
+            reproducer = MachineReproducer(
+                launch_env=env, inherited_env=self.env, version=lambda: SIM_VLLM_VERSION,
+                gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
+            )  # fmt: skip
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, launch_args=args, demo=True, gpu=choice)  # fmt: skip
+                          estimator, launch_args=args, demo=True, gpu=choice, node=node,
+                          reproducer=reproducer)  # fmt: skip
 
     def _local_lane(
         self,
@@ -161,8 +193,10 @@ class SweepMode:
         index: int,
         group: str | None,
         nvml: LocalGpu | None,
+        *,
+        node: NodeLane | None = None,
     ) -> LaneParts:
-        credentials, store_path = self._common(data_dir, index, demo=False)
+        credentials, store_path = self._common(data_dir, index, demo=False, node=node)
         env = {**credentials.server_env(), **DEV_MODE_ENV}
         if group is not None:
             env["CUDA_VISIBLE_DEVICES"] = group
@@ -177,8 +211,17 @@ class SweepMode:
         name = f"gpu{group}" if group is not None else "cpu"
         # One lane reads NVML for the panel; the lane's CUDA_VISIBLE_DEVICES marks its GPUs.
         choice = adapters.gpu_source(nvml=nvml if index == 0 else None, cuda_visible_devices=group)
+        reproducer = None
+        if node is not None:  # a cluster's trial: each run names the node, GPU and driver
+            name = node.name
+            reproducer = MachineReproducer(
+                launch_env=env, inherited_env=self.env,
+                version=functools.partial(installed_vllm_version, vllm),
+                versions=nvml.versions if nvml is not None else None,
+            )  # fmt: skip
         return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, gpu=choice, executable=vllm)  # fmt: skip
+                          estimator, gpu=choice, executable=vllm, node=node,
+                          reproducer=reproducer)  # fmt: skip
 
     def _lane(
         self,
@@ -195,12 +238,14 @@ class SweepMode:
         launch_args: Sequence[str] = (),
         executable: str | None = None,
         demo: bool = False,
+        node: NodeLane | None = None,
+        reproducer: Reproducer | None = None,
     ) -> LaneParts:
         said: list[str] = []
         store, history = open_history(store_path, said)
         kind = "demo" if demo else "vllm"
         keeper = ServerStateKeeper(
-            ServerStateFile(data_dir / f"sweep-{kind}-lane{index}.json"), mode=kind
+            ServerStateFile(_state_path(data_dir, index, demo, node)), mode=kind
         )
         services = Services(
             store=store, history=history,
@@ -208,7 +253,7 @@ class SweepMode:
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu.reader, gpu_policy=gpu.policy,
-            estimator=estimator,
+            estimator=estimator, reproducer=reproducer,
         )  # fmt: skip
         flags = self.spec.base.flags_for({})
         info = SessionInfo(
@@ -220,6 +265,36 @@ class SweepMode:
             notices=said,
         )
         return LaneParts(name, info, services, estimator)
+
+
+@dataclass(frozen=True)
+class NodeLane:
+    """One cluster worker's lane: its name, the GPU ids the cluster gave it, where its
+    server's state file and its scratch run store live on its node."""
+
+    name: str
+    gpus: tuple[str, ...]
+    state: Path
+    store: Path
+
+
+def _state_path(data_dir: Path, index: int, demo: bool, node: NodeLane | None) -> Path:
+    """The lane's server state file (a killed sweep's server is found and stopped by it)."""
+    if node is not None:
+        return node.state
+    return data_dir / f"sweep-{'demo' if demo else 'vllm'}-lane{index}.json"
+
+
+def installed_vllm_version(vllm_executable: str) -> str | None:
+    """The vLLM version ``vllm_executable`` runs (its own Python, without importing vLLM);
+    ``None`` where it cannot tell (recorded as unknown, never a failure)."""
+    python = python_for_vllm(vllm_executable)
+    if python is None:
+        return None
+    try:
+        return vllm_dist_version(python)
+    except IntrospectError:
+        return None
 
 
 def _count(nvml: LocalGpu) -> int:

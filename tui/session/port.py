@@ -26,6 +26,7 @@ from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepStatus
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress, LoadSpec
 
@@ -123,8 +124,15 @@ class SweepControl(Protocol):
         """Whether a sweep is running (or stopping)."""
         ...
 
-    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
-        """Start ``spec`` (resuming its journal if it ran before); ``VtcError`` if busy."""
+    def start(
+        self,
+        spec: SweepSpec,
+        *,
+        baseline_run_id: int | None = None,
+        cluster: ClusterChoice | None = None,
+    ) -> None:
+        """Start ``spec`` (resuming its journal if it ran before) on this session's server, or
+        on the Ray ``cluster``; ``VtcError`` if busy or when this console has no Ray."""
         ...
 
     async def stop(self) -> None:

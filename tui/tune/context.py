@@ -16,6 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tui.domain.errors import VtcError
@@ -34,7 +35,7 @@ from tui.domain.sweep.slo import objective_value
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane, LaneError, LaneInterrupted
+from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost
 from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe, request_model
 
@@ -301,16 +302,24 @@ class SweepContext:
         lane = await self._free.get()
         self._busy[id(lane)] = lane
         try:
-            return await self._on_lane(index, plan, key, lane)
+            outcome = await self._on_lane(index, plan, key, lane)
+            if outcome.state is TrialState.LOST:  # its node or worker died: once more
+                self._reserved += 1
+                outcome = await self._on_lane(self._take_index(), plan, key, lane)
+            return outcome
         finally:
             self._busy.pop(id(lane), None)
-            self._free.put_nowait(lane)
+            try:  # before another trial takes the lane: a cluster's worker and GPUs go back
+                # now, so a trial waiting for GPUs (a node was lost) never waits on an idle one
+                await lane.release()
+            finally:
+                self._free.put_nowait(lane)
 
     async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
         started_at = self._clock()
         base: dict[str, Any] = {"index": index, "key": key, "note": plan.note,
                                 "params": plan.choice, "flags": plan.flags, "lane": lane.name,
-                                "started": True}  # fmt: skip
+                                "started": True, "started_at": datetime.now(UTC)}  # fmt: skip
         try:
             self.check(starts=False)  # its own start is already counted
             self.note_activity(f"{lane.name}: trial {index} starting: {plan.note}")
@@ -319,27 +328,47 @@ class SweepContext:
                 start = await lane.start(plan.flags, tag)
             except LaneInterrupted as exc:
                 self._interrupted(exc)
+            except LaneLost as exc:
+                start = None
+                outcome = self._lost(base, exc, None, started_at)
             if self._stop:
                 raise SweepStopped()
-            if not start.ok:
+            if start is not None:  # where it ran, once the lane placed it
+                base.update(lane=lane.name, placement=start.placement,
+                            log_excerpt=start.log_excerpt)  # fmt: skip
+            if start is not None and not start.ok:
                 outcome = TrialOutcome(
                     **base, state=TrialState.FAILED_START, run_id=start.run_id,
                     diagnosis=start.diagnosis, diagnosis_kind=start.diagnosis_kind,
                     seconds=self._clock() - started_at,
                 )  # fmt: skip
-            else:
+            elif start is not None:
                 outcome = await self._measure(plan, lane, base, start.run_id, started_at)
         finally:
             self._reserved -= 1
-        if self._journal is not None:  # before it is reported: a crash now keeps it
+        outcome = outcome.model_copy(update={"ended_at": datetime.now(UTC)})
+        if self._journal is not None and outcome.state is not TrialState.LOST:
+            # before it is reported: a crash now keeps it (a lost trial runs again instead)
             await asyncio.to_thread(self._journal.record, outcome)
         self._finish(outcome)
         if plan.kind != "probe":  # a probe fails by design until a utilization fits
             self._count_repeats(outcome)
         return outcome
 
+    def _lost(
+        self, base: dict[str, Any], exc: LaneLost, run_id: int | None, t0: float
+    ) -> TrialOutcome:
+        """The trial's node or worker died under it: marked lost, naming the node."""
+        self.notes.append(f"trial {base['index']} lost on {exc.node}: run once more")
+        return TrialOutcome(
+            **base, state=TrialState.LOST, run_id=run_id, diagnosis=exc.one_line(),
+            seconds=self._clock() - t0,
+        )  # fmt: skip
+
     def _count_repeats(self, outcome: TrialOutcome) -> None:
         """Identical failures in a row: at the limit, no further trial starts (the reason)."""
+        if outcome.state is TrialState.LOST:  # the cluster's doing, not the configuration's
+            return
         if outcome.state not in (TrialState.FAILED_START, TrialState.BENCH_FAILED):
             self._streak = []
             return
@@ -364,6 +393,8 @@ class SweepContext:
             evaluated = await plan.procedure(bench)
         except LaneInterrupted as exc:
             self._interrupted(exc)
+        except LaneLost as exc:
+            return self._lost(base, exc, run_id, t0)
         except LaneError as exc:
             if self._stop:
                 raise SweepStopped() from exc

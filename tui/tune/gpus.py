@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from tui.domain.errors import VtcError
 from tui.domain.sweep.spec import SweepSpec
 
 
@@ -49,3 +50,31 @@ def lanes(gpus: Sequence[str], per_trial: int) -> list[str]:
     return [
         ",".join(gpus[i : i + per_trial]) for i in range(0, len(gpus) - per_trial + 1, per_trial)
     ]
+
+
+class Unplaceable(VtcError):
+    """No node of the cluster has the GPUs one trial needs: refused before anything starts."""
+
+
+def trials_at_once(node_gpus: Mapping[str, float], spec: SweepSpec) -> int:
+    """How many trials a cluster runs side by side: per node, its GPUs // ``tp x pp``.
+
+    ``node_gpus``: each alive node's GPUs (its name -> count, as the cluster declares them).
+    Raises :class:`Unplaceable` (one line, the reason) when no node can hold one trial:
+    a trial never spans nodes (vLLM's tensor and pipeline groups are placed on one node
+    here, its load run beside it).
+    """
+    per_trial = gpus_per_trial(spec)
+    width = sum(int(count // per_trial) for count in node_gpus.values())
+    if width > 0:
+        return width
+    largest = max(node_gpus.values(), default=0.0)
+    where = (
+        f"the largest node has {largest:g}" if node_gpus else "the cluster has no alive node"
+    )
+    raise Unplaceable(
+        f"no node of the Ray cluster has the {per_trial} GPU(s) one trial needs "
+        f"(tensor_parallel_size x pipeline_parallel_size over the spec): {where}",
+        hint="add GPUs to a node (--ray-gpus on a local instance), or narrow the spec's "
+        "parallel sizes",
+    )

@@ -7,13 +7,16 @@ trials in parallel, one per GPU.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import BenchResult, SweepTag
+from tui.domain.sweep.cluster import ClusterChoice
+from tui.domain.sweep.outcome import Placement
+from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 
 
@@ -26,6 +29,15 @@ class LaneInterrupted(LaneError):
     the sweep stops, and the trial runs again when it resumes."""
 
 
+class LaneLost(LaneError):
+    """The node or worker running the trial died mid-trial (a cluster sweep): the trial is
+    marked lost with the node's name and run once more, on whatever node the cluster gives."""
+
+    def __init__(self, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
 @dataclass(frozen=True)
 class StartResult:
     """How a trial's start went: up, or the diagnosis of why not."""
@@ -35,6 +47,8 @@ class StartResult:
     diagnosis: str = ""
     diagnosis_kind: str | None = None
     kv_tokens: int | None = None
+    placement: Placement | None = None  # where it started (a cluster lane; None: here)
+    log_excerpt: str = ""  # the start's last log lines, where the log is on another node
 
 
 @dataclass(frozen=True)
@@ -73,3 +87,21 @@ class Lane(Protocol):
     async def abort(self) -> None:
         """Cut the running load or start short (the sweep is being stopped)."""
         ...
+
+    async def release(self) -> None:
+        """The trial is over: let go of what only it needed (a cluster worker and its GPUs;
+        a local lane keeps its server until the next trial replaces it)."""
+        ...
+
+
+@dataclass
+class ClusterRun:
+    """A cluster's lanes for one sweep, and how to let them and the cluster go."""
+
+    lanes: list[Lane]
+    close: Callable[[], Awaitable[None]]
+
+
+ClusterLanes = Callable[[SweepSpec, ClusterChoice, Callable[[str], None]], Awaitable[ClusterRun]]
+"""Builds a sweep's lanes on a cluster (a mode's; ``on_progress`` gets the nodes' progress
+lines). Raises ``VtcError`` (one line) when the cluster cannot hold a trial."""

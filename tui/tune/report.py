@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 from tui.domain.sweep.outcome import SweepStatus, TrialOutcome, TrialState
@@ -38,6 +39,9 @@ def trial_json(trial: TrialOutcome) -> dict[str, Any]:
         "diagnosis": trial.diagnosis or None,
         "diagnosis_kind": trial.diagnosis_kind,
         "seconds": round(trial.seconds, 2),
+        "started_at": _iso(trial.started_at),
+        "ended_at": _iso(trial.ended_at),
+        **placement_json(trial),
         "measurements": [
             {
                 "phase": x.phase,
@@ -52,6 +56,22 @@ def trial_json(trial: TrialOutcome) -> dict[str, Any]:
             for x in trial.measurements
         ],
     }
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """ISO 8601 with the offset (``2026-11-28T01:02:03.456789+00:00``)."""
+    return moment.isoformat() if moment is not None else None
+
+
+def placement_json(trial: TrialOutcome) -> dict[str, Any]:
+    """Where the trial ran: ``node`` (this machine's host name when no cluster placed it),
+    ``gpu_ids``, ``gpu_model``, ``vllm_version``, ``driver`` (``None``: not recorded)."""
+    where = trial.placement
+    if where is None:
+        return {"node": None, "gpu_ids": None, "gpu_model": None, "vllm_version": None,
+                "driver": None}  # fmt: skip
+    return {"node": where.node, "gpu_ids": list(where.gpu_ids), "gpu_model": where.gpu_model,
+            "vllm_version": where.vllm_version, "driver": where.driver}  # fmt: skip
 
 
 def flags_json(trial: TrialOutcome) -> dict[str, Any] | None:
@@ -145,11 +165,13 @@ def result_txt(status: SweepStatus, spec: SweepSpec, version: str, profile_dir: 
 
 
 def trial_line(trial: TrialOutcome, objective: str) -> str:
-    """``#3 gpu0 max_num_seqs=256 ...: 812.4 tok/s, met`` (one finished trial)."""
+    """``#3 gpu0 max_num_seqs=256 ...: 812.4 tok/s, met`` (one finished trial; a cluster
+    sweep's names the node and GPUs: ``#3 node-a gpu 0,1 ...``)."""
     unit = OBJECTIVE_UNITS.get(objective, "")
     value = f"{trial.objective:.1f} {unit}, " if trial.objective is not None else ""
     run = f" run #{trial.run_id}" if trial.run_id is not None else ""
-    lane = f" {trial.lane}" if trial.lane else ""
+    where = trial.placement.describe() if trial.placement is not None else trial.lane
+    lane = f" {where}" if where else ""
     return f"trial {trial.index}{lane}{run} {trial.note}: {value}{trial.verdict_text}"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from tui.domain.errors import VtcError, one_line
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import SweepState, SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.session.port import SessionEvent, SweepUpdated
@@ -27,6 +28,7 @@ from tui.tune.journal import (
     load_spec_from_journal,
     read_summary,
 )
+from tui.tune.lanes import ClusterLanes, ClusterRun, Lane
 from tui.tune.lock import SweepLock
 from tui.tune.prune import Estimator, Pruner
 from tui.tune.run import SweepRun
@@ -53,9 +55,11 @@ class SweepService:
         ready_timeout_s: float = 900.0,
         machine: str | None = None,
         twin_gpu: str | None = None,
+        cluster: ClusterLanes | None = None,
     ) -> None:
         self._data_dir = data_dir
         self._twin_gpu = twin_gpu  # the demo's GPU: a twin-first sweep's twin (else its own)
+        self._cluster = cluster
         self._machine = machine
         self._emit = emit
         self._client = client
@@ -80,19 +84,31 @@ class SweepService:
         """Whether a sweep runs (or is stopping)."""
         return self._task is not None and not self._task.done()
 
-    def start(self, spec: SweepSpec, *, baseline_run_id: int | None = None) -> None:
-        """Start ``spec`` in the background (its journal, if any, is resumed)."""
+    def start(
+        self,
+        spec: SweepSpec,
+        *,
+        baseline_run_id: int | None = None,
+        cluster: ClusterChoice | None = None,
+    ) -> None:
+        """Start ``spec`` in the background (its journal, if any, is resumed), on this
+        session's server or on the Ray ``cluster``."""
         if self.running:
             raise SweepBusy(
                 "a sweep is already running", hint="stop it first (x on the sweep screen)"
             )
         if self._session is None:
             raise VtcError("this session runs no sweeps")
+        if cluster is not None and self._cluster is None:
+            raise VtcError("this console runs sweeps on its own server only",
+                           hint="a demo or local console runs them on Ray")  # fmt: skip
         # One writer per sweep: refused at once (SweepLocked names the holder) when another
         # process runs it. A non-waiting flock on a small local file: it does not block.
         lock = SweepLock.for_journal(journal_path(self._data_dir, spec.sweep_id()))
         lock.acquire()
-        self._task = asyncio.create_task(self._go(spec, baseline_run_id, lock), name="vtc-sweep")
+        self._task = asyncio.create_task(
+            self._go(spec, baseline_run_id, lock, cluster), name="vtc-sweep"
+        )
 
     async def stop(self) -> None:
         """Stop the running sweep and wait until it has (the trial in flight is cut short)."""
@@ -148,23 +164,34 @@ class SweepService:
         if self._run is not None:
             self._run.context.notes.append(text)
 
-    async def _go(self, spec: SweepSpec, baseline: int | None, lock: SweepLock) -> None:
+    def _activity(self, text: str) -> None:
+        if self._run is not None:
+            self._run.context.note_activity(text)
+
+    async def _go(
+        self, spec: SweepSpec, baseline: int | None, lock: SweepLock, cluster: ClusterChoice | None
+    ) -> None:
         assert self._session is not None
         path = journal_path(self._data_dir, spec.sweep_id())
         client = self._client()
-        lane = SessionLane(
+        lanes: list[Lane] = [SessionLane(
             self._session, client, name="console", ready_timeout_s=self._timeout,
             on_note=self._note,
-        )  # fmt: skip
+        )]  # fmt: skip
+        placed: ClusterRun | None = None
         try:
+            if cluster is not None and self._cluster is not None:
+                placed = await self._cluster(spec, cluster, self._activity)
+                lanes = placed.lanes
+            machine = cluster.describe() if cluster is not None else self._machine
             journal = await asyncio.to_thread(
-                functools.partial(Journal, path, spec, machine=self._machine)
+                functools.partial(Journal, path, spec, machine=machine)
             )
             twin = None
             if spec.strategy == "twin" and spec.twin.profile is None and self._twin_gpu:
                 twin = catalogue_twin(self._twin_gpu, spec.goodput_slos())
             self._run = SweepRun(
-                spec, [lane], journal=journal, pruner=Pruner(self._estimator),
+                spec, lanes, journal=journal, pruner=Pruner(self._estimator),
                 emit=self._publish, baseline_run_id=baseline, twin=twin,
             )  # fmt: skip
             await self._run.run()
@@ -182,5 +209,7 @@ class SweepService:
                 )
             )
         finally:
+            if placed is not None:
+                await placed.close()
             lock.release()
             await client.aclose()

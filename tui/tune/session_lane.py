@@ -175,6 +175,9 @@ class SessionLane:
         elif self._session.state is ServerState.STARTING:
             await self._session.stop_server()
 
+    async def release(self) -> None:
+        """Nothing to let go: the next trial's restart replaces the server."""
+
     async def _prefix_counters(self) -> tuple[float, float] | None:
         sample = await self._session.fresh_metrics()
         if sample is None:

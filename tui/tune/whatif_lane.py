@@ -119,6 +119,9 @@ class WhatIfLane:
     async def abort(self) -> None:
         """Nothing to cut short: each call returns in well under a second."""
 
+    async def release(self) -> None:
+        """Nothing held between trials."""
+
 
 def _start(argv: tuple[str, ...]) -> Scenario | str:
     try:

@@ -226,12 +226,15 @@ def probe_text(run: RunRecord) -> str:
 
 
 def sweep_text(run: RunRecord) -> str:
-    """``<sweep id> t<trial>`` for a sweep's trial (``... t5 probe 2 of #12`` for a further
-    load on that trial's server), empty for a hand run."""
-    if run.sweep is None:
+    """``<sweep id> t<trial>`` for a sweep's trial (``@ node gpu 0,1`` where a cluster sweep
+    placed it; ``... t5 probe 2 of #12`` for a further load on that trial's server), empty
+    for a hand run."""
+    tag = run.sweep
+    if tag is None:
         return ""
+    where = f" @ {tag.where}" if tag.where else ""
     probe = probe_text(run)
-    return f"{run.sweep.sweep_id} t{run.sweep.trial}" + (f" {probe}" if probe else "")
+    return f"{tag.sweep_id} t{tag.trial}{where}" + (f" {probe}" if probe else "")
 
 
 def build_table(

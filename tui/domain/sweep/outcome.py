@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,27 @@ class TrialState(StrEnum):
     FAILED_START = "failed_start"  # the server did not come up (the run has the diagnosis)
     BENCH_FAILED = "bench_failed"  # up, but the load could not be measured
     PRUNED = "pruned"  # never started: the flag rules, pre-flight or a learned failure region
+    LOST = "lost"  # its node or worker died mid-trial (a cluster sweep): retried once elsewhere
+
+
+class Placement(BaseModel):
+    """Where a trial ran: the node, the GPUs it was given, what served and drove them.
+
+    A cluster sweep records it on every trial, so a number is never read without where it
+    came from (``gpu_model`` differs: the board does not call the difference a gain).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    node: str
+    gpu_ids: list[str] = Field(default_factory=list)
+    gpu_model: str | None = None
+    vllm_version: str | None = None
+    driver: str | None = None
+
+    def describe(self) -> str:
+        """``node-a gpu 0,1`` (``node-a`` without GPUs)."""
+        return f"{self.node} gpu {','.join(self.gpu_ids)}" if self.gpu_ids else self.node
 
 
 class Measurement(BaseModel):
@@ -77,6 +99,10 @@ class TrialOutcome(BaseModel):
     chosen: int | None = None
     started: bool = False
     seconds: float = 0.0
+    started_at: datetime | None = None  # wall-clock start and end (UTC) of a started trial
+    ended_at: datetime | None = None
+    placement: Placement | None = None  # where it ran (a cluster sweep; ``None``: this machine)
+    log_excerpt: str = ""  # the server log's last lines (a cluster sweep: the log is remote)
     predicted_by: str | None = None
     """The twin (its profile) whose virtual clock gave these numbers; ``None``: they were
     measured on a real server (or the simulator the sweep drives)."""
@@ -132,6 +158,8 @@ class TrialOutcome(BaseModel):
             return "up"
         if self.state is TrialState.BENCH_FAILED:
             return f"no measurement: {self.diagnosis}"
+        if self.state is TrialState.LOST:
+            return f"lost: {self.diagnosis}" if self.diagnosis else "lost"
         m = self.measurement
         if m is None:
             return "no measurement"

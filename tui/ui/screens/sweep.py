@@ -158,13 +158,17 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         if self.control.running:
             self.notify("A sweep is running: x stops it.", severity="warning")
             return
+        composer = self.query_one(SweepComposer)
         try:
-            spec = self.query_one(SweepComposer).spec()
-            self.control.start(spec, baseline_run_id=self._baseline())
+            spec, cluster = composer.spec(), composer.cluster()
+            self.control.start(spec, baseline_run_id=self._baseline(), cluster=cluster)
         except (ComposeError, VtcError) as exc:
             self.notify(one_line(exc), title="Sweep not started", severity="error")
             return
-        self.notify(f"Sweep {spec.name} started: {spec.strategy}, {spec.space_size()} combinations")
+        where = f" on {cluster.describe()}" if cluster is not None else ""
+        self.notify(
+            f"Sweep {spec.name} started{where}: {spec.strategy}, {spec.space_size()} combinations"
+        )
         self.show(self.control.status)
 
     def action_stop(self) -> None:

@@ -1,4 +1,5 @@
-"""The sweep form: strategy, objective, the parameters to vary, the SLOs, the budget.
+"""The sweep form: strategy, objective, the parameters to vary, the SLOs, the budget, and
+where the trials run (this console's server, or a Ray cluster: issue 21).
 
 The base is the run the sweep starts from (the flags form's flags and workload, given by
 the main screen); :func:`tui.domain.sweep.compose.compose` turns the fields into a spec,
@@ -13,6 +14,7 @@ from textual.widgets import Input, Label, Select
 
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep import SweepSpec
+from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.compose import ComposeError, compose
 from tui.domain.sweep.spec import STRATEGY_LABELS
 from tui.domain.workload import LoadSpec
@@ -22,6 +24,7 @@ OBJECTIVE_CHOICES = (("output tok/s", "output_throughput"), ("req/s", "request_t
                      ("goodput", "goodput"))  # fmt: skip
 DEFAULT_PARAMS = (("max_num_seqs", "64, 128, 256"), ("max_num_batched_tokens", "1024, 2048, 4096"),
                   ("", ""))  # fmt: skip
+WHERE_CHOICES = (("this console", "console"), ("a Ray cluster", "ray"))
 SLO_FIELDS = (("p99_ttft_ms", "p99 TTFT ms"), ("p99_itl_ms", "p99 ITL ms"),
               ("p99_e2el_ms", "p99 E2EL ms"))  # fmt: skip
 
@@ -41,7 +44,7 @@ class SweepComposer(Vertical):
         self._flags, self._load = flags, load
 
     def compose(self) -> ComposeResult:
-        """Strategy, objective, budget; three parameter rows; three SLO limits."""
+        """Strategy, objective, budget; three parameter rows; three SLO limits; where."""
         with Horizontal(classes="sweep-row"):
             yield Select(STRATEGY_CHOICES, value="search", allow_blank=False, compact=True,
                          id="sweep-strategy")  # fmt: skip
@@ -60,6 +63,15 @@ class SweepComposer(Vertical):
                 yield Label(label, classes="sweep-label")
                 yield Input("", placeholder="-", compact=True, id=f"sweep-{key}",
                             classes="sweep-small")  # fmt: skip
+        with Horizontal(classes="sweep-row"):
+            yield Label("trials on", classes="sweep-label")
+            yield Select(WHERE_CHOICES, value="console", allow_blank=False, compact=True,
+                         id="sweep-where")  # fmt: skip
+            yield Input("", placeholder="Ray address (empty: a local instance)", compact=True,
+                        id="sweep-ray-address", classes="sweep-pvalues")  # fmt: skip
+            yield Label("GPUs", classes="sweep-label")
+            yield Input("", placeholder="-", compact=True, id="sweep-ray-gpus",
+                        classes="sweep-small")  # fmt: skip
 
     def set_base(self, flags: ServeFlags, load: LoadSpec) -> None:
         """The run the sweep starts from."""
@@ -88,6 +100,19 @@ class SweepComposer(Vertical):
             strategy=strategy, objective=objective, parameters=params, slo=slo,
             max_starts=starts,
         )  # fmt: skip
+
+
+    def cluster(self) -> ClusterChoice | None:
+        """Where the trials run: ``None`` for this console's server, else the Ray cluster
+        the last row names (an address to join, or a local instance declaring GPUs)."""
+        if self.query_one("#sweep-where", Select).value != "ray":
+            return None
+        address = self.query_one("#sweep-ray-address", Input).value.strip() or None
+        text = self.query_one("#sweep-ray-gpus", Input).value.strip()
+        gpus = int(_number(text, "GPUs")) if text else None
+        if gpus is not None and gpus < 1:
+            raise ComposeError(f"GPUs: {text!r}: at least 1")
+        return ClusterChoice(address=address, gpus=gpus)
 
 
 def _number(text: str, label: str) -> float:

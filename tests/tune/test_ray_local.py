@@ -1,0 +1,140 @@
+"""A cluster sweep on a local Ray instance that declares GPUs this machine does not have.
+
+Ray hands out GPU ids it does not check, so the whole path runs here with the simulator:
+each trial's worker gets its own GPU ids from Ray, launches the server pinned to them
+(``CUDA_VISIBLE_DEVICES``), runs the load on its node and returns the typed result and the
+runs, which the head writes into the board's store; progress comes back while trials run.
+A worker killed mid-trial marks the trial lost, naming the node, and the trial runs again.
+A trial no node can hold is refused before anything starts. One instance (4 GPUs) serves
+the module, started small and shut down at its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
+
+from fakes.ray_sweeps import (  # noqa: E402
+    demo_options,
+    demo_spec,
+    head_runs,
+    serving_on,
+    spec_from,
+    stop_left_servers,
+    wait_for_run,
+)
+
+from tui.domain.results import RunStatus  # noqa: E402
+from tui.domain.sweep import SweepState, TrialState  # noqa: E402
+from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
+from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
+from tui.tune.gpus import Unplaceable  # noqa: E402
+from tui.tune.journal import Journal, journal_path  # noqa: E402
+from tui.tune.run import SweepRun  # noqa: E402
+
+FOUR = ClusterChoice(gpus=4)
+
+
+@pytest.fixture(scope="module")
+def instance() -> Iterator[ClusterChoice]:
+    connect(FOUR)
+    try:
+        yield FOUR
+    finally:
+        disconnect()
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    data = tmp_path / "data"  # a local instance's workers are given the head's data dir
+    yield data
+    stop_left_servers(data)
+
+
+async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    spec = spec_from(demo_spec(seqs=[8, 16, 32, 64]))
+    progress: list[str] = []
+    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, progress.append)
+    assert len(lanes) == 4  # 4 GPUs, one per trial: the batch of 4 runs at once
+    journal = Journal(journal_path(data_dir, spec.sweep_id()), spec)
+    status = await SweepRun(spec, lanes, journal=journal).run()
+    await asyncio.gather(*(lane.close() for lane in lanes))
+    assert status.state is SweepState.DONE, status.message
+    assert [t.state for t in status.trials] == [TrialState.MEASURED] * 4
+    placements = [t.placement for t in status.trials]
+    assert all(p is not None and len(p.gpu_ids) == 1 and p.gpu_ids[0] in "0123"
+               for p in placements)  # fmt: skip
+    assert all(p is not None and (p.gpu_model or "").endswith("(simulated)") for p in placements)
+    assert all(p is not None and p.driver == "simulated" and p.vllm_version for p in placements)
+    for a in status.trials:  # trials that ran at the same time never shared a GPU
+        for b in status.trials:
+            assert a.started_at is not None and a.ended_at is not None
+            assert b.started_at is not None and b.ended_at is not None
+            overlap = a.index != b.index and a.started_at < b.ended_at and b.started_at < a.ended_at
+            assert not (overlap and a.placement == b.placement)
+    runs = {r.id: r for r in head_runs(data_dir)}
+    for trial in status.trials:
+        run_record = runs[trial.run_id]
+        assert trial.placement is not None and run_record.sweep is not None
+        assert run_record.sweep.trial == trial.index
+        assert run_record.sweep.where == trial.placement.describe()
+        assert run_record.repro is not None
+        assert run_record.repro.env["CUDA_VISIBLE_DEVICES"] == trial.placement.gpu_ids[0]
+        assert run_record.bench is not None and run_record.series  # the load and telemetry
+        assert run_record.status is RunStatus.STOPPED  # each worker stopped its server
+    assert len(Journal(journal_path(data_dir, spec.sweep_id()), spec).finished) == 4
+    assert any("load" in line or "starting" in line for line in progress)
+
+
+def _workers() -> list[psutil.Process]:
+    """This instance's trial workers (the raylet this process started runs them)."""
+    out = []
+    for proc in psutil.Process(os.getpid()).children(recursive=True):
+        try:
+            if "ray::TrialHost" in " ".join(proc.cmdline()):
+                out.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return out
+
+
+async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    spec = spec_from(demo_spec(seqs=[8], num_prompts=40, rate=4.0))  # a ~10 s load
+    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    await wait_for_run(data_dir, serving_on("gpu"))  # the trial's load is running now
+    (worker,) = _workers()
+    worker.send_signal(signal.SIGKILL)
+    status = await asyncio.wait_for(sweep, 240)
+    await asyncio.gather(*(lane.close() for lane in lanes))
+    assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
+    lost, again = status.trials
+    assert lost.placement is not None and lost.placement.node in lost.diagnosis
+    assert again.note == lost.note and again.placement is not None
+    assert any(f"trial 1 lost on {lost.placement.node}" in note for note in status.notes)
+
+
+def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    text = demo_spec(seqs=[8]).replace(
+        "max_model_len = 1024", "max_model_len = 1024\ntensor_parallel_size = 8"
+    )
+    with pytest.raises(Unplaceable) as caught:
+        ray_lanes(spec_from(text), demo_options(data_dir), instance, data_dir, lambda _: None)
+    line = caught.value.one_line()
+    assert "8 GPU(s) one trial needs" in line and "the largest node has 4" in line
+    assert not (data_dir / "demo-runs.sqlite").exists()  # nothing started, nothing written
