@@ -150,6 +150,10 @@ class CorrectedLane:
     async def abort(self) -> None:
         """Nothing to cut short."""
 
+    async def release(self) -> None:
+        """The trial is over: the what-if lane's own release."""
+        await self._inner.release()
+
 
 class WhatIfTwin:
     """The what-if lane on ``sim_args``, refitted by ``refit`` (default :func:`scale_refit`)."""

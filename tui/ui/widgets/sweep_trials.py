@@ -30,8 +30,8 @@ def trial_row(trial: TrialOutcome) -> tuple[str, str, str, str, str]:
     twin's prediction says ``twin`` where a run would be, and its verdict ``predicted ...``."""
     run = f"#{trial.run_id}" if trial.run_id is not None else "twin" if trial.predicted else "-"
     value = f"{trial.objective:.1f}" if trial.objective is not None else "-"
-    verdict = short_verdict(trial)
-    return str(trial.index), run, trial.note, value, ("predicted " if trial.predicted else "") + verdict
+    verdict = ("predicted " if trial.predicted else "") + short_verdict(trial)
+    return str(trial.index), run, trial.note, value, verdict
 
 
 def trial_detail(trial: TrialOutcome) -> str:
