@@ -98,8 +98,12 @@ async def test_the_attached_form_reads_what_the_server_runs(
                 assert editor.placeholder == "not known" and "blank: not known" in legend
             offered = {b.binding.action for b in app.screen.active_bindings.values()}
             assert not offered & LAUNCHING and "bench" in offered
-            card = session.current
-            assert card is not None and card.flags.max_model_len == 4096
+            # the run's record takes the read flags on the session's own turn (after the form)
+            await until(
+                pilot,
+                lambda: session.current is not None and session.current.flags.max_model_len == 4096,
+                "the run's card read",
+            )
     finally:
         await session.close()
 

@@ -41,7 +41,11 @@ model = "meta-llama/Llama-3.1-8B-Instruct"
 
 [base.flags]
 quantization = "fp8"
-max_model_len = 2048
+dtype = "float16"
+max_model_len = 512
+gpu_memory_utilization = 0.92
+block_size = 32
+max_num_batched_tokens = 1024
 
 [parameters]
 max_num_seqs = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
