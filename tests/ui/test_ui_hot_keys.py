@@ -4,7 +4,8 @@ A structural check, not a timing test: while the board is toggled, its selection
 help and the run detail opened and closed, the console makes no blocking call on its event
 loop (file, socket, process, sleep: Python's audit events), rebuilds no widget of the work
 area, restyles none of the form's widgets, rebuilds no board for a toggle, clears no table
-on a selection move, and composes help only once.
+and rewrites no cell on a selection move (the mark is drawn over the line), rebuilds no key
+bar when the keys it shows stay the same, and composes help only once.
 ``benchmarks/console_latency.py`` measures the time these keys take in a real terminal.
 """
 
@@ -141,11 +142,32 @@ async def test_selection_moves_in_the_table_do_not_rebuild_it(
             return clear(columns)
 
         monkeypatch.setattr(grid, "clear", counting_clear)
+        updated: list[object] = []
+        monkeypatch.setattr(grid, "update_cell", lambda *a, **k: updated.append(a))
         rows = grid.row_count
         await press(pilot, "up", "up", "down")
         assert grid.cursor_row == rows - 2  # moved: the selection is on the run above the last
         assert cleared == []
         assert grid.row_count == rows
+        # no cell rewritten (a DataTable re-renders every cell after one): the mark is drawn
+        assert updated == []
+        assert grid.marked_row == rows - 2
+        assert [_line(grid, row)[1] for row in (rows - 3, rows - 2, rows - 1)] == [" ", "▸", " "]
+
+
+def _line(grid: BoardGrid, row: int) -> str:
+    """The text of ``row``'s line as the table draws it."""
+    return grid.render_line(grid.header_height + row - grid.scroll_offset.y).text
+
+
+async def test_focus_moves_that_keep_the_keys_do_not_rebuild_the_key_bar() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        keys = [id(k) for k in app.main_screen.query("FooterKey")]
+        assert keys
+        await press(pilot, "t", "question_mark", "escape", "t", "enter", "escape")
+        assert [id(k) for k in app.main_screen.query("FooterKey")] == keys
 
 
 async def test_help_is_composed_once_and_stays_small() -> None:

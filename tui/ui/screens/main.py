@@ -50,6 +50,7 @@ from tui.ui.twin_controller import TwinController
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
 from tui.ui.widgets.gpu_panel import GpuPanel
+from tui.ui.widgets.key_bar import KeyBar
 from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.results_board import ResultsBoard
@@ -125,7 +126,7 @@ class MainScreen(Screen[None]):
                 classes="panel",
             )
             yield ResultsBoard(can_launch=self.session.can_restart, id="board", classes="panel")
-        yield Footer()
+        yield KeyBar()
 
     def _cli_status(self) -> CliStatus:
         """The installed vLLM's flag list as the session has it now (it loads after start)."""

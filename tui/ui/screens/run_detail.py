@@ -14,7 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui.domain.board.table import Row
 from tui.domain.board.view import Board
@@ -32,6 +32,7 @@ from tui.ui.run_detail_text import (
     startup_lines,
     summary_lines,
 )
+from tui.ui.widgets.key_bar import KeyBar
 from tui.ui.widgets.run_card import CardContext, card_heading
 from tui.ui.widgets.series_charts import SeriesCharts
 
@@ -96,7 +97,7 @@ class RunDetailScreen(Screen[None]):
             yield SeriesCharts(run.series, id="detail-charts")
             yield Static("Server log", classes="detail-section")
             yield Static(LOADING, id="detail-log")
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         """Title, focus the scroller, read the log in a worker."""

@@ -8,13 +8,18 @@ Every value shows whole or not at all (issue 17, ``1.46 s`` read ``46 s``, ``12.
 the scroll stops only at a column's left edge, and the table is as wide as the fixed
 columns plus the scrolled ones that fit whole from there; the columns left out at either
 side are announced (:class:`BoardGrid.ColumnsOutOfView`) for the board to name under it.
+The selected run's ``▸`` is drawn over the rendered line, not written into its cell: a
+DataTable's ``update_cell`` invalidates the render cache of every cell, so each Up/Down
+re-rendered every column of every visible row (issue 22: 50-130 ms a key at 120x40).
 """
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
+from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import DataTable
 
@@ -23,6 +28,7 @@ from tui.domain.board.view import Board
 from tui.ui.board_cells import cell_content, column_title, to_rich_text
 
 Signature = tuple[object, ...]
+MARK = "▸"  # the selected run, in the label cell's first column (board_cells.label_content)
 
 
 def row_key(row: Row) -> str:
@@ -60,6 +66,7 @@ class BoardGrid(DataTable[object]):
         self._rendering = False
         self._marked: int | None = None  # the run whose label carries the selection mark
         self._fitted: int | None = None  # the width last set by fit_width (None: the CSS's)
+        self._marked_row: int | None = None  # its row index (rows are one line high)
 
     @property
     def table(self) -> BoardTable | None:
@@ -86,8 +93,11 @@ class BoardGrid(DataTable[object]):
         """Show ``board``'s table with the run ``selected`` under the cursor."""
         table = board.table
         view = board.view
-        signature = _signature(table, view.sort, view.descending)
+        signature = self._signature if table is self._table else _signature(
+            table, view.sort, view.descending
+        )  # the same table (a selection move): nothing to compare
         if signature == self._signature:
+            self._table = table
             self._mark(selected)
             return
         column = self.board_column
@@ -100,27 +110,50 @@ class BoardGrid(DataTable[object]):
                 title = column_title(col, sort=view.sort, descending=view.descending)
                 self.add_column(to_rich_text(title, self.app.theme_variables), key=col.key)
             for row in table.rows:
-                cells = [self._cell(row, c, i, selected) for i, c in enumerate(table.columns)]
+                cells = [self._cell(row, c, i) for i, c in enumerate(table.columns)]
                 self.add_row(*cells, key=row_key(row))
-            self._marked = selected
+            self._marked, self._marked_row = None, None
+            self._mark(selected)
             self._place_cursor(table, selected, keep)
         finally:
             self._rendering = False
         self.call_after_refresh(self.snap_to_column)
 
+    @property
+    def marked_row(self) -> int | None:
+        """The row index that carries the selection mark (``None``: no run selected)."""
+        return self._marked_row
+
     def _mark(self, selected: int | None) -> None:
-        """Move the selection mark (the label cells of two rows change, nothing else)."""
+        """Move the selection mark: the two rows' lines are drawn again, from the cache."""
         table = self._table
         if table is None or selected == self._marked:
             return
-        for row in table.rows:
-            if row.run.id in (selected, self._marked):
-                label = self._cell(row, table.columns[0], 0, selected)
-                self.update_cell(row_key(row), table.columns[0].key, label)
+        before = self._marked_row
+        rows = [r.run.id for r in table.rows]
         self._marked = selected
+        self._marked_row = rows.index(selected) if selected in rows else None
+        for index in (before, self._marked_row):
+            if index is not None and index < self.row_count:
+                self.refresh_row(index)
 
-    def _cell(self, row: Row, column: Column, index: int, selected: int | None) -> object:
-        content = cell_content(row, column, row.cells[index], selected=row.run.id == selected)
+    def render_line(self, y: int) -> Strip:
+        """The DataTable's line, with the selection mark over its label cell's first column."""
+        strip = super().render_line(y)
+        header = self.header_height if self.show_header else 0
+        marked = self._marked_row
+        if marked is None or y < header or y - header + self.scroll_offset.y != marked:
+            return strip
+        x = self.cell_padding  # the label cell's first column, after its padding
+        if strip.cell_length <= x:
+            return strip
+        under = list(strip.crop(x, x + 1))
+        style = under[0].style if under else None
+        mark = Strip([Segment(MARK, style)], 1)
+        return Strip.join([strip.crop(0, x), mark, strip.crop(x + 1)])
+
+    def _cell(self, row: Row, column: Column, index: int) -> object:
+        content = cell_content(row, column, row.cells[index])  # the mark: render_line
         return to_rich_text(content, self.app.theme_variables)
 
     def _place_cursor(self, table: BoardTable, selected: int | None, column: str | None) -> None:
