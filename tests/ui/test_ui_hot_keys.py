@@ -123,6 +123,7 @@ async def test_toggling_the_board_rebuilds_nothing_and_leaves_the_form_styles_al
         in_form = widgets_under(form)
         assert not [n for n in restyled if id(n) in in_form]
         assert app.screen not in restyled  # no class on the screen
+        assert not [n for n in restyled if isinstance(n, RunCard)]  # the board's focus: held
         assert built == []  # the same runs and view: the board is drawn, not rebuilt
 
 

@@ -82,7 +82,7 @@ class MainScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
     # The board takes focus first, so the letter keys act at once; Tab reaches the form.
-    AUTO_FOCUS = "#board"
+    AUTO_FOCUS = "#board-focus"
     # Screen declares these as plain annotations, so no ClassVar here (mypy would object).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012
     VERTICAL_BREAKPOINTS = [(0, "-short"), (34, "-tall")]  # noqa: RUF012

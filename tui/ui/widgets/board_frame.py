@@ -26,7 +26,7 @@ WIDE = 110  # columns from which the form stays beside the table (MainScreen's -
 
 
 class BoardFrame(_Base):
-    """The board's top border in the accent colour while it or its table has focus; below
+    """The board's top border in the accent colour while the focus is in it; below
     WIDE columns the form hidden while the table shows (the table takes its width)."""
 
     _table_mode: bool = False  # the board's: set by its toggle
@@ -58,18 +58,10 @@ class BoardFrame(_Base):
         else:
             self.styles.border_top = None  # back to the stylesheet's (.panel)
 
-    def on_focus(self, _: events.Focus) -> None:
-        """Mark the board focused."""
-        self._mark_focus()
-
-    def on_blur(self, _: events.Blur) -> None:
-        """Unmark it (unless its table took the focus)."""
-        self._mark_focus()
-
     def on_descendant_focus(self, _: events.DescendantFocus) -> None:
-        """The table took the focus: the board is still the one acting."""
+        """Its focus holder or its table took the focus: the board is the one acting."""
         self._mark_focus()
 
     def on_descendant_blur(self, _: events.DescendantBlur) -> None:
-        """The table lost the focus."""
+        """Its focus holder or its table lost the focus."""
         self._mark_focus()

@@ -35,6 +35,7 @@ from tui.ui.board_query import board_title, describe_view, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
 from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
+from tui.ui.widgets.board_focus import BoardFocus
 from tui.ui.widgets.board_frame import BoardFrame
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.card_strip import CardStrip
@@ -60,8 +61,12 @@ CARD_KEYS: list[BindingType] = [
 ]
 
 
-class ResultsBoard(BoardFrame, Vertical, can_focus=True):
-    """Cards or a table of runs, a selected run, a pinned baseline; the board's keys."""
+class ResultsBoard(BoardFrame, Vertical, can_focus=False):
+    """Cards or a table of runs, a selected run, a pinned baseline; the board's keys.
+
+    Its focus is held by a :class:`BoardFocus` inside it in card view, by its table in
+    table view (the board itself restyled every card when it took or lost the focus).
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [*board_bindings(), *CARD_KEYS]
 
@@ -84,7 +89,8 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
         self._fingerprint: tuple[object, ...] | None = None
 
     def compose(self) -> ComposeResult:
-        """The empty-board hint, the card strip and the (hidden) table."""
+        """The focus holder, the empty-board hint, the card strip and the (hidden) table."""
+        yield BoardFocus(id="board-focus")
         yield Static(EMPTY_TEXT, id="board-empty")
         yield CardStrip(id="board-cards")
         yield BoardGrid(id="board-table")
@@ -189,11 +195,15 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
 
     # -- focus and selection ---------------------------------------------------------------------
     def focus(self, scroll_visible: bool = True) -> ResultsBoard:
-        """Focus the board (card view) or its table (table view)."""
-        if self._table_mode:
-            self.query_one(BoardGrid).focus(scroll_visible)
-            return self
-        return super().focus(scroll_visible)
+        """Focus the board: its focus holder (card view) or its table (table view)."""
+        target = BoardGrid if self._table_mode else BoardFocus
+        self.query_one(target).focus(scroll_visible)
+        return self
+
+    def on_click(self) -> None:
+        """A click on the cards focuses the board (they and the board take no focus)."""
+        if not self._table_mode and not self.has_focus_within:
+            self.focus()
 
     def action_cards(self, action: str, amount: int) -> None:
         """A card-view key: ``step``, ``page_cards``, ``scroll_card`` or ``page_card``."""
@@ -248,7 +258,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=True):
     def action_toggle_table(self) -> None:
         """Cards <-> table (the selection stays)."""
         self._table_mode = not self._table_mode
-        self.can_focus = not self._table_mode  # the table takes the focus in table view
+        self.query_one(BoardFocus).can_focus = not self._table_mode  # the table takes it
         self.query_one(CardStrip).display = not self._table_mode
         self.query_one(BoardGrid).display = self._table_mode
         if not self._table_mode:
