@@ -1,6 +1,7 @@
 """One lane against a local Ray instance of 4 GPUs, the same 8-trial demo grid (issue 21).
 
-    python benchmarks/ray_demo_wall.py [--gpus 4] [--sim-speed 4]
+    python benchmarks/ray_demo_wall.py [--gpus 4] [--sim-speed 4] [--num-prompts 40]
+                                       [--rate 8]
 
 Runs ``python -m tui.cli sweep SPEC --demo`` (one lane, no Ray) and then
 ``python -m tui.cli sweep SPEC --demo --ray --ray-gpus 4`` on an 8-trial grid (the
@@ -44,8 +45,8 @@ max_num_seqs = [8, 16, 32, 64]
 [workload]
 input_len = 64
 output_len = 32
-num_prompts = 40
-request_rate = 8
+num_prompts = {num_prompts}
+request_rate = {rate:g}
 
 [slo]
 p99_itl_ms = 5000
@@ -86,11 +87,17 @@ def run(label: str, extra: list[str], folder: Path, sim_speed: float) -> tuple[f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--sim-speed", type=float, default=4.0)
+    parser.add_argument("--sim-speed", type=float, default=4.0,
+                        help="the simulator's time scale (1: a start takes its real seconds)")
+    parser.add_argument("--num-prompts", type=int, default=40)
+    parser.add_argument("--rate", type=float, default=8.0, help="each load's request rate")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="vtc-ray-wall-") as tmp:
         folder = Path(tmp)
-        (folder / "spec.toml").write_text(SPEC, encoding="utf-8")
+        spec = SPEC.format(num_prompts=args.num_prompts, rate=args.rate)
+        (folder / "spec.toml").write_text(spec, encoding="utf-8")
+        print(f"8-trial grid: {args.num_prompts} prompts at {args.rate:g} req/s per trial, "
+              f"simulator time x{args.sim_speed:g}")  # fmt: skip
         rows = []
         for label, extra in (("one-lane", []),
                              ("ray", ["--ray", "--ray-gpus", str(args.gpus)])):  # fmt: skip

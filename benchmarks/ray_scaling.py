@@ -6,8 +6,8 @@
 One sweep (``a100-8b`` of ``sweep_efficiency.py``: Llama-3.1-8B on an A100 80 GB, 200
 prompts, a p99 ITL SLO) runs over N lanes for each N. A lane is the what-if lane
 (``tui.tune.whatif_lane``: the simulator's configuration checks, memory plan, scheduler and
-cost model on a virtual clock) whose every start and every benchmark is a Ray task holding
-one GPU of a local instance that declares N, for the trial's simulated time compressed to
+cost model on a virtual clock) whose every start and every benchmark is a call on a Ray
+actor holding the lane's GPU (one of N) for the trial's simulated time, compressed to
 ``--ms-per-s`` real milliseconds per simulated second: a server start takes
 ``--startup-s`` (a failed one ``--failed-start-s``: it fails at profiling), a benchmark its
 simulated duration. The what-ifs themselves are computed once, before any timing (a warm-up
@@ -49,10 +49,15 @@ from tui.tune.whatif_lane import Cache, WhatIfLane  # noqa: E402
 PLATEAU = 1.10  # a doubling of GPUs that gains less than this has stopped scaling
 
 
-def hold(seconds: float) -> float:
-    """A GPU held for ``seconds`` (the trial's simulated time, compressed)."""
-    time.sleep(seconds)
-    return seconds
+class SimulatedGpus:
+    """The cluster's GPUs as one async Ray actor: each call holds one lane's GPU for the
+    trial's simulated time, compressed. One worker process serves every lane (16 worker
+    processes starting at once on 2 shared cores miss Ray's registration timeout)."""
+
+    async def hold(self, seconds: float) -> float:
+        """A GPU held for ``seconds``."""
+        await asyncio.sleep(seconds)
+        return seconds
 
 
 class TimedLane:
@@ -70,7 +75,7 @@ class TimedLane:
 
     async def _hold(self, sim_seconds: float) -> None:
         self.simulated_s += sim_seconds
-        await self._task.remote(sim_seconds * self._scale)  # type: ignore[attr-defined]
+        await self._task.hold.remote(sim_seconds * self._scale)  # type: ignore[attr-defined]
 
     async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
         """The what-if start, then the GPU held for a start's time."""
@@ -134,11 +139,11 @@ def main() -> int:
     print(f"sweep {spec.name}: {spec.strategy}, {spec.space_size()} combinations; start "
           f"{args.startup_s:g} s (failed {args.failed_start_s:g} s), "
           f"{args.ms_per_s:g} ms per simulated s")  # fmt: skip
-    ray.init(address="local", num_cpus=1, num_gpus=max(counts),
+    ray.init(address="local", num_cpus=1, num_gpus=0,
              object_store_memory=100 * 1024 * 1024, include_dashboard=False,
              log_to_driver=False)  # fmt: skip
     try:
-        task = ray.remote(num_gpus=1, num_cpus=0)(hold)
+        task = ray.remote(SimulatedGpus).options(num_cpus=0, max_concurrency=64).remote()
         cache: Cache = {}
         asyncio.run(one_run(spec, max(counts), cache, task, args))  # warm-up: fills the cache
         rows = []

@@ -27,6 +27,7 @@ from fakes.ray_sweeps import (  # noqa: E402
     demo_options,
     demo_spec,
     head_runs,
+    left_servers,
     serving_on,
     spec_from,
     stop_left_servers,
@@ -36,7 +37,8 @@ from fakes.ray_sweeps import (  # noqa: E402
 from tui.domain.results import RunStatus  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
-from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
+from tui.modes.ray_cluster import connect, disconnect, ray_lanes, sweep_up  # noqa: E402
+from tui.store.server_state import ServerStateFile  # noqa: E402
 from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.journal import Journal, journal_path  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
@@ -117,9 +119,16 @@ async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(
     sweep = asyncio.create_task(SweepRun(spec, lanes).run())
     await wait_for_run(data_dir, serving_on("gpu"))  # the trial's load is running now
     (worker,) = _workers()
+    (state,) = [p for p in left_servers(data_dir) if f"-w{worker.pid}" in p.name]
+    record = ServerStateFile(state).read()
+    assert record is not None
     worker.send_signal(signal.SIGKILL)
     status = await asyncio.wait_for(sweep, 240)
     await asyncio.gather(*(lane.close() for lane in lanes))
+    # The killed worker's server outlived it: the retry's worker stopped it before its own
+    # start (or the sweep's end does), so nothing is left running.
+    await asyncio.to_thread(sweep_up, spec, data_dir)
+    assert left_servers(data_dir) == [] and not psutil.pid_exists(record.pid)
     assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
     lost, again = status.trials
     assert lost.placement is not None and lost.placement.node in lost.diagnosis

@@ -22,7 +22,7 @@ from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions
-from tui.modes.ray_cluster import connect, disconnect, node_gpus, ray_lanes
+from tui.modes.ray_cluster import connect, disconnect, node_gpus, ray_lanes, sweep_up
 from tui.tune.gpus import gpus_per_trial
 from tui.tune.prune import Pruner
 from tui.tune.run import SweepRun
@@ -66,6 +66,8 @@ async def ray_sweep(
                 final = await run.run()
             finally:
                 await asyncio.gather(*(lane.close() for lane in lanes), return_exceptions=True)
+                if choice.address is None:  # this machine is the only node: no server left
+                    await asyncio.to_thread(sweep_up, spec, data_dir)
         printer.end()
         return final
     finally:

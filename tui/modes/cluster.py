@@ -42,6 +42,8 @@ def cluster_lanes(options: ConsoleOptions, data_dir: Path) -> ClusterLanes:
 
         async def close() -> None:
             await asyncio.gather(*(lane.close() for lane in built), return_exceptions=True)
+            if choice.address is None:  # this machine is the only node: no server left
+                await asyncio.to_thread(ray_cluster.sweep_up, spec, data_dir)
             await asyncio.to_thread(ray_cluster.disconnect)
 
         return ClusterRun(lanes, close)

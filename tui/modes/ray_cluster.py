@@ -24,7 +24,8 @@ from tui.domain.results import RunStatus
 from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.ray_host import HostConfig, TrialHost
+from tui.modes.ray_host import HostConfig, TrialHost, stop_left_servers
+from tui.modes.sweep import CLUSTER_DIR
 from tui.store.history import RunStore
 from tui.tune.gpus import gpus_per_trial, trials_at_once
 from tui.tune.ray_lane import HeadWriter, RayLane
@@ -60,6 +61,13 @@ def node_gpus() -> dict[str, float]:
         for node in ray.nodes()
         if node.get("Alive")
     }
+
+
+def sweep_up(spec: SweepSpec, data_dir: Path) -> list[str]:
+    """After a sweep on a local instance: stop what its gone workers left on this machine
+    (a killed worker's server). A joined cluster's nodes do it when a worker next opens
+    there. Blocking."""
+    return stop_left_servers(data_dir / CLUSTER_DIR / spec.sweep_id(), head_run="")
 
 
 def disconnect() -> None:

@@ -9,10 +9,11 @@ GPU ids Ray gave it (``ray.get_gpu_ids()``), and drives it through the same
 in a scratch store on the node; every reply carries the runs recorded or changed since the
 previous one, and the head writes them into the board's store (the one writer).
 
-A server outlives its worker (vtc's servers have their own process group), so a head that
-was killed leaves servers on the nodes: each worker first stops the servers an earlier head
-of the same sweep left on its node (their state files, named by that head's run id), so a
-trial that was running when the head died never runs twice at once.
+A server outlives its worker (vtc's servers have their own process group), so a killed head
+or a killed worker leaves servers on the nodes: each worker first stops the servers that
+gone workers of the same sweep left on its node (their state files name the head's run and
+the worker's pid), so a trial that was running when its head or worker died never runs
+twice at once; a local instance's head does the same once the sweep ends.
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import shutil
 import socket
 import tempfile
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psutil
 import ray
 
 from tui.domain.credentials import Credentials
@@ -74,14 +76,29 @@ def node_name() -> str:
     return f"{socket.gethostname()}:{ray.get_runtime_context().get_node_id()[:6]}"
 
 
-def stop_earlier_heads(folder: Path, head_run: str) -> list[str]:
-    """Stop the servers earlier heads' workers left in ``folder``; their files go. Returns
-    what each stop said (blocking: up to the stop grace per server)."""
+def worker_id(head_run: str) -> str:
+    """``<head run>-w<pid>``: names a worker's state file and scratch store on its node, so
+    whoever looks later can tell whether the worker that wrote them still runs."""
+    return f"{head_run}-w{os.getpid()}"
+
+
+def _owner_gone(path: Path, head_run: str) -> bool:
+    """Whether the worker that wrote ``path`` is gone: another head's (killed, or ended),
+    or this head's whose process died (a killed worker, its trial lost)."""
+    if not path.name.startswith(head_run):
+        return True
+    found = re.search(r"-w(\d+)", path.name)
+    return found is None or not psutil.pid_exists(int(found.group(1)))
+
+
+def stop_left_servers(folder: Path, head_run: str) -> list[str]:
+    """Stop the servers gone workers left in ``folder`` (their own process groups outlive
+    them); their files go. What each stop said (blocking: up to the stop grace each)."""
     said: list[str] = []
     if not folder.is_dir():
         return said
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(head_run):
+        if not _owner_gone(path, head_run):
             continue
         if path.suffix == ".json":
             said.append(stop_recorded_server(ServerStateFile(path), grace_s=STOP_GRACE_S).message)
@@ -110,8 +127,8 @@ class TrialHost:
         node = node_name()
         data_dir = Path(cfg.data_dir) if cfg.data_dir else default_data_dir()
         folder = private_dir(data_dir / CLUSTER_DIR / cfg.spec.sweep_id())
-        await asyncio.to_thread(stop_earlier_heads, folder, cfg.head_run)
-        worker = f"{cfg.head_run}-{uuid.uuid4().hex[:8]}"
+        await asyncio.to_thread(stop_left_servers, folder, cfg.head_run)
+        worker = worker_id(cfg.head_run)
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{worker}-", dir=folder))
         self._placement = Placement(node=node, gpu_ids=list(gpus))
         lane = NodeLane(name=self._placement.describe(), gpus=gpus,

@@ -305,6 +305,7 @@ class SweepContext:
             outcome = await self._on_lane(index, plan, key, lane)
             if outcome.state is TrialState.LOST:  # its node or worker died: once more
                 self._reserved += 1
+                self.planned = self.planned + 1 if self.planned is not None else None
                 outcome = await self._on_lane(self._take_index(), plan, key, lane)
             return outcome
         finally:
