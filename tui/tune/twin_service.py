@@ -181,7 +181,8 @@ class TwinService:
         try:
             calibration = Calibration(
                 name=name, target=_SessionTarget(url, run, self._client),
-                loads=design(run.flags.max_model_len or 4096), data_dir=self._data_dir,
+                loads=design(run.flags.max_model_len or 4096, passes=2),
+                data_dir=self._data_dir,
                 budget_s=CONSOLE_BUDGET_S, runner=self._runner,
             )  # fmt: skip
             profile = await calibration.run(on_progress)
