@@ -42,7 +42,8 @@ async def test_a_calibrated_twin_predicts_held_out_loads_of_the_real_server(
         update={"num_prompts": max(12, c.load.num_prompts // 2)})) for c in cases]  # fmt: skip
     async with launched(str(real_vllm.vllm), flags, tmp_path, startup_timeout_s=600) as target:
         loads = design(4096, scale=0.34)[:6]
-        run = Calibration(name="ci", target=target, loads=loads, data_dir=tmp_path, budget_s=300)
+        run = Calibration(name="ci", target=target, loads=loads, data_dir=tmp_path, budget_s=300,
+                          polish_evals=30)  # fmt: skip
         profile = await run.run()
         assert load_profile("ci", tmp_path).revision == 1
         assert profile.identity.device == "cpu" and profile.identity.vllm_version.startswith("0.32")

@@ -433,7 +433,9 @@ def fit_profile(
     return fitted.model_copy(update={"residuals": res, "error": measured_error(res, "fit")})
 
 
-def fit_best(profile: Profile, samples: Sequence[FitSample]) -> Profile:
+def fit_best(
+    profile: Profile, samples: Sequence[FitSample], *, polish_evals: int = POLISH_EVALS
+) -> Profile:
     """:func:`fit_profile` with the API server's intake side by side and serial: both by
     least squares, the one whose fit error (median, then worst) on ``samples`` is lower
     then polished (the twin's structure is chosen on the calibration loads alone, never on
@@ -441,7 +443,7 @@ def fit_best(profile: Profile, samples: Sequence[FitSample]) -> Profile:
     variants = [profile.model_copy(update={"serial_frontend": s}) for s in (False, True)]
     fits = [fit_profile(v, samples, polish_evals=0) for v in variants]
     best = min(fits, key=lambda p: (p.error.median_pct, p.error.worst_pct))
-    return fit_profile(best, samples, rounds=0)
+    return fit_profile(best, samples, rounds=0, polish_evals=polish_evals)
 
 
 # -- predictions ------------------------------------------------------------------------------
