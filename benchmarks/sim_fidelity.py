@@ -143,7 +143,8 @@ async def main_async(args: argparse.Namespace) -> int:
     print(f"sim_fidelity: real vLLM {found.version} (CPU build), {found.model.name}; {_loadavg()}")
     calibrate = Calibration(
         name="fidelity", target=None,  # type: ignore[arg-type]  # set once launched
-        loads=design(4096, args.scale), data_dir=data_dir, budget_s=args.budget,
+        loads=design(4096, args.scale, passes=args.passes), data_dir=data_dir,
+        budget_s=args.budget,
     )  # fmt: skip
     groups: dict[tuple[tuple[str, Any], ...], list[HeldOut]] = {}
     for case in cases:
@@ -212,6 +213,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2, help="real runs per case (default 2)")
     parser.add_argument("--budget", type=float, default=300.0, help="calibration budget, s")
     parser.add_argument("--scale", type=float, default=1.0, help="calibration loads, x this")
+    parser.add_argument("--passes", type=int, default=2, help="calibration passes (default 2)")
     parser.add_argument("--save", type=Path, help="write the profile and real results (JSON)")
     parser.add_argument("--replay", type=Path, help="refit and predict a --save file, offline")
     args = parser.parse_args()

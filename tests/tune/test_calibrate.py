@@ -49,7 +49,7 @@ async def sim(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _calibration(target: SimTarget, data: Path, **kw) -> Calibration:  # type: ignore[no-untyped-def]
     loads = design(4096, scale=0.25)[:5]
-    return Calibration(name="sim", target=target, loads=loads, data_dir=data, **kw)
+    return Calibration(name="sim", target=target, loads=loads, data_dir=data, polish_evals=20, **kw)
 
 
 async def test_a_calibration_measures_fits_and_saves_a_profile(

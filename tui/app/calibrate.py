@@ -55,6 +55,10 @@ def add_calibrate_parser(subparsers: Any) -> None:
         help=f"the most the loads may take (default {DEFAULT_BUDGET_S:g})",
     )  # fmt: skip
     p.add_argument("--scale", type=float, default=1.0, help="requests per load, x this")
+    p.add_argument(
+        "--passes", type=int, default=2, choices=range(1, 5), metavar="N",
+        help="run the designed set N times (default 2: noise falls on one pass)",
+    )  # fmt: skip
     p.add_argument("--device", help="the device's name when the server cannot say it")
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")
     p.add_argument("--fresh", action="store_true", help="ignore an earlier run's journal")
@@ -94,8 +98,9 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
 
     async def measure(target: CalibrationTarget) -> Profile:
         limit = target.flags.max_model_len or 4096
+        loads = design(limit, args.scale, passes=args.passes)
         run = Calibration(
-            name=args.name, target=target, loads=design(limit, args.scale), data_dir=data_dir,
+            name=args.name, target=target, loads=loads, data_dir=data_dir,
             budget_s=args.budget, device=args.device, fresh=args.fresh,
         )  # fmt: skip
         return await run.run(lambda p: _show(out, p, tty))

@@ -263,21 +263,8 @@ class FitRow:
     offset: float = 0.0  # seconds of the target no coefficient explains (taken off first)
 
 
-def fit_coefficients(rows: Sequence[FitRow], ridge: float = 1e-9) -> StepCoefficients:
-    """Non-negative weighted least squares over ``rows`` (an active-set loop over numpy).
-
-    A coefficient the data cannot support (negative in the unconstrained solution) is held
-    at 0 and the rest refitted, so a twin never has a step that gets faster with more
-    work. ``ridge`` keeps a column the loads do not excite (no long contexts, say) at 0.
-    """
-    if not rows:
-        raise ProfileError("nothing to fit: no measured loads")
-    a = np.array([r.features for r in rows], dtype=float)
-    y = np.array([r.target - r.offset for r in rows], dtype=float)
-    w = np.sqrt(np.array([max(r.weight, 0.0) for r in rows], dtype=float))
-    a, y = a * w[:, None], y * w
-    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)  # columns of very different sizes
-    a = a / scale
+def _nnls(a: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
+    """Non-negative least squares of ``a x = y`` by an active-set loop (columns scaled)."""
     active = list(range(a.shape[1]))
     coef = np.zeros(a.shape[1])
     for _ in range(a.shape[1] + 1):
@@ -290,6 +277,45 @@ def fit_coefficients(rows: Sequence[FitRow], ridge: float = 1e-9) -> StepCoeffic
         if not negative:
             break
         active = [j for j in active if j not in negative]
+    return coef
+
+
+HUBER_K = 1.345  # Huber's constant, in units of the residuals' robust scale
+ROBUST_ROUNDS = 12
+
+
+def fit_coefficients(
+    rows: Sequence[FitRow], ridge: float = 1e-9, *, robust: bool = True
+) -> StepCoefficients:
+    """Non-negative weighted least squares over ``rows`` (numpy), Huber-robust by default.
+
+    A coefficient the data cannot support (negative in the unconstrained solution) is held
+    at 0 and the rest refitted, so a twin never has a step that gets faster with more
+    work. ``ridge`` keeps a column the loads do not excite (no long contexts, say) at 0.
+    ``robust``: iteratively reweighted, so a load a busy machine stalled (a measurement far
+    off every other) weighs like a large residual, not a squared one.
+    """
+    if not rows:
+        raise ProfileError("nothing to fit: no measured loads")
+    a = np.array([r.features for r in rows], dtype=float)
+    y = np.array([r.target - r.offset for r in rows], dtype=float)
+    w = np.sqrt(np.array([max(r.weight, 0.0) for r in rows], dtype=float))
+    a, y = a * w[:, None], y * w
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)  # columns of very different sizes
+    a = a / scale
+    coef = _nnls(a, y, ridge)
+    for _ in range(ROBUST_ROUNDS if robust else 0):
+        resid = a @ coef - y
+        spread = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+        if spread <= 1e-12:
+            break
+        limit = HUBER_K * spread
+        h = np.sqrt(np.minimum(1.0, limit / np.maximum(np.abs(resid), 1e-12)))
+        new = _nnls(a * h[:, None], y * h, ridge)
+        if np.allclose(new, coef, rtol=1e-4, atol=1e-12):
+            coef = new
+            break
+        coef = new
     return StepCoefficients.from_vector(coef / scale)
 
 

@@ -45,10 +45,15 @@ from tui.sim.memory import NO_KV_MEMORY, FailureKind, MemoryPlan, ResolvedConfig
 from tui.sim.model_files import model_folder
 from tui.sim.scheduler import SchedulerConfig
 from tui.sim.twin_load import LoadShape, TracedRequest, TwinTrace, run_twin_load
+from tui.sim.twin_polish import POLISH_EVALS, measurer, polish
 
 INITIAL = StepCoefficients(b0=0.005, b1=0.00005, b2=0.0002, b3=0.0, a0=0.002, a1=0.0)
 """Where a fit starts (a small model on a small machine); it moves far in a few rounds."""
 FIT_ROUNDS = 8
+# How much each measured mean counts. The run's duration (throughput) and end-to-end
+# latency are where the tokens ended up; the client's TTFT and TPOT also carry when a busy
+# API server let them out (a stalled server streams a burst), so they count less.
+METRIC_WEIGHTS = {"mean_ttft_ms": 0.35, "mean_tpot_ms": 0.35, "mean_e2el_ms": 1.0}
 FIT_TOLERANCE = 0.005  # relative change of every coefficient that ends the rounds
 
 
@@ -333,7 +338,8 @@ def _rows(trace: TwinTrace, measured: dict[str, float]) -> list[FitRow]:
             target = measured[key] / 1000.0
             mean = np.mean(feats, axis=0)
             off = 0.0 if key == "mean_tpot_ms" else offset
-            row = FitRow(tuple(float(x) for x in mean), target, 1.0 / target**2, off)
+            weight = METRIC_WEIGHTS.get(key, 1.0) / target**2
+            row = FitRow(tuple(float(x) for x in mean), target, weight, off)
             rows.append(row)
     if "output_throughput" in measured:
         out = sum(len(t.request.output_ids) for t in done)
@@ -380,7 +386,11 @@ def residuals_of(profile: Profile, samples: Sequence[FitSample]) -> list[Residua
 
 
 def fit_profile(
-    profile: Profile, samples: Sequence[FitSample], *, rounds: int = FIT_ROUNDS
+    profile: Profile,
+    samples: Sequence[FitSample],
+    *,
+    rounds: int = FIT_ROUNDS,
+    polish_evals: int = POLISH_EVALS,
 ) -> Profile:
     """``profile`` with coefficients fitted to ``samples``, their residuals and error.
 
@@ -388,11 +398,14 @@ def fit_profile(
     measured mean (TTFT, TPOT, E2EL, and the duration behind the throughput) as a linear
     function of the coefficients over the steps it spans, and solves the non-negative
     least squares of all of them in relative terms. The samples may come from different
-    command lines (a sweep's real trials): each is served with its own flags.
+    command lines (a sweep's real trials): each is served with its own flags. Then
+    :func:`tui.sim.twin_polish.polish` moves the coefficients to where the twin's own
+    numbers match the measured ones best (``polish_evals`` twin runs of every sample; 0:
+    the least squares alone, for a quick refit).
     """
     if not samples:
         raise ProfileError("nothing to fit: no measured loads")
-    coef = profile.coefficients if profile.coefficients.b0 > 0 else INITIAL
+    coef = profile.coefficients if profile.coefficients.as_vector().any() else INITIAL
     configs = {s.name: twin_config(profile, s.flags) for s in samples}
     usable = [s for s in samples if configs[s.name].config is not None]
     if not usable:
@@ -411,20 +424,26 @@ def fit_profile(
         coef = new
         if settled:
             break
+    if polish_evals > 0:
+        cases = [(configs[s.name].config, _shape(s), s) for s in usable]
+        points = measurer(cases, profile.serial_frontend, METRIC_WEIGHTS)  # type: ignore[arg-type]
+        coef = polish(coef, points, polish_evals)
     fitted = profile.model_copy(update={"coefficients": coef, "samples": list(samples)})
     res = residuals_of(fitted, usable)
     return fitted.model_copy(update={"residuals": res, "error": measured_error(res, "fit")})
 
 
-def fit_best(profile: Profile, samples: Sequence[FitSample]) -> Profile:
-    """:func:`fit_profile` with the API server's intake side by side and serial; the one
-    whose fit error (median, then worst) on ``samples`` is lower (the twin's structure is
-    chosen on the calibration loads alone, never on held-out ones)."""
-    fits = [
-        fit_profile(profile.model_copy(update={"serial_frontend": serial}), samples)
-        for serial in (False, True)
-    ]
-    return min(fits, key=lambda p: (p.error.median_pct, p.error.worst_pct))
+def fit_best(
+    profile: Profile, samples: Sequence[FitSample], *, polish_evals: int = POLISH_EVALS
+) -> Profile:
+    """:func:`fit_profile` with the API server's intake side by side and serial: both by
+    least squares, the one whose fit error (median, then worst) on ``samples`` is lower
+    then polished (the twin's structure is chosen on the calibration loads alone, never on
+    held-out ones)."""
+    variants = [profile.model_copy(update={"serial_frontend": s}) for s in (False, True)]
+    fits = [fit_profile(v, samples, polish_evals=0) for v in variants]
+    best = min(fits, key=lambda p: (p.error.median_pct, p.error.worst_pct))
+    return fit_profile(best, samples, rounds=0, polish_evals=polish_evals)
 
 
 # -- predictions ------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ from tui.domain.results import BenchResult
 from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import fit_best, resolved_batch
+from tui.sim.twin_polish import POLISH_EVALS
 from tui.store.private import private_dir
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
@@ -221,6 +222,7 @@ class Calibration:
     # Who sends the loads (default: vtc bench's engine in this process; the console passes
     # its load process, so its own screen never delays the measuring clock).
     runner: Callable[[], LoadRunnerLike] | None = None
+    polish_evals: int = POLISH_EVALS  # twin runs of every load the fit's last step may take
 
     async def run(self, on_progress: ProgressSink | None = None) -> Profile:
         """Measure, fit and save; the saved profile."""
@@ -338,7 +340,7 @@ class Calibration:
             memory=memory,
             error=MeasuredError(median_pct=0.0, worst_pct=0.0),
         )
-        fitted = fit_best(base, samples)
+        fitted = fit_best(base, samples, polish_evals=self.polish_evals)
         fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
         return save_profile(fitted, self.data_dir)
 

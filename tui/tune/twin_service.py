@@ -31,6 +31,7 @@ from tui.sim.twin import predict
 from tui.store.profiles import list_profiles, load_profile
 from tui.tune.calibrate import Calibration
 
+CONSOLE_POLISH = 40  # the fit's last step, kept short: the console waits for it
 CONSOLE_BUDGET_S = 240.0
 """The most a calibration from the console takes (its loads; the fit adds a few seconds)."""
 
@@ -181,8 +182,9 @@ class TwinService:
         try:
             calibration = Calibration(
                 name=name, target=_SessionTarget(url, run, self._client),
-                loads=design(run.flags.max_model_len or 4096), data_dir=self._data_dir,
-                budget_s=CONSOLE_BUDGET_S, runner=self._runner,
+                loads=design(run.flags.max_model_len or 4096, passes=2),
+                data_dir=self._data_dir,
+                budget_s=CONSOLE_BUDGET_S, runner=self._runner, polish_evals=CONSOLE_POLISH,
             )  # fmt: skip
             profile = await calibration.run(on_progress)
         finally:
