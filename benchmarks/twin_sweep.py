@@ -52,7 +52,11 @@ from benchmarks.sweep_efficiency import confirm_like_search  # noqa: E402
 from tui.domain.credentials import Credentials  # noqa: E402
 from tui.domain.profile import MemorySide, Profile, ProfileIdentity, StepCoefficients  # noqa: E402
 from tui.domain.sweep import SweepSpec  # noqa: E402
-from tui.domain.sweep.outcome import SweepStatus, TrialOutcome  # noqa: E402
+from tui.domain.sweep.outcome import (  # noqa: E402
+    SweepStatus,
+    TrialOutcome,
+    TrialState,
+)
 from tui.modes.common import assemble  # noqa: E402
 from tui.modes.options import ConsoleOptions  # noqa: E402
 from tui.modes.sources import local_client  # noqa: E402
@@ -215,7 +219,52 @@ def _print_trials(label: str, status: SweepStatus) -> None:
     sys.stdout.flush()
 
 
-async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float | None) -> Outcome:
+@dataclass(frozen=True)
+class Reference:
+    """A grid measured in an earlier run: its best configuration and its starts."""
+
+    choice: dict[str, Any]
+    starts: int
+
+
+def parse_reference(text: str, starts: int) -> Reference:
+    """``max_num_seqs=16,enable_prefix_caching=true`` as a choice of values."""
+    choice: dict[str, Any] = {}
+    for part in text.split(","):
+        name, _, raw = part.partition("=")
+        low = raw.strip().lower()
+        value: Any = low == "true" if low in ("true", "false") else int(raw)
+        choice[name.strip()] = value
+    return Reference(choice, starts)
+
+
+async def twin_against(
+    name: str, spec: SweepSpec, lanes: list[Lane], ref: Reference
+) -> Outcome:
+    """The twin-first sweep alone, judged back to back against an earlier grid's best."""
+    t0 = time.perf_counter()
+    twin = await SweepRun(spec, lanes, pruner=Pruner()).run()
+    _print_trials("twin", twin)
+    for note in twin.notes:
+        print(f"  note: {note}")
+    twin_best, twin_trial = _best(twin)
+    print(f"{name}: twin-first {twin.starts} starts, best {_fmt(twin_best)} "
+          f"({describe(twin_trial.params) if twin_trial else '-'}); {load_average()}",
+          flush=True)  # fmt: skip
+    grid_trial = TrialOutcome(index=0, key="", note="reference", params=ref.choice,
+                              flags=spec.base.flags_for(ref.choice), state=TrialState.MEASURED)
+    judged = None
+    if twin_trial is not None:
+        judged = await _judge(spec, lanes[0], grid_trial, twin_trial)
+        print(f"{name}: judged back to back: gap {_fmt(judged)}%; {load_average()}", flush=True)
+    return Outcome(name, ref.starts, twin.starts, None, twin_best, describe(ref.choice),
+                   describe(twin_trial.params) if twin_trial else "-", judged,
+                   time.perf_counter() - t0)  # fmt: skip
+
+
+async def run_real(
+    quick: bool, vllm: Path, model: Path, itl_ms: float | None, ref: Reference | None = None
+) -> Outcome:
     """The real CPU comparison over one lane (one server at a time; Ctrl-C or SIGTERM stops
     the server in flight on the way out)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -237,6 +286,8 @@ async def run_real(quick: bool, vllm: Path, model: Path, itl_ms: float | None) -
         try:
             for session in sessions:
                 await session.start()
+            if ref is not None:
+                return await twin_against("real", twin_spec, lanes, ref)
             return await compare("real", grid_spec, twin_spec, lanes,
                                  Pruner(parts[0].estimator), judge=True)  # fmt: skip
         finally:
@@ -365,7 +416,8 @@ async def main_async(args: argparse.Namespace) -> int:
             print("the real CPU build of vLLM is not provisioned (vtc setup-cpu-vllm)")
             return 2
         print(f"real: vLLM 0.32 CPU build at {found.vllm}, {load_average()}", flush=True)
-        real = await run_real(args.quick, found.vllm, found.model, args.itl_ms)
+        ref = parse_reference(args.reference, args.reference_starts) if args.reference else None
+        real = await run_real(args.quick, found.vllm, found.model, args.itl_ms, ref)
         _table([real])
     rows = [real] if real is not None else sim
     r, g = summary(rows)
@@ -380,6 +432,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller spaces")
     parser.add_argument("--itl-ms", type=float, default=None,
                         help="add a p99 ITL limit (ms) to the real grid's SLO")  # fmt: skip
+    parser.add_argument("--reference", metavar="NAME=V,...",
+                        help="real: skip the grid; judge the twin's best against this "
+                        "configuration (an earlier run's grid best) back to back")
+    parser.add_argument("--reference-starts", type=int, default=0,
+                        help="the earlier grid's starts (for the ratio)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--sim-only", action="store_true", help="the simulator only (no vLLM)")
     which.add_argument("--real-only", action="store_true", help="the real CPU build only")

@@ -16,6 +16,7 @@ first refit has loads that tell the step costs apart.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import tempfile
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ from tui.tune.lanes import Lane
 from tui.tune.twin import TwinObservation
 from tui.tune.whatif_lane import Cache, WhatIfLane
 
+REFIT_POLISH_EVALS = 0
+"""Twin runs of the polish per refit (see :meth:`ProfileTwin.refit`)."""
 UNFITTED = MeasuredError(median_pct=0.0, worst_pct=0.0, source="unfitted")
 """A cold profile's error: none measured yet (its source says so; never shown as 0%)."""
 
@@ -163,9 +166,13 @@ class ProfileTwin:
         samples = own + [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
         # A cold profile's first fit also chooses the API server's intake (side by side or
         # serial) on its loads, as a calibration does; later refits keep what it chose.
+        # No Nelder-Mead polish: a sweep refits after every real trial over every sample
+        # so far (a polish is hundreds of twin runs of each); the least squares fit stays.
         fit = fit_best if self.cold else fit_profile
         try:
-            fitted = await asyncio.to_thread(fit, self._profile, samples)
+            fitted = await asyncio.to_thread(
+                functools.partial(fit, polish_evals=REFIT_POLISH_EVALS), self._profile, samples
+            )
         except ProfileError:
             return  # nothing it could serve: the twin stays as it was
         self.refits += 1
