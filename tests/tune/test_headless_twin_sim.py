@@ -52,7 +52,11 @@ def test_a_demo_twin_sweep_ranks_on_the_twin_and_confirms_on_the_server(tmp_path
     sweep = start_sweep(spec, data, args)
     assert sweep.wait(DEADLINE_S) == 0, sweep.text()
     text = sweep.text()
-    assert "predicted met" in text  # the headless lines say which numbers are predicted
+    # predictions are counted apart, never printed as trials run (the JSON keeps each one)
+    assert "6 predicted" in text and "trial " in text
+    assert not [
+        line for line in text.splitlines() if line.startswith("trial ") and " twin " in line
+    ]
 
     report = json.loads(out.read_text(encoding="utf-8"))
     predicted = [t for t in report["trials"] if t["source"] == "predicted"]

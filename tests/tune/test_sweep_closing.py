@@ -46,3 +46,33 @@ def test_a_message_that_begins_with_its_state_is_not_prefixed_again() -> None:
     assert closing_line(status) == (
         "stopped: the next run of this spec resumes it (0 trials, 0 starts)"
     )
+
+
+def test_a_twins_predictions_are_counted_apart_and_not_printed_as_trials() -> None:
+    """A twin-first sweep ranks the space on the twin: hundreds of predictions, which are no
+    trials run; `vtc sweep --demo --strategy twin` printed 576 'trial N twin ...' lines and
+    closed with '(577 trials, 1 starts)' for one real start."""
+    import io
+
+    from tui.app.sweep import Printer
+    from tui.domain.sweep import TrialOutcome, TrialState
+    from tui.tune.report import progress_line
+
+    predicted = [
+        TrialOutcome(index=i, key=f"p{i}", state=TrialState.MEASURED, predicted_by="twin x")
+        for i in range(1, 4)
+    ]
+    real = TrialOutcome(index=4, key="r", state=TrialState.MEASURED, started=True, run_id=7)
+    status = SweepStatus(
+        sweep_id="s", name="s", strategy="twin", objective="output_throughput",
+        state=SweepState.STOPPED, message="stopped", trials=(*predicted, real),
+    )  # fmt: skip
+    assert closing_line(status) == "stopped (1 trials, 1 starts, 3 predicted)"
+    assert progress_line(status).startswith("twin 1 trials · 1 starts (0 failed) · 3 predicted")
+    out = io.StringIO()
+    Printer(out, tty=False).show(status)
+    lines = out.getvalue().splitlines()
+    assert [line for line in lines if line.startswith("trial ")] == [
+        line for line in lines if line.startswith("trial 4 ")
+    ]
+    assert len([line for line in lines if line.startswith("trial ")]) == 1

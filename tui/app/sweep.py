@@ -101,7 +101,10 @@ class Printer:
 
     def show(self, status: SweepStatus) -> None:
         """Print what is new in ``status``."""
-        fresh = [t for t in status.trials if t.index not in self._seen]
+        # A twin's predictions are counted on the progress line, not printed one by one: a
+        # twin-first sweep ranks the whole space (hundreds of candidates) before its first
+        # start, and re-ranks it after each.
+        fresh = [t for t in status.trials if t.index not in self._seen and not t.predicted]
         for trial in fresh:
             self._seen.add(trial.index)
             self._print(trial_line(trial, status.objective))

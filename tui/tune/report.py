@@ -185,15 +185,28 @@ def closing_line(status: SweepStatus) -> str:
     message = status.message.strip()
     if message.lower().startswith(word + ":"):
         message = message[len(word) + 1 :].strip()
-    counts = f"{status.done} trials, {status.starts} starts"
+    measured, predicted = _counts(status)
+    counts = f"{measured} trials, {status.starts} starts" + (
+        f", {predicted} predicted" if predicted else ""
+    )
     return f"{word}: {message} ({counts})" if message and message != word else f"{word} ({counts})"
+
+
+def _counts(status: SweepStatus) -> tuple[int, int]:
+    """Trials done that a server measured, and the twin's predictions among ``done``: a
+    twin-first sweep ranks hundreds of candidates on the twin, which are no trials run."""
+    predicted = sum(1 for t in status.trials if t.predicted)
+    return max(0, status.done - predicted), predicted
 
 
 def progress_line(status: SweepStatus) -> str:
     """``search 5/13 trials · 4 starts (1 failed) · best 812.4 tok/s (trial 3) · ETA 2m10s``."""
     planned = f"/{status.planned}" if status.planned else ""
-    parts = [f"{status.strategy} {status.done}{planned} trials",
+    measured, predicted = _counts(status)
+    parts = [f"{status.strategy} {measured}{planned} trials",
              f"{status.starts} starts ({status.failed_starts} failed)"]  # fmt: skip
+    if predicted:
+        parts.append(f"{predicted} predicted on the twin")
     best = status.best
     if best is not None and best.objective is not None:
         unit = OBJECTIVE_UNITS.get(status.objective, "")
