@@ -51,3 +51,17 @@ def test_probes_say_so_in_every_format() -> None:
     assert rows["#6"]["probe"] == {"of": 5, "load": 2} and rows["#5"]["probe"] is None
     html = report_html(board, generated=datetime(2026, 11, 28, tzinfo=UTC), source="runs.sqlite")
     assert "probe 2 of #5" in html and "probe 3 of #5" in html
+
+
+def test_the_sweep_column_comes_after_the_flags_and_metrics() -> None:
+    """At 80 columns the table shows the columns that fit whole, in order: a console sweep's
+    long id (``console-search-max_num_seqs-max_num_batched_tokens t7 p2``) in front hid every
+    flag and metric behind it (seen in tmux: only ``run`` and ``state`` showed)."""
+    long = SweepTag(sweep_id="console-search-max_num_seqs-max_num_batched_tokens", trial=7)
+    runs = [
+        served_run(3, tput=700, max_num_seqs=64),
+        served_run(4, tput=750, max_num_seqs=128).model_copy(update={"sweep": long}),
+    ]
+    keys = [c.key for c in build_board(runs).table.columns]
+    assert keys[:3] == ["label", "state", "flag:max_num_seqs"]
+    assert keys[-1] == "sweep" and any(k.startswith("metric:") for k in keys)

@@ -259,8 +259,6 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
     listed = baseline is None or any(same_run(r, baseline) for r in runs)
     everyone = runs if listed or baseline is None else [*runs, baseline]
     columns = [Column("label", "run", ColumnKind.LABEL), Column("state", "state", ColumnKind.STATE)]
-    if any(r.sweep is not None for r in everyone):
-        columns.append(Column("sweep", "sweep", ColumnKind.SWEEP))
     columns += [
         Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in differing_flags(everyone)
     ]
@@ -274,6 +272,11 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
     ]
     if any(r.prediction is not None for r in runs):
         columns.append(Column("predicted", "predicted (twin)", ColumnKind.PREDICTED))
+    # Last: the run column already reads ``t7 p2``; the sweep's id is long (a console sweep's
+    # names its parameters), and at 80 columns a wide column in front hid every flag and
+    # metric behind it (the table shows the columns that fit whole, in order).
+    if any(r.sweep is not None for r in everyone):
+        columns.append(Column("sweep", "sweep", ColumnKind.SWEEP))
     return tuple(columns)
 
 

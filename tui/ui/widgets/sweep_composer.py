@@ -67,7 +67,7 @@ class SweepComposer(Vertical):
             yield Label("trials on", classes="sweep-label")
             yield Select(WHERE_CHOICES, value="console", allow_blank=False, compact=True,
                          id="sweep-where")  # fmt: skip
-            yield Input("", placeholder="Ray address (empty: a local instance)", compact=True,
+            yield Input("", placeholder="address; empty: local Ray", compact=True,
                         id="sweep-ray-address", classes="sweep-pvalues")  # fmt: skip
             yield Label("GPUs", classes="sweep-label")
             yield Input("", placeholder="-", compact=True, id="sweep-ray-gpus",
