@@ -7,29 +7,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from fakes.runs import served_run
+from fakes.runs import served_run, trial_and_probes
 
 from tui.domain.board.baseline import choose_baseline
 from tui.domain.board.render import board_csv, board_json, board_markdown, board_text
 from tui.domain.board.view import build_board
-from tui.domain.results import RunRecord, SweepTag
+from tui.domain.results import SweepTag
 from tui.domain.workload import LoadSpec
 from tui.store.report import report_html
-
-TAG = SweepTag(sweep_id="seed-003", trial=2)
-
-
-def trial_and_probes() -> list[RunRecord]:
-    """Trial 2's run #5 (its first load) and two more loads on its server, #6 and #7."""
-    load = LoadSpec(request_rate=4.0)
-    trial = served_run(5, tput=700, workload=load).model_copy(update={"sweep": TAG})
-    probes = [
-        served_run(n, tput=700 + n, workload=load).model_copy(
-            update={"sweep": TAG.model_copy(update={"load": n - 4}), "load_of": 5}
-        )
-        for n in (6, 7)
-    ]
-    return [trial, *probes]
 
 
 def test_a_probe_is_never_the_automatic_baseline() -> None:

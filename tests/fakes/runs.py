@@ -13,6 +13,7 @@ from tui.domain.results import (
     RunRecord,
     RunStatus,
     StartupProfile,
+    SweepTag,
 )
 from tui.domain.workload import LoadSpec
 
@@ -134,3 +135,20 @@ class MemoryRunStore:
     def close(self) -> None:
         """Mark closed."""
         self.closed = True
+
+
+PROBED_TRIAL = SweepTag(sweep_id="seed-003", trial=2)
+
+
+def trial_and_probes() -> list[RunRecord]:
+    """A sweep's trial 2 as run #5 (its first load) and two more loads on its server, #6 and
+    #7 (``probe 1``/``probe 2 of #5``): rate bisection's probes, each a run of its own."""
+    load = LoadSpec(request_rate=4.0)
+    trial = served_run(5, tput=700, workload=load).model_copy(update={"sweep": PROBED_TRIAL})
+    probes = [
+        served_run(n, tput=700 + n, workload=load).model_copy(
+            update={"sweep": PROBED_TRIAL.model_copy(update={"load": n - 4}), "load_of": 5}
+        )
+        for n in (6, 7)
+    ]
+    return [trial, *probes]

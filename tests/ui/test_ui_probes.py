@@ -4,32 +4,16 @@ automatic baseline is never one of them."""
 
 from __future__ import annotations
 
-from fakes.runs import served_run
+from fakes.runs import trial_and_probes
 from ui_fakes import FakeSession
 
-from tui.domain.results import RunRecord, SweepTag
-from tui.domain.workload import LoadSpec
 from tui.ui.app import create_app
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.run_card import RunCard
 
-TAG = SweepTag(sweep_id="seed-003", trial=2)
-
-
-def runs() -> list[RunRecord]:
-    load = LoadSpec(request_rate=4.0)
-    trial = served_run(5, tput=700, workload=load).model_copy(update={"sweep": TAG})
-    probes = [
-        served_run(n, tput=700 + n, workload=load).model_copy(
-            update={"sweep": TAG.model_copy(update={"load": n - 4}), "load_of": 5}
-        )
-        for n in (6, 7)
-    ]
-    return [trial, *probes]
-
 
 async def test_probes_read_as_probes_of_their_trial_and_are_never_the_baseline() -> None:
-    session = FakeSession(runs=runs())
+    session = FakeSession(runs=trial_and_probes())
     app = create_app(session, clock=None, autostart=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()

@@ -48,6 +48,9 @@ class OffloadFamily:
     children: tuple[tuple[str, ...], ...] = ()
 
 
+SIZE_BUCKETS: Final = (1e6, 5e6, 1e7, 2e7, 4e7, 6e7, 8e7, 1e8, 1.5e8, 2e8)
+"""The byte-size buckets of the offload load, store and transfer-size histograms."""
+
 OFFLOAD_FAMILIES: Final[tuple[OffloadFamily, ...]] = (
     OffloadFamily(
         "vllm:kv_offload_total_bytes",
@@ -68,18 +71,7 @@ OFFLOAD_FAMILIES: Final[tuple[OffloadFamily, ...]] = (
         "histogram",
         "Histogram of KV offload transfer size, in bytes.",
         labels=("transfer_type",),
-        buckets=(
-            1000000.0,
-            5000000.0,
-            10000000.0,
-            20000000.0,
-            40000000.0,
-            60000000.0,
-            80000000.0,
-            100000000.0,
-            150000000.0,
-            200000000.0,
-        ),
+        buckets=SIZE_BUCKETS,
         children=(("CPU_to_GPU",), ("GPU_to_CPU",)),
     ),
     OffloadFamily(
@@ -127,18 +119,7 @@ OFFLOAD_FAMILIES: Final[tuple[OffloadFamily, ...]] = (
         "vllm:kv_offload_load_size",
         "histogram",
         "Histogram of KV offload load operation size, in bytes.",
-        buckets=(
-            1000000.0,
-            5000000.0,
-            10000000.0,
-            20000000.0,
-            40000000.0,
-            60000000.0,
-            80000000.0,
-            100000000.0,
-            150000000.0,
-            200000000.0,
-        ),
+        buckets=SIZE_BUCKETS,
     ),
     OffloadFamily(
         "vllm:kv_offload_store_bytes",
@@ -154,18 +135,7 @@ OFFLOAD_FAMILIES: Final[tuple[OffloadFamily, ...]] = (
         "vllm:kv_offload_store_size",
         "histogram",
         "Histogram of KV offload store operation size, in bytes.",
-        buckets=(
-            1000000.0,
-            5000000.0,
-            10000000.0,
-            20000000.0,
-            40000000.0,
-            60000000.0,
-            80000000.0,
-            100000000.0,
-            150000000.0,
-            200000000.0,
-        ),
+        buckets=SIZE_BUCKETS,
     ),
     OffloadFamily(
         "vllm:kv_offload_lookup_sync_delay_seconds",
