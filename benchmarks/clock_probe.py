@@ -52,13 +52,34 @@ ARRIVAL = re.compile(r"a=([0-9.]+)")
 
 def flags(url: str, tokenizer: str, streams: int, waves: int, out: Path) -> list[str]:
     return [
-        "--base-url", url, "--model", "metronome", "--tokenizer", tokenizer,
-        "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "64",
-        "--num-prompts", str(streams * waves), "--max-concurrency", str(streams),
-        "--request-rate", str(streams / 2.0), "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--metric-percentiles", "50,99", "--disable-tqdm", "--save-result", "--save-detailed",
-        "--result-filename", str(out),
-    ]  # fmt: skip
+        "--base-url",
+        url,
+        "--model",
+        "metronome",
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "64",
+        "--num-prompts",
+        str(streams * waves),
+        "--max-concurrency",
+        str(streams),
+        "--request-rate",
+        str(streams / 2.0),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--metric-percentiles",
+        "50,99",
+        "--disable-tqdm",
+        "--save-result",
+        "--save-detailed",
+        "--result-filename",
+        str(out),
+    ]
 
 
 def tokens_of(data: dict[str, Any]) -> list[tuple[float, list[tuple[float, float]]]]:
@@ -147,8 +168,19 @@ def main() -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="vtc-clock-probe-"))
     print(f"files in {work}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    rows = [["streams", "client", "tokens", "delay p50/p99/max ms", "ITL err p99", "TTFT err p99",
-             "POST p99", "CPU/token", "late: gc / live stats / other"]]  # fmt: skip
+    rows = [
+        [
+            "streams",
+            "client",
+            "tokens",
+            "delay p50/p99/max ms",
+            "ITL err p99",
+            "TTFT err p99",
+            "POST p99",
+            "CPU/token",
+            "late: gc / live stats / other",
+        ]
+    ]
     loads = []
     for streams in [int(s) for s in args.streams.split(",")]:
         port = free_port()
@@ -164,10 +196,14 @@ def main() -> int:
             clients: dict[str, list[str]] = {
                 "vtc bench": [py, probe, "{spans}", "--transport", "native"],
                 "vtc bench (aiohttp)": [py, probe, "{spans}", "--transport", "aiohttp"],
-                "vllm bench serve": [str(found.python), str(HERE / "_vllm_timed.py"),
-                                     "--backend", "openai"],
+                "vllm bench serve": [
+                    str(found.python),
+                    str(HERE / "_vllm_timed.py"),
+                    "--backend",
+                    "openai",
+                ],
                 "bare reader": [py, str(HERE / "_rawclient.py")],
-            }  # fmt: skip
+            }
             if args.old_python:
                 clients["vtc bench (before)"] = [args.old_python, probe, "{spans}"]
             if args.only:
@@ -180,24 +216,46 @@ def main() -> int:
                     argv = [a.replace("{spans}", str(spans_path)) for a in argv]
                     if name == "bare reader":
                         n = str(streams * args.waves)
-                        argv += ["127.0.0.1", str(port), "metronome", str(streams), n, "64",
-                                 str(out), str(streams / 2.0)]  # fmt: skip
+                        argv += [
+                            "127.0.0.1",
+                            str(port),
+                            "metronome",
+                            str(streams),
+                            n,
+                            "64",
+                            str(out),
+                            str(streams / 2.0),
+                        ]
                     else:
                         argv += flags(url, str(found.model), streams, args.waves, out)
-                    run_client(argv, timeout_s=300, cpus={args.client_cpu},
-                               env={"VTC_KEEP_READS": "1", "HF_HUB_OFFLINE": "1"},
-                               log_path=out.with_suffix(".log"))  # fmt: skip
+                    run_client(
+                        argv,
+                        timeout_s=300,
+                        cpus={args.client_cpu},
+                        env={"VTC_KEEP_READS": "1", "HF_HUB_OFFLINE": "1"},
+                        log_path=out.with_suffix(".log"),
+                    )
                     loads.append(os.getloadavg()[0])
                     spans = load_json(spans_path) if spans_path.exists() else None
                     row = analyse(load_json(out), spans, args.late_ms)
-                    rows.append([
-                        str(streams), name, str(row["tokens"]),
-                        f"{row['delay p50']:.2f}/{row['delay p99']:.2f}/{row['delay max']:.1f}",
-                        f"{row['ITL err p99']:.2f}", f"{row['TTFT err p99']:.2f}",
-                        f"{row['POST p99']:.2f}", f"{row['cpu/token us']:.1f} us",
-                        (f"{row['gc']} / {row['live stats']} / {row['other']} of {row['late']}"
-                         if spans is not None else "-"),
-                    ])  # fmt: skip
+                    rows.append(
+                        [
+                            str(streams),
+                            name,
+                            str(row["tokens"]),
+                            f"{row['delay p50']:.2f}/{row['delay p99']:.2f}/{row['delay max']:.1f}",
+                            f"{row['ITL err p99']:.2f}",
+                            f"{row['TTFT err p99']:.2f}",
+                            f"{row['POST p99']:.2f}",
+                            f"{row['cpu/token us']:.1f} us",
+                            (
+                                f"{row['gc']} / {row['live stats']} / {row['other']} "
+                                f"of {row['late']}"
+                                if spans is not None
+                                else "-"
+                            ),
+                        ]
+                    )
                     print("  " + "  ".join(rows[-1]), f"(load average {loads[-1]:.2f})", flush=True)
         finally:
             server.stop(grace_s=5)

@@ -255,8 +255,9 @@ SETTINGS = [  # (name, the load's client, refresh bound while it runs)
 ]
 
 
-async def _console_with_load(url: str, data_dir: Path, client: str, refresh: float | None,
-                             duration_s: float) -> tuple[float, float, float, int]:  # fmt: skip
+async def _console_with_load(
+    url: str, data_dir: Path, client: str, refresh: float | None, duration_s: float
+) -> tuple[float, float, float, int]:
     """(console CPU %, workers' CPU %, screen updates per second, loads) over
     ``duration_s``: an update is one event applied, or one batch while the bound holds."""
     from benchmarks.console_agreement import console_session
@@ -311,8 +312,16 @@ def _measure_with_load(args: argparse.Namespace) -> int:
             own, workers, fps, loads = asyncio.run(
                 _console_with_load(base, data, client, refresh, args.duration)
             )
-            rows.append([name, f"{own:.1f}", f"{workers:.1f}", f"{fps:.1f}", str(loads),
-                         f"{os.getloadavg()[0]:.1f}"])  # fmt: skip
+            rows.append(
+                [
+                    name,
+                    f"{own:.1f}",
+                    f"{workers:.1f}",
+                    f"{fps:.1f}",
+                    str(loads),
+                    f"{os.getloadavg()[0]:.1f}",
+                ]
+            )
             print(f"{name}: console {own:.1f} %, workers {workers:.1f} % ({load_average()})")
         table(rows)
         return 0

@@ -29,11 +29,17 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from benchmarks._procs import load_average, table  # noqa: E402
 
 KEYS: tuple[tuple[str, str], ...] = (
-    ("left", "← (cards)"), ("right", "→ (cards)"), ("question_mark", "? (help)"),
-    ("escape", "Esc (close help)"), ("enter", "Enter (detail)"),
-    ("escape", "Esc (close detail)"), ("t", "t (to table)"), ("up", "↑ (table)"),
-    ("down", "↓ (table)"), ("t", "t (to cards)"),
-)  # fmt: skip
+    ("left", "← (cards)"),
+    ("right", "→ (cards)"),
+    ("question_mark", "? (help)"),
+    ("escape", "Esc (close help)"),
+    ("enter", "Enter (detail)"),
+    ("escape", "Esc (close detail)"),
+    ("t", "t (to table)"),
+    ("up", "↑ (table)"),
+    ("down", "↓ (table)"),
+    ("t", "t (to cards)"),
+)
 
 
 async def measure(runs: int, size: tuple[int, int], rounds: int) -> list[list[str]]:
@@ -43,8 +49,9 @@ async def measure(runs: int, size: tuple[int, int], rounds: int) -> list[list[st
     from benchmarks.console_latency import seeded_run
     from tui.ui.app import create_app
 
-    records = [seeded_run(i).model_copy(update={"id": i + 1, "label": f"#{i + 1}"})
-               for i in range(runs)]  # fmt: skip
+    records = [
+        seeded_run(i).model_copy(update={"id": i + 1, "label": f"#{i + 1}"}) for i in range(runs)
+    ]
     app = create_app(board_session(records), clock=None, autostart=False)
     cpu: dict[str, list[float]] = {name: [] for _, name in KEYS}
     async with app.run_test(size=size) as pilot:
@@ -76,8 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in [m for m in sys.modules if m == "tui" or m.startswith("tui.")]:
         del sys.modules[name]
     width, height = (int(x) for x in args.size.split("x"))
-    print(f"console key costs: {args.runs} runs, {args.size}, code of {args.tree}; "
-          f"{load_average()}")  # fmt: skip
+    print(
+        f"console key costs: {args.runs} runs, {args.size}, code of {args.tree}; {load_average()}"
+    )
     table(asyncio.run(measure(args.runs, (width, height), args.rounds)))
     print(load_average())
     return 0

@@ -103,10 +103,15 @@ def seeded_run(i: int) -> RunRecord:
     tput = 600.0 + 37.0 * (i % 11)
     ttft = 80.0 + 9.0 * (i % 13)
     stats = {
-        "mean_ttft_ms": ttft * 0.5, "median_ttft_ms": ttft * 0.4, "p99_ttft_ms": ttft,
-        "mean_tpot_ms": 20.0, "mean_itl_ms": 19.0, "p99_itl_ms": 40.0,
-        "mean_e2el_ms": ttft * 6.0, "p99_e2el_ms": ttft * 10.0,
-    }  # fmt: skip
+        "mean_ttft_ms": ttft * 0.5,
+        "median_ttft_ms": ttft * 0.4,
+        "p99_ttft_ms": ttft,
+        "mean_tpot_ms": 20.0,
+        "mean_itl_ms": 19.0,
+        "p99_itl_ms": 40.0,
+        "mean_e2el_ms": ttft * 6.0,
+        "p99_e2el_ms": ttft * 10.0,
+    }
     return RunRecord(
         flags=flags,
         status=RunStatus.STOPPED,
@@ -169,8 +174,9 @@ class Pane:
     def start(self, argv: list[str], env: dict[str, str], width: int, height: int) -> None:
         """Start ``argv`` (run directly, no shell) in a detached session of that size."""
         extra = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-        self.tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                  *extra, *argv)  # fmt: skip
+        self.tmux(
+            "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), *extra, *argv
+        )
         self.tmux("set-option", "-t", self.name, "remain-on-exit", "on")
 
     def resize(self, width: int, height: int) -> None:
@@ -409,8 +415,12 @@ def console(
     seed_history(data, runs)
     preset = f"latency-{max(streams, 16)}"
     write_preset(config, preset, max(streams, 16))
-    env = {"VTC_DATA_DIR": str(data), "XDG_CONFIG_HOME": str(config),
-           "PYTHONPATH": str(tree), "TERM": "xterm-256color"}  # fmt: skip
+    env = {
+        "VTC_DATA_DIR": str(data),
+        "XDG_CONFIG_HOME": str(config),
+        "PYTHONPATH": str(tree),
+        "TERM": "xterm-256color",
+    }
     pane = Pane(socket)
     try:
         pane.start([sys.executable, "-m", "tui.cli", "--demo", "--preset", preset], env, *size)
@@ -489,15 +499,25 @@ def run_situations(args: argparse.Namespace) -> list[Samples]:
 
 def report(out: Samples, capture_s: float) -> None:
     """One situation's table."""
-    print(f"\n## {out.situation}  ({out.load_before} -> {out.load_after}; "
-          f"one capture {capture_s * 1000:.1f} ms, subtracted)")  # fmt: skip
+    print(
+        f"\n## {out.situation}  ({out.load_before} -> {out.load_after}; "
+        f"one capture {capture_s * 1000:.1f} ms, subtracted)"
+    )
     rows = [["key", "n", "p50 ms", "p95 ms", "max ms", "no change", "cpu p50 ms"]]
     for key, values in out.by_key.items():
         ms = [v * 1000 for v in values]
         cpu = [v * 1000 for v in out.cpu_by_key.get(key, [])]
-        rows.append([key, str(len(ms)), f"{pct(ms, 0.5):.0f}", f"{pct(ms, 0.95):.0f}",
-                     f"{max(ms):.0f}", str(out.missed.get(key, 0)),
-                     f"{pct(cpu, 0.5):.0f}" if cpu else "-"])  # fmt: skip
+        rows.append(
+            [
+                key,
+                str(len(ms)),
+                f"{pct(ms, 0.5):.0f}",
+                f"{pct(ms, 0.95):.0f}",
+                f"{max(ms):.0f}",
+                str(out.missed.get(key, 0)),
+                f"{pct(cpu, 0.5):.0f}" if cpu else "-",
+            ]
+        )
     table(rows)
     for note in out.notes:
         print(f"note: {note}")
@@ -513,16 +533,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boards", default="30,200", help="seeded runs per board, N,...")
     parser.add_argument("--loads", default="0,16,256", help="load streams (0: idle), N,...")
     parser.add_argument("--socket", default=f"vtc-latency-{os.getpid()}", help="tmux -L name")
-    parser.add_argument("--tree", type=Path, default=ROOT,
-                        help="the source tree the console runs from (default: this one; "
-                        "another checkout measures its code: before/after)")  # fmt: skip
+    parser.add_argument(
+        "--tree",
+        type=Path,
+        default=ROOT,
+        help="the source tree the console runs from (default: this one; "
+        "another checkout measures its code: before/after)",
+    )
     args = parser.parse_args(argv)
     args.samples = args.samples or (5 if args.quick else 12)
     if shutil.which("tmux") is None:
         print("console_latency: tmux is needed (apt install tmux)", file=sys.stderr)
         return 2
-    print(f"console latency: {args.samples} samples per key; console from {args.tree}; "
-          f"{load_average()}")  # fmt: skip
+    print(
+        f"console latency: {args.samples} samples per key; console from {args.tree}; "
+        f"{load_average()}"
+    )
     results = run_situations(args)
     worst = max(
         ((pct(v, 0.95), key, r.situation) for r in results for key, v in r.by_key.items()),

@@ -72,8 +72,19 @@ def run(label: str, extra: list[str], folder: Path, sim_speed: float) -> tuple[f
     data = folder / f"data-{label}"
     out = folder / f"{label}.json"
     spec = folder / "spec.toml"
-    cmd = [sys.executable, "-m", "tui.cli", "sweep", str(spec), "--demo", "--sim-speed",
-           f"{sim_speed:g}", "--json", str(out), *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "tui.cli",
+        "sweep",
+        str(spec),
+        "--demo",
+        "--sim-speed",
+        f"{sim_speed:g}",
+        "--json",
+        str(out),
+        *extra,
+    ]
     env = {**os.environ, "VTC_DATA_DIR": str(data), "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
@@ -87,8 +98,12 @@ def run(label: str, extra: list[str], folder: Path, sim_speed: float) -> tuple[f
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--sim-speed", type=float, default=4.0,
-                        help="the simulator's time scale (1: a start takes its real seconds)")
+    parser.add_argument(
+        "--sim-speed",
+        type=float,
+        default=4.0,
+        help="the simulator's time scale (1: a start takes its real seconds)",
+    )
     parser.add_argument("--num-prompts", type=int, default=40)
     parser.add_argument("--rate", type=float, default=8.0, help="each load's request rate")
     args = parser.parse_args()
@@ -96,24 +111,29 @@ def main() -> int:
         folder = Path(tmp)
         spec = SPEC.format(num_prompts=args.num_prompts, rate=args.rate)
         (folder / "spec.toml").write_text(spec, encoding="utf-8")
-        print(f"8-trial grid: {args.num_prompts} prompts at {args.rate:g} req/s per trial, "
-              f"simulator time x{args.sim_speed:g}")  # fmt: skip
+        print(
+            f"8-trial grid: {args.num_prompts} prompts at {args.rate:g} req/s per trial, "
+            f"simulator time x{args.sim_speed:g}"
+        )
         rows = []
-        for label, extra in (("one-lane", []),
-                             ("ray", ["--ray", "--ray-gpus", str(args.gpus)])):  # fmt: skip
+        for label, extra in (("one-lane", []), ("ray", ["--ray", "--ray-gpus", str(args.gpus)])):
             wall, report = run(label, extra, folder, args.sim_speed)
             trials = report["trials"]
             nodes = sorted({str(t["node"]) for t in trials if t.get("node")})
             gpu_ids = sorted({",".join(t["gpu_ids"]) for t in trials if t.get("gpu_ids")})
             load = os.getloadavg()[0]
             rows.append((label, wall))
-            print(f"{label}: {len(trials)} trials, {wall:.1f} s wall, at most "
-                  f"{peak_overlap(trials)} at once, nodes {nodes or '-'}, GPU ids "
-                  f"{gpu_ids or '-'}, load average {load:.1f}")  # fmt: skip
+            print(
+                f"{label}: {len(trials)} trials, {wall:.1f} s wall, at most "
+                f"{peak_overlap(trials)} at once, nodes {nodes or '-'}, GPU ids "
+                f"{gpu_ids or '-'}, load average {load:.1f}"
+            )
     ratio = rows[1][1] / rows[0][1]
     verdict = "met" if ratio <= 0.5 else "NOT met"
-    print(f"ray demo wall: one lane {rows[0][1]:.1f} s, Ray {args.gpus} GPUs {rows[1][1]:.1f} s, "
-          f"ratio {ratio:.2f} (goal <= 0.5: {verdict})")  # fmt: skip
+    print(
+        f"ray demo wall: one lane {rows[0][1]:.1f} s, Ray {args.gpus} GPUs {rows[1][1]:.1f} s, "
+        f"ratio {ratio:.2f} (goal <= 0.5: {verdict})"
+    )
     return 0
 
 

@@ -110,13 +110,16 @@ def spec_for(args: argparse.Namespace) -> SweepSpec:
     return spec.model_copy(update={"grid": grid})
 
 
-async def one_run(spec: SweepSpec, gpus: int, cache: Cache, task: object,
-                  args: argparse.Namespace) -> tuple[float, int]:  # fmt: skip
+async def one_run(
+    spec: SweepSpec, gpus: int, cache: Cache, task: object, args: argparse.Namespace
+) -> tuple[float, int]:
     """Wall seconds and starts of the sweep over ``gpus`` lanes."""
     sim = ["--sim-gpu", "a100-80gb"]
     scale = args.ms_per_s / 1000.0
-    lanes = [TimedLane(WhatIfLane(sim, name=f"gpu{i}", cache=cache), task, scale, args)
-             for i in range(gpus)]  # fmt: skip
+    lanes = [
+        TimedLane(WhatIfLane(sim, name=f"gpu{i}", cache=cache), task, scale, args)
+        for i in range(gpus)
+    ]
     t0 = time.perf_counter()
     status = await SweepRun(spec, lanes).run()
     return time.perf_counter() - t0, status.starts
@@ -127,21 +130,37 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="the scenario's smaller space")
     parser.add_argument("--gpus", default="1,2,4,8,16", help="GPU counts to run")
     parser.add_argument("--strategy", default="grid", choices=("grid", "search", "auto_tune"))
-    parser.add_argument("--startup-s", type=float, default=60.0,
-                        help="simulated seconds of a server start (weights, compile, graphs)")
-    parser.add_argument("--failed-start-s", type=float, default=30.0,
-                        help="simulated seconds until a start fails (at memory profiling)")
-    parser.add_argument("--ms-per-s", type=float, default=2.0,
-                        help="real milliseconds per simulated second")  # fmt: skip
+    parser.add_argument(
+        "--startup-s",
+        type=float,
+        default=60.0,
+        help="simulated seconds of a server start (weights, compile, graphs)",
+    )
+    parser.add_argument(
+        "--failed-start-s",
+        type=float,
+        default=30.0,
+        help="simulated seconds until a start fails (at memory profiling)",
+    )
+    parser.add_argument(
+        "--ms-per-s", type=float, default=2.0, help="real milliseconds per simulated second"
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.gpus.split(",") if x.strip()]
     spec = spec_for(args)
-    print(f"sweep {spec.name}: {spec.strategy}, {spec.space_size()} combinations; start "
-          f"{args.startup_s:g} s (failed {args.failed_start_s:g} s), "
-          f"{args.ms_per_s:g} ms per simulated s")  # fmt: skip
-    ray.init(address="local", num_cpus=1, num_gpus=0,
-             object_store_memory=100 * 1024 * 1024, include_dashboard=False,
-             log_to_driver=False)  # fmt: skip
+    print(
+        f"sweep {spec.name}: {spec.strategy}, {spec.space_size()} combinations; start "
+        f"{args.startup_s:g} s (failed {args.failed_start_s:g} s), "
+        f"{args.ms_per_s:g} ms per simulated s"
+    )
+    ray.init(
+        address="local",
+        num_cpus=1,
+        num_gpus=0,
+        object_store_memory=100 * 1024 * 1024,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     try:
         task = ray.remote(SimulatedGpus).options(num_cpus=0, max_concurrency=64).remote()
         cache: Cache = {}
@@ -164,8 +183,10 @@ def report(rows: list[tuple[int, float, int, float]], args: argparse.Namespace) 
     for n, wall, starts, load in rows:
         sim_min = wall / (args.ms_per_s / 1000.0) / 60.0
         speed = base / wall
-        print(f"| {n} | {wall:.2f} | {sim_min:.1f} min | {speed:.2f}x | {speed / n:.0%} | "
-              f"{starts} | {load:.1f} |")  # fmt: skip
+        print(
+            f"| {n} | {wall:.2f} | {sim_min:.1f} min | {speed:.2f}x | {speed / n:.0%} | "
+            f"{starts} | {load:.1f} |"
+        )
     stop = next((a for a, b in itertools.pairwise(rows) if a[1] / b[1] < PLATEAU), None)
     where = f"stops scaling past N={stop[0]}" if stop else "still scaling at the largest N"
     best = max(base / r[1] for r in rows)

@@ -106,9 +106,7 @@ async def _server_cases(
         if calibrate is not None:
             calibrate.target = target
             t0 = time.monotonic()
-            profile = await calibrate.run(
-                lambda p: print(f"\r  {p.line()}", end="", flush=True)
-            )
+            profile = await calibrate.run(lambda p: print(f"\r  {p.line()}", end="", flush=True))
             err = profile.error
             print(
                 f"\n  calibrated in {time.monotonic() - t0:.0f} s: fit error median "
@@ -137,15 +135,19 @@ async def main_async(args: argparse.Namespace) -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="vtc-fidelity-"))
     os.environ["VTC_DATA_DIR"] = str(data_dir)
     base = ServeFlags(
-        model=str(found.model), enforce_eager=True, kv_cache_memory_bytes=64 * 2**20,
+        model=str(found.model),
+        enforce_eager=True,
+        kv_cache_memory_bytes=64 * 2**20,
         max_model_len=4096,
-    )  # fmt: skip
+    )
     print(f"sim_fidelity: real vLLM {found.version} (CPU build), {found.model.name}; {_loadavg()}")
     calibrate = Calibration(
-        name="fidelity", target=None,  # type: ignore[arg-type]  # set once launched
-        loads=design(4096, args.scale, passes=args.passes), data_dir=data_dir,
+        name="fidelity",
+        target=None,  # type: ignore[arg-type]  # set once launched
+        loads=design(4096, args.scale, passes=args.passes),
+        data_dir=data_dir,
         budget_s=args.budget,
-    )  # fmt: skip
+    )
     groups: dict[tuple[tuple[str, Any], ...], list[HeldOut]] = {}
     for case in cases:
         groups.setdefault(case.overrides, []).append(case)
@@ -156,9 +158,14 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"server: {', '.join(f'{k}={v}' for k, v in overrides) or 'calibrated flags'}")
         flags = base.model_copy(update=dict(overrides))
         profile, done = await _server_cases(
-            str(found.vllm), flags, group, profile, data_dir, args.repeats,
+            str(found.vllm),
+            flags,
+            group,
+            profile,
+            data_dir,
+            args.repeats,
             calibrate if profile is None else None,
-        )  # fmt: skip
+        )
         results.extend(done)
         print(f"  ({_loadavg()})")
     if args.save:
@@ -178,12 +185,15 @@ def _save(path: Path, profile: Profile | None, results: list[CaseResult]) -> Non
     data = {
         "profile": profile.model_dump(mode="json") if profile else None,
         "cases": [
-            {"name": r.case.name, "overrides": [list(o) for o in r.case.overrides],
-             "load": r.case.load.model_dump(mode="json"),
-             "real": [b.model_dump(mode="json") for b in r.real]}
+            {
+                "name": r.case.name,
+                "overrides": [list(o) for o in r.case.overrides],
+                "load": r.case.load.model_dump(mode="json"),
+                "real": [b.model_dump(mode="json") for b in r.real],
+            }
             for r in results
         ],
-    }  # fmt: skip
+    }
     path.write_text(json.dumps(data))
     print(f"saved the measurements to {path}")
 
@@ -193,12 +203,15 @@ def replay(path: Path) -> int:
     data = json.loads(path.read_text())
     profile = Profile.model_validate(data["profile"])
     refit = fit_best(profile, profile.samples)
-    print(f"refit: {refit.coefficients}; serial front end {refit.serial_frontend}; "
-          f"fit error median {refit.error.median_pct:.1f}%")  # fmt: skip
+    print(
+        f"refit: {refit.coefficients}; serial front end {refit.serial_frontend}; "
+        f"fit error median {refit.error.median_pct:.1f}%"
+    )
     results = []
     for c in data["cases"]:
-        case = HeldOut(c["name"], tuple(tuple(o) for o in c["overrides"]),
-                       LoadSpec.model_validate(c["load"]))  # fmt: skip
+        case = HeldOut(
+            c["name"], tuple(tuple(o) for o in c["overrides"]), LoadSpec.model_validate(c["load"])
+        )
         r = CaseResult(case, real=[BenchResult.model_validate(b) for b in c["real"]])
         twin_side(refit, refit.flags, case, r)
         _print_case(r)

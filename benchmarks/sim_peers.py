@@ -64,12 +64,31 @@ def scrape(base: str) -> dict[str, float]:
 def bench(vllm: Path, model: Path, base: str, args: argparse.Namespace, prefix: int) -> str:
     """One ``vllm bench serve`` run; its output (stdout and stderr)."""
     argv = [
-        str(vllm), "bench", "serve", "--backend", "vllm", "--base-url", base, "--model",
-        str(model), "--dataset-name", "random", "--random-input-len", str(args.input_len - prefix),
-        "--random-prefix-len", str(prefix), "--random-output-len", str(args.output_len),
-        "--num-prompts", str(args.num_prompts), "--request-rate", "inf", "--ignore-eos",
-        "--seed", "0",
-    ]  # fmt: skip
+        str(vllm),
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        base,
+        "--model",
+        str(model),
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(args.input_len - prefix),
+        "--random-prefix-len",
+        str(prefix),
+        "--random-output-len",
+        str(args.output_len),
+        "--num-prompts",
+        str(args.num_prompts),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--seed",
+        "0",
+    ]
     env = {"HF_HUB_OFFLINE": "1"}
     return run_client(argv, timeout_s=args.timeout, env=env).stdout
 

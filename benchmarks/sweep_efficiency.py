@@ -103,8 +103,7 @@ class Case:
         data["base"] = {**data["base"], "flags": flags}
         tuned = {k: params[k] for k in ("max_num_seqs", "max_num_batched_tokens")}
         if "gpu_memory_utilization" in params:
-            tuned["gpu_memory_utilization"] = sorted(params["gpu_memory_utilization"],
-                                                     reverse=True)  # fmt: skip
+            tuned["gpu_memory_utilization"] = sorted(params["gpu_memory_utilization"], reverse=True)
         data["parameters"] = tuned
         data["strategy"] = "auto_tune"
         prompts = data["workload"].get("num_prompts", 200)
@@ -175,8 +174,12 @@ CASES = (
                 "enable_prefix_caching": [True, False],
                 "kv_cache_dtype": ["auto", "fp8"],
             },
-            "workload": {"input_len": 4096, "output_len": 128, "num_prompts": 64,
-                         "cache_hit_pct": 25},
+            "workload": {
+                "input_len": 4096,
+                "output_len": 128,
+                "num_prompts": 64,
+                "cache_hit_pct": 25,
+            },
             "slo": {"p99_itl_ms": 120},
         },
         {
@@ -214,8 +217,10 @@ async def run(case: Case, strategy: str, seed: int, quick: bool, cache: Cache) -
     The grid's best is then confirmed as the search confirms its own (see
     :func:`confirm_like_search`), so the two are compared like for like.
     """
-    spec = case.build_auto_tune(quick) if strategy == "auto_tune" else case.build(
-        strategy, seed, quick
+    spec = (
+        case.build_auto_tune(quick)
+        if strategy == "auto_tune"
+        else case.build(strategy, seed, quick)
     )
     lane = WhatIfLane(["--sim-gpu", case.gpu], cache=cache)
     pruner = Pruner(estimator(case.gpu)) if strategy == "search" else None
@@ -226,11 +231,13 @@ async def run(case: Case, strategy: str, seed: int, quick: bool, cache: Cache) -
     first = best.measurements[0] if best is not None and best.measurements else None
     same_seed = first.objective if first is not None and first.verdict.met else None
     if strategy != "grid":
-        return Result(status.starts, status.failed_starts, value, time.perf_counter() - t0,
-                      same_seed)  # fmt: skip
+        return Result(
+            status.starts, status.failed_starts, value, time.perf_counter() - t0, same_seed
+        )
     confirmed = await confirm_like_search(spec, status.trials, lane)
-    return Result(status.starts, status.failed_starts, confirmed, time.perf_counter() - t0,
-                  single=value)  # fmt: skip
+    return Result(
+        status.starts, status.failed_starts, confirmed, time.perf_counter() - t0, single=value
+    )
 
 
 async def confirm_like_search(
@@ -252,8 +259,13 @@ async def confirm_like_search(
     ctx = SweepContext(spec, [lane])
     for trial in ranked[:CONFIRM_TRIES]:
         assert trial.flags is not None
-        plan = TrialPlan(dict(trial.params), trial.flags, f"confirm {describe(trial.params)}",
-                         confirm_procedure(spec, trial), "confirm")  # fmt: skip
+        plan = TrialPlan(
+            dict(trial.params),
+            trial.flags,
+            f"confirm {describe(trial.params)}",
+            confirm_procedure(spec, trial),
+            "confirm",
+        )
         outcome = await ctx.run_trial(plan)
         if outcome.slo_met:
             return outcome.objective
@@ -280,12 +292,16 @@ async def main_async(quick: bool, seeds: int, only: str | None = None) -> int:
         grid = await run(case, "grid", 0, quick, cache)
         peer = await run(case, "auto_tune", 0, quick, cache)
         peer_best = f"{peer.best:.1f}" if peer.best is not None else "none met the SLOs"
-        print(f"{case.name:16} auto_tune.sh: {peer.starts} starts ({peer.failed} failed), "
-              f"best {peer_best}")  # fmt: skip
+        print(
+            f"{case.name:16} auto_tune.sh: {peer.starts} starts ({peer.failed} failed), "
+            f"best {peer_best}"
+        )
         once_text = f"{grid.single:.1f}" if grid.single is not None else "none met the SLOs"
         confirmed_text = f"{grid.best:.1f}" if grid.best is not None else "none held"
-        print(f"{case.name:16} grid: best measured once {once_text}, confirmed like the "
-              f"search's (worst of {CONFIRM_SEEDS} seeds) {confirmed_text}")  # fmt: skip
+        print(
+            f"{case.name:16} grid: best measured once {once_text}, confirmed like the "
+            f"search's (worst of {CONFIRM_SEEDS} seeds) {confirmed_text}"
+        )
         if grid.best is None:
             print(f"{case.name}: no grid configuration met the SLOs; scenario skipped")
             continue
@@ -303,20 +319,26 @@ async def main_async(quick: bool, seeds: int, only: str | None = None) -> int:
             peer_ratios.append(search.starts / peer.starts)
             if peer.best is not None:
                 peer_gains.append(100.0 * ((search.best or 0.0) - peer.best) / peer.best)
-            print(f"{case.name:16} {seed:>4} {grid.starts:>11} {search.starts:>13} "
-                  f"{ratio:>6.3f} {grid.best:>10.1f} {search.best or 0:>11.1f} {gap:>6.2f} "
-                  f"{search.failed:>6}")  # fmt: skip
+            print(
+                f"{case.name:16} {seed:>4} {grid.starts:>11} {search.starts:>13} "
+                f"{ratio:>6.3f} {grid.best:>10.1f} {search.best or 0:>11.1f} {gap:>6.2f} "
+                f"{search.failed:>6}"
+            )
             sys.stdout.flush()
     if not ratios:
         print("sweep efficiency: no scenario had a feasible grid best")
         return 1
     r, g, f = statistics.median(ratios), statistics.median(gaps), statistics.median(failed)
     gain = f"{statistics.median(peer_gains):+.1f}%" if peer_gains else "n/a (auto_tune.sh met none)"
-    print(f"gap to the grid's best measured once under seed 0 (not confirmed; search's "
-          f"worst of {CONFIRM_SEEDS} seeds): {statistics.median(single_gaps):.2f}%; both "
-          f"under seed 0 only: {statistics.median(seed0_gaps):.2f}%")  # fmt: skip
-    print(f"vs auto_tune.sh (same scenarios, same run): starts ratio "
-          f"{statistics.median(peer_ratios):.3f}, best objective {gain}")  # fmt: skip
+    print(
+        f"gap to the grid's best measured once under seed 0 (not confirmed; search's "
+        f"worst of {CONFIRM_SEEDS} seeds): {statistics.median(single_gaps):.2f}%; both "
+        f"under seed 0 only: {statistics.median(seed0_gaps):.2f}%"
+    )
+    print(
+        f"vs auto_tune.sh (same scenarios, same run): starts ratio "
+        f"{statistics.median(peer_ratios):.3f}, best objective {gain}"
+    )
     print(f"sweep efficiency: starts ratio {r:.3f}, gap {g:.2f}%, failed starts {f:g}")
     return 0
 

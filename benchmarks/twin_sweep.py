@@ -88,22 +88,31 @@ def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float | None) -> 
         "max_num_batched_tokens": [256, 1024],
         "enable_prefix_caching": [True, False],
     }
-    return SweepSpec.model_validate({
-        "name": f"twin-sweep-real-{'quick' if quick else 'full'}",
-        "strategy": strategy,
-        "objective": "output_throughput",
-        "base": {"model": str(model), "flags": {
-            "max_model_len": 1024, "kv_cache_memory_bytes": KV_BYTES, "enforce_eager": True,
-        }},
-        "parameters": params,
-        "workload": {"input_len": 256, "output_len": 32, "num_prompts": 48,
-                     "cache_hit_pct": 50},
-        "slo": {"p99_e2el_ms": 60000, **({"p99_itl_ms": itl_ms} if itl_ms else {})},
-        "search": {"rate_search": "none"},
-        "grid": {"rate_search": "none"},
-    })  # fmt: skip
-
-
+    return SweepSpec.model_validate(
+        {
+            "name": f"twin-sweep-real-{'quick' if quick else 'full'}",
+            "strategy": strategy,
+            "objective": "output_throughput",
+            "base": {
+                "model": str(model),
+                "flags": {
+                    "max_model_len": 1024,
+                    "kv_cache_memory_bytes": KV_BYTES,
+                    "enforce_eager": True,
+                },
+            },
+            "parameters": params,
+            "workload": {
+                "input_len": 256,
+                "output_len": 32,
+                "num_prompts": 48,
+                "cache_hit_pct": 50,
+            },
+            "slo": {"p99_e2el_ms": 60000, **({"p99_itl_ms": itl_ms} if itl_ms else {})},
+            "search": {"rate_search": "none"},
+            "grid": {"rate_search": "none"},
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -155,8 +164,13 @@ async def _judge(
     values = []
     for trial in (twin, grid):
         assert trial.flags is not None
-        plan = TrialPlan(dict(trial.params), trial.flags, f"judge {describe(trial.params)}",
-                         confirm_procedure(spec, trial), "judge")  # fmt: skip
+        plan = TrialPlan(
+            dict(trial.params),
+            trial.flags,
+            f"judge {describe(trial.params)}",
+            confirm_procedure(spec, trial),
+            "judge",
+        )
         outcome = await ctx.run_trial(plan)
         values.append(outcome.objective if outcome.slo_met else 0.0)
     mine, theirs = values
@@ -180,27 +194,37 @@ async def compare(
     _print_trials("grid", grid)
     _, grid_trial = _best(grid)
     grid_best = await confirm_like_search(grid_spec, grid.trials, lanes[0])  # type: ignore[arg-type]
-    print(f"{name}: grid {grid.starts} starts, best measured once "
-          f"{_fmt(grid_trial.objective if grid_trial else None)}, confirmed {_fmt(grid_best)} "
-          f"({describe(grid_trial.params) if grid_trial else '-'}); {load_average()}",
-          flush=True)  # fmt: skip
+    print(
+        f"{name}: grid {grid.starts} starts, best measured once "
+        f"{_fmt(grid_trial.objective if grid_trial else None)}, confirmed {_fmt(grid_best)} "
+        f"({describe(grid_trial.params) if grid_trial else '-'}); {load_average()}",
+        flush=True,
+    )
     twin = await SweepRun(twin_spec, lanes, pruner=Pruner()).run()
     _print_trials("twin", twin)
     for note in twin.notes:
         print(f"  note: {note}")
     twin_best, twin_trial = _best(twin)
-    print(f"{name}: twin-first {twin.starts} starts, best {_fmt(twin_best)} "
-          f"({describe(twin_trial.params) if twin_trial else '-'}); {load_average()}",
-          flush=True)  # fmt: skip
+    print(
+        f"{name}: twin-first {twin.starts} starts, best {_fmt(twin_best)} "
+        f"({describe(twin_trial.params) if twin_trial else '-'}); {load_average()}",
+        flush=True,
+    )
     judged = None
     if judge and grid_trial is not None and twin_trial is not None:
         judged = await _judge(grid_spec, lanes[0], grid_trial, twin_trial)
         print(f"{name}: judged back to back: gap {_fmt(judged)}%; {load_average()}", flush=True)
     return Outcome(
-        name, grid.starts, twin.starts, grid_best, twin_best,
+        name,
+        grid.starts,
+        twin.starts,
+        grid_best,
+        twin_best,
         describe(grid_trial.params) if grid_trial else "-",
-        describe(twin_trial.params) if twin_trial else "-", judged, time.perf_counter() - t0,
-    )  # fmt: skip
+        describe(twin_trial.params) if twin_trial else "-",
+        judged,
+        time.perf_counter() - t0,
+    )
 
 
 def _fmt(x: float | None) -> str:
@@ -214,8 +238,7 @@ def _print_trials(label: str, status: SweepStatus) -> None:
         value = _fmt(t.objective)
         itl = t.metrics.get("p99_itl_ms")
         more = f", p99 ITL {itl:.1f} ms" if itl is not None else ""
-        print(f"  {label} #{t.index} {t.note}: {value} ({t.verdict_text}{more}, "
-              f"{t.seconds:.0f} s)")  # fmt: skip
+        print(f"  {label} #{t.index} {t.note}: {value} ({t.verdict_text}{more}, {t.seconds:.0f} s)")
     sys.stdout.flush()
 
 
@@ -238,9 +261,7 @@ def parse_reference(text: str, starts: int) -> Reference:
     return Reference(choice, starts)
 
 
-async def twin_against(
-    name: str, spec: SweepSpec, lanes: list[Lane], ref: Reference
-) -> Outcome:
+async def twin_against(name: str, spec: SweepSpec, lanes: list[Lane], ref: Reference) -> Outcome:
     """The twin-first sweep alone, judged back to back against an earlier grid's best."""
     t0 = time.perf_counter()
     twin = await SweepRun(spec, lanes, pruner=Pruner()).run()
@@ -248,18 +269,34 @@ async def twin_against(
     for note in twin.notes:
         print(f"  note: {note}")
     twin_best, twin_trial = _best(twin)
-    print(f"{name}: twin-first {twin.starts} starts, best {_fmt(twin_best)} "
-          f"({describe(twin_trial.params) if twin_trial else '-'}); {load_average()}",
-          flush=True)  # fmt: skip
-    grid_trial = TrialOutcome(index=0, key="", note="reference", params=ref.choice,
-                              flags=spec.base.flags_for(ref.choice), state=TrialState.MEASURED)
+    print(
+        f"{name}: twin-first {twin.starts} starts, best {_fmt(twin_best)} "
+        f"({describe(twin_trial.params) if twin_trial else '-'}); {load_average()}",
+        flush=True,
+    )
+    grid_trial = TrialOutcome(
+        index=0,
+        key="",
+        note="reference",
+        params=ref.choice,
+        flags=spec.base.flags_for(ref.choice),
+        state=TrialState.MEASURED,
+    )
     judged = None
     if twin_trial is not None:
         judged = await _judge(spec, lanes[0], grid_trial, twin_trial)
         print(f"{name}: judged back to back: gap {_fmt(judged)}%; {load_average()}", flush=True)
-    return Outcome(name, ref.starts, twin.starts, None, twin_best, describe(ref.choice),
-                   describe(twin_trial.params) if twin_trial else "-", judged,
-                   time.perf_counter() - t0)  # fmt: skip
+    return Outcome(
+        name,
+        ref.starts,
+        twin.starts,
+        None,
+        twin_best,
+        describe(ref.choice),
+        describe(twin_trial.params) if twin_trial else "-",
+        judged,
+        time.perf_counter() - t0,
+    )
 
 
 async def run_real(
@@ -271,14 +308,17 @@ async def run_real(
     grid_spec = real_spec(model, quick, "grid", itl_ms)
     twin_spec = real_spec(model, quick, "twin", itl_ms)
     with tempfile.TemporaryDirectory(prefix="vtc-twin-sweep-") as tmp:
-        options = ConsoleOptions(vllm=str(vllm), data_dir=Path(tmp), startup_timeout=300.0,
-                                 autostart=False)  # fmt: skip
+        options = ConsoleOptions(
+            vllm=str(vllm), data_dir=Path(tmp), startup_timeout=300.0, autostart=False
+        )
         mode = SweepMode(grid_spec)
         parts = await asyncio.to_thread(mode.lane_parts, options)
         sessions = [assemble(p.info, p.services, poll_interval_s=1.0) for p in parts]
         client = local_client(Credentials.from_env(os.environ))
-        lanes: list[Lane] = [SessionLane(s, client, name=p.name, ready_timeout_s=300.0)
-                             for s, p in zip(sessions, parts, strict=True)]  # fmt: skip
+        lanes: list[Lane] = [
+            SessionLane(s, client, name=p.name, ready_timeout_s=300.0)
+            for s, p in zip(sessions, parts, strict=True)
+        ]
         me = asyncio.current_task()
         assert me is not None
         for sig in (signal.SIGINT, signal.SIGTERM):  # cancel: the finally stops the servers
@@ -288,8 +328,9 @@ async def run_real(
                 await session.start()
             if ref is not None:
                 return await twin_against("real", twin_spec, lanes, ref)
-            return await compare("real", grid_spec, twin_spec, lanes,
-                                 Pruner(parts[0].estimator), judge=True)  # fmt: skip
+            return await compare(
+                "real", grid_spec, twin_spec, lanes, Pruner(parts[0].estimator), judge=True
+            )
         finally:
             for session in sessions:
                 await session.close()
@@ -308,12 +349,21 @@ def hidden_profile(model: str) -> Profile:
 
     flags = ServeFlags(model=model, kv_cache_memory_bytes=KV_BYTES, enforce_eager=True)
     return Profile(
-        name="hidden", flags=flags, coefficients=HIDDEN,
+        name="hidden",
+        flags=flags,
+        coefficients=HIDDEN,
         identity=ProfileIdentity(model=model, device="cpu", device_kind="cpu"),
-        memory=MemorySide(kv_tokens=131072, block_size=128, num_blocks=1024, kv_bytes=KV_BYTES,
-                          max_model_len=4096, max_num_seqs=128, max_num_batched_tokens=2048),
+        memory=MemorySide(
+            kv_tokens=131072,
+            block_size=128,
+            num_blocks=1024,
+            kv_bytes=KV_BYTES,
+            max_model_len=4096,
+            max_num_seqs=128,
+            max_num_batched_tokens=2048,
+        ),
         error=MeasuredError(median_pct=0.0, worst_pct=0.0),
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)
@@ -332,35 +382,69 @@ class SimCase:
         """The scenario's spec for ``strategy``."""
         inp, out, prompts = self.workload
         kv = KV_BYTES if self.gpu is None else 2 * 2**30
-        return SweepSpec.model_validate({
-            "name": self.name, "strategy": strategy, "objective": "output_throughput",
-            "base": {"model": self.model or model, "flags": {
-                "max_model_len": 1024 if self.gpu is None else 2048,
-                "kv_cache_memory_bytes": kv, "enforce_eager": self.gpu is None}},
-            "parameters": self.quick if quick else self.full,
-            "workload": {"input_len": inp, "output_len": out, "num_prompts": prompts,
-                         "cache_hit_pct": 50 if self.gpu is None else None},
-            "slo": self.slo, "search": {"rate_search": "none"}, "grid": {"rate_search": "none"},
-        })  # fmt: skip
+        return SweepSpec.model_validate(
+            {
+                "name": self.name,
+                "strategy": strategy,
+                "objective": "output_throughput",
+                "base": {
+                    "model": self.model or model,
+                    "flags": {
+                        "max_model_len": 1024 if self.gpu is None else 2048,
+                        "kv_cache_memory_bytes": kv,
+                        "enforce_eager": self.gpu is None,
+                    },
+                },
+                "parameters": self.quick if quick else self.full,
+                "workload": {
+                    "input_len": inp,
+                    "output_len": out,
+                    "num_prompts": prompts,
+                    "cache_hit_pct": 50 if self.gpu is None else None,
+                },
+                "slo": self.slo,
+                "search": {"rate_search": "none"},
+                "grid": {"rate_search": "none"},
+            }
+        )
 
 
 SIM_CASES = (
-    SimCase("sim-itl", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
-                        [256, 512, 1024, 2048], "enable_prefix_caching": [True, False]},
-            {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 1024]},
-            {"p99_itl_ms": 20}),
-    SimCase("sim-e2el", {"max_num_seqs": [2, 4, 8, 16, 32, 64], "max_num_batched_tokens":
-                         [256, 512, 1024, 2048], "max_model_len": [1024, 2048]},
-            {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 512, 1024]},
-            {"p99_e2el_ms": 1500}),
+    SimCase(
+        "sim-itl",
+        {
+            "max_num_seqs": [2, 4, 8, 16, 32, 64],
+            "max_num_batched_tokens": [256, 512, 1024, 2048],
+            "enable_prefix_caching": [True, False],
+        },
+        {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 1024]},
+        {"p99_itl_ms": 20},
+    ),
+    SimCase(
+        "sim-e2el",
+        {
+            "max_num_seqs": [2, 4, 8, 16, 32, 64],
+            "max_num_batched_tokens": [256, 512, 1024, 2048],
+            "max_model_len": [1024, 2048],
+        },
+        {"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 512, 1024]},
+        {"p99_e2el_ms": 1500},
+    ),
     # The twin's form (BLIS's linear step time) is not the server's (the roofline simulator
     # on an RTX 3080: weights and KV read per step, compute-bound prefill).
-    SimCase("sim-roofline", {"max_num_seqs": [8, 16, 32, 64, 128, 256],
-                             "max_num_batched_tokens": [512, 1024, 2048, 4096]},
-            {"max_num_seqs": [16, 64, 256], "max_num_batched_tokens": [512, 2048]},
-            {"p99_itl_ms": 30}, gpu="rtx3080-10gb", model="Qwen/Qwen2.5-0.5B-Instruct",
-            workload=(512, 128, 200)),
-)  # fmt: skip
+    SimCase(
+        "sim-roofline",
+        {
+            "max_num_seqs": [8, 16, 32, 64, 128, 256],
+            "max_num_batched_tokens": [512, 1024, 2048, 4096],
+        },
+        {"max_num_seqs": [16, 64, 256], "max_num_batched_tokens": [512, 2048]},
+        {"p99_itl_ms": 30},
+        gpu="rtx3080-10gb",
+        model="Qwen/Qwen2.5-0.5B-Instruct",
+        workload=(512, 128, 200),
+    ),
+)
 
 
 async def run_sim(quick: bool, model: str) -> list[Outcome]:
@@ -371,10 +455,16 @@ async def run_sim(quick: bool, model: str) -> list[Outcome]:
         path.write_text(hidden_profile(model).model_dump_json(), encoding="utf-8")
         for case in SIM_CASES:
             args = ["--sim-gpu", case.gpu] if case.gpu else ["--sim-profile", str(path)]
-            out.append(await compare(case.name, case.spec(model, quick, "grid"),
-                                     case.spec(model, quick, "twin"),
-                                     [WhatIfLane(args, name="sim")], Pruner(),
-                                     judge=False))  # fmt: skip
+            out.append(
+                await compare(
+                    case.name,
+                    case.spec(model, quick, "grid"),
+                    case.spec(model, quick, "twin"),
+                    [WhatIfLane(args, name="sim")],
+                    Pruner(),
+                    judge=False,
+                )
+            )
     return out
 
 
@@ -386,14 +476,18 @@ def summary(rows: list[Outcome]) -> tuple[float, float]:
 
 
 def _table(rows: list[Outcome]) -> None:
-    print(f"{'scenario':10} {'grid starts':>11} {'twin starts':>11} {'ratio':>6} "
-          f"{'grid best':>9} {'twin best':>9} {'gap %':>6} {'judged %':>8}  grid's / twin's pick")
+    print(
+        f"{'scenario':10} {'grid starts':>11} {'twin starts':>11} {'ratio':>6} "
+        f"{'grid best':>9} {'twin best':>9} {'gap %':>6} {'judged %':>8}  grid's / twin's pick"
+    )
     for r in rows:
         raw = f"{r.raw_gap:.2f}" if r.raw_gap is not None else "-"
         judged = f"{r.judged_gap:.2f}" if r.judged_gap is not None else "-"
-        print(f"{r.name:10} {r.grid_starts:>11} {r.twin_starts:>11} {r.ratio:>6.3f} "
-              f"{_fmt(r.grid_best):>9} {_fmt(r.twin_best):>9} {raw:>6} {judged:>8}  "
-              f"{r.grid_choice} / {r.twin_choice}")  # fmt: skip
+        print(
+            f"{r.name:10} {r.grid_starts:>11} {r.twin_starts:>11} {r.ratio:>6.3f} "
+            f"{_fmt(r.grid_best):>9} {_fmt(r.twin_best):>9} {raw:>6} {judged:>8}  "
+            f"{r.grid_choice} / {r.twin_choice}"
+        )
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -430,13 +524,18 @@ def main() -> int:
     """Parse the options and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller spaces")
-    parser.add_argument("--itl-ms", type=float, default=None,
-                        help="add a p99 ITL limit (ms) to the real grid's SLO")  # fmt: skip
-    parser.add_argument("--reference", metavar="NAME=V,...",
-                        help="real: skip the grid; judge the twin's best against this "
-                        "configuration (an earlier run's grid best) back to back")
-    parser.add_argument("--reference-starts", type=int, default=0,
-                        help="the earlier grid's starts (for the ratio)")
+    parser.add_argument(
+        "--itl-ms", type=float, default=None, help="add a p99 ITL limit (ms) to the real grid's SLO"
+    )
+    parser.add_argument(
+        "--reference",
+        metavar="NAME=V,...",
+        help="real: skip the grid; judge the twin's best against this "
+        "configuration (an earlier run's grid best) back to back",
+    )
+    parser.add_argument(
+        "--reference-starts", type=int, default=0, help="the earlier grid's starts (for the ratio)"
+    )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--sim-only", action="store_true", help="the simulator only (no vLLM)")
     which.add_argument("--real-only", action="store_true", help="the real CPU build only")

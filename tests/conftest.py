@@ -11,10 +11,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Defer real-vLLM tests (VTC_DEFER_REAL_VLLM=1) and Ray tests (VTC_DEFER_RAY=1) when CI
     runs them in their own stage."""
     deferred = {
-        "realvllm": (os.environ.get("VTC_DEFER_REAL_VLLM") == "1",
-                     "real-vLLM tests run in .ci/run's integration stage"),
+        "realvllm": (
+            os.environ.get("VTC_DEFER_REAL_VLLM") == "1",
+            "real-vLLM tests run in .ci/run's integration stage",
+        ),
         "ray": (os.environ.get("VTC_DEFER_RAY") == "1", "Ray tests run in .ci/run's Ray stage"),
-    }  # fmt: skip
+    }
     for marker, (defer, reason) in deferred.items():
         if not defer:
             continue

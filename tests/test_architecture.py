@@ -38,9 +38,24 @@ def test_nothing_outside_ui_imports_textual(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted((PACKAGE / "domain").rglob("*.py")), ids=lambda p: p.name)
 def test_domain_imports_no_services_or_io(path: Path) -> None:
-    forbidden_prefixes = ("tui.server", "tui.telemetry", "tui.load", "tui.sim", "tui.store",
-                          "tui.ui", "tui.session", "tui.app", "tui.cli", "httpx", "aiohttp",
-                          "psutil", "pynvml", "sqlite3", "subprocess", "socket")  # fmt: skip
+    forbidden_prefixes = (
+        "tui.server",
+        "tui.telemetry",
+        "tui.load",
+        "tui.sim",
+        "tui.store",
+        "tui.ui",
+        "tui.session",
+        "tui.app",
+        "tui.cli",
+        "httpx",
+        "aiohttp",
+        "psutil",
+        "pynvml",
+        "sqlite3",
+        "subprocess",
+        "socket",
+    )
     bad = {m for m in _imports(path) if m.startswith(forbidden_prefixes)}
     assert not bad, f"domain module {path.name} imports {bad}"
 

@@ -152,13 +152,13 @@ PARSER_MODULE = "{module}"
 ROWS: tuple[tuple[Any, ...], ...] = (
 '''
 
-FOOTER = ''')
+FOOTER = """)
 
 BOUNDS: Mapping[str, tuple[str, Mapping[str, float]]] = {BOUNDS}
 
 LITERALS: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] = {LITERALS}
 # fmt: on
-'''
+"""
 
 
 def _literal(value: object) -> bool:

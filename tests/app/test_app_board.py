@@ -41,9 +41,14 @@ def test_empty_history_says_where_it_looked_and_that_demo_runs_live_apart(
 
 
 def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _store(data_dir / "runs.sqlite",
-           [failed_run(1, max_model_len=30576), served_run(2, max_num_seqs=256),
-            served_run(3, tput=990, max_num_seqs=512)])  # fmt: skip
+    _store(
+        data_dir / "runs.sqlite",
+        [
+            failed_run(1, max_model_len=30576),
+            served_run(2, max_num_seqs=256),
+            served_run(3, tput=990, max_num_seqs=512),
+        ],
+    )
     assert main(["runs", "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert "| #1 | failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
@@ -65,11 +70,13 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
 
 @pytest.mark.parametrize(
     ("argv", "message"),
-    [(["runs", "--sort", "nope"], "no column 'nope'"),
-     (["runs", "--where", "max_num_seqs"], "expected NAME=VALUE"),
-     (["runs", "--baseline", "#42"], "no run '#42'"),
-     (["export", "9", "--as", "yaml"], "no run '9'")],
-)  # fmt: skip
+    [
+        (["runs", "--sort", "nope"], "no column 'nope'"),
+        (["runs", "--where", "max_num_seqs"], "expected NAME=VALUE"),
+        (["runs", "--baseline", "#42"], "no run '#42'"),
+        (["export", "9", "--as", "yaml"], "no run '9'"),
+    ],
+)
 def test_bad_requests_are_one_line_and_exit_2(
     data_dir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:

@@ -18,13 +18,31 @@ def test_every_console_option_is_a_dest_of_the_vtc_parser() -> None:
 
 
 def test_the_parsed_command_line_becomes_the_options() -> None:
-    argv = ["--demo", "--no-autostart", "--sim-speed", "2", "--sim-gpu", "h100-80gb",
-            "--preset", "p", "--config", "c.yaml", "--startup-timeout", "30"]  # fmt: skip
+    argv = [
+        "--demo",
+        "--no-autostart",
+        "--sim-speed",
+        "2",
+        "--sim-gpu",
+        "h100-80gb",
+        "--preset",
+        "p",
+        "--config",
+        "c.yaml",
+        "--startup-timeout",
+        "30",
+    ]
     options = ConsoleOptions.from_args(_parser().parse_args(argv), ["serve", "m"])
     assert options == ConsoleOptions(
-        demo=True, autostart=False, sim_speed=2.0, sim_gpu="h100-80gb", preset="p",
-        config=Path("c.yaml"), startup_timeout=30.0, serve_args=["serve", "m"],
-    )  # fmt: skip
+        demo=True,
+        autostart=False,
+        sim_speed=2.0,
+        sim_gpu="h100-80gb",
+        preset="p",
+        config=Path("c.yaml"),
+        startup_timeout=30.0,
+        serve_args=["serve", "m"],
+    )
     plain = ConsoleOptions.from_args(_parser().parse_args([]))
     assert plain == ConsoleOptions()  # the parser's defaults are the options' defaults
 
@@ -33,6 +51,9 @@ def test_the_sweep_command_line_fills_the_options_it_shares() -> None:
     args = _parser().parse_args(["sweep", "s.toml", "--demo", "--sim-speed", "8", "--vllm", "v"])
     options = ConsoleOptions.from_args(args, autostart=False)
     assert (options.demo, options.sim_speed, options.vllm, options.autostart) == (
-        True, 8.0, "v", False,
-    )  # fmt: skip
+        True,
+        8.0,
+        "v",
+        False,
+    )
     assert options.preset is None and options.serve_args == []

@@ -54,8 +54,11 @@ def test_cancelled_and_partial_loads_are_never_chosen_and_are_marked_everywhere(
     assert chosen is not None and chosen.run.id == 2
     board = build_board(runs)
     states = {r.label: r.state for r in board.table.rows}
-    assert states == {"#2": "stopped", "#3": "stopped, load cancelled",
-                      "#4": "stopped, load partial"}  # fmt: skip
+    assert states == {
+        "#2": "stopped",
+        "#3": "stopped, load cancelled",
+        "#4": "stopped, load partial",
+    }
     for text in (board_text(board), board_markdown(board), board_csv(board)):
         assert "load cancelled" in text and "load partial" in text
     rows = {r["label"]: r for r in board_json(board)["rows"]}

@@ -19,10 +19,15 @@ def _runs() -> list:  # type: ignore[type-arg]
     return [
         served_run(1),
         served_run(2, max_num_seqs=64, max_model_len=8192, tput=900),
-        served_run(3, max_num_seqs=128, gpu_memory_utilization=0.95, tput=1000,
-                   max_num_batched_tokens=16384),
+        served_run(
+            3,
+            max_num_seqs=128,
+            gpu_memory_utilization=0.95,
+            tput=1000,
+            max_num_batched_tokens=16384,
+        ),
         failed_run(4, max_model_len=30576),
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("width", [60, 80, 100, 120])

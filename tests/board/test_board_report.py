@@ -16,8 +16,22 @@ from tui.domain.workload import LoadSpec
 from tui.store.report import CSP, report_html
 from tui.store.report_plot import BASELINE_COLOR, SELECTED_COLOR, log_ticks, nice_ticks
 
-URL_ATTRS = {"src", "href", "xlink:href", "action", "data", "poster", "srcset", "background",
-             "formaction", "ping", "manifest", "codebase", "cite", "longdesc"}  # fmt: skip
+URL_ATTRS = {
+    "src",
+    "href",
+    "xlink:href",
+    "action",
+    "data",
+    "poster",
+    "srcset",
+    "background",
+    "formaction",
+    "ping",
+    "manifest",
+    "codebase",
+    "cite",
+    "longdesc",
+}
 
 
 class _Refs(HTMLParser):

@@ -32,10 +32,16 @@ from tui.store.report import CSP, report_html
 
 WINDOW = (1280, 1600)
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--hide-scrollbars",
-)  # fmt: skip
+)
 _PAGE_KEYS = ("network_isolation_key", "network_anonymization_key", "group_id")
 
 
@@ -89,9 +95,14 @@ def open_headless(chromium: str, page: Path, work: Path) -> Opened:
     work.mkdir(parents=True, exist_ok=True)
     shot, log = work / "shot.png", work / "netlog.json"
     argv = [
-        chromium, *FLAGS, f"--user-data-dir={work / 'profile'}", f"--log-net-log={log}",
-        f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={shot}", page.as_uri(),
-    ]  # fmt: skip
+        chromium,
+        *FLAGS,
+        f"--user-data-dir={work / 'profile'}",
+        f"--log-net-log={log}",
+        f"--window-size={WINDOW[0]},{WINDOW[1]}",
+        f"--screenshot={shot}",
+        page.as_uri(),
+    ]
     # the timeout only stops a hung browser; nothing here depends on how fast it is
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     assert shot.exists(), f"no screenshot (exit {result.returncode}): {result.stderr[-1500:]}"

@@ -67,8 +67,10 @@ tputs = st.lists(st.one_of(st.none(), st.floats(0, 1e4, allow_nan=False)), min_s
 def test_sorting_puts_numbers_in_numeric_order_and_na_last(
     values: list[float | None], descending: bool
 ) -> None:
-    runs = [served_run(i + 1, tput=v) if v is not None else failed_run(i + 1)
-            for i, v in enumerate(values)]  # fmt: skip
+    runs = [
+        served_run(i + 1, tput=v) if v is not None else failed_run(i + 1)
+        for i, v in enumerate(values)
+    ]
     table = build_table(runs).sorted_by("metric:output_throughput", descending=descending)
     i = table.index("metric:output_throughput")
     seen = [r.cells[i].sort for r in table.rows]
@@ -104,9 +106,12 @@ def test_filters_by_state_and_by_flag_value() -> None:
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("max_num_seqs", "expected NAME=VALUE"), ("nope=1", "no flag named 'nope'"),
-     ("max_num_seqs=lots", "invalid int value")],
-)  # fmt: skip
+    [
+        ("max_num_seqs", "expected NAME=VALUE"),
+        ("nope=1", "no flag named 'nope'"),
+        ("max_num_seqs=lots", "invalid int value"),
+    ],
+)
 def test_bad_filters_are_one_clear_line(text: str, message: str) -> None:
     with pytest.raises(BoardError, match=message) as caught:
         parse_flag_match(text)

@@ -32,8 +32,10 @@ def test_runs_json_into_head_ends_quietly_with_the_sigpipe_status(tmp_path: Path
     env = {**os.environ, "VTC_DATA_DIR": str(tmp_path), "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tui.cli", "runs", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert proc.stdout is not None and proc.stderr is not None
     head = proc.stdout.read(200)  # `| head -c 200`, then the reader goes away
     proc.stdout.close()

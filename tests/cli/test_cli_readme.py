@@ -82,10 +82,13 @@ def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     data = tmp_path / "data"
     data.mkdir()
     for name, runs in (
-        ("runs.sqlite", [failed_run(1, max_model_len=30576)]
-         + [served_run(i, tput=700 + 40 * i, max_num_seqs=32 * i) for i in range(2, 8)]),
+        (
+            "runs.sqlite",
+            [failed_run(1, max_model_len=30576)]
+            + [served_run(i, tput=700 + 40 * i, max_num_seqs=32 * i) for i in range(2, 8)],
+        ),
         ("demo-runs.sqlite", [served_run(i, tput=500 + i) for i in range(1, 4)]),
-    ):  # fmt: skip
+    ):
         store = RunStore(data / name)
         for run in runs:
             store.add(run.model_copy(update={"id": None, "label": ""}))

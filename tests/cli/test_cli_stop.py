@@ -35,9 +35,13 @@ def left_running() -> Iterator[subprocess.Popen[bytes]]:
 def _record(proc: subprocess.Popen[bytes], data_dir: Path, *, demo: bool) -> None:
     created = psutil.Process(proc.pid).create_time()
     record = ServerStateRecord(
-        pid=proc.pid, pgid=proc.pid, create_time=created, base_url="http://127.0.0.1:8123",
-        argv=ARGV, mode="demo" if demo else "local",
-    )  # fmt: skip
+        pid=proc.pid,
+        pgid=proc.pid,
+        create_time=created,
+        base_url="http://127.0.0.1:8123",
+        argv=ARGV,
+        mode="demo" if demo else "local",
+    )
     ServerStateFile.in_data_dir(data_dir, demo=demo).write(record)
 
 

@@ -48,9 +48,13 @@ def _hard(line: str, width: int, prefix: str, trim: bool) -> list[str]:
 
 def _word(line: str, width: int, keep_space: bool) -> list[str]:
     wrapped = textwrap.wrap(
-        line, width=width, drop_whitespace=not keep_space, break_on_hyphens=False,
-        replace_whitespace=False, expand_tabs=False,
-    )  # fmt: skip
+        line,
+        width=width,
+        drop_whitespace=not keep_space,
+        break_on_hyphens=False,
+        replace_whitespace=False,
+        expand_tabs=False,
+    )
     return wrapped or [line]
 
 
@@ -119,8 +123,15 @@ def test_wrapped_logs_diagnose_the_same(fixture: Fixture, how: dict[str, object]
 
 def test_the_wrapper_really_wraps() -> None:
     text = "(EngineCore pid=7) ERROR 11-21 10:00:30 [core.py:1] " + "word " * 60 + "\n"
-    how = {"width": 50, "style": "hard", "repeat_prefix": True, "quote": True,
-           "trim_timestamps": True, "ansi": False, "crlf": False}  # fmt: skip
+    how = {
+        "width": 50,
+        "style": "hard",
+        "repeat_prefix": True,
+        "quote": True,
+        "trim_timestamps": True,
+        "ansi": False,
+        "crlf": False,
+    }
     lines = wrap(text, how).splitlines()
     assert len(lines) > 6
     assert all(line.startswith("> (EngineCore pid=7) ") for line in lines)

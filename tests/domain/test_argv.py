@@ -16,11 +16,21 @@ from tui.domain.flags.argv import (
 @pytest.mark.parametrize(
     ("token", "option"),
     [
-        ("--max-model-len", True), ("--max_model_len=5", True), ("-tp", True), ("-O3", True),
-        ("-1", False), ("-.5", False), ("-1.5", False), ("-", False), ("", False), ("m", False),
-        ("--a b", False), ("--chat-template=a b", True), ("-1e5", True),  # argparse 3.11
+        ("--max-model-len", True),
+        ("--max_model_len=5", True),
+        ("-tp", True),
+        ("-O3", True),
+        ("-1", False),
+        ("-.5", False),
+        ("-1.5", False),
+        ("-", False),
+        ("", False),
+        ("m", False),
+        ("--a b", False),
+        ("--chat-template=a b", True),
+        ("-1e5", True),  # argparse 3.11
     ],
-)  # fmt: skip
+)
 def test_options_and_values_as_argparse_reads_them(token: str, option: bool) -> None:
     assert looks_like_option(token) is option
 
@@ -44,8 +54,15 @@ def test_canonical_names_follow_vllms_rewrites(token: str, name: str) -> None:
 def test_lexing_a_command_line() -> None:
     tokens = lex(["m", "--seed=3", "-O", "3", "-O", "--x", "--", "--y"])
     assert [t.option for t in tokens] == [
-        None, "--seed", "--optimization-level", None, "-O", "--x", None, None,
-    ]  # fmt: skip
+        None,
+        "--seed",
+        "--optimization-level",
+        None,
+        "-O",
+        "--x",
+        None,
+        None,
+    ]
     assert tokens[1].inline == "3" and tokens[1].spelled == "--seed"
 
 

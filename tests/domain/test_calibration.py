@@ -39,16 +39,28 @@ def test_a_cpu_log_and_its_labels_give_the_memory_side() -> None:
     )
     facts = log_facts(text)
     assert (facts.device_kind, facts.kv_tokens) == ("cpu", 131072)
-    labels = {"block_size": "128", "num_gpu_blocks": "1024", "kv_cache_memory_bytes": "67108864",
-              "gpu_memory_utilization": "0.92", "kv_cache_size_tokens": "131072"}  # fmt: skip
-    mem = memory_side(labels, facts, max_model_len=4096, max_num_seqs=128,
-                      max_num_batched_tokens=2048)  # fmt: skip
+    labels = {
+        "block_size": "128",
+        "num_gpu_blocks": "1024",
+        "kv_cache_memory_bytes": "67108864",
+        "gpu_memory_utilization": "0.92",
+        "kv_cache_size_tokens": "131072",
+    }
+    mem = memory_side(
+        labels, facts, max_model_len=4096, max_num_seqs=128, max_num_batched_tokens=2048
+    )
     assert mem is not None
     assert (mem.kv_tokens, mem.block_size, mem.num_blocks, mem.kv_bytes) == (
-        131072, 128, 1024, 64 * 2**20)  # fmt: skip
+        131072,
+        128,
+        1024,
+        64 * 2**20,
+    )
     assert mem.non_kv_bytes is None  # a CPU server: no GPU budget to take it from
-    assert memory_side({}, log_facts(""), max_model_len=1, max_num_seqs=1,
-                       max_num_batched_tokens=1) is None  # fmt: skip
+    assert (
+        memory_side({}, log_facts(""), max_model_len=1, max_num_seqs=1, max_num_batched_tokens=1)
+        is None
+    )
 
 
 def test_a_gpu_log_gives_every_reservation() -> None:

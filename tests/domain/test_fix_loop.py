@@ -16,8 +16,9 @@ def failed(
     run_id: int, flags: ServeFlags, *fixes: Fix, kind: str = "kv_cache_too_small"
 ) -> RunRecord:
     diagnosis = Diagnosis(kind=kind, summary="too small", fixes=list(fixes))  # type: ignore[arg-type]
-    return RunRecord(id=run_id, label=f"#{run_id}", flags=flags, status=RunStatus.FAILED,
-                     diagnosis=diagnosis)  # fmt: skip
+    return RunRecord(
+        id=run_id, label=f"#{run_id}", flags=flags, status=RunStatus.FAILED, diagnosis=diagnosis
+    )
 
 
 def test_the_first_fix_of_the_latest_failure() -> None:
@@ -27,14 +28,20 @@ def test_the_first_fix_of_the_latest_failure() -> None:
 
 def test_the_same_cause_after_a_fix_takes_the_first_failures_next_fix_not_its_own() -> None:
     first = failed(1, BASE, UTIL, LOWER)
-    again = failed(2, BASE.replace(gpu_memory_utilization=0.95), UTIL.model_copy(
-        update={"set": {"gpu_memory_utilization": 0.96}}))  # fmt: skip
+    again = failed(
+        2,
+        BASE.replace(gpu_memory_utilization=0.95),
+        UTIL.model_copy(update={"set": {"gpu_memory_utilization": 0.96}}),
+    )
     choice = choose_fix([first, again])
     assert choice.fix == LOWER and choice.run is first
     # the failed attempt is undone in the form: utilization back to the first run's
     assert choice.settings == {"max_model_len": 928, "gpu_memory_utilization": None}
-    last = failed(3, BASE.replace(max_model_len=928), UTIL.model_copy(
-        update={"set": {"gpu_memory_utilization": 0.97}}))  # fmt: skip
+    last = failed(
+        3,
+        BASE.replace(max_model_len=928),
+        UTIL.model_copy(update={"set": {"gpu_memory_utilization": 0.97}}),
+    )
     stop = choose_fix([first, again, last])
     assert stop.fix is None and "every fix offered since was tried" in stop.reason
 

@@ -40,14 +40,18 @@ def _refused(argv: list[str], context: ValidationContext | None = None) -> str:
 @pytest.mark.parametrize(
     ("argv", "line"),
     [
-        (["--enforce-eager=maybe"],
-         "argument --enforce-eager/--no-enforce-eager: ignored explicit argument 'maybe'"),
+        (
+            ["--enforce-eager=maybe"],
+            "argument --enforce-eager/--no-enforce-eager: ignored explicit argument 'maybe'",
+        ),
         (["--enforce-eager=yes"], "ignored explicit argument 'yes'"),
         (["--enable-prefix-caching=1"], "ignored explicit argument '1'"),
         (["--no-enforce-eager=on"], "ignored explicit argument 'on'"),
-        (["--max-model-len", "0"],
-         "--max-model-len 0: max_model_len must be a positive integer, got int: 0. "
-         "Example: max_model_len=2048"),
+        (
+            ["--max-model-len", "0"],
+            "--max-model-len 0: max_model_len must be a positive integer, got int: 0. "
+            "Example: max_model_len=2048",
+        ),
         (["--max-model-len", "9" * 400 + "k"], "(too large)"),
         (["--max-num-batched-tokens", "9" * 400 + "k"], "(too large)"),
         (["--max-num-seqs", "9" * 30], "--max-num-seqs 9999"),
@@ -58,12 +62,14 @@ def _refused(argv: list[str], context: ValidationContext | None = None) -> str:
         (["--host", "  "], "argument --host: an empty value '"),
         (["--served-model-name", ""], "argument --served-model-name: an empty value"),
         (["--served-model-name", "None"], "'None' is no name"),
-        (["--max-model-len", "2240", "--max-model-len", "1024"],
-         "--max-model-len: given twice ('--max-model-len 2240', then '--max-model-len 1024')"),
+        (
+            ["--max-model-len", "2240", "--max-model-len", "1024"],
+            "--max-model-len: given twice ('--max-model-len 2240', then '--max-model-len 1024')",
+        ),
         (["--max-model-len", "2240", "--max_model_len=1024"], "given twice"),
         (["--enforce-eager", "--no-enforce-eager"], "given twice"),
     ],
-)  # fmt: skip
+)
 def test_what_the_issue_found_is_refused_in_one_line(argv: list[str], line: str) -> None:
     assert line in _refused(argv)
 
@@ -125,28 +131,56 @@ def test_booleans_in_files_are_true_or_false() -> None:
         (["--config", "x.yaml"], "vtc --config FILE"),
         (["-h"], "vLLM would print its help and exit"),
         (["--quantization", "fbgemm_fp8"], "To bypass, set `--allow-deprecated-quantization`."),
-        (["--stream-interval", "0"],
-         "--stream-interval 0: Input should be greater than or equal to 1 (SchedulerConfig)"),
+        (
+            ["--stream-interval", "0"],
+            "--stream-interval 0: Input should be greater than or equal to 1 (SchedulerConfig)",
+        ),
         (["--kv-cache-metrics-sample", "nan"], "Input should be greater than 0"),
         (["--shutdown-timeout", "-1"], "greater than or equal to 0 (VllmConfig)"),
     ],
-)  # fmt: skip
+)
 def test_extra_arguments_are_read_as_vllms_parser_reads_them(argv: list[str], line: str) -> None:
     assert line in _refused(argv)
 
 
 def test_what_vllm_accepts_passes() -> None:
     flags = flags_from_argv(
-        ["vllm", "serve", "m", "-tp", "2", "-qFP8", "--max_model_len=32k", "--seed", "7",
-         "--kv-cache-memory", "1G", "-O3", "-cc.mode", "3", "--served-model-name", "svc",
-         "--quantization-config", "None", "--performance-mode", "throughput"]
-    )  # fmt: skip
+        [
+            "vllm",
+            "serve",
+            "m",
+            "-tp",
+            "2",
+            "-qFP8",
+            "--max_model_len=32k",
+            "--seed",
+            "7",
+            "--kv-cache-memory",
+            "1G",
+            "-O3",
+            "-cc.mode",
+            "3",
+            "--served-model-name",
+            "svc",
+            "--quantization-config",
+            "None",
+            "--performance-mode",
+            "throughput",
+        ]
+    )
     assert flags.tensor_parallel_size == 2 and flags.quantization == "fp8"
     assert flags.max_model_len == 32000 and flags.kv_cache_memory_bytes == 2**30
     assert flags.extra_args == (
-        "--seed", "7", "-O3", "-cc.mode", "3", "--quantization-config", "None",
-        "--performance-mode", "throughput",
-    )  # fmt: skip
+        "--seed",
+        "7",
+        "-O3",
+        "-cc.mode",
+        "3",
+        "--quantization-config",
+        "None",
+        "--performance-mode",
+        "throughput",
+    )
 
 
 # -- what the caller knows: device and model ----------------------------------------------------

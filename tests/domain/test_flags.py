@@ -19,11 +19,23 @@ from tui.domain.flags.serve import (
 from tui.domain.flags.validation import parse_serve_argv, validate_form
 
 SEED_FLAGS = [
-    "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-    "block_size", "quantization", "kv_cache_dtype", "dtype", "tensor_parallel_size",
-    "pipeline_parallel_size", "cpu_offload_gb", "max_logprobs", "enable_prefix_caching",
-    "enable_chunked_prefill", "enforce_eager", "kv_cache_memory_bytes",
-]  # fmt: skip
+    "gpu_memory_utilization",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "quantization",
+    "kv_cache_dtype",
+    "dtype",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "cpu_offload_gb",
+    "max_logprobs",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "enforce_eager",
+    "kv_cache_memory_bytes",
+]
 
 
 def test_every_seed_flag_is_declared_with_cli_spelling_and_help() -> None:
@@ -55,31 +67,59 @@ def test_argv_renders_model_first_then_set_flags_only() -> None:
         model="m", max_model_len=512, enable_prefix_caching=False, kv_cache_memory_bytes=64 * 2**20
     )
     assert flags.to_argv() == [
-        "m", "--max-model-len", "512", "--kv-cache-memory-bytes", "64M",
+        "m",
+        "--max-model-len",
+        "512",
+        "--kv-cache-memory-bytes",
+        "64M",
         "--no-enable-prefix-caching",
-    ]  # fmt: skip
+    ]
 
 
 def test_argv_round_trips_through_the_parser() -> None:
     flags = ServeFlags(
-        model="meta-llama/Llama-3.1-8B-Instruct", gpu_memory_utilization=0.9, max_model_len=400,
-        max_num_seqs=512, block_size=32, quantization="fp8", dtype="float16", cpu_offload_gb=1.0,
-        enforce_eager=True, tensor_parallel_size=2, extra_args=("--trust-remote-code",),
-    )  # fmt: skip
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu_memory_utilization=0.9,
+        max_model_len=400,
+        max_num_seqs=512,
+        block_size=32,
+        quantization="fp8",
+        dtype="float16",
+        cpu_offload_gb=1.0,
+        enforce_eager=True,
+        tensor_parallel_size=2,
+        extra_args=("--trust-remote-code",),
+    )
     assert parse_serve_argv(["vllm", "serve", *flags.to_argv()]).to_flags() == flags
 
 
 def test_parser_accepts_vllm_spellings() -> None:
     parsed = parse_serve_argv(
-        ["serve", "m", "--max_model_len=32k", "-tp", "2", "--gpu-memory-utilization", "0.5",
-         "--enable-chunked-prefill", "--no-enforce-eager", "--kv-cache-memory-bytes", "1G",
-         "--max-model-len", "auto"]
-    )  # fmt: skip
+        [
+            "serve",
+            "m",
+            "--max_model_len=32k",
+            "-tp",
+            "2",
+            "--gpu-memory-utilization",
+            "0.5",
+            "--enable-chunked-prefill",
+            "--no-enforce-eager",
+            "--kv-cache-memory-bytes",
+            "1G",
+            "--max-model-len",
+            "auto",
+        ]
+    )
     assert parsed.model == "m"
     assert parsed.values == {
-        "max_model_len": -1, "tensor_parallel_size": 2, "gpu_memory_utilization": 0.5,
-        "enable_chunked_prefill": True, "enforce_eager": False, "kv_cache_memory_bytes": 2**30,
-    }  # fmt: skip
+        "max_model_len": -1,
+        "tensor_parallel_size": 2,
+        "gpu_memory_utilization": 0.5,
+        "enable_chunked_prefill": True,
+        "enforce_eager": False,
+        "kv_cache_memory_bytes": 2**30,
+    }
 
 
 def test_unknown_options_pass_through_with_their_values() -> None:

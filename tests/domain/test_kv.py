@@ -16,15 +16,26 @@ from tui.domain.kv import (
 )
 
 LLAMA_8B = ModelShape(
-    name="meta-llama/Llama-3.1-8B-Instruct", num_layers=32, num_attention_heads=32,
-    num_kv_heads=8, head_dim=128, hidden_size=4096, max_position_embeddings=131072,
+    name="meta-llama/Llama-3.1-8B-Instruct",
+    num_layers=32,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    hidden_size=4096,
+    max_position_embeddings=131072,
     param_count=8.03e9,
-)  # fmt: skip
+)
 # The tiny model of vllm-cpu-findings.md: 2 layers, 2 kv heads, head_dim 32, bf16.
 TINY = ModelShape(
-    name="tiny", num_layers=2, num_attention_heads=4, num_kv_heads=2, head_dim=32,
-    hidden_size=128, max_position_embeddings=4096, param_count=1e6,
-)  # fmt: skip
+    name="tiny",
+    num_layers=2,
+    num_attention_heads=4,
+    num_kv_heads=2,
+    head_dim=32,
+    hidden_size=128,
+    max_position_embeddings=4096,
+    param_count=1e6,
+)
 
 
 def test_reference_worked_example_llama_8b() -> None:
@@ -94,10 +105,15 @@ def test_largest_fitting_len_rounds_down_to_block() -> None:
 
 def test_shape_from_hf_config() -> None:
     cfg = {
-        "num_attention_heads": 32, "hidden_size": 4096, "num_hidden_layers": 32,
-        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-        "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-    }  # fmt: skip
+        "num_attention_heads": 32,
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    }
     shape = ModelShape.from_hf_config("x", cfg)
     assert shape.head_dim == 128
     assert bytes_per_block(shape, 16, 2) == bytes_per_block(LLAMA_8B, 16, 2)

@@ -8,9 +8,16 @@ from tui.domain.prediction import MISS_FLOOR_PCT, Prediction
 
 
 def _pred(**kw) -> Prediction:  # type: ignore[no-untyped-def]
-    base = dict(profile="h100 r2", error_pct=7.0, starts=True, kv_tokens=131072,
-                output_throughput=1000.0, p99_ttft_ms=120.0, mean_e2el_ms=2000.0,
-                p99_e2el_ms=2100.0)  # fmt: skip
+    base = dict(
+        profile="h100 r2",
+        error_pct=7.0,
+        starts=True,
+        kv_tokens=131072,
+        output_throughput=1000.0,
+        p99_ttft_ms=120.0,
+        mean_e2el_ms=2000.0,
+        p99_e2el_ms=2100.0,
+    )
     return Prediction(**{**base, **kw})
 
 
@@ -52,8 +59,14 @@ def test_the_board_table_shows_the_prediction_beside_the_measurement() -> None:
     from tui.domain.results import BenchResult, RunRecord, RunStatus
 
     bench = BenchResult(completed=10, output_throughput=700.0, stats={"mean_e2el_ms": 2000.0})
-    run = RunRecord(id=1, label="#1", flags=ServeFlags(model="m"), status=RunStatus.READY,
-                    bench=bench, prediction=_pred())  # fmt: skip
+    run = RunRecord(
+        id=1,
+        label="#1",
+        flags=ServeFlags(model="m"),
+        status=RunStatus.READY,
+        bench=bench,
+        prediction=_pred(),
+    )
     plain = RunRecord(id=2, label="#2", flags=ServeFlags(model="m"), status=RunStatus.READY)
     table = build_table([run, plain])
     (col,) = [c for c in table.columns if c.kind is ColumnKind.PREDICTED]

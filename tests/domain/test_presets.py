@@ -15,9 +15,14 @@ SHIPPED = sorted(builtin_presets_dir().glob("*.toml"))
 def test_the_seed_presets_are_shipped() -> None:
     names = {p.stem for p in SHIPPED}
     assert {
-        "rtx3080-8b-baseline", "rtx3080-8b-fp8-best", "autotune-3b-512x4096", "production-awq",
-        "max-throughput", "long-context", "cost-optimised-3b",
-    } <= names  # fmt: skip
+        "rtx3080-8b-baseline",
+        "rtx3080-8b-fp8-best",
+        "autotune-3b-512x4096",
+        "production-awq",
+        "max-throughput",
+        "long-context",
+        "cost-optimised-3b",
+    } <= names
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)

@@ -160,8 +160,13 @@ def test_k8s_and_compose_set_the_variable_as_a_value() -> None:
     compose = yaml.safe_load(export_run(run, "compose").text)
     assert compose["services"]["vllm"]["environment"][RUNNER] == "0"
     docs = list(yaml.safe_load_all(export_run(run, "k8s").text))
-    env = [e for d in docs if d and d.get("kind") == "Deployment"
-           for c in d["spec"]["template"]["spec"]["containers"] for e in c["env"]]  # fmt: skip
+    env = [
+        e
+        for d in docs
+        if d and d.get("kind") == "Deployment"
+        for c in d["spec"]["template"]["spec"]["containers"]
+        for e in c["env"]
+    ]
     assert {"name": RUNNER, "value": "0"} in env
     assert any(e["name"] == "HF_TOKEN" and "valueFrom" in e for e in env)
 

@@ -171,16 +171,23 @@ def test_unknown_options_of_a_full_serve_flags_argv(cli: VllmCli) -> None:
 def test_unknown_options_skips_values_and_reads_vllm_rewrites(cli: VllmCli) -> None:
     argv = [
         "model",
-        "--max-model-len", "-1",  # a negative number is a value
-        "-cc.mode", "--weird-json-value",  # a dotted arg always takes the next token
-        "-O", "3",  # -O 3 -> --optimization-level 3
-        "--served-model-name", "a", "b",
+        "--max-model-len",
+        "-1",  # a negative number is a value
+        "-cc.mode",
+        "--weird-json-value",  # a dotted arg always takes the next token
+        "-O",
+        "3",  # -O 3 -> --optimization-level 3
+        "--served-model-name",
+        "a",
+        "b",
         "--foo=1",
-        "--max-num", "8",
-        "-O", "x",  # a bare -O without a level is not an option
+        "--max-num",
+        "8",
+        "-O",
+        "x",  # a bare -O without a level is not an option
         "--",
         "--after-double-dash",
-    ]  # fmt: skip
+    ]
     assert cli.unknown_options(argv) == ["--foo", "--max-num", "-O"]
 
 

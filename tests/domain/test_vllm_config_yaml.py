@@ -46,13 +46,19 @@ kv_cache_memory_bytes: null
 """
     assert vllm_config_args(load_config_mapping(text)) == [
         "--enforce_eager",
-        "--max_model_len", "2k",
+        "--max_model_len",
+        "2k",
         "--no-enable-chunked-prefill",
-        "--served-model-name", "a", "b",
-        "--compilation-config", '{"mode": 0, "cudagraph_capture_sizes": [1, 2]}',
-        "--gpu-memory-utilization", "0.5",
-        "--kv_cache_memory_bytes", "None",
-    ]  # fmt: skip
+        "--served-model-name",
+        "a",
+        "b",
+        "--compilation-config",
+        '{"mode": 0, "cudagraph_capture_sizes": [1, 2]}',
+        "--gpu-memory-utilization",
+        "0.5",
+        "--kv_cache_memory_bytes",
+        "None",
+    ]
 
 
 def test_vllm_config_args_drops_empty_lists() -> None:
@@ -85,8 +91,9 @@ enforce-eager: true
 def test_a_flag_given_twice_by_its_alias_is_refused_not_silently_the_last() -> None:
     # vLLM would take the later one with only a warning; vtc names both keys
     text = "model: m\ngpu_memory_utilization: 0.85\ndevice-memory-utilization: 0.8\n"
-    with pytest.raises(ConfigYamlError, match="device-memory-utilization: also given as "
-                       "'gpu_memory_utilization'"):  # fmt: skip
+    with pytest.raises(
+        ConfigYamlError, match="device-memory-utilization: also given as 'gpu_memory_utilization'"
+    ):
         import_config_yaml(text)
 
 
@@ -103,11 +110,15 @@ lora-modules: []
     flags = import_config_yaml(text).flags
     assert flags.extra_args == (
         "--disable-log-stats",
-        "--allowed-origins", '["http://a", "http://b"]',
-        "--compilation-config", '{"mode": 3, "cudagraph_capture_sizes": [1, 2]}',
-        "--long_prefill_token_threshold", "2",
-        "--chat-template", "None",
-    )  # fmt: skip
+        "--allowed-origins",
+        '["http://a", "http://b"]',
+        "--compilation-config",
+        '{"mode": 3, "cudagraph_capture_sizes": [1, 2]}',
+        "--long_prefill_token_threshold",
+        "2",
+        "--chat-template",
+        "None",
+    )
     assert flags.to_argv()[0] == "m"
 
 
@@ -224,12 +235,15 @@ def test_export_writes_set_flags_and_parses_extra_args_back_to_keys() -> None:
         enforce_eager=True,
         extra_args=(
             "--disable-log-stats",
-            "--compilation-config", '{"mode": 3}',
-            "--allowed-origins", '["a", "b"]',
+            "--compilation-config",
+            '{"mode": 3}',
+            "--allowed-origins",
+            '["a", "b"]',
             "--long-prefill-token-threshold=2",
-            "--tokenizer", "007",  # not typed: int("007") would print as 7
+            "--tokenizer",
+            "007",  # not typed: int("007") would print as 7
         ),
-    )  # fmt: skip
+    )
     export = export_config_yaml(flags)
     assert export.left_out == () and export.notes == ()
     doc = yaml.safe_load(export.text)

@@ -73,8 +73,9 @@ def test_033_switch_spellings_and_deprecations() -> None:
     assert flag.is_negative("--no-enable-prefix-caching")
     assert not flag.is_negative("--enable-prefix-caching")
     assert cli.known("--no-enable-prefix-caching")
-    on = flags_from_argv(["vllm", "serve", "m", "--disable-prefix-caching"],
-                         ValidationContext(installed="0.33.0"))  # fmt: skip
+    on = flags_from_argv(
+        ["vllm", "serve", "m", "--disable-prefix-caching"], ValidationContext(installed="0.33.0")
+    )
     assert on.enable_prefix_caching is False
     # Deprecated ones are marked, not refused (the form shows the mark).
     for name in ("--mamba-cache-mode", "--ir-op-priority"):

@@ -54,12 +54,14 @@ def test_a_local_model_is_mounted_into_the_container() -> None:
 
 @pytest.mark.parametrize(
     ("version", "image", "noted"),
-    [("0.32.0", "vllm/vllm-openai:v0.32.0", False),
-     ("0.32.0+cpu", "vllm/vllm-openai:v0.32.0", True),
-     ("0.6.3.post1", "vllm/vllm-openai:v0.6.3.post1", False),
-     ("0.33.0rc1.dev12+g1234", "vllm/vllm-openai:latest", True),
-     (None, "vllm/vllm-openai:latest", True)],
-)  # fmt: skip
+    [
+        ("0.32.0", "vllm/vllm-openai:v0.32.0", False),
+        ("0.32.0+cpu", "vllm/vllm-openai:v0.32.0", True),
+        ("0.6.3.post1", "vllm/vllm-openai:v0.6.3.post1", False),
+        ("0.33.0rc1.dev12+g1234", "vllm/vllm-openai:latest", True),
+        (None, "vllm/vllm-openai:latest", True),
+    ],
+)
 def test_image_tag_follows_the_recorded_version(
     version: str | None, image: str, noted: bool
 ) -> None:
@@ -87,23 +89,30 @@ def test_systemd_analyze_verify_accepts_the_unit(tmp_path: Path) -> None:
     vllm.write_text("#!/bin/sh\nexit 0\n")
     vllm.chmod(0o755)
     hostile = served_run(
-        9, model="my model%$x", repro=REPRO,
-        extra_args=("--compilation-config", '{"mode": 0}', "--x", ";", "--y", "a\\b \"c\""),
-    )  # fmt: skip
+        9,
+        model="my model%$x",
+        repro=REPRO,
+        extra_args=("--compilation-config", '{"mode": 0}', "--x", ";", "--y", 'a\\b "c"'),
+    )
     for n, run in enumerate((_run(), hostile)):
         exported = export_run(run, "systemd", ExportOptions(executable=str(vllm)))
         unit = tmp_path / f"case{n}-{exported.filename}"
         unit.write_text(exported.text)
         result = subprocess.run(
-            [analyze, "verify", str(unit)], capture_output=True, text=True, check=False,
-            timeout=120, cwd=tmp_path,
-        )  # fmt: skip
+            [analyze, "verify", str(unit)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            cwd=tmp_path,
+        )
         assert result.returncode == 0, result.stderr
 
 
 def test_k8s_deployment_requests_gpus_and_refers_to_secrets() -> None:
-    run = _run().model_copy(update={"startup": served_run(1).startup.model_copy(
-        update={"seconds_to_ready": 900.0})})  # fmt: skip
+    run = _run().model_copy(
+        update={"startup": served_run(1).startup.model_copy(update={"seconds_to_ready": 900.0})}
+    )
     doc = yaml.safe_load(export_run(run, "k8s").text)
     assert doc["kind"] == "Deployment" and doc["apiVersion"] == "apps/v1"
     name = doc["metadata"]["name"]

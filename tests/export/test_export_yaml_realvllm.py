@@ -47,9 +47,13 @@ class Probe:
     def __init__(self, python: Path) -> None:
         env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
         self.proc = subprocess.Popen(
-            [str(python), "-c", PROBE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, text=True, env=env,
-        )  # fmt: skip
+            [str(python), "-c", PROBE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
         assert first.strip() == "READY", f"the probe did not start: {first!r}"

@@ -61,8 +61,9 @@ def spec_from(text: str) -> SweepSpec:
 
 def demo_options(data_dir: Path) -> ConsoleOptions:
     """A fast simulator (time 20x), bounded starts."""
-    return ConsoleOptions(demo=True, sim_speed=20.0, startup_timeout=120.0, data_dir=data_dir,
-                          autostart=False)  # fmt: skip
+    return ConsoleOptions(
+        demo=True, sim_speed=20.0, startup_timeout=120.0, data_dir=data_dir, autostart=False
+    )
 
 
 def head_runs(data_dir: Path) -> list[RunRecord]:

@@ -84,8 +84,9 @@ class SweepProcess:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-            raise AssertionError(f"vtc sweep still running after {timeout_s:g} s:\n"
-                                 + self.text()[-4000:]) from None  # fmt: skip
+            raise AssertionError(
+                f"vtc sweep still running after {timeout_s:g} s:\n" + self.text()[-4000:]
+            ) from None
 
 
 def start_sweep(
@@ -97,8 +98,10 @@ def start_sweep(
     with output.open("wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.cli", "sweep", str(spec), *args],
-            stdout=out, stderr=subprocess.STDOUT, env=full_env,
-        )  # fmt: skip
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
     return SweepProcess(proc, data_dir, output)
 
 

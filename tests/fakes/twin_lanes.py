@@ -34,15 +34,24 @@ class HiddenServer:
     def spec(self, strategy: str = "twin", **changes: Any) -> SweepSpec:
         """A 15-combination CPU-like space whose p99 ITL limit the largest batches miss."""
         data: dict[str, Any] = {
-            "name": "twin-test", "strategy": strategy, "objective": "output_throughput",
-            "base": {"model": self.model, "flags": {"max_model_len": 1024,
-                                                    "kv_cache_memory_bytes": KV_BYTES,
-                                                    "enforce_eager": True}},
-            "parameters": {"max_num_seqs": [2, 4, 8, 16, 32],
-                           "max_num_batched_tokens": [256, 512, 1024]},
+            "name": "twin-test",
+            "strategy": strategy,
+            "objective": "output_throughput",
+            "base": {
+                "model": self.model,
+                "flags": {
+                    "max_model_len": 1024,
+                    "kv_cache_memory_bytes": KV_BYTES,
+                    "enforce_eager": True,
+                },
+            },
+            "parameters": {
+                "max_num_seqs": [2, 4, 8, 16, 32],
+                "max_num_batched_tokens": [256, 512, 1024],
+            },
             "workload": {"input_len": 128, "output_len": 32, "num_prompts": 32},
             "slo": {"p99_itl_ms": 20},
             "search": {"rate_search": "none"},
-        }  # fmt: skip
+        }
         data.update(changes)
         return SweepSpec.model_validate(data)

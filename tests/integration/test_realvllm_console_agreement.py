@@ -35,12 +35,31 @@ EXACT = ("completed", "failed", "total_input_tokens", "total_output_tokens", "nu
 async def _vtc_bench(url: str, model: str, out_dir: Path, n: int) -> BenchResult:
     """``vtc bench`` with the console's workload, as its own process; its result file."""
     argv = [
-        sys.executable, "-m", "tui.cli", "bench", "--base-url", url, "--model", model,
-        "--random-input-len", str(SPEC.input_len), "--random-output-len", str(SPEC.output_len),
-        "--num-prompts", str(SPEC.num_prompts), "--max-concurrency", str(SPEC.max_concurrency),
-        "--seed", str(SPEC.seed), "--save-result", "--result-dir", str(out_dir),
-        "--result-filename", f"bench-{n}.json", "--disable-tqdm",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "tui.cli",
+        "bench",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--random-input-len",
+        str(SPEC.input_len),
+        "--random-output-len",
+        str(SPEC.output_len),
+        "--num-prompts",
+        str(SPEC.num_prompts),
+        "--max-concurrency",
+        str(SPEC.max_concurrency),
+        "--seed",
+        str(SPEC.seed),
+        "--save-result",
+        "--result-dir",
+        str(out_dir),
+        "--result-filename",
+        f"bench-{n}.json",
+        "--disable-tqdm",
+    ]
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
@@ -63,12 +82,23 @@ async def test_the_consoles_load_agrees_with_vtc_bench_with_its_loop_busy(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     model = str(real_vllm.model)
-    serve_args = ["serve", model, "--enforce-eager", "--kv-cache-memory-bytes", "64M",
-                  "--max-model-len", "2048", "--no-enable-prefix-caching"]  # fmt: skip
+    serve_args = [
+        "serve",
+        model,
+        "--enforce-eager",
+        "--kv-cache-memory-bytes",
+        "64M",
+        "--max-model-len",
+        "2048",
+        "--no-enable-prefix-caching",
+    ]
     options = ConsoleOptions(
-        vllm=str(real_vllm.vllm), serve_args=serve_args, data_dir=tmp_path,
-        startup_timeout=240, poll_interval_s=0.5,
-    )  # fmt: skip
+        vllm=str(real_vllm.vllm),
+        serve_args=serve_args,
+        data_dir=tmp_path,
+        startup_timeout=240,
+        poll_interval_s=0.5,
+    )
     session = build_session(options)
     console: list[BenchResult] = []
     bench: list[BenchResult] = []

@@ -69,9 +69,12 @@ class Oracle:
         }
         self._proc = subprocess.Popen(
             [str(python), str(SCRIPT)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            text=True, env=env,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
         assert self._read() == {"ready": True}
 
     def _read(self) -> dict[str, object]:
@@ -165,8 +168,12 @@ def test_the_shipped_parser_table_is_the_provisioned_vllms(
     root = Path(__file__).resolve().parents[2]
     generated = subprocess.run(
         [sys.executable, str(root / "tools" / "gen_vllm_serve_options.py"), str(python)],
-        capture_output=True, text=True, check=True, timeout=600, cwd=root,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+        cwd=root,
+    ).stdout
     shipped = (root / module_file(version)).read_text()
     assert generated == shipped
     assert introspect_vllm(python).version.split("+")[0] == table_for(version).version

@@ -39,16 +39,25 @@ async def test_a_calibrated_twin_predicts_held_out_loads_of_the_real_server(
     real_vllm: ProvisionedVllm, tmp_path: Path
 ) -> None:
     flags = ServeFlags(
-        model=str(real_vllm.model), enforce_eager=True, kv_cache_memory_bytes=64 * 2**20,
+        model=str(real_vllm.model),
+        enforce_eager=True,
+        kv_cache_memory_bytes=64 * 2**20,
         max_model_len=4096,
-    )  # fmt: skip
+    )
     cases = [c for c in held_out(quick=True) if not c.overrides][:2]
-    cases = [c.__class__(c.name, c.overrides, c.load.model_copy(
-        update={"num_prompts": max(12, c.load.num_prompts // 2)})) for c in cases]  # fmt: skip
+    cases = [
+        c.__class__(
+            c.name,
+            c.overrides,
+            c.load.model_copy(update={"num_prompts": max(12, c.load.num_prompts // 2)}),
+        )
+        for c in cases
+    ]
     async with launched(str(real_vllm.vllm), flags, tmp_path, startup_timeout_s=600) as target:
         loads = design(4096, scale=0.34)[:6]
-        run = Calibration(name="ci", target=target, loads=loads, data_dir=tmp_path, budget_s=300,
-                          polish_evals=30)  # fmt: skip
+        run = Calibration(
+            name="ci", target=target, loads=loads, data_dir=tmp_path, budget_s=300, polish_evals=30
+        )
         profile = await run.run()
         assert load_profile("ci", tmp_path).revision == 1
         assert profile.identity.device == "cpu" and profile.identity.vllm_version.startswith("0.32")

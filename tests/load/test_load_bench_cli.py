@@ -190,8 +190,14 @@ def test_run_prints_bench_serve_block_and_writes_its_keys(
     # bench serve's keys first, in its order, then vtc's.
     keys = list(data)
     assert keys[:7] == [
-        "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts"
-    ]  # fmt: skip
+        "date",
+        "endpoint_type",
+        "backend",
+        "label",
+        "model_id",
+        "tokenizer_id",
+        "num_prompts",
+    ]
     assert keys.index("max_concurrency") < keys.index("duration") < keys.index("rtfx")
     assert keys.index("rtfx") < keys.index("mean_ttft_ms") < keys.index("cancelled")
     assert data["failed_errors"] == [] and data["cancelled"] is False
@@ -312,9 +318,18 @@ def test_an_unwritable_result_folder_is_refused_before_the_run(
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     code = main(
-        ["--base-url", fake_vllm.base_url, "--num-prompts", "2", "--random-input-len", "16",
-         "--save-result", "--result-dir", str(blocker / "sub")]
-    )  # fmt: skip
+        [
+            "--base-url",
+            fake_vllm.base_url,
+            "--num-prompts",
+            "2",
+            "--random-input-len",
+            "16",
+            "--save-result",
+            "--result-dir",
+            str(blocker / "sub"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith(f"vtc: cannot write the result to {blocker / 'sub'}")
     assert fake_vllm.bodies == []
@@ -340,10 +355,21 @@ def test_a_finished_result_that_cannot_be_written_goes_to_the_data_folder(
 
     monkeypatch.setattr(result_file, "_write", failing)
     code = main(
-        ["--base-url", fake_vllm.base_url, "--num-prompts", "2", "--random-input-len", "16",
-         "--disable-tqdm", "--save-result", "--result-dir", str(target),
-         "--result-filename", "r.json"]
-    )  # fmt: skip
+        [
+            "--base-url",
+            fake_vllm.base_url,
+            "--num-prompts",
+            "2",
+            "--random-input-len",
+            "16",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            str(target),
+            "--result-filename",
+            "r.json",
+        ]
+    )
     out, err = capsys.readouterr()
     saved = data_dir / "bench" / "r.json"
     assert code == 0 and saved.is_file()
@@ -357,13 +383,24 @@ def test_default_result_file_name_follows_bench_serve(tmp_path: Path) -> None:
     now = datetime(2026, 11, 21, 6, 30, 5)
     common = {"result_filename": None, "backend": "openai", "now": now}
     assert result_path(
-        result_dir=None, label=None, request_rate=float("inf"), max_concurrency=8,
-        model_id="org/Model-7B", **common,  # type: ignore[arg-type]
-    ) == Path("openai-infqps-concurrency8-Model-7B-20261121-063005.json")  # fmt: skip
-    assert result_path(
-        result_dir=str(tmp_path), label="x", request_rate=2.5, max_concurrency=None,
-        model_id="m", **common,  # type: ignore[arg-type]
-    ) == tmp_path / "x-2.5qps-m-20261121-063005.json"  # fmt: skip
+        result_dir=None,
+        label=None,
+        request_rate=float("inf"),
+        max_concurrency=8,
+        model_id="org/Model-7B",
+        **common,  # type: ignore[arg-type]
+    ) == Path("openai-infqps-concurrency8-Model-7B-20261121-063005.json")
+    assert (
+        result_path(
+            result_dir=str(tmp_path),
+            label="x",
+            request_rate=2.5,
+            max_concurrency=None,
+            model_id="m",
+            **common,  # type: ignore[arg-type]
+        )
+        == tmp_path / "x-2.5qps-m-20261121-063005.json"
+    )
     assert result_path(
         result_dir=None,
         label=None,

@@ -60,10 +60,25 @@ def test_vtc_bench_records_server_ttfts_and_queue_times(
     sim_033: SimProcess, tmp_path: Path
 ) -> None:
     code = main(
-        ["--base-url", sim_033.base, "--model", MODEL, "--num-prompts", "6",
-         "--random-input-len", "32", "--random-output-len", "8", "--disable-tqdm",
-         "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"]
-    )  # fmt: skip
+        [
+            "--base-url",
+            sim_033.base,
+            "--model",
+            MODEL,
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            "--disable-tqdm",
+            "--save-result",
+            "--result-dir",
+            str(tmp_path),
+            "--result-filename",
+            "r.json",
+        ]
+    )
     assert code == 0
     data = json.loads((tmp_path / "r.json").read_text())
     assert len(data["server_ttfts"]) == 6 and len(data["server_queue_times"]) == 6

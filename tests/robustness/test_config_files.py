@@ -65,12 +65,26 @@ _SCALAR = st.one_of(
 )
 _KEY = st.one_of(
     st.sampled_from(
-        ["model", "max-model-len", "max_num_seqs", "enforce-eager", "no-enforce-eager",
-         "api-key", "hf-token", "served-model-name", "seed", "compilation-config", "config",
-         "gpu-memory-utilization", "kv-cache-memory", "host", "port"]
+        [
+            "model",
+            "max-model-len",
+            "max_num_seqs",
+            "enforce-eager",
+            "no-enforce-eager",
+            "api-key",
+            "hf-token",
+            "served-model-name",
+            "seed",
+            "compilation-config",
+            "config",
+            "gpu-memory-utilization",
+            "kv-cache-memory",
+            "host",
+            "port",
+        ]
     ),
     st.text(max_size=10),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

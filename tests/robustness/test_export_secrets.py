@@ -43,8 +43,12 @@ def _runs(api_key: str, hf_token: str, password: str) -> list[RunRecord]:
     # a record that holds the secrets where vtc never puts them: extra args, and an older
     # record whose reproduction stored a secret's value
     # (ServeFlags refuses a secret in extra args now: an older record held one unchecked)
-    leaky = served_run(2, repro=Reproduction(env={"VLLM_API_KEY": api_key, "HF_TOKEN": hf_token,
-                                                  "DB_PASSWORD": password}))  # fmt: skip
+    leaky = served_run(
+        2,
+        repro=Reproduction(
+            env={"VLLM_API_KEY": api_key, "HF_TOKEN": hf_token, "DB_PASSWORD": password}
+        ),
+    )
     old = leaky.flags.model_copy(
         update={"extra_args": ("--api-key", api_key, "--enable-log-requests")}
     )

@@ -75,9 +75,14 @@ def test_the_form_gives_flags_or_problems_per_field(raw: dict[str, str], extra: 
 
 
 _ANY_VALUE = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=20),
-    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=3), st.integers()),
-)  # fmt: skip
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=20),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers()),
+)
 
 
 @BUSY

@@ -42,9 +42,11 @@ conn.execute("COMMIT")
 def held(path: Path) -> Iterator[Callable[[], None]]:
     """Another process holds ``path`` locked until the returned function is called."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [sys.executable, "-c", HOLDER, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
 
     def release() -> None:
@@ -104,8 +106,10 @@ def test_a_lock_released_within_the_bound_is_waited_out(tmp_path: Path) -> None:
 def _screen(socket: str) -> str:
     return subprocess.run(
         ["tmux", "-L", socket, "capture-pane", "-p", "-J", "-t", "c"],
-        capture_output=True, text=True, timeout=30,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+    ).stdout
 
 
 def _squeezed(socket: str) -> str:
@@ -136,8 +140,24 @@ def test_the_demo_start_on_a_busy_history_names_the_file_and_the_key(tmp_path: P
     )
     tmux = ["tmux", "-L", socket]
     with held(path):
-        subprocess.run([*tmux, "-f", "/dev/null", "new-session", "-d", "-s", "c", "-x", "120",
-                        "-y", "40", command], check=True, timeout=30)  # fmt: skip
+        subprocess.run(
+            [
+                *tmux,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "c",
+                "-x",
+                "120",
+                "-y",
+                "40",
+                command,
+            ],
+            check=True,
+            timeout=30,
+        )
         try:
             _until(lambda: "rretries" in _squeezed(socket), 120, lambda: _screen(socket))
             screen = _squeezed(socket)
@@ -170,5 +190,6 @@ def _stop_demo(data: Path) -> None:
         subprocess.run(
             [sys.executable, "-m", "tui.cli", "stop", "--demo", "--grace", "5"],
             env={**os.environ, "PYTHONPATH": str(ROOT), "VTC_DATA_DIR": str(data)},
-            capture_output=True, timeout=60,
-        )  # fmt: skip
+            capture_output=True,
+            timeout=60,
+        )

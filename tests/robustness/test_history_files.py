@@ -38,9 +38,12 @@ DAMAGE: dict[str, Callable[[Path], object]] = {
 def _vtc(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "VTC_DATA_DIR": str(data_dir)}
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, env=env,
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
         timeout=120,
-    )  # fmt: skip
+    )
 
 
 def _aside(data_dir: Path, stem: str) -> list[Path]:

@@ -30,11 +30,41 @@ from tui.server.logbuffer import clean_line
 ROOT = Path(__file__).resolve().parents[2]
 
 # Pieces a hostile string is made of: introducers (7- and 8-bit), terminators, payloads.
-_PIECES = st.sampled_from([
-    "\x1b", "\x1b[", "\x1b]", "\x1bP", "\x1b_", "\x1b^", "\x1bX", "\x1b\\", "\x07", "\x9b",
-    "\x9d", "\x90", "\x9c", "\x9e", "\x9f", "\x98", "\x85", "\r", "\n", "\t", "\x00", "\x7f",
-    "]52;c;aGFja2Vk", "0;PWNED", "2J", "[31m", "?1049h", "\u202e", "\u2028", "[b]x[/b]", "é",
-])  # fmt: skip
+_PIECES = st.sampled_from(
+    [
+        "\x1b",
+        "\x1b[",
+        "\x1b]",
+        "\x1bP",
+        "\x1b_",
+        "\x1b^",
+        "\x1bX",
+        "\x1b\\",
+        "\x07",
+        "\x9b",
+        "\x9d",
+        "\x90",
+        "\x9c",
+        "\x9e",
+        "\x9f",
+        "\x98",
+        "\x85",
+        "\r",
+        "\n",
+        "\t",
+        "\x00",
+        "\x7f",
+        "]52;c;aGFja2Vk",
+        "0;PWNED",
+        "2J",
+        "[31m",
+        "?1049h",
+        "\u202e",
+        "\u2028",
+        "[b]x[/b]",
+        "é",
+    ]
+)
 HOSTILE = st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=30).map("".join)
 OSC52 = "\x1b]52;c;aGFja2Vk\x07"
 TITLE = "\x1b]0;PWNED\x1b\\"
@@ -42,8 +72,7 @@ TITLE = "\x1b]0;PWNED\x1b\\"
 
 def _has_control(text: str, allowed: str = "") -> bool:
     return any(
-        (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E)
-        and c not in allowed
+        (ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E) and c not in allowed
         for c in text
     )
 
@@ -90,8 +119,11 @@ def test_vtc_diagnose_writes_a_hostile_log_inert(tmp_path: Path) -> None:
     )
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "diagnose", str(log)],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode in (0, 1), done.stderr
     for stream in (done.stdout, done.stderr):
         assert "\x1b" not in stream and not _has_control(stream, "\n")

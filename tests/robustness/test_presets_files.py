@@ -87,8 +87,11 @@ def test_vtc_presets_lists_the_good_and_names_the_bad_without_a_traceback(
     folder.rename(user)
     proc = subprocess.run(
         [sys.executable, "-m", "tui.cli", "presets"],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 1  # something was skipped
     assert "mine-good" in proc.stdout
     assert "Traceback" not in proc.stderr
@@ -107,9 +110,18 @@ _KEYS = st.sampled_from(
     ["name", "description", "source", "model", "sim_gpu", "flags", "workload", "other"]
 )
 _FLAG_KEYS = st.sampled_from(
-    ["max_model_len", "max_num_seqs", "enforce_eager", "gpu_memory_utilization", "quantization",
-     "host", "extra_args", "kv_cache_memory_bytes", "nonsense"]
-)  # fmt: skip
+    [
+        "max_model_len",
+        "max_num_seqs",
+        "enforce_eager",
+        "gpu_memory_utilization",
+        "quantization",
+        "host",
+        "extra_args",
+        "kv_cache_memory_bytes",
+        "nonsense",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

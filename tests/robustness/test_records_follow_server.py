@@ -54,9 +54,12 @@ def _runs(data: Path) -> list[RunRecord]:
 
 def _vtc(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT), "VTC_DATA_DIR": str(data)},
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -70,8 +73,24 @@ def detached(tmp_path: Path) -> Iterator[tuple[Path, ServerStateRecord]]:
         "-m tui.cli --demo "
         "--sim-speed 50"
     )
-    subprocess.run([*tmux, "-f", "/dev/null", "new-session", "-d", "-s", "c", "-x", "120",
-                    "-y", "40", command], check=True, timeout=30)  # fmt: skip
+    subprocess.run(
+        [
+            *tmux,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "c",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            command,
+        ],
+        check=True,
+        timeout=30,
+    )
     state = ServerStateFile.in_data_dir(data, demo=True)
     record: ServerStateRecord | None = None
     try:
@@ -81,9 +100,14 @@ def detached(tmp_path: Path) -> Iterator[tuple[Path, ServerStateRecord]]:
         assert record is not None and record.console_pid is not None
         console = record.console_pid
         subprocess.run([*tmux, "kill-server"], timeout=30)  # the terminal goes: SIGHUP
-        _until(lambda: not psutil.pid_exists(console) or
-               psutil.Process(console).status() == psutil.STATUS_ZOMBIE, 60,
-               "the console to detach and exit")  # fmt: skip
+        _until(
+            lambda: (
+                not psutil.pid_exists(console)
+                or psutil.Process(console).status() == psutil.STATUS_ZOMBIE
+            ),
+            60,
+            "the console to detach and exit",
+        )
         assert psutil.pid_exists(record.pid)  # the server serves on
         assert [r.status for r in _runs(data)] == [RunStatus.READY]
         yield data, record
@@ -112,8 +136,14 @@ def test_a_server_that_died_unwatched_is_closed_as_lost_with_its_last_sighting(
     data, record = detached
     before = time.time()
     os.killpg(record.pgid, signal.SIGKILL)  # dies while no console watches
-    _until(lambda: not psutil.pid_exists(record.pid)
-           or psutil.Process(record.pid).status() == psutil.STATUS_ZOMBIE, 30, "the server's end")
+    _until(
+        lambda: (
+            not psutil.pid_exists(record.pid)
+            or psutil.Process(record.pid).status() == psutil.STATUS_ZOMBIE
+        ),
+        30,
+        "the server's end",
+    )
     runs = _vtc(data, "runs", "--demo")
     assert runs.returncode == 0, runs.stderr
     assert "closed as lost" in runs.stderr and runs.stderr.count("\n") == 1

@@ -143,8 +143,9 @@ async def kill_console_then_adopt(
     found = inspect_state_file(state)
     assert found.record is not None and found.record.pid == record.pid
     rec = Recorder()
-    adopted = AdoptedServer(found.record, poll_interval_s=0.1, grace_s=10,
-                            api_key=cfg["env"].get("VLLM_API_KEY"))  # fmt: skip
+    adopted = AdoptedServer(
+        found.record, poll_interval_s=0.1, grace_s=10, api_key=cfg["env"].get("VLLM_API_KEY")
+    )
     try:
         takeover = await adopted.connect(rec)
         assert takeover.flags.model == model

@@ -34,9 +34,13 @@ GOOD_PRESET = 'name = "good-one"\ndescription = "d"\nsource = "s"\nmodel = "m/x"
 
 def _vtc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _specials(folder: Path, suffix: str) -> list[Path]:

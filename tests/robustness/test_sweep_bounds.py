@@ -44,9 +44,12 @@ def _limit_memory() -> None:  # the child may not build a space of 2x10^8 dicts
 def _sweep(spec: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tui.cli", "sweep", str(spec), "--demo"],
-        capture_output=True, text=True, timeout=120, preexec_fn=_limit_memory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limit_memory,
         env={**os.environ, "PYTHONPATH": str(ROOT), "VTC_DATA_DIR": str(tmp / "data")},
-    )  # fmt: skip
+    )
 
 
 def _one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -58,11 +61,14 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def test_a_huge_grid_is_refused_with_its_size_before_anything_runs(tmp_path: Path) -> None:
     spec = tmp_path / "huge.toml"
-    spec.write_text(HEAD + """[parameters]
+    spec.write_text(
+        HEAD
+        + """[parameters]
 max_num_seqs = {start = 1, stop = 10000, step = 1}
 max_num_batched_tokens = {start = 1000, stop = 10999, step = 1}
 enable_chunked_prefill = [true, false]
-""")
+"""
+    )
     line = _one_line(_sweep(spec, tmp_path))
     assert "200,000,000 combinations" in line and f"{MAX_COMBINATIONS:,}" in line
     assert not (tmp_path / "data" / "runs.sqlite").exists()  # nothing started
@@ -80,7 +86,7 @@ def test_a_range_too_long_is_refused_with_the_rule(tmp_path: Path) -> None:
     ("table", "words"),
     [
         ('[base.flags]\nserved_model_name = ["x"]\n', "a flag takes one value"),
-        ('[base.flags]\nmax_num_seqs = {a = 1}\n', "a flag takes one value"),
+        ("[base.flags]\nmax_num_seqs = {a = 1}\n", "a flag takes one value"),
         ("[parameters]\nmax_num_seqs = [[8]]\n", "each value to try"),
         ('[parameters]\nmax_num_seqs = "8"\n', "give a list of values to try"),
         ("[parameters]\nmax_num_seqs = {start = 8, stop = 1, step = 1}\n", "never ends"),

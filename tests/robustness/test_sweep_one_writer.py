@@ -70,9 +70,11 @@ def _until(check: object, timeout: float) -> None:
 
 def _holder_process(journal: Path) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(journal)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLD, str(journal)],
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
 
@@ -131,8 +133,13 @@ def test_a_second_vtc_sweep_of_the_same_spec_is_refused_with_one_line(tmp_path: 
     first = start_sweep(spec, data, args, n=1)
     try:
         sweeps = data / "sweeps"
-        _until(lambda: sweeps.is_dir() and any(lock_holder(p.with_suffix(".jsonl"))
-                                                for p in sweeps.glob("*.lock")), 120)  # fmt: skip
+        _until(
+            lambda: (
+                sweeps.is_dir()
+                and any(lock_holder(p.with_suffix(".jsonl")) for p in sweeps.glob("*.lock"))
+            ),
+            120,
+        )
         second = start_sweep(spec, data, args, n=2)
         code = second.wait(120)
         text = second.text().strip()

@@ -87,10 +87,13 @@ def server() -> Iterator[tuple[str, Seen]]:
 
 def _vtc(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(ROOT), "VTC_DATA_DIR": str(data)},
         stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
 
 
 def _no_password(text: str) -> None:
@@ -116,9 +119,16 @@ def test_vtc_bench_sends_basic_and_never_prints_the_password(
 ) -> None:
     hostport, seen = server
     done = _vtc(
-        "bench", "--base-url", f"http://{USER}:{PASSWORD}@{hostport}", "--num-prompts", "2",
-        "--save-result", "--result-dir", str(tmp_path / "results"), data=tmp_path,
-    )  # fmt: skip
+        "bench",
+        "--base-url",
+        f"http://{USER}:{PASSWORD}@{hostport}",
+        "--num-prompts",
+        "2",
+        "--save-result",
+        "--result-dir",
+        str(tmp_path / "results"),
+        data=tmp_path,
+    )
     _no_password(done.stdout + done.stderr)
     for path in (tmp_path / "results").rglob("*") if (tmp_path / "results").exists() else ():
         if path.is_file():

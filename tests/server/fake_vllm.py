@@ -44,8 +44,7 @@ IGNORE_TERM = "signal.signal(signal.SIGTERM, signal.SIG_IGN)"
 DYING_WORDS = [
     "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] EngineCore encountered a "
     "fatal error.",
-    "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] Traceback (most recent call "
-    "last):",
+    "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] Traceback (most recent call last):",
     '(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000]   File "core.py", line 700, '
     "in run_engine_core",
     "(EngineCore pid={pid}) ERROR 01-01 00:00:00 [core.py:1000] RuntimeError: cancelled",

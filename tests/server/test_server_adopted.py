@@ -277,9 +277,11 @@ async def test_an_adopted_server_that_dies_leaves_no_orphan(
     s = start(spawn)
     events: list[ServerEvent] = []
     server = AdoptedServer(
-        s.record(tmp_path, log_path=None), prober=FakeProber(None), grace_s=2,
+        s.record(tmp_path, log_path=None),
+        prober=FakeProber(None),
+        grace_s=2,
         poll_interval_s=0.05,
-    )  # fmt: skip
+    )
     await server.connect(events.append)
     assert server.state is ServerState.STARTING  # alive, /health not answering yet
     server.watch()

@@ -19,13 +19,22 @@ def _log(name: str) -> str:
 def test_every_failure_capture_is_covered_here() -> None:
     # A capture added to the folder without a test below would go unchecked.
     tested = {
-        "fail_a1_maxlen65536_kvbytes16M.log", "fail_a2_maxlen4096_gpublocks8.log",
-        "fail_a3_kvcachespace0.log", "fail_a4_default_mem_util.log", "fail_b1_block_size_7.log",
-        "fail_b2_gpu_mem_util_1_5.log", "fail_b3_max_num_seqs_0.log",
-        "fail_b4_unknown_flag.log", "fail_c1_maxlen_above_maxpos.log",
-        "fail_d_port_in_use.log", "try_headdim16_kv1.log", "fail_e1_model_not_found.log",
-        "fail_e2_tp3.log", "fail_e3_trust_remote_code.log", "fail_e4_tokenizer.log",
-    }  # fmt: skip
+        "fail_a1_maxlen65536_kvbytes16M.log",
+        "fail_a2_maxlen4096_gpublocks8.log",
+        "fail_a3_kvcachespace0.log",
+        "fail_a4_default_mem_util.log",
+        "fail_b1_block_size_7.log",
+        "fail_b2_gpu_mem_util_1_5.log",
+        "fail_b3_max_num_seqs_0.log",
+        "fail_b4_unknown_flag.log",
+        "fail_c1_maxlen_above_maxpos.log",
+        "fail_d_port_in_use.log",
+        "try_headdim16_kv1.log",
+        "fail_e1_model_not_found.log",
+        "fail_e2_tp3.log",
+        "fail_e3_trust_remote_code.log",
+        "fail_e4_tokenizer.log",
+    }
     present = {p.name for p in CAPTURES.glob("fail_*.log")} | {"try_headdim16_kv1.log"}
     assert present == tested
 

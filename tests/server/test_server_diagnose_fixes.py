@@ -81,8 +81,9 @@ def test_without_flags_or_without_a_check_nothing_is_claimed() -> None:
 
     no_flags = diagnose(KV_TOO_SMALL, exit_code=1, check=check)
     assert asked == []
-    assert all(f.check == "not_checked" and "flags are not known" in f.check_note
-               for f in no_flags.fixes)  # fmt: skip
+    assert all(
+        f.check == "not_checked" and "flags are not known" in f.check_note for f in no_flags.fixes
+    )
     no_check = diagnose(KV_TOO_SMALL, flags=ServeFlags(model="m"), exit_code=1)
     assert all(f.check == "not_checked" for f in no_check.fixes)
 

@@ -46,47 +46,69 @@ def _core_error(msg: str) -> str:
     ("config", "field", "message", "value", "expected"),
     [
         (
-            "CacheConfig", "gpu_memory_utilization",
+            "CacheConfig",
+            "gpu_memory_utilization",
             "Input should be less than or equal to 1 [type=less_than_equal, input_value=1.2, "
-            "input_type=float]", 1.2, 1.0,
+            "input_type=float]",
+            1.2,
+            1.0,
         ),
         (
-            "CacheConfig", "gpu_memory_utilization",
-            "Input should be greater than 0 [type=greater_than, input_value=0.0, "
-            "input_type=float]", 0.0, None,
+            "CacheConfig",
+            "gpu_memory_utilization",
+            "Input should be greater than 0 [type=greater_than, input_value=0.0, input_type=float]",
+            0.0,
+            None,
         ),
         (
-            "CacheConfig", "block_size",
+            "CacheConfig",
+            "block_size",
             "Input should be greater than 0 [type=greater_than, input_value=0, input_type=int]",
-            0, None,
+            0,
+            None,
         ),
         (
-            "SchedulerConfig", "max_num_batched_tokens",
+            "SchedulerConfig",
+            "max_num_batched_tokens",
             "Input should be greater than or equal to 1 [type=greater_than_equal, "
-            "input_value=0, input_type=int]", 0, 1,
+            "input_value=0, input_type=int]",
+            0,
+            1,
         ),
         (
-            "ParallelConfig", "tensor_parallel_size",
+            "ParallelConfig",
+            "tensor_parallel_size",
             "Input should be greater than or equal to 1 [type=greater_than_equal, "
-            "input_value=0, input_type=int]", 0, 1,
+            "input_value=0, input_type=int]",
+            0,
+            1,
         ),
         (
-            "ParallelConfig", "pipeline_parallel_size",
+            "ParallelConfig",
+            "pipeline_parallel_size",
             "Input should be greater than or equal to 1 [type=greater_than_equal, "
-            "input_value=0, input_type=int]", 0, 1,
+            "input_value=0, input_type=int]",
+            0,
+            1,
         ),
         (
-            "ModelConfig", "max_model_len",
+            "ModelConfig",
+            "max_model_len",
             "Input should be greater than or equal to -1 [type=greater_than_equal, "
-            "input_value=-2, input_type=int]", -2, -1,
+            "input_value=-2, input_type=int]",
+            -2,
+            -1,
         ),
         (
-            "UVAOffloadConfig", "cpu_offload_gb",
+            "UVAOffloadConfig",
+            "cpu_offload_gb",
             "Input should be greater than or equal to 0 [type=greater_than_equal, "
-            "input_value=-1.0, input_type=float]", -1.0, 0.0,
+            "input_value=-1.0, input_type=float]",
+            -1.0,
+            0.0,
         ),
     ],
-)  # fmt: skip
+)
 def test_pydantic_range_errors(
     config: str, field: str, message: str, value: float, expected: float | None
 ) -> None:
@@ -126,16 +148,30 @@ def test_invalid_choice_offers_the_close_choice_and_the_default() -> None:
 @pytest.mark.parametrize(
     ("line", "flag", "value"),
     [
-        ("vllm serve: error: argument --max-num-seqs: invalid int value: 'lots'",
-         "max_num_seqs", "lots"),
-        ("vllm serve: error: argument --gpu-memory-utilization/--device-memory-utilization: "
-         "invalid float value: 'high'", "gpu_memory_utilization", "high"),
-        ("vllm serve: error: argument --kv-cache-memory-bytes: invalid human_readable_int "
-         "value: '1.5G'", "kv_cache_memory_bytes", "1.5G"),
-        ("vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value: 'two'",
-         "tensor_parallel_size", "two"),
+        (
+            "vllm serve: error: argument --max-num-seqs: invalid int value: 'lots'",
+            "max_num_seqs",
+            "lots",
+        ),
+        (
+            "vllm serve: error: argument --gpu-memory-utilization/--device-memory-utilization: "
+            "invalid float value: 'high'",
+            "gpu_memory_utilization",
+            "high",
+        ),
+        (
+            "vllm serve: error: argument --kv-cache-memory-bytes: invalid human_readable_int "
+            "value: '1.5G'",
+            "kv_cache_memory_bytes",
+            "1.5G",
+        ),
+        (
+            "vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value: 'two'",
+            "tensor_parallel_size",
+            "two",
+        ),
     ],
-)  # fmt: skip
+)
 def test_argparse_type_errors(line: str, flag: str, value: str) -> None:
     d = diagnose(_log(line), exit_code=2)
     assert d.kind == "invalid_flag_value"
@@ -199,8 +235,12 @@ def test_quantization_mismatch() -> None:
     )
     d = diagnose(text, exit_code=1)
     assert d.kind == "unknown_quantization"
-    assert d.facts == {"quantization": "gptq", "checkpoint_quantization": "awq",
-                       "device": "unknown", "exit_code": 1}  # fmt: skip
+    assert d.facts == {
+        "quantization": "gptq",
+        "checkpoint_quantization": "awq",
+        "device": "unknown",
+        "exit_code": 1,
+    }
     assert [f.set for f in d.fixes] == [{"quantization": "awq"}, {"quantization": None}]
 
 
@@ -271,8 +311,13 @@ def test_world_size_with_pipeline_stages_keeps_them_first() -> None:
 )
 def test_request_time_errors_are_not_startup_failures(line: str) -> None:
     # A 400 to one client is no reason for the server to have died: no kind, no fix.
-    d = diagnose(_log(_api("Starting vLLM server on http://0.0.0.0:8000", src="entry.py:140"),
-                      _api(line, level="ERROR", src="serving.py:120")), exit_code=0)  # fmt: skip
+    d = diagnose(
+        _log(
+            _api("Starting vLLM server on http://0.0.0.0:8000", src="entry.py:140"),
+            _api(line, level="ERROR", src="serving.py:120"),
+        ),
+        exit_code=0,
+    )
     assert d.kind == "unknown"
     assert d.fixes == []
 
@@ -293,13 +338,14 @@ def test_free_gpu_memory_below_requested_utilization() -> None:
     text = _log(
         GPU_ENGINE_CONFIG,
         WORKER.format(
-            level="ERROR", src="multiproc_executor.py:953",
+            level="ERROR",
+            src="multiproc_executor.py:953",
             msg="ValueError: Free memory on device cuda:0 (10.5/79.19 GiB) on startup is less "
             "than desired GPU memory utilization (0.92, 72.85 GiB). Decrease GPU memory "
             "utilization or reduce GPU memory used by other processes.",
         ),
         WRAPPER,
-    )  # fmt: skip
+    )
     d = diagnose(text, exit_code=1)
     assert d.kind == "insufficient_free_memory"
     assert d.facts["free_gib"] == 10.5
@@ -351,8 +397,10 @@ def test_cpu_kv_allocation_above_available() -> None:
     ],
 )
 def test_informational_memory_lines_are_no_failure(line: str) -> None:
-    d = diagnose(_log(GPU_ENGINE_CONFIG, CORE.format(level="INFO", src="gpu_worker.py:760",
-                                                     msg=line)), exit_code=0)  # fmt: skip
+    d = diagnose(
+        _log(GPU_ENGINE_CONFIG, CORE.format(level="INFO", src="gpu_worker.py:760", msg=line)),
+        exit_code=0,
+    )
     assert d.kind == "unknown"
     assert d.fixes == []
 
@@ -435,15 +483,16 @@ def test_root_cause_wins_over_a_wrapper_printed_first() -> None:
 def test_no_memory_for_cache_blocks_on_gpu() -> None:
     text = _log(
         GPU_ENGINE_CONFIG,
-        WORKER.format(level="INFO", src="gpu_worker.py:760",
-                      msg="Available KV cache memory: -1.25 GiB"),
+        WORKER.format(
+            level="INFO", src="gpu_worker.py:760", msg="Available KV cache memory: -1.25 GiB"
+        ),
         _core_error(
             "ValueError: No available memory for the cache blocks. Try increasing "
             "`gpu_memory_utilization` when initializing the engine (this flag also controls CPU "
             "memory reservation on the CPU backend, despite its name). See "
             "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
         ),
-    )  # fmt: skip
+    )
     d = diagnose(text, flags=ServeFlags(model="m", gpu_memory_utilization=0.8), exit_code=1)
     assert d.kind == "no_kv_cache_memory"
     assert d.facts["available_gib"] == -1.25
@@ -492,7 +541,8 @@ def test_weights_oom() -> None:
     text = _log(
         GPU_ENGINE_CONFIG,
         WORKER.format(
-            level="ERROR", src="gpu_model_runner.py:5141",
+            level="ERROR",
+            src="gpu_model_runner.py:5141",
             msg="Failed to load model - not enough GPU memory. Try lowering "
             "--gpu-memory-utilization to free memory for weights, increasing "
             "--tensor-parallel-size, or using --quantization. See "
@@ -502,7 +552,7 @@ def test_weights_oom() -> None:
         ),
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 896.00 MiB.",
         WRAPPER,
-    )  # fmt: skip
+    )
     d = diagnose(text, exit_code=1)
     assert d.kind == "weights_oom"
     assert d.facts["tried_to_allocate_gib"] == 0.875
@@ -594,13 +644,19 @@ def test_engine_dead_error_on_gpu() -> None:
     text = _log(
         GPU_ENGINE_CONFIG,
         CORE.format(level="ERROR", src="core.py:1512", msg="EngineCore encountered a fatal error."),
-        CORE.format(level="ERROR", src="core.py:1512",
-                    msg="RuntimeError: CUDA error: an illegal memory access was encountered"),
-        API.format(level="ERROR", src="async_llm.py:906",
-                   msg="vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
-                   "issue. See stack trace (above) for the root cause."),
+        CORE.format(
+            level="ERROR",
+            src="core.py:1512",
+            msg="RuntimeError: CUDA error: an illegal memory access was encountered",
+        ),
+        API.format(
+            level="ERROR",
+            src="async_llm.py:906",
+            msg="vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an "
+            "issue. See stack trace (above) for the root cause.",
+        ),
         'INFO:     127.0.0.1:45678 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
-    )  # fmt: skip
+    )
     d = diagnose(text, exit_code=0)
     assert d.kind == "engine_died"
     assert d.facts["error"] == "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -30,18 +30,25 @@ MSG = "ValueError: something"
         (f"> (EngineCore pid=1) INFO 11-21 10:00:00 [a.py:1] {MSG}", True, "INFO"),  # quoted
         (f">> > {MSG}", False, None),  # quoted twice
         (f"vllm-1  | ERROR 11-18 18:07:28 engine.py:366] {MSG}", True, "ERROR"),  # compose
-        (f"2024-05-01T10:00:00.123456Z (APIServer pid=7) INFO 05-01 10:00:00 [a.py:1] {MSG}",
-         True, "INFO"),  # kubectl/docker --timestamps
+        (
+            f"2024-05-01T10:00:00.123456Z (APIServer pid=7) INFO 05-01 10:00:00 [a.py:1] {MSG}",
+            True,
+            "INFO",
+        ),  # kubectl/docker --timestamps
         (f"[2026-02-24T20:21:58Z] (EngineCore_DP0 pid=6940) {MSG}", False, None),  # CI
         (f"May 01 10:00:00 host vllm[123]: INFO 05-01 10:00:00 [a.py:1] {MSG}", True, "INFO"),
         (f"[rank0]: {MSG}", False, None),  # torchrun
         (f"2024-04-27 10:13:05 | ERROR | stderr | {MSG}", False, None),  # FastChat
-        (f"(RayWorkerWrapper pid=773, ip=10.0.0.2) ERROR 03-05 17:44:06 worker_base.py:574] {MSG}",
-         True, "ERROR"),
+        (
+            "(RayWorkerWrapper pid=773, ip=10.0.0.2) ERROR 03-05 17:44:06 "
+            f"worker_base.py:574] {MSG}",
+            True,
+            "ERROR",
+        ),
         (f"\x1b[1;31mERROR\x1b[0m 11-21 10:00:30 [core.py:1] {MSG}\r", True, "ERROR"),  # colour
         (f"\ufeff\u200b{MSG}\x00", False, None),  # BOM, zero-width, NUL
     ],
-)  # fmt: skip
+)
 def test_every_prefix_comes_off(line: str, headed: bool, level: str | None) -> None:
     cleaned = clean_line(line)
     assert cleaned.message == MSG

@@ -40,10 +40,22 @@ def _serve(model: str, *args: str) -> str:
     assert PROVISIONED is not None
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1")
     done = subprocess.run(
-        [str(PROVISIONED.vllm), "serve", model, "--host", "127.0.0.1", "--port",
-         str(_free_port()), *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600, check=False,
-    )  # fmt: skip
+        [
+            str(PROVISIONED.vllm),
+            "serve",
+            model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            *args,
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode != 0, "expected the start to fail"
     return done.stdout.decode("utf-8", errors="replace")
 
@@ -51,8 +63,11 @@ def _serve(model: str, *args: str) -> str:
 def _diagnose(log: str) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, "-m", "tui.cli", "diagnose", "-", "--json"],
-        input=log.encode(), capture_output=True, timeout=120, check=False,
-    )  # fmt: skip
+        input=log.encode(),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     doc: dict[str, object] = json.loads(done.stdout)
     return doc

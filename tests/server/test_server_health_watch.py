@@ -63,9 +63,13 @@ async def test_a_sigstopped_server_is_reported_unanswered_and_stop_still_ends_it
     tmp_path: Path,
 ) -> None:
     launcher = ProcessLauncher(
-        [sys.executable, str(FAKE), "--health-after", "0"], log_dir=tmp_path,
-        startup_timeout_s=60.0, grace_s=0.3, poll_interval_s=0.05, health_interval_s=0.05,
-    )  # fmt: skip
+        [sys.executable, str(FAKE), "--health-after", "0"],
+        log_dir=tmp_path,
+        startup_timeout_s=60.0,
+        grace_s=0.3,
+        poll_interval_s=0.05,
+        health_interval_s=0.05,
+    )
     rec = Recorder()
     flags = ServeFlags(model="/models/tiny-llama", host="127.0.0.1", port=free_port())
     server = await launcher.launch(flags, rec)

@@ -104,8 +104,9 @@ def test_gpu_device_from_an_nvml_sample_gives_back_our_own_servers_memory() -> N
     ours = gpu_device_from_sample(sample, own_pids={111})
     assert plain == DeviceMemory(10 * GIB, 1 * GIB, "gpu", "NVIDIA GeForce RTX 3080", gpu_count=1)
     assert ours is not None and ours.free_bytes == 8 * GIB
-    two = GpuSample(t=0.0, source="nvml", status=SourceStatus.OK,
-                    devices=(gpu, replace(gpu, index=1)))  # fmt: skip
+    two = GpuSample(
+        t=0.0, source="nvml", status=SourceStatus.OK, devices=(gpu, replace(gpu, index=1))
+    )
     seen = gpu_device_from_sample(two)
     assert seen is not None and seen.gpu_count == 2
     hidden = gpu_device_from_sample(two, visible="1")

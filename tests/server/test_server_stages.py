@@ -46,15 +46,24 @@ def test_split_prefix_keeps_traceback_indentation() -> None:
     ("line", "process", "message"),
     [
         ("INFO:     Started server process [1]", None, "INFO:     Started server process [1]"),
-        ("pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig", None,
-         "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig"),
-        ("(VllmWorker-0 pid=17694) WARNING 11-21 05:49:39 [vllm.py:725] Model Runner V2",
-         "VllmWorker-0", "Model Runner V2"),
-        ("(EngineCore_DP0 pid=9) plain print from a child", "EngineCore_DP0",
-         "plain print from a child"),
+        (
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig",
+            None,
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for CacheConfig",
+        ),
+        (
+            "(VllmWorker-0 pid=17694) WARNING 11-21 05:49:39 [vllm.py:725] Model Runner V2",
+            "VllmWorker-0",
+            "Model Runner V2",
+        ),
+        (
+            "(EngineCore_DP0 pid=9) plain print from a child",
+            "EngineCore_DP0",
+            "plain print from a child",
+        ),
         ("INFO 11-21 05:49:40 [entry.py:140] no process part", None, "no process part"),
     ],
-)  # fmt: skip
+)
 def test_split_prefix_variants(line: str, process: str | None, message: str) -> None:
     rec = split_prefix(line)
     assert rec.process == process
@@ -119,33 +128,59 @@ def test_compiled_start_shows_the_compile_stage() -> None:
 @pytest.mark.parametrize(
     ("message", "stage", "detail"),
     [
-        ("Model loading took 14.99 GiB memory and 5.123456 seconds", Stage.LOADING_WEIGHTS,
-         "14.99 GiB in 5.123456 s"),
+        (
+            "Model loading took 14.99 GiB memory and 5.123456 seconds",
+            Stage.LOADING_WEIGHTS,
+            "14.99 GiB in 5.123456 s",
+        ),
         ("Loading weights took 4.20 seconds", Stage.LOADING_WEIGHTS, "4.20 s"),
         ("Loading model weights took 14.9888 GB", Stage.LOADING_WEIGHTS, "14.9888 GiB"),
         ("Starting to load model meta-llama/Llama-3.1-8B...", Stage.LOADING_WEIGHTS, ""),
         ("Available KV cache memory: 52.3 GiB", Stage.PROFILING, "52.3 GiB available for KV cache"),
         ("Memory profiling takes 6.12 seconds", Stage.PROFILING, "profiled in 6.12 s"),
-        ("Initial free memory 78.5 GiB, reserved 20.0 GiB memory for KV Cache as specified by "
-         "kv_cache_memory_bytes config and skipped memory profiling.", Stage.PROFILING, ""),
-        ("Auto set (6.5/8.34) GiB for KV cache on node 0, ", Stage.PROFILING,
-         "6.5 of 8.34 GiB for KV cache (auto)"),
-        ("Auto-fit max_model_len: reduced from 131072 to 40960 to fit in available KV cache "
-         "memory (5.0 GiB)", Stage.PROFILING, "max_model_len auto-fit 131072 -> 40960"),
-        ("GPU KV cache size: 428,480 tokens, Maximum concurrency for 8,192 tokens per request: "
-         "52.30x", Stage.KV_CACHE, "428,480 tokens, 52.30x at 8,192 tokens per request"),
+        (
+            "Initial free memory 78.5 GiB, reserved 20.0 GiB memory for KV Cache as specified by "
+            "kv_cache_memory_bytes config and skipped memory profiling.",
+            Stage.PROFILING,
+            "",
+        ),
+        (
+            "Auto set (6.5/8.34) GiB for KV cache on node 0, ",
+            Stage.PROFILING,
+            "6.5 of 8.34 GiB for KV cache (auto)",
+        ),
+        (
+            "Auto-fit max_model_len: reduced from 131072 to 40960 to fit in available KV cache "
+            "memory (5.0 GiB)",
+            Stage.PROFILING,
+            "max_model_len auto-fit 131072 -> 40960",
+        ),
+        (
+            "GPU KV cache size: 428,480 tokens, Maximum concurrency for 8,192 tokens per request: "
+            "52.30x",
+            Stage.KV_CACHE,
+            "428,480 tokens, 52.30x at 8,192 tokens per request",
+        ),
         ("# GPU blocks: 27,000, # CPU blocks: 2048", Stage.KV_CACHE, "27,000 blocks"),
         ("torch.compile takes 25.3 s in total", Stage.COMPILING, "torch.compile 25.3 s"),
-        ("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67",
-         Stage.COMPILING, ""),
-        ("Graph capturing finished in 12 secs, took 0.52 GiB", Stage.COMPILING,
-         "graphs captured in 12 s, 0.52 GiB"),
-        ("Starting vLLM API server 0 on http://0.0.0.0:8000", Stage.API_UP,
-         "http://0.0.0.0:8000"),
-        ("Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)", Stage.API_UP,
-         "http://0.0.0.0:8000"),
+        (
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67",
+            Stage.COMPILING,
+            "",
+        ),
+        (
+            "Graph capturing finished in 12 secs, took 0.52 GiB",
+            Stage.COMPILING,
+            "graphs captured in 12 s, 0.52 GiB",
+        ),
+        ("Starting vLLM API server 0 on http://0.0.0.0:8000", Stage.API_UP, "http://0.0.0.0:8000"),
+        (
+            "Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)",
+            Stage.API_UP,
+            "http://0.0.0.0:8000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_gpu_and_older_stage_lines(message: str, stage: Stage, detail: str) -> None:
     line = f"(Worker pid=7) INFO 11-21 10:00:00 [gpu_model_runner.py:1] {message}"
     hit = stage_of(line)

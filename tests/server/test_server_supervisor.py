@@ -90,10 +90,14 @@ async def test_api_up_log_line_triggers_probing_before_the_next_poll(make: Any) 
     # A 30 s poll interval: Ready can only come in time if the "Starting vLLM server on" line
     # (API up) sets the probing off, as it does, rather than the interval.
     sup, rec = make(
-        "--capture", capture("startup_eager_kv64M.log"),
-        "--until", "Application startup complete", "--health-after", "0.3",
+        "--capture",
+        capture("startup_eager_kv64M.log"),
+        "--until",
+        "Application startup complete",
+        "--health-after",
+        "0.3",
         poll_interval_s=30.0,
-    )  # fmt: skip
+    )
     await sup.start(flags(enforce_eager=True, kv_cache_memory_bytes=64 * 2**20))
     assert await sup.wait_settled(15) is ServerState.READY
     assert Stage.API_UP in {e.stage for e in rec.of(StageReached)}
@@ -101,9 +105,13 @@ async def test_api_up_log_line_triggers_probing_before_the_next_poll(make: Any) 
 
 async def test_ready_then_stop(make: Any) -> None:
     sup, rec = make(
-        "--capture", capture("startup_eager_kv64M.log"),
-        "--until", "Application startup complete", "--health-after", "0.1",
-    )  # fmt: skip
+        "--capture",
+        capture("startup_eager_kv64M.log"),
+        "--until",
+        "Application startup complete",
+        "--health-after",
+        "0.1",
+    )
     f = flags(enforce_eager=True, kv_cache_memory_bytes=64 * 2**20)
     await sup.start(f)
     assert await sup.wait_settled(30) is ServerState.READY
@@ -117,9 +125,13 @@ async def test_ready_then_stop(make: Any) -> None:
     for e in rec.of(StageReached):
         firsts.setdefault(e.stage, e)
     assert list(firsts) == [
-        Stage.LAUNCHING, Stage.LOADING_WEIGHTS, Stage.PROFILING, Stage.KV_CACHE, Stage.API_UP,
+        Stage.LAUNCHING,
+        Stage.LOADING_WEIGHTS,
+        Stage.PROFILING,
+        Stage.KV_CACHE,
+        Stage.API_UP,
         Stage.READY,
-    ]  # fmt: skip
+    ]
     assert rec.of(KvCacheReported) == [KvCacheReported("CPU", 131_072, 4096, 32.0)]
     ready = rec.of(Ready)[0]
     assert ready.kv_cache_tokens == 131_072
@@ -144,9 +156,12 @@ async def test_ready_then_stop(make: Any) -> None:
 
 async def test_exit_before_ready_fails_at_once_with_the_diagnosis(make: Any) -> None:
     sup, rec = make(
-        "--capture", capture("fail_a1_maxlen65536_kvbytes16M.log"), "--exit", "1",
+        "--capture",
+        capture("fail_a1_maxlen65536_kvbytes16M.log"),
+        "--exit",
+        "1",
         startup_timeout_s=120.0,
-    )  # fmt: skip
+    )
     await sup.start(flags(max_model_len=65536, kv_cache_memory_bytes=16 * 2**20))
     assert await sup.wait_settled(30) is ServerState.FAILED
     failed = rec.of(Failed)
@@ -190,8 +205,11 @@ async def _until_stage(rec: Recorder, stage: Stage) -> None:
 
 async def test_timeout_names_the_stage_it_stuck_in(make: Any) -> None:
     sup, rec = make(
-        "--capture", capture("startup_eager_kv64M.log"), "--until", "Starting to load model",
-    )  # fmt: skip
+        "--capture",
+        capture("startup_eager_kv64M.log"),
+        "--until",
+        "Starting to load model",
+    )
     await sup.start(flags())
     await _until_stage(rec, Stage.LOADING_WEIGHTS)
     sup.startup_timeout_s = max(0.01, sup.elapsed())  # time is up at the next poll
@@ -242,8 +260,13 @@ async def test_injected_prober_and_served_model_name(make: Any) -> None:
 
 async def test_stop_escalates_and_kills_the_whole_tree(make: Any) -> None:
     sup, rec = make(
-        "--health-after", "0", "--ignore-term", "--child", "--child-ignores-term", "--orphan",
-    )  # fmt: skip
+        "--health-after",
+        "0",
+        "--ignore-term",
+        "--child",
+        "--child-ignores-term",
+        "--orphan",
+    )
     await sup.start(flags())
     assert await sup.wait_settled(30) is ServerState.READY
     await rec.wait_line("FAKE orphan pid=")
@@ -282,9 +305,16 @@ async def test_orphans_die_when_the_api_server_is_killed_alone(make: Any) -> Non
 
 async def test_engine_death_after_ready_is_failed_then_exited(make: Any) -> None:
     sup, rec = make(
-        "--capture", capture("try_headdim16_kv1.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
-    )  # fmt: skip
+        "--capture",
+        capture("try_headdim16_kv1.log"),
+        "--until",
+        "Application startup complete",
+        "--health-after",
+        "0",
+        "--exit",
+        "0",
+        "--exit-on-usr1",
+    )
     await sup.start(flags())
     assert await sup.wait_settled(30) is ServerState.READY
     os.kill(sup.pid, signal.SIGUSR1)  # its engine dies now, after Ready was seen
@@ -299,9 +329,16 @@ async def test_engine_death_after_ready_is_failed_then_exited(make: Any) -> None
 
 async def test_clean_exit_after_ready_is_only_exited(make: Any) -> None:
     sup, rec = make(
-        "--capture", capture("startup_eager_kv64M.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
-    )  # fmt: skip
+        "--capture",
+        capture("startup_eager_kv64M.log"),
+        "--until",
+        "Application startup complete",
+        "--health-after",
+        "0",
+        "--exit",
+        "0",
+        "--exit-on-usr1",
+    )
     await sup.start(flags())
     assert await sup.wait_settled(30) is ServerState.READY
     os.kill(sup.pid, signal.SIGUSR1)  # it exits cleanly, after Ready was seen
@@ -338,9 +375,14 @@ async def test_the_runs_environment_reaches_the_server_not_its_argv(make: Any) -
     # issue 19: the run's environment is configuration; the launcher's own (credentials,
     # a lane's GPUs) is applied over it
     sup, rec = make(
-        "--echo-env", "VLLM_USE_V2_MODEL_RUNNER", "--echo-env", "CUDA_VISIBLE_DEVICES",
-        "--exit", "0", env={"CUDA_VISIBLE_DEVICES": "3"},
-    )  # fmt: skip
+        "--echo-env",
+        "VLLM_USE_V2_MODEL_RUNNER",
+        "--echo-env",
+        "CUDA_VISIBLE_DEVICES",
+        "--exit",
+        "0",
+        env={"CUDA_VISIBLE_DEVICES": "3"},
+    )
     await sup.start(flags(env={"VLLM_USE_V2_MODEL_RUNNER": "0", "CUDA_VISIBLE_DEVICES": "1"}))
     await sup.wait_finished(30)
     assert not any("VLLM_USE_V2_MODEL_RUNNER=" in arg for arg in sup.argv)  # the fake echoes it
@@ -562,9 +604,14 @@ async def test_the_card_does_not_wait_for_the_orphans_to_die(launcher: Any) -> N
             orphan_alive_at_failed.extend(not gone(pid) for pid in rec.pids("orphan"))
 
     made = launcher(
-        "--capture", capture("fail_a1_maxlen65536_kvbytes16M.log"),
-        "--orphan", "--orphan-ignores-term", "--exit", "1", grace_s=30.0,
-    )  # fmt: skip
+        "--capture",
+        capture("fail_a1_maxlen65536_kvbytes16M.log"),
+        "--orphan",
+        "--orphan-ignores-term",
+        "--exit",
+        "1",
+        grace_s=30.0,
+    )
     server = await made.launch(flags(), sink)
     failed = await rec.wait_for(Failed)
     assert failed.diagnosis.kind == "kv_cache_too_small"
@@ -584,9 +631,16 @@ async def test_the_card_does_not_wait_for_the_orphans_to_die(launcher: Any) -> N
 async def test_a_stop_after_the_exit_reports_the_exit(launcher: Any) -> None:
     rec = Recorder()
     made = launcher(
-        "--capture", capture("try_headdim16_kv1.log"), "--until", "Application startup complete",
-        "--health-after", "0", "--exit", "0", "--exit-on-usr1",
-    )  # fmt: skip
+        "--capture",
+        capture("try_headdim16_kv1.log"),
+        "--until",
+        "Application startup complete",
+        "--health-after",
+        "0",
+        "--exit",
+        "0",
+        "--exit-on-usr1",
+    )
     server = await made.launch(flags(), rec)
     assert await server.wait_settled(30) is ServerState.READY
     assert server.pid is not None

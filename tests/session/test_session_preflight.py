@@ -30,8 +30,9 @@ async def test_an_estimator_that_raises_becomes_a_warning_and_never_blocks_a_lau
         raise ZeroDivisionError("division by zero")
 
     preflight = Preflight(estimator)
-    assert await preflight.check(FLAGS) == ["pre-flight check failed: ZeroDivisionError: "
-                                            "division by zero"]  # fmt: skip
+    assert await preflight.check(FLAGS) == [
+        "pre-flight check failed: ZeroDivisionError: division by zero"
+    ]
     assert await preflight.estimate(FLAGS) is None  # the launch goes on without it
 
 

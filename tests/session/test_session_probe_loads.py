@@ -36,8 +36,10 @@ async def test_a_trials_further_loads_are_numbered_probes_of_its_run() -> None:
     assert probe_text(second) == f"probe 2 of #{server.id}"
     assert probe_text(third) == f"probe 3 of #{server.id}"
     assert [k.bench.output_throughput for k in (first, second, third) if k.bench] == [
-        800.0, 400.0, 600.0,
-    ]  # fmt: skip
+        800.0,
+        400.0,
+        600.0,
+    ]
 
 
 async def test_a_hand_runs_further_loads_are_no_probes() -> None:

@@ -30,8 +30,16 @@ class FakeKeeper:
     def holds(self, pid: int) -> bool:
         return self._holds
 
-    def record(self, *, pid: int, argv: Sequence[str], base_url: str, flags: ServeFlags | None,
-               log_path: str | None, run_id: int | None) -> bool:  # fmt: skip
+    def record(
+        self,
+        *,
+        pid: int,
+        argv: Sequence[str],
+        base_url: str,
+        flags: ServeFlags | None,
+        log_path: str | None,
+        run_id: int | None,
+    ) -> bool:
         self.recorded.append({"pid": pid, "url": base_url, "flags": flags, "run_id": run_id})
         return True
 
@@ -134,10 +142,14 @@ async def test_detach_needs_the_state_file_to_be_ours() -> None:
 
 async def test_abandon_kills_the_servers_whole_group() -> None:
     group = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess,sys,time; "
-         "subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']); time.sleep(60)"],
+        [
+            sys.executable,
+            "-c",
+            "import subprocess,sys,time; "
+            "subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']); time.sleep(60)",
+        ],
         start_new_session=True,
-    )  # fmt: skip
+    )
     try:
         launcher = FakeLauncher(pid_base=group.pid)
         slot = ServerSlot(launcher=launcher)

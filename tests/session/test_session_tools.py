@@ -147,9 +147,14 @@ async def test_export_writes_the_format_under_the_data_dir_with_secrets_by_name(
 
 async def test_save_preset_writes_a_user_preset_that_reads_back(tmp_path: Path) -> None:
     session = session_over(tmp_path, FakeLauncher(), FakeRunner())
-    preset = Preset(name="mine-64", description="d", source="vtc console",
-                    flags=ServeFlags(model="m", max_num_seqs=64), workload=WORKLOAD,
-                    sim_gpu="rtx3080-10gb")  # fmt: skip
+    preset = Preset(
+        name="mine-64",
+        description="d",
+        source="vtc console",
+        flags=ServeFlags(model="m", max_num_seqs=64),
+        workload=WORKLOAD,
+        sim_gpu="rtx3080-10gb",
+    )
     path = await session.tools.save_preset(preset)
     assert path == tmp_path / "presets" / "mine-64.toml"
     assert parse_preset(path.read_text()) == preset

@@ -70,9 +70,7 @@ PIN_032 = ("--sim-vllm-version", "0.32.0")  # 0.33 knows --disable-log-requests 
 
 def test_unknown_flags_and_positionals_are_collected() -> None:
     with pytest.raises(UnrecognizedArgs) as info:
-        parse_command(
-            [*("m", "--swap-space", "4", "extra", "--disable-log-requests"), *PIN_032]
-        )
+        parse_command([*("m", "--swap-space", "4", "extra", "--disable-log-requests"), *PIN_032])
     assert str(info.value) == "unrecognized arguments: --swap-space 4 extra --disable-log-requests"
 
 

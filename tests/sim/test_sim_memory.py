@@ -229,11 +229,17 @@ def test_fb_usage_is_the_process_footprint() -> None:
 
 def test_model_directory_config_json_is_read(tmp_path: Path) -> None:
     config = {
-        "architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "max_position_embeddings": 4096, "vocab_size": 600, "torch_dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "vocab_size": 600,
+        "torch_dtype": "bfloat16",
         "tie_word_embeddings": True,
-    }  # fmt: skip
+    }
     (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
     entry = resolve_model(str(tmp_path))
     assert entry.architecture == "LlamaForCausalLM" and entry.tied_embeddings

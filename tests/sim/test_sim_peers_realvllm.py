@@ -34,11 +34,28 @@ def test_bench_serve_runs_against_the_simulator_without_a_tokenizer_warning() ->
         sim.wait_ready()
         before = _prompt_tokens(sim.client.get("/metrics").text)
         argv = [
-            str(provisioned.vllm), "bench", "serve", "--backend", "vllm", "--base-url",
-            sim.base, "--model", model, "--dataset-name", "random", "--random-input-len", "128",
-            "--random-output-len", "16", "--num-prompts", "30", "--request-rate", "inf",
-            "--seed", "0",
-        ]  # fmt: skip
+            str(provisioned.vllm),
+            "bench",
+            "serve",
+            "--backend",
+            "vllm",
+            "--base-url",
+            sim.base,
+            "--model",
+            model,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "128",
+            "--random-output-len",
+            "16",
+            "--num-prompts",
+            "30",
+            "--request-rate",
+            "inf",
+            "--seed",
+            "0",
+        ]
         done = subprocess.run(
             argv,
             capture_output=True,

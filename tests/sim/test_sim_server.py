@@ -20,9 +20,15 @@ MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 @pytest.fixture(scope="module")
 def server() -> Iterator[SimProcess]:
     with sim_process(
-        MODEL, "--max-model-len", "2048", "--sim-speed", "5", "--enable-server-load-tracking",
-        "--sim-gpu", "rtx4090-24gb",
-    ) as sim:  # fmt: skip
+        MODEL,
+        "--max-model-len",
+        "2048",
+        "--sim-speed",
+        "5",
+        "--enable-server-load-tracking",
+        "--sim-gpu",
+        "rtx4090-24gb",
+    ) as sim:
         yield sim
 
 

@@ -32,10 +32,16 @@ def test_a_fit_started_elsewhere_finds_the_server_it_measured(profile) -> None: 
 
 
 def test_more_batch_means_more_throughput_and_longer_steps(profile) -> None:  # type: ignore[no-untyped-def]
-    one = predict(profile, profile.flags, LoadSpec(input_len=32, output_len=64, num_prompts=16,
-                                                   max_concurrency=1)).run  # fmt: skip
-    eight = predict(profile, profile.flags, LoadSpec(input_len=32, output_len=64, num_prompts=16,
-                                                     max_concurrency=8)).run  # fmt: skip
+    one = predict(
+        profile,
+        profile.flags,
+        LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=1),
+    ).run
+    eight = predict(
+        profile,
+        profile.flags,
+        LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=8),
+    ).run
     assert one is not None and eight is not None
     assert eight.output_throughput > one.output_throughput
     assert eight.mean_tpot_ms > one.mean_tpot_ms
@@ -77,13 +83,17 @@ def test_the_simulator_runs_a_profile(profile, tmp_path: Path, monkeypatch, caps
     monkeypatch.setenv("VTC_DATA_DIR", str(tmp_path / "data"))
     save_profile(profile)
     model = profile.flags.model
-    out = run_argv([model, "--kv-cache-memory-bytes", "64M", "--sim-profile", "tiny-cpu"],
-                   Workload(num_requests=8, input_len=32, output_len=16))  # fmt: skip
+    out = run_argv(
+        [model, "--kv-cache-memory-bytes", "64M", "--sim-profile", "tiny-cpu"],
+        Workload(num_requests=8, input_len=32, output_len=16),
+    )
     assert out.config.block_size == 128  # vLLM's CPU default, not the GPU's 16
     assert len(out.requests) == 8
     with pytest.raises(ScenarioError, match="max seq len"):
-        run_argv([model, "--kv-cache-memory-bytes", "1M", "--sim-profile", "tiny-cpu"],
-                 Workload(num_requests=1))  # fmt: skip
+        run_argv(
+            [model, "--kv-cache-memory-bytes", "1M", "--sim-profile", "tiny-cpu"],
+            Workload(num_requests=1),
+        )
     assert sim_run(["gpus"]) == 0
     listing = capsys.readouterr().out
     assert "hand-made" in listing

@@ -181,18 +181,50 @@ _TOKEN = st.one_of(
 _TUNING = st.tuples(
     st.sampled_from(
         [
-            "--max-model-len", "--max-num-seqs", "--max-num-batched-tokens",
-            "--gpu-memory-utilization", "--block-size", "--num-gpu-blocks-override",
-            "--kv-cache-memory-bytes", "--tensor-parallel-size", "--cpu-offload-gb",
-            "--max-loras", "--max-cpu-loras", "--max-lora-rank", "--sim-gpu-used-gb",
-            "--sim-gpu", "--kv-cache-dtype", "--quantization", "--dtype",
+            "--max-model-len",
+            "--max-num-seqs",
+            "--max-num-batched-tokens",
+            "--gpu-memory-utilization",
+            "--block-size",
+            "--num-gpu-blocks-override",
+            "--kv-cache-memory-bytes",
+            "--tensor-parallel-size",
+            "--cpu-offload-gb",
+            "--max-loras",
+            "--max-cpu-loras",
+            "--max-lora-rank",
+            "--sim-gpu-used-gb",
+            "--sim-gpu",
+            "--kv-cache-dtype",
+            "--quantization",
+            "--dtype",
         ]
     ),
     st.sampled_from(
-        ["0", "1", "-1", "2", "16", "64", "1000", "4096", "131072", "0.5", "0.98", "1.5",
-         "1G", "64M", "fp8", "awq", "auto", "h100-80gb", "rtx3080-10gb", "float32"]
+        [
+            "0",
+            "1",
+            "-1",
+            "2",
+            "16",
+            "64",
+            "1000",
+            "4096",
+            "131072",
+            "0.5",
+            "0.98",
+            "1.5",
+            "1G",
+            "64M",
+            "fp8",
+            "awq",
+            "auto",
+            "h100-80gb",
+            "rtx3080-10gb",
+            "float32",
+        ]
     ),
-).map(list)  # fmt: skip
+).map(list)
 _ARGV = st.lists(
     st.one_of(_TOKEN.map(lambda t: [t]), _TUNING, st.just(["--enable-lora"])), max_size=8
 ).map(lambda parts: [t for part in parts for t in part])

@@ -12,8 +12,15 @@ LOWEST = QuantileBound(lower=0.0, upper=300.0)
 
 
 def report() -> TopReport:
-    queue = LatencyQuantiles(p50=150.0, p90=270.0, p99=297.0, count=40,
-                             p50_bound=LOWEST, p90_bound=LOWEST, p99_bound=LOWEST)  # fmt: skip
+    queue = LatencyQuantiles(
+        p50=150.0,
+        p90=270.0,
+        p99=297.0,
+        count=40,
+        p50_bound=LOWEST,
+        p90_bound=LOWEST,
+        p99_bound=LOWEST,
+    )
     ttft = LatencyQuantiles(p50=56.0, p90=75.0, p99=80.0, count=40)
     return TopReport(
         url="http://127.0.0.1:8000/metrics",

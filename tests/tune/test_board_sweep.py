@@ -23,8 +23,11 @@ def test_trials_show_their_sweep_and_the_board_filters_by_it() -> None:
     col = table.index("sweep")
     assert table.columns[col].kind is ColumnKind.SWEEP
     assert [row.cells[col].text for row in table.rows] == [
-        "", "003-auto-1a2b t1", "003-auto-1a2b t2", "000-rtx-9f9f t1",
-    ]  # fmt: skip
+        "",
+        "003-auto-1a2b t1",
+        "003-auto-1a2b t2",
+        "000-rtx-9f9f t1",
+    ]
     only = build_table([hand, t1, t2, other], row_filter=RowFilter(sweep="003-auto"))
     assert [row.run.id for row in only.rows] == [2, 3]  # the failed start included
     assert "sweep" not in [c.key for c in build_table([hand]).columns]  # hand runs: no column

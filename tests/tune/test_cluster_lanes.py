@@ -62,8 +62,12 @@ async def test_a_trial_lost_with_its_node_is_marked_lost_and_run_once_more(
     status = await SweepRun(spec, [lane], journal=Journal(path, spec)).run()
     assert status.state is SweepState.DONE
     states = [t.state for t in status.trials]
-    assert states == [TrialState.MEASURED, TrialState.LOST, TrialState.MEASURED,
-                      TrialState.MEASURED]  # fmt: skip
+    assert states == [
+        TrialState.MEASURED,
+        TrialState.LOST,
+        TrialState.MEASURED,
+        TrialState.MEASURED,
+    ]
     lost, retried = status.trials[1], status.trials[2]
     assert lost.note == retried.note and lost.key == retried.key
     assert "node-b" in lost.diagnosis and lost.verdict_text.startswith("lost: ")
@@ -106,8 +110,13 @@ def test_a_trial_no_node_can_hold_is_refused_in_one_line_naming_the_need() -> No
 
 async def test_json_and_lines_say_when_and_where_each_trial_ran() -> None:
     status = await SweepRun(grid_spec(), [ScriptedLane(name="gpu0")]).run()
-    where = Placement(node="box-2:ab12cd", gpu_ids=["2", "3"], gpu_model="H100 (simulated)",
-                      vllm_version="0.32.0", driver="simulated")  # fmt: skip
+    where = Placement(
+        node="box-2:ab12cd",
+        gpu_ids=["2", "3"],
+        gpu_model="H100 (simulated)",
+        vllm_version="0.32.0",
+        driver="simulated",
+    )
     trial = status.trials[0].model_copy(update={"placement": where})
     report = sweep_json(status, grid_spec())
     first = report["trials"][0]

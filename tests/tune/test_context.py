@@ -145,9 +145,13 @@ async def test_a_stop_between_two_loads_of_a_trial_runs_no_further_load() -> Non
     spec = grid_spec(
         strategy="auto_tune",
         parameters={"max_num_seqs": [64], "max_num_batched_tokens": [2048]},
-        auto_tune={"probe_start": 0.9, "probe_stop": 0.9, "first_prompts": 40,
-                   "descent_prompts": 10},
-    )  # fmt: skip
+        auto_tune={
+            "probe_start": 0.9,
+            "probe_stop": 0.9,
+            "first_prompts": 40,
+            "descent_prompts": 10,
+        },
+    )
     lane = ScriptedLane(model=saturating(1.0, base_e2el_ms=50000.0))  # misses the SLO: descent
     run = SweepRun(spec, [lane])
     original = lane.bench

@@ -98,5 +98,6 @@ def test_a_killed_sweep_resumes_and_every_trial_lands_on_the_board(tmp_path: Pat
     )
     failed_trials = [t for t in report["trials"] if t["state"] == "failed_start"]
     assert len(failed_trials) == 3
-    assert all(t["diagnosis_kind"] == "kv_cache_too_small" and t["diagnosis"]
-               for t in failed_trials)  # fmt: skip
+    assert all(
+        t["diagnosis_kind"] == "kv_cache_too_small" and t["diagnosis"] for t in failed_trials
+    )

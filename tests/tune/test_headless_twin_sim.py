@@ -47,8 +47,17 @@ def test_a_demo_twin_sweep_ranks_on_the_twin_and_confirms_on_the_server(tmp_path
     spec = tmp_path / "spec.toml"
     spec.write_text(SPEC, encoding="utf-8")
     data, out = tmp_path / "data", tmp_path / "out.json"
-    args = ["--demo", "--sim-speed", "20", "--startup-timeout", "120", "--strategy", "twin",
-            "--json", str(out)]  # fmt: skip
+    args = [
+        "--demo",
+        "--sim-speed",
+        "20",
+        "--startup-timeout",
+        "120",
+        "--strategy",
+        "twin",
+        "--json",
+        str(out),
+    ]
     sweep = start_sweep(spec, data, args)
     assert sweep.wait(DEADLINE_S) == 0, sweep.text()
     text = sweep.text()

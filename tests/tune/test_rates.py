@@ -29,17 +29,19 @@ def tail_in_full_runs(flags: ServeFlags, load: LoadSpec) -> tuple[float, float]:
 
 
 def spec(strategy: str) -> SweepSpec:
-    return SweepSpec.model_validate({
-        "name": "tail",
-        "strategy": strategy,
-        "objective": "request_throughput",
-        "base": {"model": "m"},
-        "parameters": {"max_num_seqs": [64, 128]},
-        "workload": {"input_len": 64, "output_len": 64, "num_prompts": FULL},
-        "slo": {"p99_e2el_ms": 1500},
-        "grid": {"rate_search": "bisect"},
-        "search": {"confirm_seeds": 2},
-    })  # fmt: skip
+    return SweepSpec.model_validate(
+        {
+            "name": "tail",
+            "strategy": strategy,
+            "objective": "request_throughput",
+            "base": {"model": "m"},
+            "parameters": {"max_num_seqs": [64, 128]},
+            "workload": {"input_len": 64, "output_len": 64, "num_prompts": FULL},
+            "slo": {"p99_e2el_ms": 1500},
+            "grid": {"rate_search": "bisect"},
+            "search": {"confirm_seeds": 2},
+        }
+    )
 
 
 @pytest.mark.parametrize("strategy", ["grid", "search"])
@@ -71,8 +73,9 @@ def edge_differs_by_seed(flags: ServeFlags, load: LoadSpec) -> tuple[float, floa
 
 
 async def test_the_confirmation_lowers_the_rate_to_one_every_seed_holds() -> None:
-    s = spec("search").model_copy(update={"search": spec("search").search.model_copy(
-        update={"confirm_seeds": 3})})  # fmt: skip
+    s = spec("search").model_copy(
+        update={"search": spec("search").search.model_copy(update={"confirm_seeds": 3})}
+    )
     status = await SweepRun(s, [ScriptedLane(model=edge_differs_by_seed)]).run()
     best = status.best
     assert best is not None and best.note.startswith("confirm")

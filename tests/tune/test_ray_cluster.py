@@ -39,8 +39,9 @@ SMALL = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 def cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Cluster, Path]]:
     data = tmp_path / "data"
     monkeypatch.setenv("VTC_DATA_DIR", str(data))  # every node's workers inherit it
-    made = Cluster(initialize_head=True,
-                   head_node_args={**SMALL, "num_gpus": 0, "include_dashboard": False})
+    made = Cluster(
+        initialize_head=True, head_node_args={**SMALL, "num_gpus": 0, "include_dashboard": False}
+    )
     try:
         yield made, data
     finally:
@@ -76,5 +77,6 @@ async def test_a_node_lost_mid_trial_marks_it_lost_and_it_runs_again_elsewhere(
     assert b_id in again.placement.node  # elsewhere: the only node left with a GPU
     measured = [t for t in status.trials if t.state is TrialState.MEASURED]
     assert len(measured) == 3
-    assert all(t.placement is not None and t.placement.node.split(":")[1] in (a_id, b_id)
-               for t in measured)  # fmt: skip
+    assert all(
+        t.placement is not None and t.placement.node.split(":")[1] in (a_id, b_id) for t in measured
+    )

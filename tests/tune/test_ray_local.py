@@ -75,8 +75,7 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
     assert status.state is SweepState.DONE, status.message
     assert [t.state for t in status.trials] == [TrialState.MEASURED] * 4
     placements = [t.placement for t in status.trials]
-    assert all(p is not None and len(p.gpu_ids) == 1 and p.gpu_ids[0] in "0123"
-               for p in placements)  # fmt: skip
+    assert all(p is not None and len(p.gpu_ids) == 1 and p.gpu_ids[0] in "0123" for p in placements)
     assert all(p is not None and (p.gpu_model or "").endswith("(simulated)") for p in placements)
     assert all(p is not None and p.driver == "simulated" and p.vllm_version for p in placements)
     for a in status.trials:  # trials that ran at the same time never shared a GPU

@@ -73,8 +73,10 @@ async def test_short_benchmarks_first_full_ones_only_for_the_promising() -> None
 
 
 def test_a_memory_failure_marks_every_heavier_choice() -> None:
-    region = FailedRegion({"gpu_memory_utilization": 0.9, "max_num_seqs": 256,
-                           "kv_cache_dtype": "fp8"}, "kv_cache_too_small")  # fmt: skip
+    region = FailedRegion(
+        {"gpu_memory_utilization": 0.9, "max_num_seqs": 256, "kv_cache_dtype": "fp8"},
+        "kv_cache_too_small",
+    )
     heavier = {"gpu_memory_utilization": 0.85, "max_num_seqs": 512, "kv_cache_dtype": "auto"}
     lighter = {"gpu_memory_utilization": 0.95, "max_num_seqs": 256, "kv_cache_dtype": "fp8"}
     assert region.covers(heavier) and not region.covers(lighter)
@@ -103,9 +105,14 @@ async def test_pre_flight_prunes_before_any_start() -> None:
     def estimator(flags: ServeFlags) -> KvEstimate:
         fits = (flags.max_num_seqs or 0) <= 64
         return KvEstimate(
-            kv_bytes=1, num_blocks=10, kv_tokens=160, max_concurrency=1.0,
-            fits=fits, largest_fitting_max_model_len=100, max_model_len=4096,
-        )  # fmt: skip
+            kv_bytes=1,
+            num_blocks=10,
+            kv_tokens=160,
+            max_concurrency=1.0,
+            fits=fits,
+            largest_fitting_max_model_len=100,
+            max_model_len=4096,
+        )
 
     lane = ScriptedLane(model=landscape)
     status = await SweepRun(spec(), [lane], pruner=Pruner(estimator)).run()
@@ -150,10 +157,11 @@ async def test_short_runs_at_the_incumbents_rate_when_the_slo_binds() -> None:
         search={"confirm_seeds": 1},
     )
     grid = await SweepRun(
-        s.model_copy(update={"strategy": "grid", "grid": s.grid.model_copy(
-            update={"rate_search": "bisect"})}),
+        s.model_copy(
+            update={"strategy": "grid", "grid": s.grid.model_copy(update={"rate_search": "bisect"})}
+        ),
         [ScriptedLane(model=rate_inf_trap)],
-    ).run()  # fmt: skip
+    ).run()
     lane = ScriptedLane(model=rate_inf_trap)
     found = await SweepRun(s, [lane]).run()
     assert grid.best is not None and found.best is not None and found.best.flags is not None
@@ -161,6 +169,9 @@ async def test_short_runs_at_the_incumbents_rate_when_the_slo_binds() -> None:
     assert (found.best.objective or 0) >= 0.98 * (grid.best.objective or 0)
     assert found.starts < grid.starts
     # once an incumbent is bound by the SLO, a newcomer's short run asks for its rate
-    shorts = [t.measurements[0] for t in found.trials if t.measurements and t.index > 2
-              and not t.note.startswith("confirm")]  # fmt: skip
+    shorts = [
+        t.measurements[0]
+        for t in found.trials
+        if t.measurements and t.index > 2 and not t.note.startswith("confirm")
+    ]
     assert shorts and all(math.isfinite(m.load.request_rate) for m in shorts)

@@ -27,9 +27,14 @@ from tui.tune.lanes import ClusterRun
 from tui.tune.service import SweepService
 
 SPEC = SweepSpec.model_validate(
-    {"name": "on-ray", "strategy": "grid", "base": {"model": "m"},
-     "parameters": {"max_num_seqs": [1, 2, 3, 4]}, "workload": {}}
-)  # fmt: skip
+    {
+        "name": "on-ray",
+        "strategy": "grid",
+        "base": {"model": "m"},
+        "parameters": {"max_num_seqs": [1, 2, 3, 4]},
+        "workload": {},
+    }
+)
 
 
 class IdleTarget:
@@ -42,12 +47,18 @@ class IdleTarget:
     def subscribe(self, callback: Callable[[SessionEvent], None]) -> None:
         pass
 
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None, *,
-                      proceed: Callable[[], bool] | None = None) -> RunRecord:  # fmt: skip
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord:
         raise AssertionError("a cluster sweep started the console's own server")
 
-    async def run_load(self, spec: LoadSpec, model: str | None = None,
-                       goodput: object = None) -> BenchResult | None:  # fmt: skip
+    async def run_load(
+        self, spec: LoadSpec, model: str | None = None, goodput: object = None
+    ) -> BenchResult | None:
         raise AssertionError("a cluster sweep ran a load on the console's server")
 
     async def fresh_metrics(self) -> None:
@@ -67,8 +78,9 @@ async def test_a_sweep_on_a_cluster_runs_on_the_builders_lanes_and_lets_them_go(
     closed = asyncio.Event()
     lanes = [ScriptedLane(name="node-a gpu 0"), ScriptedLane(name="node-b gpu 0")]
 
-    async def build(spec: SweepSpec, choice: ClusterChoice,
-                    on_progress: Callable[[str], None]) -> ClusterRun:  # fmt: skip
+    async def build(
+        spec: SweepSpec, choice: ClusterChoice, on_progress: Callable[[str], None]
+    ) -> ClusterRun:
         asked.append(choice)
         on_progress("node-a gpu 0: waiting for the cluster")
 

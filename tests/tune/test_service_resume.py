@@ -16,9 +16,8 @@ from tui.tune.journal import Journal, journal_path, read_summary
 from tui.tune.service import SweepService
 
 SPEC = SweepSpec.model_validate(
-    {"name": "mine", "base": {"model": "m"}, "parameters": {"max_num_seqs": [1, 2]},
-     "workload": {}}
-)  # fmt: skip
+    {"name": "mine", "base": {"model": "m"}, "parameters": {"max_num_seqs": [1, 2]}, "workload": {}}
+)
 HERE = "demo · simulated RTX 3080 · 50x time"
 
 

@@ -55,8 +55,15 @@ def test_lora_flags_pass_through_as_extra_arguments_and_the_load_addresses_the_a
         workload={"input_len": 64, "output_len": 32, "lora_adapter": "sql"},
     )
     flags = s.base.flags_for({"max_lora_rank": 16, "max_loras": 4})
-    assert flags.extra_args == ("--lora-modules", "sql=/a", "--enable-lora", "--max-loras", "4",
-                                "--max-lora-rank", "16")  # fmt: skip
+    assert flags.extra_args == (
+        "--lora-modules",
+        "sql=/a",
+        "--enable-lora",
+        "--max-loras",
+        "4",
+        "--max-lora-rank",
+        "16",
+    )
     assert request_model(s, {"max_lora_rank": 16}) == "sql"
     no_lora = s.model_copy(update={"base": s.base.model_copy(update={"flags": {}})})
     assert request_model(no_lora, {}) is None  # without --enable-lora the base model is asked
@@ -156,10 +163,15 @@ def test_the_console_form_composes_a_spec() -> None:
     assert parse_values("enable_prefix_caching", "on, off") == [True, False]
     assert parse_values("gpu_memory_utilization", "0.86..0.9:0.02").values() == [0.86, 0.88, 0.9]
     s = compose(
-        name="c", flags=ServeFlags(model="m", max_num_seqs=64, gpu_memory_utilization=0.9),
-        load=LoadSpec(num_prompts=10), strategy="grid", objective="request_throughput",
-        parameters={"max_num_seqs": "64, 128"}, slo={"p99_itl_ms": 80.0}, max_starts=4,
-    )  # fmt: skip
+        name="c",
+        flags=ServeFlags(model="m", max_num_seqs=64, gpu_memory_utilization=0.9),
+        load=LoadSpec(num_prompts=10),
+        strategy="grid",
+        objective="request_throughput",
+        parameters={"max_num_seqs": "64, 128"},
+        slo={"p99_itl_ms": 80.0},
+        max_starts=4,
+    )
     assert s.base.flags == {"gpu_memory_utilization": 0.9}  # the varied flag leaves the base
     assert s.workload.load.num_prompts == 10 and s.budget.max_starts == 4
     with pytest.raises(ComposeError, match="max_num_seqs"):

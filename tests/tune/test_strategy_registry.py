@@ -22,8 +22,10 @@ def test_every_list_of_strategies_is_the_declared_one() -> None:
     assert SweepSpec.model_fields["strategy"].annotation == StrategyName
 
 
-@pytest.mark.parametrize(("name", "kind"), [("auto_tune", AutoTune), ("grid", Grid),
-                                            ("search", Search), ("twin", TwinFirst)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("auto_tune", AutoTune), ("grid", Grid), ("search", Search), ("twin", TwinFirst)],
+)
 def test_each_name_makes_its_strategy(name: str, kind: type) -> None:
     assert isinstance(make_strategy(name), kind)
 

@@ -40,9 +40,13 @@ async def test_a_spent_budget_names_the_budget_once() -> None:
 
 def test_a_message_that_begins_with_its_state_is_not_prefixed_again() -> None:
     status = SweepStatus(
-        sweep_id="s", name="s", strategy="grid", objective="request_throughput",
-        state=SweepState.STOPPED, message="stopped: the next run of this spec resumes it",
-    )  # fmt: skip
+        sweep_id="s",
+        name="s",
+        strategy="grid",
+        objective="request_throughput",
+        state=SweepState.STOPPED,
+        message="stopped: the next run of this spec resumes it",
+    )
     assert closing_line(status) == (
         "stopped: the next run of this spec resumes it (0 trials, 0 starts)"
     )
@@ -64,9 +68,14 @@ def test_a_twins_predictions_are_counted_apart_and_not_printed_as_trials() -> No
     ]
     real = TrialOutcome(index=4, key="r", state=TrialState.MEASURED, started=True, run_id=7)
     status = SweepStatus(
-        sweep_id="s", name="s", strategy="twin", objective="output_throughput",
-        state=SweepState.STOPPED, message="stopped", trials=(*predicted, real),
-    )  # fmt: skip
+        sweep_id="s",
+        name="s",
+        strategy="twin",
+        objective="output_throughput",
+        state=SweepState.STOPPED,
+        message="stopped",
+        trials=(*predicted, real),
+    )
     assert closing_line(status) == "stopped (1 trials, 1 starts, 3 predicted)"
     assert progress_line(status).startswith("twin 1 trials · 1 starts (0 failed) · 3 predicted")
     out = io.StringIO()

@@ -69,8 +69,18 @@ def test_a_twin_sweep_confirms_its_best_on_the_real_server(
     spec = tmp_path / "spec.toml"
     spec.write_text(spec_text(real_vllm.model), encoding="utf-8")
     data, out = tmp_path / "data", tmp_path / "out.json"
-    args = ["--vllm", str(real_vllm.vllm), "--startup-timeout", "240", "--strategy", "twin",
-            "--max-starts", "2", "--json", str(out)]  # fmt: skip
+    args = [
+        "--vllm",
+        str(real_vllm.vllm),
+        "--startup-timeout",
+        "240",
+        "--strategy",
+        "twin",
+        "--max-starts",
+        "2",
+        "--json",
+        str(out),
+    ]
     sweep = start_sweep(spec, data, args, env={"HF_HUB_OFFLINE": "1"})
     assert sweep.wait(DEADLINE_S) == 0, sweep.text()
 

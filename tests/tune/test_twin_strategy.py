@@ -122,8 +122,9 @@ class StatedTwin:
 
 
 async def test_a_larger_stated_error_measures_more_before_it_stops(server: HiddenServer) -> None:
-    spec = server.spec(parameters={"max_num_seqs": [4, 8, 16, 32],
-                                   "max_num_batched_tokens": [256, 1024]})  # fmt: skip
+    spec = server.spec(
+        parameters={"max_num_seqs": [4, 8, 16, 32], "max_num_batched_tokens": [256, 1024]}
+    )
     starts = []
     for error in (0.0, 0.25):
         twin = StatedTwin(ProfileTwin(cold_profile(spec.base.flags_for({}))), error)
@@ -154,9 +155,17 @@ async def test_a_refit_makes_a_new_revision_with_a_measured_error(server: Hidden
     observations = []
     for load in twin.calibration_loads(spec.workload.load):
         run = await real.bench(load, model=None, goodput={})
-        metrics = {k: float(v) for k in ("output_throughput", "completed", "mean_ttft_ms",
-                                          "mean_tpot_ms", "mean_e2el_ms")
-                   if (v := run.result.metric(k)) is not None}  # fmt: skip
+        metrics = {
+            k: float(v)
+            for k in (
+                "output_throughput",
+                "completed",
+                "mean_ttft_ms",
+                "mean_tpot_ms",
+                "mean_e2el_ms",
+            )
+            if (v := run.result.metric(k)) is not None
+        }
         observations.append(TwinObservation(flags, load, metrics))
     await twin.refit(observations)
     assert not twin.cold and twin.profile.revision == 2

@@ -32,9 +32,23 @@ def started_elsewhere(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """``vtc-sim serve MODEL --max-model-len 4096 --quantization fp8 > server.log 2>&1``."""
     port = free_port()
     log = tmp_path / "server.log"
-    argv = [sys.executable, "-m", "tui.sim", "serve", MODEL, "--max-model-len", "4096",
-            "--quantization", "fp8", "--sim-gpu", "h100-80gb", "--sim-speed", "50",
-            "--port", str(port)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "tui.sim",
+        "serve",
+        MODEL,
+        "--max-model-len",
+        "4096",
+        "--quantization",
+        "fp8",
+        "--sim-gpu",
+        "h100-80gb",
+        "--sim-speed",
+        "50",
+        "--port",
+        str(port),
+    ]
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -69,9 +83,11 @@ async def test_the_attached_form_reads_what_the_server_runs(
 ) -> None:
     url, log = started_elsewhere
     options = ConsoleOptions(
-        attach=url, attach_log=log if with_log else None, data_dir=tmp_path / "data",
+        attach=url,
+        attach_log=log if with_log else None,
+        data_dir=tmp_path / "data",
         poll_interval_s=0.2,
-    )  # fmt: skip
+    )
     session = build_session(options)
     app = create_app(session, clock=None)
     try:

@@ -222,8 +222,15 @@ async def test_each_card_keeps_its_own_end_state_and_only_the_live_run_offers_a_
     up = StartupProfile(seconds_to_ready=3.0)
 
     def run(i: int, status: RunStatus, session: str) -> RunRecord:
-        return RunRecord(id=i, label=f"#{i}", created_at=FIXED_TIME, flags=flags,
-                         status=status, startup=up, session=session)  # fmt: skip
+        return RunRecord(
+            id=i,
+            label=f"#{i}",
+            created_at=FIXED_TIME,
+            flags=flags,
+            status=status,
+            startup=up,
+            session=session,
+        )
 
     runs = [
         run(1, RunStatus.REPLACED, "s1"),
@@ -237,8 +244,11 @@ async def test_each_card_keeps_its_own_end_state_and_only_the_live_run_offers_a_
         await pilot.pause()
         bodies = [str(c.query_one(".card-body").render()) for c in app.query(RunCard)]
         assert [b.splitlines()[0].split()[0] for b in bodies] == [
-            "REPLACED", "LOST", "READY", "READY",
-        ]  # fmt: skip
+            "REPLACED",
+            "LOST",
+            "READY",
+            "READY",
+        ]
         assert ["b runs it" in b for b in bodies] == [False, False, False, True]
         assert "no load was run" in bodies[0]
         # once the live run is stopped, nothing offers a load
@@ -277,8 +287,9 @@ async def test_repeats_read_as_noise_and_n_asks_the_session_to_repeat() -> None:
     # a repeat of #2: same flags and workload, 3% slower: inside nothing yet, then a group
     repeat = second.model_copy(update={"id": 4, "label": "#4"})
     assert repeat.bench is not None
-    repeat = repeat.model_copy(update={"bench": repeat.bench.model_copy(
-        update={"output_throughput": 880.0})})  # fmt: skip
+    repeat = repeat.model_copy(
+        update={"bench": repeat.bench.model_copy(update={"output_throughput": 880.0})}
+    )
     session = board_session([first, second, repeat])
     app = create_app(session, clock=None)
     notes = NoteLog(app)
@@ -461,8 +472,25 @@ async def test_help_lists_every_board_key_and_the_moving_keys() -> None:
         await pilot.press("question_mark")
         await pilot.pause()
         keys = [line[:10].strip() for line in help_lines(app)]  # the key column
-        for key in ("t", "Enter", "p", "v", "g", "n", "e", "l", "/", "[", "]", "ctrl+s",
-                    "←/→", "↑/↓", "PgUp/PgDn", "Home/End", "^PgUp/PgDn"):  # fmt: skip
+        for key in (
+            "t",
+            "Enter",
+            "p",
+            "v",
+            "g",
+            "n",
+            "e",
+            "l",
+            "/",
+            "[",
+            "]",
+            "ctrl+s",
+            "←/→",
+            "↑/↓",
+            "PgUp/PgDn",
+            "Home/End",
+            "^PgUp/PgDn",
+        ):
             assert key in keys, key
         box = app.screen.query_one("#help-box")
         await pilot.press("end")  # help scrolls by keyboard too

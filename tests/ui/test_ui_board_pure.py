@@ -29,12 +29,21 @@ from tui.ui.widgets.series_charts import chart_label, chart_rows
         ("all", RowFilter()),
         ("served", RowFilter(StateFilter.SERVED)),
         ("FAILED", RowFilter(StateFilter.FAILED)),
-        ("served max-num-seqs=256",
-         RowFilter(StateFilter.SERVED, (FlagMatch("max_num_seqs", 256),))),
-        ("max_num_batched_tokens=8k enable_prefix_caching=on", RowFilter(flags=(
-            FlagMatch("max_num_batched_tokens", 8000), FlagMatch("enable_prefix_caching", True)))),
+        (
+            "served max-num-seqs=256",
+            RowFilter(StateFilter.SERVED, (FlagMatch("max_num_seqs", 256),)),
+        ),
+        (
+            "max_num_batched_tokens=8k enable_prefix_caching=on",
+            RowFilter(
+                flags=(
+                    FlagMatch("max_num_batched_tokens", 8000),
+                    FlagMatch("enable_prefix_caching", True),
+                )
+            ),
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_filter_reads_as_typed_and_prints_back(text: str, expected: RowFilter) -> None:
     parsed = parse_filter(text)
     assert parsed == expected
@@ -64,8 +73,14 @@ def test_a_saved_preset_keeps_its_origins_target_and_the_form_values() -> None:
     origin = presets()[0].model_copy(update={"sim_gpu": "rtx3080-10gb"})
     flags = origin.flags.replace(max_num_seqs=96)
     when = datetime(2026, 1, 2, tzinfo=UTC)
-    saved = preset_from_form(" mine ", flags, origin.workload, based_on=origin,
-                             machine="demo · simulated rtx3080-10gb", now=when)  # fmt: skip
+    saved = preset_from_form(
+        " mine ",
+        flags,
+        origin.workload,
+        based_on=origin,
+        machine="demo · simulated rtx3080-10gb",
+        now=when,
+    )
     assert saved.name == "mine" and saved.flags == flags and saved.sim_gpu == "rtx3080-10gb"
     assert "edited from rtx3080-8b-fp8-best" in saved.description
     assert saved.source == "vtc console, 2026-01-02, demo · simulated rtx3080-10gb"
@@ -112,8 +127,9 @@ def test_a_failed_card_says_which_fix_f_takes_now() -> None:
 
     def failed(run_id: int, flags: ServeFlags, *fixes: Fix) -> RunRecord:
         diagnosis = Diagnosis(kind="kv_cache_too_small", summary="too small", fixes=list(fixes))
-        return RunRecord(id=run_id, label=f"#{run_id}", flags=flags, status=RunStatus.FAILED,
-                         diagnosis=diagnosis)  # fmt: skip
+        return RunRecord(
+            id=run_id, label=f"#{run_id}", flags=flags, status=RunStatus.FAILED, diagnosis=diagnosis
+        )
 
     assert fix_hint([failed(1, base, util, lower)]) == (1, "f applies fix 1 and restarts")
     tried = failed(1, base.replace(gpu_memory_utilization=0.95))

@@ -110,16 +110,23 @@ async def test_telemetry_and_load_progress_reach_their_panels() -> None:
 
         # a source with no GPU says why, and numbers the driver cannot give read N/A
         session.emit(
-            GpuSample(t=1.0, source="nvml", status=SourceStatus.UNAVAILABLE,
-                      message="no NVIDIA driver")
-        )  # fmt: skip
+            GpuSample(
+                t=1.0, source="nvml", status=SourceStatus.UNAVAILABLE, message="no NVIDIA driver"
+            )
+        )
         # a client-bound tick says so: the numbers understate the server
         session.emit(
             LoadProgress(
-                elapsed=9.0, done=40, failed=0, in_flight=16, total=64,
-                output_tokens_per_s=650.0, loop_lag_ms=40.0, client_bound=True,
+                elapsed=9.0,
+                done=40,
+                failed=0,
+                in_flight=16,
+                total=64,
+                output_tokens_per_s=650.0,
+                loop_lag_ms=40.0,
+                client_bound=True,
             )
-        )  # fmt: skip
+        )
         await pilot.pause()
         assert "CLIENT-BOUND" in text(app, "#load-summary")
         session.emit(LoadFinished(result=None, error="ConnectError: connection refused"))

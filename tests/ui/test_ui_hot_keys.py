@@ -34,9 +34,19 @@ from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.run_card import RunCard
 
 BLOCKING_EVENTS = frozenset(
-    {"open", "time.sleep", "subprocess.Popen", "os.system", "os.posix_spawn", "os.fork",
-     "socket.connect", "socket.getaddrinfo", "sqlite3.connect", "shutil.copyfile"}
-)  # fmt: skip
+    {
+        "open",
+        "time.sleep",
+        "subprocess.Popen",
+        "os.system",
+        "os.posix_spawn",
+        "os.fork",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "sqlite3.connect",
+        "shutil.copyfile",
+    }
+)
 HOT_KEYS = ("left", "right", "t", "up", "down", "t", "question_mark", "escape", "enter", "escape")
 
 

@@ -196,8 +196,12 @@ async def test_a_restart_from_a_preempting_to_a_calm_configuration_drops_the_adv
     app = create_app(demo, clock=None)
     async with app.run_test(size=SIZE) as pilot:
         form = app.main_screen.form
-        load = {"input_len": "128", "output_len": "200", "num_prompts": "32",
-                "max_concurrency": "32"}  # fmt: skip
+        load = {
+            "input_len": "128",
+            "output_len": "200",
+            "num_prompts": "32",
+            "max_concurrency": "32",
+        }
         for name, value in load.items():
             form.field(f"load-{name}").set_value(value)
         await pilot.pause()

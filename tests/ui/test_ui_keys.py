@@ -293,12 +293,22 @@ async def test_f_stops_when_its_fix_failed_the_same_way() -> None:
     """``f`` never loops: after a fix that failed with the same cause it says so, once."""
     base = ServeFlags(model=MODEL, max_model_len=30576)
     fix = Fix(title="Raise gpu_memory_utilization to 0.95", set={"gpu_memory_utilization": 0.95})
-    first = RunRecord(id=1, label="#1", created_at=FIXED_TIME, flags=base,
-                      status=RunStatus.FAILED, diagnosis=kv_failure().model_copy(
-                          update={"fixes": [fix]}))  # fmt: skip
-    again = RunRecord(id=2, label="#2", created_at=FIXED_TIME,
-                      flags=base.replace(gpu_memory_utilization=0.95), status=RunStatus.FAILED,
-                      diagnosis=kv_failure())  # fmt: skip
+    first = RunRecord(
+        id=1,
+        label="#1",
+        created_at=FIXED_TIME,
+        flags=base,
+        status=RunStatus.FAILED,
+        diagnosis=kv_failure().model_copy(update={"fixes": [fix]}),
+    )
+    again = RunRecord(
+        id=2,
+        label="#2",
+        created_at=FIXED_TIME,
+        flags=base.replace(gpu_memory_utilization=0.95),
+        status=RunStatus.FAILED,
+        diagnosis=kv_failure(),
+    )
     session = FakeSession(runs=[first, again], initial_flags=again.flags)
     app, notes = make(session)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -61,9 +61,12 @@ async def test_notices_never_offer_a_key_a_running_sweep_refuses() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         assert session.sweeps is not None
         session.sweeps.status = SweepStatus(
-            sweep_id="s", name="seed", strategy="grid", objective="output_throughput",
+            sweep_id="s",
+            name="seed",
+            strategy="grid",
+            objective="output_throughput",
             state=SweepState.RUNNING,
-        )  # fmt: skip
+        )
         assert session.sweeps.running
         session.emit(Failed(elapsed=3.0, exit_code=1, diagnosis=kv_failure()))
         session.emit(Ready(elapsed=5.0))

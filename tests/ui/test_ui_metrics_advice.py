@@ -23,17 +23,23 @@ from tui.ui.widgets.run_card import RunCard
 
 OK_NOW = Freshness(SourceStatus.OK, 0.4)
 GPU_HEADROOM = Advice(
-    "gpu_memory_headroom", "info", "KV cache peaked at 99% while 20% of the GPU's memory is free",
+    "gpu_memory_headroom",
+    "info",
+    "KV cache peaked at 99% while 20% of the GPU's memory is free",
     Fix(title="more KV memory", set={"gpu_memory_utilization": 0.95}),
-)  # fmt: skip
+)
 PREFIX = Advice(
-    "prefix_cache_low", "info", "prefix caching is on but 0.4% of 9,000 prompt tokens hit",
+    "prefix_cache_low",
+    "info",
+    "prefix caching is on but 0.4% of 9,000 prompt tokens hit",
     Fix(title="no prefix caching", set={"enable_prefix_caching": False}),
-)  # fmt: skip
+)
 PREEMPT = Advice(
-    "preemptions", "warn", "30 preemptions in the last 59 s: running requests are evicted",
+    "preemptions",
+    "warn",
+    "30 preemptions in the last 59 s: running requests are evicted",
     Fix(title="max_num_seqs 12", set={"max_num_seqs": 12}),
-)  # fmt: skip
+)
 
 
 async def show(pilot: Pilot[None], session: FakeSession, *advice: Advice) -> list[str]:

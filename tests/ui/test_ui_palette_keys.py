@@ -109,9 +109,14 @@ async def test_any_single_flag_change_and_restart_in_6_keys_plus_the_value() -> 
     for query, label, field_id, value, read in (
         ("mns", "max-num-seqs", "max_num_seqs", "64", lambda f: f.max_num_seqs),
         ("qu", "quantization", "quantization", "fp8", lambda f: f.quantization),
-        ("gmu", "gpu-memory-utilization", "gpu_memory_utilization", "0.8",
-         lambda f: f.gpu_memory_utilization),
-    ):  # fmt: skip
+        (
+            "gmu",
+            "gpu-memory-utilization",
+            "gpu_memory_utilization",
+            "0.8",
+            lambda f: f.gpu_memory_utilization,
+        ),
+    ):
         session = ready_session()
         app, _ = make(session)
         async with app.run_test(size=(80, 24)) as pilot:

@@ -39,8 +39,11 @@ def test_the_server_view_follows_a_start_to_ready_then_exit() -> None:
     run = apply(run, Ready(elapsed=30.0))
     view = project(run, ServerState.READY, pid=7, since_launch=31.0)
     assert (view.state, view.ready_after, view.kv_tokens, view.max_concurrency) == (
-        ServerState.READY, 30.0, 1136, 2.84,
-    )  # fmt: skip
+        ServerState.READY,
+        30.0,
+        1136,
+        2.84,
+    )
     assert view.since_launch is None  # the clock shows only while it starts
     view = project(apply(run, Exited(exit_code=0, requested=True)), ServerState.STOPPED, pid=7)
     assert (view.state, view.exit_code) == (ServerState.STOPPED, 0)
@@ -64,9 +67,12 @@ def test_workload_fields_parse_into_a_load_spec_or_per_field_problems() -> None:
     )
     assert problems == []
     assert spec == LoadSpec(
-        num_prompts=64, input_len=256, max_concurrency=None, request_rate=math.inf,
+        num_prompts=64,
+        input_len=256,
+        max_concurrency=None,
+        request_rate=math.inf,
         endpoint="chat",
-    )  # fmt: skip
+    )
     spec, problems = parse_workload(base, {"input_len": "lots", "num_prompts": "0"})
     assert spec is None
     assert [p.field for p in problems] == ["input_len"]  # type errors first, like the flags

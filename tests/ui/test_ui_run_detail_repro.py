@@ -16,8 +16,19 @@ def _texts(run_lines: list[object]) -> list[str]:
 
 
 def test_a_demo_run_is_reproduced_as_vllm_serve_not_as_the_simulator() -> None:
-    sim_argv = [sys.executable, "-m", "tui.sim", "serve", "meta-llama/Llama-3.1-8B-Instruct",
-                "--max-model-len", "4096", "--quantization", "fp8", "--sim-speed", "4"]  # fmt: skip
+    sim_argv = [
+        sys.executable,
+        "-m",
+        "tui.sim",
+        "serve",
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--max-model-len",
+        "4096",
+        "--quantization",
+        "fp8",
+        "--sim-speed",
+        "4",
+    ]
     run = served_run(3, max_model_len=4096, quantization="fp8").model_copy(
         update={"repro": Reproduction(argv=sim_argv, vllm_version="0.32.0")}
     )

@@ -34,27 +34,48 @@ def trial(index: int, run_id: int, seqs: int, value: float, met: bool = True) ->
     flags = baseline_flags().replace(max_num_seqs=seqs)
     verdict = SloVerdict(met=met, violations=() if met else ("p99_itl_ms 300 > 200",), margin=0.5)
     return TrialOutcome(
-        index=index, key=f"k{index}", note=f"max_num_seqs={seqs}", params={"max_num_seqs": seqs},
-        flags=flags, state=TrialState.MEASURED, lane="console", run_id=run_id, started=True,
+        index=index,
+        key=f"k{index}",
+        note=f"max_num_seqs={seqs}",
+        params={"max_num_seqs": seqs},
+        flags=flags,
+        state=TrialState.MEASURED,
+        lane="console",
+        run_id=run_id,
+        started=True,
         measurements=[Measurement(phase="full", load=LoadSpec(), verdict=verdict, objective=value)],
         chosen=0,
-    )  # fmt: skip
+    )
 
 
 def status(state: SweepState, trials: list[TrialOutcome], best: TrialOutcome | None) -> SweepStatus:
     return SweepStatus(
-        sweep_id="s-1", name="console-search", strategy="search", objective="output_throughput",
-        state=state, trials=tuple(trials), planned=6, elapsed_s=60.0, eta_s=120.0,
-        best=best, baseline_run_id=1, slo="p99_itl_ms <= 200", message="console: trial 3 starting",
-    )  # fmt: skip
+        sweep_id="s-1",
+        name="console-search",
+        strategy="search",
+        objective="output_throughput",
+        state=state,
+        trials=tuple(trials),
+        planned=6,
+        elapsed_s=60.0,
+        eta_s=120.0,
+        best=best,
+        baseline_run_id=1,
+        slo="p99_itl_ms <= 200",
+        message="console: trial 3 starting",
+    )
 
 
 def runs() -> list[RunRecord]:
     """A baseline with numbers, then two sweep trials on the board."""
     base = RunRecord(
-        id=1, label="#1", created_at=FIXED_TIME, flags=baseline_flags(),
-        status=RunStatus.READY, bench=bench(300.0, 2.3, 900, 2400, 25.0, 60),
-    )  # fmt: skip
+        id=1,
+        label="#1",
+        created_at=FIXED_TIME,
+        flags=baseline_flags(),
+        status=RunStatus.READY,
+        bench=bench(300.0, 2.3, 900, 2400, 25.0, 60),
+    )
     out = [base]
     for rid, seqs, tps in ((2, 64, 420.0), (3, 128, 520.0)):
         out.append(
@@ -114,8 +135,7 @@ async def test_the_composer_starts_a_sweep_on_a_ray_cluster_when_asked() -> None
         await pilot.press("g")
         await pilot.pause()
         assert session.sweeps.clusters == [ClusterChoice(address=None, gpus=4)]
-        assert any("on a local Ray instance (4 GPUs)" in str(n.message)
-                   for n in app._notifications)  # fmt: skip
+        assert any("on a local Ray instance (4 GPUs)" in str(n.message) for n in app._notifications)
 
 
 async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs() -> None:
@@ -158,9 +178,14 @@ async def test_at_80x24_a_failed_starts_verdict_is_whole_and_its_reason_on_the_c
     app = create_app(session, clock=None, autostart=False)
     reason = "only 9.2 GiB free of 10 GiB; max_model_len 30576 needs 12.4 GiB of KV cache"
     failed = trial(3, 4, 256, 0.0).model_copy(
-        update={"state": TrialState.FAILED_START, "measurements": [], "chosen": None,
-                "diagnosis": reason, "diagnosis_kind": "kv_cache_too_small"}
-    )  # fmt: skip
+        update={
+            "state": TrialState.FAILED_START,
+            "measurements": [],
+            "chosen": None,
+            "diagnosis": reason,
+            "diagnosis_kind": "kv_cache_too_small",
+        }
+    )
     async with app.run_test(size=(80, 24)) as pilot:
         screen = await open_sweep(pilot)
         assert session.sweeps is not None
@@ -224,10 +249,14 @@ async def test_u_before_any_sweep_ran_here_says_why_not() -> None:
         assert sweeps is not None
         sweeps.unfinished = [
             SweepSpec.model_validate(
-                {"name": "other", "base": {"model": "m"},
-                 "parameters": {"max_num_seqs": [1, 2]}, "workload": {}}
+                {
+                    "name": "other",
+                    "base": {"model": "m"},
+                    "parameters": {"max_num_seqs": [1, 2]},
+                    "workload": {},
+                }
             )
-        ]  # fmt: skip
+        ]
         await pilot.press("u")
         await pilot.pause()
         assert sweeps.started == []
@@ -271,8 +300,11 @@ def test_sweep_screen_snapshot_80x24(snap_compare: Any) -> None:
         await pilot.press("w")
         await pilot.pause()
 
-    assert snap_compare(create_app(session, clock=None, autostart=False), terminal_size=(80, 24),
-                        run_before=run_before)  # fmt: skip
+    assert snap_compare(
+        create_app(session, clock=None, autostart=False),
+        terminal_size=(80, 24),
+        run_before=run_before,
+    )
 
 
 def test_sweep_form_snapshot_120x40(snap_compare: Any) -> None:
@@ -282,5 +314,8 @@ def test_sweep_form_snapshot_120x40(snap_compare: Any) -> None:
         await pilot.press("w")
         await pilot.pause()
 
-    assert snap_compare(create_app(session, clock=None, autostart=False), terminal_size=(120, 40),
-                        run_before=run_before)  # fmt: skip
+    assert snap_compare(
+        create_app(session, clock=None, autostart=False),
+        terminal_size=(120, 40),
+        run_before=run_before,
+    )

@@ -85,8 +85,9 @@ def other_sweep(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
     env = {**os.environ, "VTC_DATA_DIR": str(tmp_path / "data")}
     argv = [sys.executable, "-m", "tui.cli", "sweep", str(spec), "--demo", "--sim-speed", "50"]
     log = (tmp_path / "other.out").open("wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
     try:
         yield proc, tmp_path / "other.out"
     finally:
@@ -103,9 +104,12 @@ def other_sweep(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]
 @pytest.fixture
 async def demo(tmp_path: Path) -> AsyncIterator[Session]:
     options = ConsoleOptions(
-        demo=True, sim_speed=50, data_dir=tmp_path / "data", poll_interval_s=0.2,
+        demo=True,
+        sim_speed=50,
+        data_dir=tmp_path / "data",
+        poll_interval_s=0.2,
         autostart=False,
-    )  # fmt: skip
+    )
     session = build_session(options)
     try:
         yield session

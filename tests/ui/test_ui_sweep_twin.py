@@ -45,13 +45,26 @@ async def test_the_composer_offers_twin_first_and_starts_it() -> None:
 def test_a_predicted_row_says_so_where_a_run_would_be() -> None:
     m = Measurement(phase="full", load=LoadSpec(), objective=812.4)
     predicted = TrialOutcome(
-        index=1, key="", note="max_num_seqs=8", params={"max_num_seqs": 8},
-        flags=baseline_flags(), state=TrialState.MEASURED, lane="twin", measurements=[m],
-        chosen=0, predicted_by="predicted (twin cpu r2, ±4%)",
-    )  # fmt: skip
+        index=1,
+        key="",
+        note="max_num_seqs=8",
+        params={"max_num_seqs": 8},
+        flags=baseline_flags(),
+        state=TrialState.MEASURED,
+        lane="twin",
+        measurements=[m],
+        chosen=0,
+        predicted_by="predicted (twin cpu r2, ±4%)",
+    )
     measured = predicted.model_copy(update={"predicted_by": None, "run_id": 7, "started": True})
     assert trial_row(predicted) == ("1", "twin", "max_num_seqs=8", "812.4", "predicted met")
     assert trial_row(measured) == ("1", "#7", "max_num_seqs=8", "812.4", "met")
-    status = SweepStatus(sweep_id="s", name="n", strategy="twin", objective="output_throughput",
-                         state=SweepState.DONE, trials=(predicted,))  # fmt: skip
+    status = SweepStatus(
+        sweep_id="s",
+        name="n",
+        strategy="twin",
+        objective="output_throughput",
+        state=SweepState.DONE,
+        trials=(predicted,),
+    )
     assert status.starts == 0 and status.failed_starts == 0

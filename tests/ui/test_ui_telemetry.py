@@ -111,8 +111,15 @@ async def test_server_side_latency_lines_fit_80_and_120_columns() -> None:
 
 async def test_wsl2_labels_and_nvml_blocked_access_through_fake_pynvml() -> None:
     wsl = NvmlGpuSource(FakeNvml([wsl_device()]), wsl=True).sample()
-    host = HostSample(t=1.0, cpu_percent=9.0, memory_used=4 * 2**30, memory_total=16 * 2**30,
-                      server_rss=2**30, server_pids=(4242, 4243), label="box (WSL2)")  # fmt: skip
+    host = HostSample(
+        t=1.0,
+        cpu_percent=9.0,
+        memory_used=4 * 2**30,
+        memory_total=16 * 2**30,
+        server_rss=2**30,
+        server_pids=(4242, 4243),
+        label="box (WSL2)",
+    )
     session = FakeSession(state=ServerState.READY)
     app = create_app(session, clock=None)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -27,8 +27,9 @@ UTIL = (20.0, 45.0, 80.0, 95.0, 97.0, 97.0, 98.0, 97.0, 96.0, 97.0)
 
 
 def advice() -> Advice:
-    fix = Fix(title="max_num_seqs 9: a batch the KV cache holds (peak was 12)",
-              set={"max_num_seqs": 9})  # fmt: skip
+    fix = Fix(
+        title="max_num_seqs 9: a batch the KV cache holds (peak was 12)", set={"max_num_seqs": 9}
+    )
     return Advice("preemptions", "warn", "14 preemptions in the last 60 s", fix)
 
 
@@ -50,16 +51,22 @@ async def feed(pilot: Pilot[Any]) -> None:
         device = dataclasses.replace(gpu.devices[0], utilization=util)
         session.emit(dataclasses.replace(gpu, t=t, devices=(device,)))
         page = server_metrics()
-        session.emit(dataclasses.replace(page, t=t, kv_cache_usage=kv, latency=window(),
-                                         generation_tokens_per_s=70.0 * (i + 1)))  # fmt: skip
+        session.emit(
+            dataclasses.replace(
+                page,
+                t=t,
+                kv_cache_usage=kv,
+                latency=window(),
+                generation_tokens_per_s=70.0 * (i + 1),
+            )
+        )
     session.emit(host_sample())
     for i, tps in enumerate((300.0, 520.0, 610.0, 700.0, 690.0, 720.0)):
         session.emit(load_progress(10 * i, tps))
     ok = Freshness(SourceStatus.OK, 0.6)
     session.emit(
-        TelemetryStatus(gpu=ok, metrics=ok, host=ok, server_gpus=frozenset({0}),
-                        advice=(advice(),))
-    )  # fmt: skip
+        TelemetryStatus(gpu=ok, metrics=ok, host=ok, server_gpus=frozenset({0}), advice=(advice(),))
+    )
     await pilot.pause()
 
 

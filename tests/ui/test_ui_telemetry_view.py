@@ -56,14 +56,17 @@ def test_fit_drops_the_least_important_and_wrap_keeps_every_word() -> None:
 
 def test_quantiles_inside_one_bucket_read_as_their_bound_not_as_numbers() -> None:
     below = QuantileBound(lower=0.0, upper=300.0)
-    queue = LatencyQuantiles(p50=150.0, p90=270.0, p99=297.0, count=40, p50_bound=below,
-                             p90_bound=below, p99_bound=below)  # fmt: skip
+    queue = LatencyQuantiles(
+        p50=150.0, p90=270.0, p99=297.0, count=40, p50_bound=below, p90_bound=below, p99_bound=below
+    )
     assert latency_text("queue", queue) == "queue p50-p99 <300 ms"
     past = QuantileBound(lower=10_000.0, upper=float("inf"))
-    mixed = LatencyQuantiles(p50=150.0, p90=800.0, p99=10_000.0, count=40, p50_bound=below,
-                             p99_bound=past)  # fmt: skip
+    mixed = LatencyQuantiles(
+        p50=150.0, p90=800.0, p99=10_000.0, count=40, p50_bound=below, p99_bound=past
+    )
     assert latency_text("E2E", mixed) == "E2E p50/p90/p99 <0.30/0.80/>10 s"
     within = QuantileBound(lower=60.0, upper=80.0)
-    one = LatencyQuantiles(p50=70.0, p90=78.0, p99=79.8, count=5, p50_bound=within,
-                           p90_bound=within, p99_bound=within)  # fmt: skip
+    one = LatencyQuantiles(
+        p50=70.0, p90=78.0, p99=79.8, count=5, p50_bound=within, p90_bound=within, p99_bound=within
+    )
     assert latency_text("TTFT", one) == "TTFT p50-p99 60-80 ms"

@@ -50,11 +50,20 @@ def twin_text(app: VtcApp) -> str:
 async def twin_demo(tmp_path: Path) -> AsyncIterator[Session]:
     profile = save_profile(cpu_profile(tmp_path / "model"), tmp_path)
     options = ConsoleOptions(
-        demo=True, sim_speed=50, data_dir=tmp_path, poll_interval_s=0.2, autostart=False,
+        demo=True,
+        sim_speed=50,
+        data_dir=tmp_path,
+        poll_interval_s=0.2,
+        autostart=False,
         sim_profile=profile.name,
-        serve_args=["serve", profile.flags.model, "--kv-cache-memory-bytes", "64M",
-                    "--enforce-eager"],
-    )  # fmt: skip
+        serve_args=[
+            "serve",
+            profile.flags.model,
+            "--kv-cache-memory-bytes",
+            "64M",
+            "--enforce-eager",
+        ],
+    )
     session = build_session(options)
     try:
         yield session
@@ -69,8 +78,9 @@ async def test_the_form_says_what_the_twin_predicts_for_the_edited_flags(
     async with app.run_test(size=SIZE) as pilot:
         form = app.main_screen.form
         form.field("max_num_seqs").set_value("8")
-        await until(pilot, lambda: "predicted (twin tiny-cpu r1, ±5%)" in twin_text(app),
-                    "the twin's line")  # fmt: skip
+        await until(
+            pilot, lambda: "predicted (twin tiny-cpu r1, ±5%)" in twin_text(app), "the twin's line"
+        )
         assert "starts, KV 131,072 tok" in twin_text(app)
         assert "tok/s" in twin_text(app) and "p99 TTFT" in twin_text(app)
         form.field("kv_cache_memory_bytes").set_value("1M")
@@ -111,8 +121,7 @@ async def test_a_load_carries_the_twins_prediction_and_k_calibrates_the_server(
             lambda: progress.append(twin_text(app)) or "Calibrated" in notes.text(),
             "the calibration",
         )
-        assert any(p.startswith("calibrating twin-model: [") and "left" in p
-                   for p in progress if p)  # fmt: skip
+        assert any(p.startswith("calibrating twin-model: [") and "left" in p for p in progress if p)
         assert "twin twin-model r1 saved" in notes.text()
         assert "twin-model" in {p.name for p in list_profiles(tmp_path)}
 
@@ -120,10 +129,15 @@ async def test_a_load_carries_the_twins_prediction_and_k_calibrates_the_server(
 # -- the same at 80x24 over the fake session (no simulator): the line and k's progress --------
 def _fake_prediction(**kw: object) -> Prediction:
     base: dict[str, object] = {
-        "profile": "gpu-box r3", "error_pct": 6.0, "starts": True, "kv_tokens": 448928,
-        "output_throughput": 2345.0, "p99_ttft_ms": 120.0, "mean_e2el_ms": 2000.0,
+        "profile": "gpu-box r3",
+        "error_pct": 6.0,
+        "starts": True,
+        "kv_tokens": 448928,
+        "output_throughput": 2345.0,
+        "p99_ttft_ms": 120.0,
+        "mean_e2el_ms": 2000.0,
         "p99_e2el_ms": 2100.0,
-    }  # fmt: skip
+    }
     return Prediction.model_validate({**base, **kw})
 
 

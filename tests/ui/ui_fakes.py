@@ -305,11 +305,14 @@ class FakeSweeps:
         self.clusters.append(cluster)
         self.publish(
             SweepStatus(
-                sweep_id=spec.sweep_id(), name=spec.name, strategy=spec.strategy,
-                objective=spec.objective, state=SweepState.RUNNING,
+                sweep_id=spec.sweep_id(),
+                name=spec.name,
+                strategy=spec.strategy,
+                objective=spec.objective,
+                state=SweepState.RUNNING,
                 baseline_run_id=baseline_run_id,
             )
-        )  # fmt: skip
+        )
 
     async def stop(self) -> None:
         """Record the stop and announce it."""
@@ -389,24 +392,37 @@ def board_runs() -> list[RunRecord]:
     base = baseline_flags()
     return [
         RunRecord(
-            id=1, created_at=FIXED_TIME, label="#1", flags=base, status=RunStatus.READY,
-            startup=StartupProfile(seconds_to_ready=41.2, kv_cache_tokens=10944,
-                                   max_concurrency=27.36),
+            id=1,
+            created_at=FIXED_TIME,
+            label="#1",
+            flags=base,
+            status=RunStatus.READY,
+            startup=StartupProfile(
+                seconds_to_ready=41.2, kv_cache_tokens=10944, max_concurrency=27.36
+            ),
             bench=bench(640.0, 5.0, 120.0, 340.0, 24.0, 45.0),
         ),
         RunRecord(
-            id=2, created_at=FIXED_TIME, label="#2", flags=base.replace(max_model_len=30576),
-            status=RunStatus.FAILED, exit_code=1, diagnosis=kv_failure(),
+            id=2,
+            created_at=FIXED_TIME,
+            label="#2",
+            flags=base.replace(max_model_len=30576),
+            status=RunStatus.FAILED,
+            exit_code=1,
+            diagnosis=kv_failure(),
         ),
         RunRecord(
-            id=3, created_at=FIXED_TIME, label="#3",
+            id=3,
+            created_at=FIXED_TIME,
+            label="#3",
             flags=base.replace(max_model_len=512, quantization="fp8", max_num_seqs=256),
             status=RunStatus.READY,
-            startup=StartupProfile(seconds_to_ready=38.0, kv_cache_tokens=21888,
-                                   max_concurrency=42.75),
+            startup=StartupProfile(
+                seconds_to_ready=38.0, kv_cache_tokens=21888, max_concurrency=42.75
+            ),
             bench=bench(720.0, 5.6, 135.0, 300.0, 21.0, 50.0),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def gpu_sample() -> GpuSample:
@@ -432,26 +448,45 @@ def gpu_sample() -> GpuSample:
 def host_sample() -> HostSample:
     """The host the server runs on."""
     return HostSample(
-        t=100.0, cpu_percent=12.0, memory_used=8 * GIB, memory_total=32 * GIB,
-        server_rss=int(3.2 * GIB), server_processes=3,
-    )  # fmt: skip
+        t=100.0,
+        cpu_percent=12.0,
+        memory_used=8 * GIB,
+        memory_total=32 * GIB,
+        server_rss=int(3.2 * GIB),
+        server_processes=3,
+    )
 
 
 def server_metrics() -> ServerMetrics:
     """A busy server's /metrics."""
     return ServerMetrics(
-        t=100.0, status=SourceStatus.OK, kv_cache_usage=0.431, num_running=12, num_waiting=0,
-        prompt_tokens_per_s=1180.0, generation_tokens_per_s=702.0, prefix_cache_hit_rate=0.0,
+        t=100.0,
+        status=SourceStatus.OK,
+        kv_cache_usage=0.431,
+        num_running=12,
+        num_waiting=0,
+        prompt_tokens_per_s=1180.0,
+        generation_tokens_per_s=702.0,
+        prefix_cache_hit_rate=0.0,
         preemptions_total=0,
-    )  # fmt: skip
+    )
 
 
 def load_progress(done: int, tps: float) -> LoadProgress:
     """One progress tick of a 64-prompt run."""
     return LoadProgress(
-        elapsed=done / 5, done=done, failed=0, in_flight=16, total=64, output_tokens_per_s=tps,
-        ttft_p50_ms=118.0, ttft_p99_ms=330.0, itl_p50_ms=22.0, itl_p99_ms=48.0, loop_lag_ms=3.0,
-    )  # fmt: skip
+        elapsed=done / 5,
+        done=done,
+        failed=0,
+        in_flight=16,
+        total=64,
+        output_tokens_per_s=tps,
+        ttft_p50_ms=118.0,
+        ttft_p99_ms=330.0,
+        itl_p50_ms=22.0,
+        itl_p99_ms=48.0,
+        loop_lag_ms=3.0,
+    )
 
 
 LOG_TAIL = (
@@ -472,18 +507,23 @@ def presets() -> list[Preset]:
             name="rtx3080-8b-fp8-best",
             description="Seed 000's best run on a 10 GB RTX 3080.",
             source="seed 000, run 17",
-            flags=ServeFlags(model=MODEL, max_model_len=512, quantization="fp8",
-                             block_size=32, dtype="float16"),
+            flags=ServeFlags(
+                model=MODEL, max_model_len=512, quantization="fp8", block_size=32, dtype="float16"
+            ),
             workload=LoadSpec(input_len=200, output_len=200, num_prompts=32, max_concurrency=8),
         ),
         Preset(
             name="max-throughput",
             description="Throughput first.",
             source="seeds/002",
-            flags=ServeFlags(model=MODEL, gpu_memory_utilization=0.95, max_num_seqs=512,
-                             enable_prefix_caching=True),
+            flags=ServeFlags(
+                model=MODEL,
+                gpu_memory_utilization=0.95,
+                max_num_seqs=512,
+                enable_prefix_caching=True,
+            ),
         ),
-    ]  # fmt: skip
+    ]
 
 
 def populated_session() -> FakeSession:
@@ -515,13 +555,24 @@ def three_session_runs() -> list[RunRecord]:
     caching on), the third failed to start (max_model_len too large for the KV cache).
     """
     first = served_run(
-        1, tput=640.0, ttft_p99=340.0, workload=BOARD_LOAD, session="s1",
-        max_num_seqs=128, max_model_len=4096,
-    )  # fmt: skip
+        1,
+        tput=640.0,
+        ttft_p99=340.0,
+        workload=BOARD_LOAD,
+        session="s1",
+        max_num_seqs=128,
+        max_model_len=4096,
+    )
     second = served_run(
-        2, tput=905.0, ttft_p99=410.0, workload=BOARD_LOAD, session="s2",
-        max_num_seqs=256, max_model_len=4096, enable_prefix_caching=True,
-    )  # fmt: skip
+        2,
+        tput=905.0,
+        ttft_p99=410.0,
+        workload=BOARD_LOAD,
+        session="s2",
+        max_num_seqs=256,
+        max_model_len=4096,
+        enable_prefix_caching=True,
+    )
     third = failed_run(3, session="s3", max_num_seqs=128, max_model_len=30576)
     third = third.model_copy(update={"diagnosis": kv_failure(), "exit_code": 1})
     return [r.model_copy(update={"created_at": FIXED_TIME}) for r in (first, second, third)]
@@ -530,10 +581,16 @@ def three_session_runs() -> list[RunRecord]:
 def many_runs(count: int) -> list[RunRecord]:
     """``count`` served runs of one session, max_num_seqs stepping up (a long board)."""
     return [
-        served_run(i, tput=500.0 + 37.0 * i, ttft_p99=200.0 + 11.0 * i, workload=BOARD_LOAD,
-                   session="s1", max_num_seqs=16 * i).model_copy(update={"created_at": FIXED_TIME})
+        served_run(
+            i,
+            tput=500.0 + 37.0 * i,
+            ttft_p99=200.0 + 11.0 * i,
+            workload=BOARD_LOAD,
+            session="s1",
+            max_num_seqs=16 * i,
+        ).model_copy(update={"created_at": FIXED_TIME})
         for i in range(1, count + 1)
-    ]  # fmt: skip
+    ]
 
 
 def detailed_run(run: RunRecord) -> RunRecord:
@@ -544,20 +601,37 @@ def detailed_run(run: RunRecord) -> RunRecord:
         StageTiming(name="CUDA graphs", started_at=9.6, seconds=2.2),
     ]
     series = [
-        SeriesPoint(t=15.0 + 2 * i, kv_cache_usage=min(0.9, 0.05 * i), num_running=min(16, i),
-                    num_waiting=max(0, i - 16), generation_tokens_per_s=40.0 * i,
-                    gpu_mem_used_bytes=9.1 * GIB, gpu_util=min(99.0, 6.0 * i))
+        SeriesPoint(
+            t=15.0 + 2 * i,
+            kv_cache_usage=min(0.9, 0.05 * i),
+            num_running=min(16, i),
+            num_waiting=max(0, i - 16),
+            generation_tokens_per_s=40.0 * i,
+            gpu_mem_used_bytes=9.1 * GIB,
+            gpu_util=min(99.0, 6.0 * i),
+        )
         for i in range(24)
-    ]  # fmt: skip
+    ]
     repro = Reproduction(
         argv=["vllm", "serve", run.flags.model, "--max-num-seqs", "256", "--port", "8000"],
-        env={"VLLM_USE_V1": "1"}, secret_env=["HF_TOKEN"], vllm_version="0.32.0",
-        gpu_name="NVIDIA GeForce RTX 3080", gpu_count=1, driver_version="550.54",
-        cuda_version="12.4", host="gpu-box",
-    )  # fmt: skip
+        env={"VLLM_USE_V1": "1"},
+        secret_env=["HF_TOKEN"],
+        vllm_version="0.32.0",
+        gpu_name="NVIDIA GeForce RTX 3080",
+        gpu_count=1,
+        driver_version="550.54",
+        cuda_version="12.4",
+        host="gpu-box",
+    )
     startup = run.startup.model_copy(update={"stages": stages, "kv_estimate_tokens": 48_000})
-    return run.model_copy(update={"startup": startup, "series": series, "repro": repro,
-                                  "log_path": "/data/vtc/logs/run-2.log"})  # fmt: skip
+    return run.model_copy(
+        update={
+            "startup": startup,
+            "series": series,
+            "repro": repro,
+            "log_path": "/data/vtc/logs/run-2.log",
+        }
+    )
 
 
 def board_session(runs: Sequence[RunRecord] | None = None) -> FakeSession:

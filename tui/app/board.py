@@ -55,8 +55,9 @@ def read_history(path: Path) -> list[RunRecord]:
     store = RunStore(path)
     try:
         for lost in settle_gone_runs(store):  # the next reader sees the run's true end
-            print(f"vtc: history: run {lost.id} closed as lost: {lost.ended_because}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"vtc: history: run {lost.id} closed as lost: {lost.ended_because}", file=sys.stderr
+            )
         runs = store.list()
         # A damaged file moved aside, rows skipped: said on stderr, one line each, so a
         # `--json` reader still gets clean output and the operator still learns of it.
@@ -83,11 +84,12 @@ def empty_message(demo: bool) -> str:
 def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``runs``, ``export`` and ``report`` on the ``vtc`` subcommand parser."""
     runs = sub.add_parser(
-        "runs", help="print the board: every run, differing flags, metrics",
+        "runs",
+        help="print the board: every run, differing flags, metrics",
         description="Print the board of stored runs: one row per run, the flags that differ "
         "as columns, the metrics with their change against the baseline, failures with their "
         "cause. The table fits the terminal (--wide: every column); md, csv and json too.",
-    )  # fmt: skip
+    )
     runs.add_argument("--demo", action="store_true", help="the demo's history")
     runs.add_argument("--format", choices=FORMATS, default="table", help="default: table")
     runs.add_argument("--json", action="store_true", help="the full stored records as JSON")
@@ -95,29 +97,38 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     runs.add_argument("--sort", metavar="COLUMN", help="e.g. out tok/s, max_num_seqs, state")
     runs.add_argument("--desc", action="store_true", help="sort descending")
     runs.add_argument(
-        "--show", choices=[s.value for s in StateFilter], default="all",
+        "--show",
+        choices=[s.value for s in StateFilter],
+        default="all",
         help="which runs: all (default), served or failed",
-    )  # fmt: skip
+    )
     runs.add_argument("--sweep", metavar="ID", help="only the trials of this sweep (id prefix)")
     runs.add_argument(
-        "--where", action="append", default=[], metavar="FLAG=VALUE",
+        "--where",
+        action="append",
+        default=[],
+        metavar="FLAG=VALUE",
         help="only runs with this effective flag value (repeatable)",
-    )  # fmt: skip
+    )
     runs.add_argument(
-        "--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+        "--compare",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
         help="print the Before / After table of two runs instead",
-    )  # fmt: skip
+    )
     runs.add_argument(
-        "--wide", action="store_true",
+        "--wide",
+        action="store_true",
         help="table: every column at full width (default: fit the terminal, naming what is "
         "left out)",
-    )  # fmt: skip
+    )
 
     export = sub.add_parser(
-        "export", help="write a run as a command, config YAML, compose...",
+        "export",
+        help="write a run as a command, config YAML, compose...",
         description="Write one stored run as a shell command, a vLLM --config YAML, a compose "
         "service, a systemd unit or a Kubernetes Deployment (secrets only by name).",
-    )  # fmt: skip
+    )
     export.add_argument("run", metavar="RUN", help="run id, #id, label, or last")
     export.add_argument(
         "--as", dest="fmt", choices=EXPORT_FORMATS, required=True, help="the format written"
@@ -127,10 +138,11 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     export.add_argument("--exec", dest="executable", help="systemd: absolute path of vllm")
 
     report = sub.add_parser(
-        "report", help="write the board as one self-contained HTML page",
+        "report",
+        help="write the board as one self-contained HTML page",
         description="Write the board as one HTML page with no outside requests: the table, "
         "the throughput/latency plot with its Pareto frontier, each run's command.",
-    )  # fmt: skip
+    )
     report.add_argument("--demo", action="store_true", help="the demo's history")
     report.add_argument(
         "-o", "--output", type=Path, required=True, metavar="FILE.html", help="the page written"
@@ -140,12 +152,17 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _view_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--baseline", metavar="RUN", help="pin the baseline (default: the "
-                        "first served run of the newest session)")  # fmt: skip
     parser.add_argument(
-        "--latency", choices=list(LATENCY_AXES), default="ttft",
+        "--baseline",
+        metavar="RUN",
+        help="pin the baseline (default: the first served run of the newest session)",
+    )
+    parser.add_argument(
+        "--latency",
+        choices=list(LATENCY_AXES),
+        default="ttft",
         help="the latency the plot and the Pareto frontier use (default ttft: p99 TTFT)",
-    )  # fmt: skip
+    )
 
 
 def table_width(wide: bool, out: TextIO) -> int | None:

@@ -47,18 +47,28 @@ def add_calibrate_parser(subparsers: Any) -> None:
     p.add_argument("url", nargs="?", help="a running server, e.g. http://127.0.0.1:8000")
     p.add_argument("--name", required=True, help="the profile's name")
     p.add_argument(
-        "--vllm", dest="calibrate_vllm", default="vllm", metavar="PATH",
+        "--vllm",
+        dest="calibrate_vllm",
+        default="vllm",
+        metavar="PATH",
         help="without URL: the vllm executable to launch with the -- serve line",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+        "--budget",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        metavar="SECONDS",
         help=f"the most the loads may take (default {DEFAULT_BUDGET_S:g})",
-    )  # fmt: skip
+    )
     p.add_argument("--scale", type=float, default=1.0, help="requests per load, x this")
     p.add_argument(
-        "--passes", type=int, default=2, choices=range(1, 5), metavar="N",
+        "--passes",
+        type=int,
+        default=2,
+        choices=range(1, 5),
+        metavar="N",
         help="run the designed set N times (default 2: noise falls on one pass)",
-    )  # fmt: skip
+    )
     p.add_argument("--device", help="the device's name when the server cannot say it")
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")
     p.add_argument("--fresh", action="store_true", help="ignore an earlier run's journal")
@@ -100,9 +110,14 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
         limit = target.flags.max_model_len or 4096
         loads = design(limit, args.scale, passes=args.passes)
         run = Calibration(
-            name=args.name, target=target, loads=loads, data_dir=data_dir,
-            budget_s=args.budget, device=args.device, fresh=args.fresh,
-        )  # fmt: skip
+            name=args.name,
+            target=target,
+            loads=loads,
+            data_dir=data_dir,
+            budget_s=args.budget,
+            device=args.device,
+            fresh=args.fresh,
+        )
         return await run.run(lambda p: _show(out, p, tty))
 
     if args.url:

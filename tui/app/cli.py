@@ -128,28 +128,31 @@ def _parser() -> argparse.ArgumentParser:
     diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
 
     setup = sub.add_parser(
-        "setup-cpu-vllm", help="build the cached venv with the CPU build of vLLM and tiny models",
+        "setup-cpu-vllm",
+        help="build the cached venv with the CPU build of vLLM and tiny models",
         description="Build (once; cached) a venv with vLLM's CPU build and two tiny local "
         "models, for the tests marked realvllm and for trying vtc without a GPU.",
-    )  # fmt: skip
+    )
     setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
     add_bench_parser(sub)
     top_cli.add_parser(sub)
     sub.add_parser(
-        "presets", help="list the shipped and user presets",
+        "presets",
+        help="list the shipped and user presets",
         description="List the presets: name, shipped or yours, model, what it is and its "
         "source. Yours live in the platform's config dir (presets/*.toml).",
-    )  # fmt: skip
+    )
     add_board_parsers(sub)
     add_sweep_parser(sub)
     add_calibrate_parser(sub)
     stop = sub.add_parser(
-        "stop", help="stop the server a vtc console started and left running (after a hang-up)",
+        "stop",
+        help="stop the server a vtc console started and left running (after a hang-up)",
         description="Stop the server a vtc console started and left running (a hang-up "
         "detaches): its whole process tree, SIGTERM then SIGKILL after --grace seconds.",
-    )  # fmt: skip
+    )
     stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"

@@ -40,9 +40,12 @@ class ProgressRelay:
 
 
 async def ray_sweep(
-    spec: SweepSpec, args: argparse.Namespace, out: TextIO, options: ConsoleOptions,
+    spec: SweepSpec,
+    args: argparse.Namespace,
+    out: TextIO,
+    options: ConsoleOptions,
     data_dir: Path,
-) -> SweepStatus:  # fmt: skip
+) -> SweepStatus:
     """Run ``spec`` over the cluster ``args.ray`` names (a local instance when empty)."""
     choice = ClusterChoice(address=args.ray or None, gpus=args.ray_gpus)
     journal = await asyncio.to_thread(open_journal, data_dir, spec, args.fresh)
@@ -52,12 +55,15 @@ async def ray_sweep(
         lanes = await asyncio.to_thread(ray_lanes, spec, options, choice, data_dir, relay)
         gpus = sum(node_gpus().values())
         where = choice.address or "a local instance"
-        print(f"sweep {spec.sweep_id()}: {spec.strategy} over {len(lanes)} lane(s) on Ray "
-              f"({where}: {gpus:g} GPU(s), {gpus_per_trial(spec)} per trial)",
-              file=out)  # fmt: skip
+        print(
+            f"sweep {spec.sweep_id()}: {spec.strategy} over {len(lanes)} lane(s) on Ray "
+            f"({where}: {gpus:g} GPU(s), {gpus_per_trial(spec)} per trial)",
+            file=out,
+        )
         if journal.finished:
-            print(f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}",
-                  file=out)  # fmt: skip
+            print(
+                f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}", file=out
+            )
         printer = Printer(out, out.isatty())
         run = SweepRun(spec, lanes, journal=journal, pruner=Pruner(), emit=printer.show)
         relay.target = run.context.note_activity

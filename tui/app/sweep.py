@@ -66,14 +66,20 @@ def add_sweep_parser(subparsers: Any) -> None:
     p.add_argument("--max-starts", type=int, help="override the spec's budget of starts")
     p.add_argument("--result-dir", type=Path, help="auto_tune: where result.txt goes")
     p.add_argument(
-        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
         help="fan the trials out over a Ray cluster (ADDRESS: join it; none: start a local "
         "instance); needs the ray extra: pip install 'vtc[ray]'",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--ray-gpus", type=int, metavar="N",
+        "--ray-gpus",
+        type=int,
+        metavar="N",
         help="GPUs a local Ray instance declares (simulated in --demo; default: Ray's count)",
-    )  # fmt: skip
+    )
 
 
 def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
@@ -185,9 +191,13 @@ async def _locked_sweep(
     if journal.finished:
         print(f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}", file=out)
     run = SweepRun(
-        spec, lanes, journal=journal, pruner=Pruner(parts[0].estimator), emit=printer.show,
+        spec,
+        lanes,
+        journal=journal,
+        pruner=Pruner(parts[0].estimator),
+        emit=printer.show,
         twin=twin,
-    )  # fmt: skip
+    )
     started = datetime.now()
     with stop_on_signals(run):
         try:

@@ -61,9 +61,14 @@ def design(
 
     def spec(i: int, inp: int, out: int, count: int, conc: int, prefix: int = 0) -> LoadSpec:
         return LoadSpec(
-            input_len=inp, output_len=out, num_prompts=n(count), max_concurrency=conc,
-            prefix_len=prefix, seed=seed + i, ignore_eos=True,
-        )  # fmt: skip
+            input_len=inp,
+            output_len=out,
+            num_prompts=n(count),
+            max_concurrency=conc,
+            prefix_len=prefix,
+            seed=seed + i,
+            ignore_eos=True,
+        )
 
     rows = (
         ("decode-c1", 32, 128, 6, 1, 0),

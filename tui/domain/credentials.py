@@ -71,4 +71,3 @@ class Credentials:
     def headers(self) -> dict[str, str]:
         """HTTP headers for requests to the server (empty without a key)."""
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-

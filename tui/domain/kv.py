@@ -14,13 +14,28 @@ GIB = 2**30
 
 # Bytes per element of each model/KV dtype name that a flag can carry.
 DTYPE_BYTES: dict[str, float] = {
-    "float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-    "fp8_per_token_head": 1, "int8_per_token_head": 1, "int4_per_token_head": 0.5,
-    "nvfp4": 0.5, "nvfp4_4over6": 0.5, "nvfp4_ds_mla": 0.5, "ultraquant_4bit": 0.5,
-    "turboquant_3bit_nc": 0.375, "turboquant_4bit_nc": 0.5, "turboquant_k3v4_nc": 0.4375,
+    "float32": 4,
+    "float": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "fp8_per_token_head": 1,
+    "int8_per_token_head": 1,
+    "int4_per_token_head": 0.5,
+    "nvfp4": 0.5,
+    "nvfp4_4over6": 0.5,
+    "nvfp4_ds_mla": 0.5,
+    "ultraquant_4bit": 0.5,
+    "turboquant_3bit_nc": 0.375,
+    "turboquant_4bit_nc": 0.5,
+    "turboquant_k3v4_nc": 0.4375,
     "turboquant_k8v4": 0.75,
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)

@@ -262,10 +262,17 @@ class RunRecord(BaseModel):
     def another_load(self) -> RunRecord:
         """A new run for a further load on this run's server (not stored yet: no id)."""
         return RunRecord(
-            flags=self.flags, label="", status=self.status, executable=self.executable,
-            startup=self.startup, repro=self.repro, sweep=self.sweep, session=self.session,
-            log_path=self.log_path, load_of=self.load_of or self.id,
-        )  # fmt: skip
+            flags=self.flags,
+            label="",
+            status=self.status,
+            executable=self.executable,
+            startup=self.startup,
+            repro=self.repro,
+            sweep=self.sweep,
+            session=self.session,
+            log_path=self.log_path,
+            load_of=self.load_of or self.id,
+        )
 
     @property
     def probe(self) -> bool:

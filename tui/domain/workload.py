@@ -75,77 +75,128 @@ class LoadSpec(BaseModel):
     model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings", extra="forbid")
 
     endpoint: Endpoint = workload_field(
-        "completions", label="endpoint", help="OpenAI endpoint the load calls.",
-        bench_flag="--endpoint", form=True,
-        cli_values={"completions": "/v1/completions", "chat": "/v1/chat/completions"},
-    )  # fmt: skip
-    input_len: int = workload_field(
-        128, ge=1, label="input-len", help="Prompt tokens per request (random dataset).",
-        bench_flag="--random-input-len", bench_aliases=("--input-len",), bench_default=1024,
+        "completions",
+        label="endpoint",
+        help="OpenAI endpoint the load calls.",
+        bench_flag="--endpoint",
         form=True,
-    )  # fmt: skip
+        cli_values={"completions": "/v1/completions", "chat": "/v1/chat/completions"},
+    )
+    input_len: int = workload_field(
+        128,
+        ge=1,
+        label="input-len",
+        help="Prompt tokens per request (random dataset).",
+        bench_flag="--random-input-len",
+        bench_aliases=("--input-len",),
+        bench_default=1024,
+        form=True,
+    )
     output_len: int = workload_field(
-        128, ge=1, label="output-len", help="Output tokens per request (ignore_eos).",
-        bench_flag="--random-output-len", bench_aliases=("--output-len",), form=True,
-    )  # fmt: skip
+        128,
+        ge=1,
+        label="output-len",
+        help="Output tokens per request (ignore_eos).",
+        bench_flag="--random-output-len",
+        bench_aliases=("--output-len",),
+        form=True,
+    )
     range_ratio: float = workload_field(
-        0.0, ge=0.0, lt=1.0, finite=True, label="range-ratio",
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        finite=True,
+        label="range-ratio",
         help="Input and output lengths vary uniformly by this fraction around their value.",
         bench_flag="--random-range-ratio",
-    )  # fmt: skip
+    )
     prefix_len: int = workload_field(
-        0, ge=0, label="prefix-len",
+        0,
+        ge=0,
+        label="prefix-len",
         help="Shared prefix tokens in front of every prompt (prefix caching).",
-        bench_flag="--random-prefix-len", form=True,
-    )  # fmt: skip
+        bench_flag="--random-prefix-len",
+        form=True,
+    )
     num_prompts: int = workload_field(
-        64, ge=1, label="num-prompts", help="Requests in the run.",
-        bench_flag="--num-prompts", bench_default=1000, form=True,
-    )  # fmt: skip
+        64,
+        ge=1,
+        label="num-prompts",
+        help="Requests in the run.",
+        bench_flag="--num-prompts",
+        bench_default=1000,
+        form=True,
+    )
     max_concurrency: int | None = workload_field(
-        16, ge=1, label="max-concurrency", help="Most requests in flight at once.",
-        bench_flag="--max-concurrency", bench_default=None, form=True, blank="unlimited",
-    )  # fmt: skip
+        16,
+        ge=1,
+        label="max-concurrency",
+        help="Most requests in flight at once.",
+        bench_flag="--max-concurrency",
+        bench_default=None,
+        form=True,
+        blank="unlimited",
+    )
     request_rate: float = workload_field(
-        math.inf, gt=0, label="request-rate",
+        math.inf,
+        gt=0,
+        label="request-rate",
         help="Arrivals per second (Poisson unless burstiness is set).",
-        bench_flag="--request-rate", form=True, blank="inf",
-    )  # fmt: skip
+        bench_flag="--request-rate",
+        form=True,
+        blank="inf",
+    )
     burstiness: float = workload_field(
-        1.0, gt=0, label="burstiness",
+        1.0,
+        gt=0,
+        label="burstiness",
         help="Gamma shape of the arrival gaps: 1 is Poisson, lower is burstier, inf constant.",
         bench_flag="--burstiness",
-    )  # fmt: skip
+    )
     seed: int = workload_field(
         0, label="seed", help="Seed of the prompts and the arrivals.", bench_flag="--seed"
     )
     ignore_eos: bool = workload_field(
-        True, label="ignore-eos",
+        True,
+        label="ignore-eos",
         help="Generate every output token even past end-of-sequence. vtc bench: forced for "
         "the random datasets, as bench serve does.",
-        bench_flag="--ignore-eos", bench_default=False,
-    )  # fmt: skip
+        bench_flag="--ignore-eos",
+        bench_default=False,
+    )
     temperature: float | None = workload_field(
-        None, ge=0.0, finite=True, label="temperature",
+        None,
+        ge=0.0,
+        finite=True,
+        label="temperature",
         help="Sampling temperature sent with each request (empty: the server's default).",
         bench_flag="--temperature",
-    )  # fmt: skip
+    )
     request_timeout_s: float = workload_field(
-        600.0, gt=0, finite=True, label="request-timeout",
+        600.0,
+        gt=0,
+        finite=True,
+        label="request-timeout",
         help="Seconds before one request is failed (vtc's own).",
         bench_flag="--request-timeout",
-    )  # fmt: skip
+    )
     duration_s: float | None = workload_field(
-        None, gt=0, finite=True, label="duration",
+        None,
+        gt=0,
+        finite=True,
+        label="duration",
         help="Send for this many seconds (cycling through the prompts) instead of "
         "num-prompts requests (vtc's own).",
-        bench_flag="--duration", blank="count",
-    )  # fmt: skip
+        bench_flag="--duration",
+        blank="count",
+    )
     num_warmups: int = workload_field(
-        0, ge=0, label="num-warmups",
+        0,
+        ge=0,
+        label="num-warmups",
         help="Copies of the first prompt sent and awaited first, left out of the numbers.",
         bench_flag="--num-warmups",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="before")
     @classmethod

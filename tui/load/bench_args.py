@@ -115,9 +115,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
 
     data = parser.add_argument_group("dataset")
     data.add_argument(
-        "--dataset-name", default="random", choices=DATASETS,
+        "--dataset-name",
+        default="random",
+        choices=DATASETS,
         help="Where prompts come from (default random: --random-input-len tokens each).",
-    )  # fmt: skip
+    )
     data.add_argument("--dataset-path", default=None, help="JSONL (custom) or JSON (sharegpt).")
     data.add_argument(
         "--cache-hit-pct",
@@ -126,31 +128,40 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         help="shared-prefix: percent of --random-input-len shared by every prompt.",
     )
     data.add_argument(
-        "--custom-output-len", type=int, default=DEFAULT_CUSTOM_OUTPUT_LEN,
+        "--custom-output-len",
+        type=int,
+        default=DEFAULT_CUSTOM_OUTPUT_LEN,
         help=f"custom: output tokens per request (default {DEFAULT_CUSTOM_OUTPUT_LEN}).",
-    )  # fmt: skip
+    )
     data.add_argument(
-        "--sharegpt-output-len", type=int, default=None,
+        "--sharegpt-output-len",
+        type=int,
+        default=None,
         help="sharegpt: output tokens per request (default: each conversation's answer).",
-    )  # fmt: skip
+    )
     data.add_argument("--disable-shuffle", action="store_true", help="Keep the dataset's order.")
     data.add_argument(
-        "--no-oversample", action="store_true",
+        "--no-oversample",
+        action="store_true",
         help="Send at most the dataset's prompts (default: repeat them up to --num-prompts).",
-    )  # fmt: skip
+    )
     data.add_argument(
         "--skip-chat-template", action="store_true", help="Accepted; prompts are sent as is."
     )
 
     stats = parser.add_argument_group("statistics and results")
     stats.add_argument(
-        "--goodput", nargs="+", default=None, metavar="KEY:MS",
+        "--goodput",
+        nargs="+",
+        default=None,
+        metavar="KEY:MS",
         help="SLOs a request must meet to count as good, e.g. ttft:500 e2el:4000.",
-    )  # fmt: skip
+    )
     stats.add_argument(
-        "--percentile-metrics", default="ttft,tpot,itl,e2el",
+        "--percentile-metrics",
+        default="ttft,tpot,itl,e2el",
         help="Metrics whose percentiles are reported (default ttft,tpot,itl,e2el).",
-    )  # fmt: skip
+    )
     stats.add_argument(
         "--metric-percentiles", default="50,90,99", help="Percentiles reported (default 50,90,99)."
     )
@@ -164,9 +175,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     stats.add_argument("--label", default=None, help="File name prefix (default: --backend).")
     stats.add_argument(
-        "--metadata", nargs="*", default=None, metavar="KEY=VALUE",
+        "--metadata",
+        nargs="*",
+        default=None,
+        metavar="KEY=VALUE",
         help="Extra keys written into the result JSON.",
-    )  # fmt: skip
+    )
     stats.add_argument(
         "--disable-tqdm", action="store_true", help="No live progress line on stderr."
     )

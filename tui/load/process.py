@@ -92,11 +92,15 @@ class ProcessLoadRunner:
         if self.running:
             raise LoadError("a load run is already in progress on this runner")
         job = LoadJob(
-            spec=spec, base_url=base_url, model=model, goodput=dict(goodput or {}),
-            api_key=self._api_key, progress_interval_s=self._interval,
+            spec=spec,
+            base_url=base_url,
+            model=model,
+            goodput=dict(goodput or {}),
+            api_key=self._api_key,
+            progress_interval_s=self._interval,
             url_user=SecretStr(cred.user) if (cred := self._credential) else None,
             url_password=SecretStr(cred.password) if cred else None,
-        )  # fmt: skip
+        )
         self._ended = ended = asyncio.Event()
         self._proc, self._cancelled = None, False
         try:

@@ -381,9 +381,11 @@ def server_time_stats(
     out: dict[str, float] = {}
     for name, values in (
         ("server_ttft", [r.server_ttft for r in records if r.server_ttft is not None]),
-        ("server_queue_time",
-         [r.server_queue_time for r in records if r.server_queue_time is not None]),
-    ):  # fmt: skip
+        (
+            "server_queue_time",
+            [r.server_queue_time for r in records if r.server_queue_time is not None],
+        ),
+    ):
         if not values:
             continue
         chosen = validate_percentiles(percentiles)

@@ -119,9 +119,12 @@ async def launched(
         adapters.device_memory(nvml=nvml, visible=visible), env={**env, **server_env}
     )
     launcher = adapters.launcher(
-        [resolved], estimator=estimator, env=server_env, log_dir=data_dir / "logs",
+        [resolved],
+        estimator=estimator,
+        env=server_env,
+        log_dir=data_dir / "logs",
         startup_timeout_s=startup_timeout_s,
-    )  # fmt: skip
+    )
     if flags.port is None:
         flags = flags.model_copy(update={"port": free_port()})
     outcome: asyncio.Future[Ready | Failed] = asyncio.get_running_loop().create_future()

@@ -183,17 +183,23 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     sweeps = None
     if services.slot.can_launch:
         sweeps = SweepService(
-            data_dir=services.store.path.parent, emit=bus.emit, client=local_client,
-            estimator=services.estimator, machine=info.label, twin_gpu=services.twin_gpu,
+            data_dir=services.store.path.parent,
+            emit=bus.emit,
+            client=local_client,
+            estimator=services.estimator,
+            machine=info.label,
+            twin_gpu=services.twin_gpu,
             cluster=services.cluster,
-        )  # fmt: skip
+        )
         info = dataclasses.replace(info, sweeps=sweeps)
     twin = None
     if services.twin:
         twin = TwinService(
-            services.store.path.parent, services.twin_profile, local_client,
+            services.store.path.parent,
+            services.twin_profile,
+            local_client,
             runner=services.twin_runner,
-        )  # fmt: skip
+        )
         info = dataclasses.replace(info, twin=twin)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])
     hub = TelemetryHub(

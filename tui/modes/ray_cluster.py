@@ -44,14 +44,18 @@ def connect(choice: ClusterChoice) -> None:
             ray.init(address=choice.address, log_to_driver=False)
         else:
             ray.init(
-                address="local", num_cpus=LOCAL_CPUS, num_gpus=choice.gpus,
-                object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
+                address="local",
+                num_cpus=LOCAL_CPUS,
+                num_gpus=choice.gpus,
+                object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+                include_dashboard=False,
                 log_to_driver=False,
-            )  # fmt: skip
+            )
     except (ConnectionError, RuntimeError, ValueError) as exc:
         where = choice.address or "a local instance"
-        raise SetupError(f"Ray: could not start or join {where}: {exc}",
-                         hint="is the cluster up (`ray status`)?") from exc  # fmt: skip
+        raise SetupError(
+            f"Ray: could not start or join {where}: {exc}", hint="is the cluster up (`ray status`)?"
+        ) from exc
 
 
 def node_gpus() -> dict[str, float]:
@@ -91,10 +95,12 @@ def ray_lanes(
     width = trials_at_once(node_gpus(), spec)
     per_trial = gpus_per_trial(spec)
     config = HostConfig(
-        spec=spec, options=options, head_run=f"head{os.getpid()}-{uuid.uuid4().hex[:6]}",
+        spec=spec,
+        options=options,
+        head_run=f"head{os.getpid()}-{uuid.uuid4().hex[:6]}",
         data_dir=None if choice.address else str(data_dir),
         ready_timeout_s=options.startup_timeout,
-    )  # fmt: skip
+    )
     host = ray.remote(TrialHost)
     store = RunStore(data_dir / ("demo-runs.sqlite" if options.demo else "runs.sqlite"))
     close_left_runs(store, spec.sweep_id())
@@ -105,9 +111,7 @@ def ray_lanes(
             num_gpus=per_trial, num_cpus=0, max_restarts=0, max_task_retries=0
         ).remote(config)
 
-    return [
-        RayLane(spawn, writer, name=f"slot{i}", on_progress=on_progress) for i in range(width)
-    ]
+    return [RayLane(spawn, writer, name=f"slot{i}", on_progress=on_progress) for i in range(width)]
 
 
 def close_left_runs(store: RunStore, sweep_id: str) -> int:
@@ -117,8 +121,10 @@ def close_left_runs(store: RunStore, sweep_id: str) -> int:
     for run in store.list(limit=100_000):
         if run.sweep is None or run.sweep.sweep_id != sweep_id or not run.status.live:
             continue
-        store.update(run.model_copy(
-            update={"status": RunStatus.LOST, "ended_because": LEFT_BY_A_KILLED_HEAD}
-        ))  # fmt: skip
+        store.update(
+            run.model_copy(
+                update={"status": RunStatus.LOST, "ended_because": LEFT_BY_A_KILLED_HEAD}
+            )
+        )
         closed += 1
     return closed

@@ -131,11 +131,13 @@ class TrialHost:
         worker = worker_id(cfg.head_run)
         self._scratch = Path(tempfile.mkdtemp(prefix=f"{worker}-", dir=folder))
         self._placement = Placement(node=node, gpu_ids=list(gpus))
-        lane = NodeLane(name=self._placement.describe(), gpus=gpus,
-                        state=folder / f"{worker}.json", store=self._scratch / "runs.sqlite")
-        parts = await asyncio.to_thread(
-            SweepMode(cfg.spec).node_lane, cfg.options, data_dir, lane
-        )  # fmt: skip
+        lane = NodeLane(
+            name=self._placement.describe(),
+            gpus=gpus,
+            state=folder / f"{worker}.json",
+            store=self._scratch / "runs.sqlite",
+        )
+        parts = await asyncio.to_thread(SweepMode(cfg.spec).node_lane, cfg.options, data_dir, lane)
         session = assemble(parts.info, parts.services, poll_interval_s=cfg.options.poll_interval_s)
         session.subscribe(self._on_event)
         await session.start()
@@ -239,5 +241,11 @@ class TrialHost:
             if run.id is not None and self._sent.get(run.id) != run:
                 changed.append(run)
                 self._sent[run.id] = run
-        return HostReply(records=tuple(changed), start=start, bench=bench, reset=reset,
-                         error=error, interrupted=interrupted)  # fmt: skip
+        return HostReply(
+            records=tuple(changed),
+            start=start,
+            bench=bench,
+            reset=reset,
+            error=error,
+            interrupted=interrupted,
+        )

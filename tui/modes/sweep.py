@@ -158,13 +158,18 @@ class SweepMode:
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": visible}
         per_trial = gpus_per_trial(self.spec)
         estimator = adapters.estimator(
-            adapters.device_memory(sim_gpu=gpu, sim_count=per_trial), env={**self.env, **env},
-            simulated=True, config_env=self.env,
-        )  # fmt: skip
+            adapters.device_memory(sim_gpu=gpu, sim_count=per_trial),
+            env={**self.env, **env},
+            simulated=True,
+            config_env=self.env,
+        )
         launcher = adapters.launcher(
-            simulator_command(), estimator=estimator, env=env, log_dir=data_dir / "demo-logs",
+            simulator_command(),
+            estimator=estimator,
+            env=env,
+            log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
-        )  # fmt: skip
+        )
         args = [
             "--sim-gpu",
             gpu,
@@ -178,12 +183,26 @@ class SweepMode:
         reproducer = None
         if node is not None:  # a cluster's trial: its runs name the node and the GPU model
             reproducer = MachineReproducer(
-                launch_env=env, inherited_env=self.env, version=lambda: SIM_VLLM_VERSION,
+                launch_env=env,
+                inherited_env=self.env,
+                version=lambda: SIM_VLLM_VERSION,
                 gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
-            )  # fmt: skip
-        return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, launch_args=args, demo=True, gpu=choice, node=node,
-                          reproducer=reproducer)  # fmt: skip
+            )
+        return self._lane(
+            options,
+            data_dir,
+            index,
+            name,
+            launcher,
+            store_path,
+            credentials,
+            estimator,
+            launch_args=args,
+            demo=True,
+            gpu=choice,
+            node=node,
+            reproducer=reproducer,
+        )
 
     def _local_lane(
         self,
@@ -205,9 +224,12 @@ class SweepMode:
             adapters.device_memory(nvml=nvml, index=first, visible=group), env={**self.env, **env}
         )
         launcher = adapters.launcher(
-            [vllm], estimator=estimator, env=env, log_dir=data_dir / "logs",
+            [vllm],
+            estimator=estimator,
+            env=env,
+            log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
-        )  # fmt: skip
+        )
         name = f"gpu{group}" if group is not None else "cpu"
         # One lane reads NVML for the panel; the lane's CUDA_VISIBLE_DEVICES marks its GPUs.
         choice = adapters.gpu_source(nvml=nvml if index == 0 else None, cuda_visible_devices=group)
@@ -215,13 +237,25 @@ class SweepMode:
         if node is not None:  # a cluster's trial: each run names the node, GPU and driver
             name = node.name
             reproducer = MachineReproducer(
-                launch_env=env, inherited_env=self.env,
+                launch_env=env,
+                inherited_env=self.env,
                 version=functools.partial(installed_vllm_version, vllm),
                 versions=nvml.versions if nvml is not None else None,
-            )  # fmt: skip
-        return self._lane(options, data_dir, index, name, launcher, store_path, credentials,
-                          estimator, gpu=choice, executable=vllm, node=node,
-                          reproducer=reproducer)  # fmt: skip
+            )
+        return self._lane(
+            options,
+            data_dir,
+            index,
+            name,
+            launcher,
+            store_path,
+            credentials,
+            estimator,
+            gpu=choice,
+            executable=vllm,
+            node=node,
+            reproducer=reproducer,
+        )
 
     def _lane(
         self,
@@ -248,13 +282,16 @@ class SweepMode:
             ServerStateFile(_state_path(data_dir, index, demo, node)), mode=kind
         )
         services = Services(
-            store=store, history=history,
+            store=store,
+            history=history,
             slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
-            gpu=gpu.reader, gpu_policy=gpu.policy,
-            estimator=estimator, reproducer=reproducer,
-        )  # fmt: skip
+            gpu=gpu.reader,
+            gpu_policy=gpu.policy,
+            estimator=estimator,
+            reproducer=reproducer,
+        )
         flags = self.spec.base.flags_for({})
         info = SessionInfo(
             label=f"sweep {self.spec.name} · {name}",

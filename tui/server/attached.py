@@ -79,9 +79,12 @@ class AttachedServer(WatchedServer):
         if poll_interval_s <= 0:
             raise ValueError(f"poll_interval_s must be > 0, got {poll_interval_s}")
         super().__init__(
-            ATTACHED_REMOTE, prober=prober, api_key=api_key, max_log_lines=1000,
+            ATTACHED_REMOTE,
+            prober=prober,
+            api_key=api_key,
+            max_log_lines=1000,
             credential=credential,
-        )  # fmt: skip
+        )
         self._url = attach_url(url)
         self._poll_s = poll_interval_s
         self._model: str | None = None

@@ -90,27 +90,51 @@ def build_parser_env(version: str, root: Path | None = None) -> Path:
     _run([str(base.python), "-m", "venv", "--without-pip", str(venv)], "python -m venv")
     python = venv / "bin" / "python"
     site = Path(
-        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-             "reading the venv's site-packages").strip()
-    )  # fmt: skip
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            "reading the venv's site-packages",
+        ).strip()
+    )
     base_site = _run(
         [str(base.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         "reading the CPU build's site-packages",
     ).strip()
     with tempfile.TemporaryDirectory(prefix="vtc-wheel-") as tmp:
         _run(
-            [str(base.python), "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--progress-bar", "off", "-d", tmp, f"vllm=={version}"],
+            [
+                str(base.python),
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--progress-bar",
+                "off",
+                "-d",
+                tmp,
+                f"vllm=={version}",
+            ],
             f"downloading the vllm=={version} wheel",
-        )  # fmt: skip
+        )
         wheels = sorted(Path(tmp).glob("vllm-*.whl"))
         if not wheels:
             raise ParserEnvError(f"pip downloaded no vllm=={version} wheel")
         _run(
-            [str(base.python), "-m", "pip", "install", "--no-deps", "--no-compile",
-             "--progress-bar", "off", "--target", str(site), str(wheels[0])],
+            [
+                str(base.python),
+                "-m",
+                "pip",
+                "install",
+                "--no-deps",
+                "--no-compile",
+                "--progress-bar",
+                "off",
+                "--target",
+                str(site),
+                str(wheels[0]),
+            ],
             f"installing the vllm=={version} wheel",
-        )  # fmt: skip
+        )
     # After the wheel: its own site-packages first, then the CPU build's for the rest.
     (site / "_vtc_cpu_build.pth").write_text(base_site + "\n", encoding="utf-8")
     (site / "_vtc_cpu_device.pth").write_text(_DEVICE_PTH, encoding="utf-8")

@@ -20,9 +20,21 @@ from tui.domain.telemetry import GpuSample
 #: Inherited variables that change what vLLM, PyTorch, CUDA or the Hub client do. Variables
 #: the launch sets itself are all kept; inherited ones only when they match these.
 RELEVANT_PREFIXES: tuple[str, ...] = (
-    "VLLM_", "CUDA_", "NCCL_", "NVIDIA_", "HF_", "HUGGING_FACE_", "TRANSFORMERS_",
-    "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "TOKENIZERS_", "OMP_", "MKL_",
-)  # fmt: skip
+    "VLLM_",
+    "CUDA_",
+    "NCCL_",
+    "NVIDIA_",
+    "HF_",
+    "HUGGING_FACE_",
+    "TRANSFORMERS_",
+    "TORCH_",
+    "PYTORCH_",
+    "TORCHINDUCTOR_",
+    "TRITON_",
+    "TOKENIZERS_",
+    "OMP_",
+    "MKL_",
+)
 #: vtc's own plumbing, not the operator's choice (the supervisor sets it for line-buffered
 #: logs), so it is not part of the reproduction.
 IGNORED: frozenset[str] = frozenset({"PYTHONUNBUFFERED"})

@@ -179,8 +179,13 @@ class Session:
         elif self.info.autostart and self.can_restart:
             await self.restart(self.info.initial_flags)
 
-    async def restart(self, flags: ServeFlags, sweep: SweepTag | None = None, *,
-                      proceed: Callable[[], bool] | None = None) -> RunRecord:  # fmt: skip
+    async def restart(
+        self,
+        flags: ServeFlags,
+        sweep: SweepTag | None = None,
+        *,
+        proceed: Callable[[], bool] | None = None,
+    ) -> RunRecord:
         """Stop what runs (load first), launch ``flags`` as a new run (``sweep``: a trial's
         tag; ``proceed``: asked once the old server is gone, else :class:`LaunchWithdrawn`)."""
         if not self._slot.can_launch:

@@ -224,6 +224,7 @@ class SessionPort(Protocol):
         """An attached server's configuration as read from it, each flag with its source
         (``None``: this console launches its servers, or nothing could be read yet)."""
         ...
+
     @property
     def tools(self) -> SessionTools: ...
 

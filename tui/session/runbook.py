@@ -161,8 +161,12 @@ class RunBook:
         record = self._find(load) if load is not None else None
         if record is None:
             return event
-        self._fold(record, TelemetryRecorded(server_latency=event.server_latency,
-                                             load_cancelled=event.load_cancelled))  # fmt: skip
+        self._fold(
+            record,
+            TelemetryRecorded(
+                server_latency=event.server_latency, load_cancelled=event.load_cancelled
+            ),
+        )
         return TelemetryRecorded(series=event.series)
 
     def _loads_on(self, run_id: int) -> list[RunRecord]:

@@ -99,9 +99,12 @@ def resolved_batch(
     """``(max_num_seqs, max_num_batched_tokens)`` vLLM resolves for ``flags`` on that device."""
     shape = resolve_model(flags.model, model_folder(flags.model)).shape
     eng = budget.resolve_engine(
-        flags, shape, total_bytes=total_bytes or 80 * GIB, device_name=identity.device,
+        flags,
+        shape,
+        total_bytes=total_bytes or 80 * GIB,
+        device_name=identity.device,
         kind=identity.device_kind,
-    )  # fmt: skip
+    )
     return eng.max_num_seqs, eng.max_num_batched_tokens
 
 
@@ -380,8 +383,9 @@ def residuals_of(profile: Profile, samples: Sequence[FitSample]) -> list[Residua
         if run is None:
             continue
         for key, value in sample_metrics(sample.result).items():
-            out.append(Residual(sample=sample.name, metric=key, measured=value,
-                                predicted=run.metric(key)))  # fmt: skip
+            out.append(
+                Residual(sample=sample.name, metric=key, measured=value, predicted=run.metric(key))
+            )
     return out
 
 

@@ -175,8 +175,12 @@ def run_twin_load(
             now = max(now, entering[0][0])
             continue
         work = plan.work
-        features = (1.0, float(work.prefill_tokens), float(work.decode_seqs),
-                    work.context_tokens / 1000.0)  # fmt: skip
+        features = (
+            1.0,
+            float(work.prefill_tokens),
+            float(work.decode_seqs),
+            work.context_tokens / 1000.0,
+        )
         now += coefficients.step_seconds(work.prefill_tokens, work.decode_seqs, work.context_tokens)
         trace.steps.append(features)
         trace.step_ends.append(now)

@@ -159,10 +159,13 @@ class Scenario:
     def _twin_run(self, profile: Profile, workload: Workload) -> SimulationResult:
         """The twin's run: request overheads and the concurrency-free arrivals of ``workload``."""
         shape = LoadShape(
-            num_prompts=workload.num_requests, input_len=workload.input_len,
-            output_len=workload.output_len, prefix_len=workload.prefix_len,
-            request_rate=math.inf if workload.rate is None else workload.rate, seed=workload.seed,
-        )  # fmt: skip
+            num_prompts=workload.num_requests,
+            input_len=workload.input_len,
+            output_len=workload.output_len,
+            prefix_len=workload.prefix_len,
+            request_rate=math.inf if workload.rate is None else workload.rate,
+            seed=workload.seed,
+        )
         return self.twin_load(profile, shape)
 
     def twin_load(self, profile: Profile, shape: LoadShape) -> SimulationResult:
@@ -170,10 +173,13 @@ class Scenario:
         serial = profile.serial_frontend
         trace = run_twin_load(self.config, profile.coefficients, shape, serial_frontend=serial)
         return SimulationResult(
-            duration=trace.end, requests=[t.request for t in trace.requests],
-            steps=len(trace.steps), num_preemptions=trace.num_preemptions,
-            prefix_queries=trace.prefix_queries, prefix_hits=trace.prefix_hits,
-        )  # fmt: skip
+            duration=trace.end,
+            requests=[t.request for t in trace.requests],
+            steps=len(trace.steps),
+            num_preemptions=trace.num_preemptions,
+            prefix_queries=trace.prefix_queries,
+            prefix_hits=trace.prefix_hits,
+        )
 
 
 def run_argv(argv: Sequence[str], workload: Workload) -> Outcome:

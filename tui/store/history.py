@@ -155,9 +155,11 @@ class RunStore:
             raise HistoryError(f"cannot open {self.path}: {exc.strerror or exc}") from None
         try:
             conn = sqlite3.connect(
-                str(self.path), isolation_level=None, check_same_thread=False,
+                str(self.path),
+                isolation_level=None,
+                check_same_thread=False,
                 timeout=BUSY_TIMEOUT_S,
-            )  # fmt: skip
+            )
         except sqlite3.Error as exc:
             raise HistoryError(f"cannot open {self.path}: {exc}") from None
         try:

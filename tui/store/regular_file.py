@@ -19,9 +19,12 @@ from pathlib import Path
 from typing import BinaryIO
 
 _KINDS = (
-    (stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"),
-)  # fmt: skip
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 class NotRegularFileError(OSError):

@@ -50,8 +50,12 @@ def _verdict_class(cell: Cell) -> str:
     c = cell.comparison
     if c is None:
         return ""
-    return {Verdict.GAIN: "gain", Verdict.LOSS: "loss", Verdict.NOISE: "noise",
-            Verdict.OTHER_LOAD: "other"}.get(c.verdict, "")  # fmt: skip
+    return {
+        Verdict.GAIN: "gain",
+        Verdict.LOSS: "loss",
+        Verdict.NOISE: "noise",
+        Verdict.OTHER_LOAD: "other",
+    }.get(c.verdict, "")
 
 
 def _td(row: Row, column: Column, cell: Cell) -> str:
@@ -152,20 +156,28 @@ def report_html(
     compare = (
         f"<h2>Before / After: {escape(pair.title)}</h2>{before_after_html(pair)}" if pair else ""
     )
-    return "".join([
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-        "<title>vtc board</title>", f"<style>{_CSS}</style></head><body>",
-        "<h1>vtc board</h1>",
-        f'<p class="meta">{escape(board.header())}</p>',
-        f'<p class="meta">Machine: {escape(machine)}</p>' if machine else "",
-        f'<p class="meta">Read from {escape(source)} · written {generated:%Y-%m-%d %H:%M %Z}</p>',
-        '<h2>Runs</h2><div class="scroll">', table_html(board), "</div>",
-        f'<p class="legend">{escape(LEGEND.replace("`", ""))}</p>',
-        plots, compare,
-        "<h2>Reproduce each run</h2>", _reproduce_html(board, options),
-        "</body></html>\n",
-    ])  # fmt: skip
+    return "".join(
+        [
+            '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">',
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+            "<title>vtc board</title>",
+            f"<style>{_CSS}</style></head><body>",
+            "<h1>vtc board</h1>",
+            f'<p class="meta">{escape(board.header())}</p>',
+            f'<p class="meta">Machine: {escape(machine)}</p>' if machine else "",
+            f'<p class="meta">Read from {escape(source)} · '
+            f"written {generated:%Y-%m-%d %H:%M %Z}</p>",
+            '<h2>Runs</h2><div class="scroll">',
+            table_html(board),
+            "</div>",
+            f'<p class="legend">{escape(LEGEND.replace("`", ""))}</p>',
+            plots,
+            compare,
+            "<h2>Reproduce each run</h2>",
+            _reproduce_html(board, options),
+            "</body></html>\n",
+        ]
+    )
 
 
 def write_report(path: Path, html: str) -> None:

@@ -92,22 +92,29 @@ def _axes(frame: _Frame, scatter: Scatter) -> list[str]:
     parts = []
     for t in frame.xticks:
         x = frame.x(t)
-        parts.append(f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{HEIGHT - _BOTTOM}" '
-                     'class="grid"/>')  # fmt: skip
-        parts.append(f'<text x="{x:.1f}" y="{HEIGHT - _BOTTOM + 16}" text-anchor="middle">'
-                     f"{_fmt(t)}</text>")  # fmt: skip
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{HEIGHT - _BOTTOM}" class="grid"/>'
+        )
+        parts.append(
+            f'<text x="{x:.1f}" y="{HEIGHT - _BOTTOM + 16}" text-anchor="middle">{_fmt(t)}</text>'
+        )
     for t in frame.yticks:
         y = frame.y(t)
-        parts.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
-                     'class="grid"/>')  # fmt: skip
+        parts.append(
+            f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" class="grid"/>'
+        )
         parts.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
     scale = ", log scale" if frame.log_x else ""
     xlabel = f"{scatter.latency.label} ({scatter.latency.unit}{scale}), lower is better"
     ylabel = f"output throughput ({scatter.throughput.unit}), higher is better"
-    parts.append(f'<text x="{(WIDTH + _LEFT) / 2:.0f}" y="{HEIGHT - 12}" text-anchor="middle">'
-                 f"{escape(xlabel)}</text>")  # fmt: skip
-    parts.append(f'<text transform="translate(16 {(HEIGHT + _TOP - _BOTTOM) / 2:.0f}) '
-                 f'rotate(-90)" text-anchor="middle">{escape(ylabel)}</text>')  # fmt: skip
+    parts.append(
+        f'<text x="{(WIDTH + _LEFT) / 2:.0f}" y="{HEIGHT - 12}" text-anchor="middle">'
+        f"{escape(xlabel)}</text>"
+    )
+    parts.append(
+        f'<text transform="translate(16 {(HEIGHT + _TOP - _BOTTOM) / 2:.0f}) '
+        f'rotate(-90)" text-anchor="middle">{escape(ylabel)}</text>'
+    )
     return parts
 
 
@@ -115,16 +122,23 @@ def _point(frame: _Frame, p: ScatterPoint) -> list[str]:
     x, y = frame.x(p.latency_ms), frame.y(p.throughput)
     fill = POINT_COLOR if p.comparable else "none"
     stroke = FRONTIER_COLOR if p.on_frontier else POINT_COLOR
-    title = (f"{p.label}: {p.throughput:.1f} tok/s at {p.latency_ms:.1f} ms"
-             + ("" if p.comparable else " (other load)"))  # fmt: skip
-    parts = [f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{fill}" stroke="{stroke}" '
-             f'stroke-width="2"><title>{escape(title)}</title></circle>']  # fmt: skip
+    title = f"{p.label}: {p.throughput:.1f} tok/s at {p.latency_ms:.1f} ms" + (
+        "" if p.comparable else " (other load)"
+    )
+    parts = [
+        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4.5" fill="{fill}" stroke="{stroke}" '
+        f'stroke-width="2"><title>{escape(title)}</title></circle>'
+    ]
     if p.is_baseline:
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" '
-                     f'stroke="{BASELINE_COLOR}" stroke-width="2.5"/>')  # fmt: skip
+        parts.append(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" '
+            f'stroke="{BASELINE_COLOR}" stroke-width="2.5"/>'
+        )
     if p.is_selected:
-        parts.append(f'<rect x="{x - 8:.1f}" y="{y - 8:.1f}" width="16" height="16" fill="none" '
-                     f'stroke="{SELECTED_COLOR}" stroke-width="2.5"/>')  # fmt: skip
+        parts.append(
+            f'<rect x="{x - 8:.1f}" y="{y - 8:.1f}" width="16" height="16" fill="none" '
+            f'stroke="{SELECTED_COLOR}" stroke-width="2.5"/>'
+        )
     parts.append(f'<text x="{x + 9:.1f}" y="{y - 9:.1f}" class="label">{escape(p.label)}</text>')
     return parts
 
@@ -151,19 +165,25 @@ def _legend() -> str:
 def scatter_svg(scatter: Scatter) -> str:
     """The scatter as one ``<svg>`` element (inline: no external references)."""
     # inline SVG in HTML needs no xmlns: the page carries no URL at all
-    head = (f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" '
-            f'width="{WIDTH}" height="{HEIGHT}" role="img" '
-            f'aria-label="output throughput against {escape(scatter.latency.label)}">')  # fmt: skip
+    head = (
+        f'<svg viewBox="0 0 {WIDTH} {HEIGHT}" '
+        f'width="{WIDTH}" height="{HEIGHT}" role="img" '
+        f'aria-label="output throughput against {escape(scatter.latency.label)}">'
+    )
     if not scatter.points:
-        return (head + f'<text x="{WIDTH / 2:.0f}" y="{HEIGHT / 2:.0f}" text-anchor="middle">'
-                "no served run has both numbers yet</text></svg>")  # fmt: skip
+        return (
+            head + f'<text x="{WIDTH / 2:.0f}" y="{HEIGHT / 2:.0f}" text-anchor="middle">'
+            "no served run has both numbers yet</text></svg>"
+        )
     frame = _Frame([p.latency_ms for p in scatter.points], [p.throughput for p in scatter.points])
     parts = [head, _legend(), *_axes(frame, scatter)]
     front = scatter.frontier
     if len(front) > 1:
         coords = " ".join(f"{frame.x(p.latency_ms):.1f},{frame.y(p.throughput):.1f}" for p in front)
-        parts.append(f'<polyline points="{coords}" fill="none" stroke="{FRONTIER_COLOR}" '
-                     'stroke-width="2.5"/>')  # fmt: skip
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{FRONTIER_COLOR}" '
+            'stroke-width="2.5"/>'
+        )
     for p in scatter.points:
         parts += _point(frame, p)
     parts.append("</svg>")

@@ -96,9 +96,12 @@ def close_stopped_run(history: Path, run_id: int, why: str) -> RunRecord | None:
         if record is None or not record.status.live:
             return None
         stopped = record.model_copy(
-            update={"status": RunStatus.STOPPED, "ended_because": why,
-                    "last_seen": datetime.now(UTC)}
-        )  # fmt: skip
+            update={
+                "status": RunStatus.STOPPED,
+                "ended_because": why,
+                "last_seen": datetime.now(UTC),
+            }
+        )
         store.update(stopped)
         return stopped
     finally:

@@ -85,9 +85,7 @@ class TopWatcher:
         self.url = metrics_url(clean)
         self.interval_s = interval_s
         self._clock = clock
-        self._client = httpx.AsyncClient(
-            trust_env=False, headers=authorization_header(credential)
-        )
+        self._client = httpx.AsyncClient(trust_env=False, headers=authorization_header(credential))
         self._metrics = VllmMetricsSource(
             self.url,
             self._client,

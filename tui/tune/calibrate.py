@@ -307,8 +307,13 @@ class Calibration:
             )
         after = await step_count(self.target)
         steps = int(after - before) if before is not None and after is not None else None
-        sample = FitSample(name=designed.name, flags=self.target.flags, load=designed.load,
-                           result=result, server_steps=steps)  # fmt: skip
+        sample = FitSample(
+            name=designed.name,
+            flags=self.target.flags,
+            load=designed.load,
+            result=result,
+            server_steps=steps,
+        )
         return JournalLine(name=designed.name, sample=sample, seconds=secs)
 
     def _fit(self, facts: ServerFacts, samples: list[FitSample], started: float) -> Profile:
@@ -343,4 +348,3 @@ class Calibration:
         fitted = fit_best(base, samples, polish_evals=self.polish_evals)
         fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
         return save_profile(fitted, self.data_dir)
-

@@ -237,9 +237,14 @@ class SweepContext:
     ) -> TrialOutcome:
         """Record a choice that will not be started, with why (never journaled: recomputed)."""
         outcome = TrialOutcome(
-            index=self._take_index(), key="", note=note or describe(choice), params=choice,
-            flags=flags, state=TrialState.PRUNED, diagnosis=reason,
-        )  # fmt: skip
+            index=self._take_index(),
+            key="",
+            note=note or describe(choice),
+            params=choice,
+            flags=flags,
+            state=TrialState.PRUNED,
+            diagnosis=reason,
+        )
         self._finish(outcome)
         return outcome
 
@@ -255,15 +260,24 @@ class SweepContext:
         """
         self.check(starts=False)
         index = self._take_index() if index is None else index
-        base: dict[str, Any] = {"index": index, "key": "", "note": plan.note,
-                                "params": plan.choice, "flags": plan.flags, "lane": lane.name,
-                                "predicted_by": label}  # fmt: skip
+        base: dict[str, Any] = {
+            "index": index,
+            "key": "",
+            "note": plan.note,
+            "params": plan.choice,
+            "flags": plan.flags,
+            "lane": lane.name,
+            "predicted_by": label,
+        }
         tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
         start = await lane.start(plan.flags, tag)
         if not start.ok:
-            outcome = TrialOutcome(**base, state=TrialState.FAILED_START,
-                                   diagnosis=start.diagnosis,
-                                   diagnosis_kind=start.diagnosis_kind)  # fmt: skip
+            outcome = TrialOutcome(
+                **base,
+                state=TrialState.FAILED_START,
+                diagnosis=start.diagnosis,
+                diagnosis_kind=start.diagnosis_kind,
+            )
         else:
             outcome = await self._measure(plan, lane, base, None, self._clock())
             outcome = outcome.model_copy(update={"seconds": 0.0})  # virtual: no wall time
@@ -318,9 +332,16 @@ class SweepContext:
 
     async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
         started_at = self._clock()
-        base: dict[str, Any] = {"index": index, "key": key, "note": plan.note,
-                                "params": plan.choice, "flags": plan.flags, "lane": lane.name,
-                                "started": True, "started_at": datetime.now(UTC)}  # fmt: skip
+        base: dict[str, Any] = {
+            "index": index,
+            "key": key,
+            "note": plan.note,
+            "params": plan.choice,
+            "flags": plan.flags,
+            "lane": lane.name,
+            "started": True,
+            "started_at": datetime.now(UTC),
+        }
         try:
             self.check(starts=False)  # its own start is already counted
             self.note_activity(f"{lane.name}: trial {index} starting: {plan.note}")
@@ -335,14 +356,18 @@ class SweepContext:
             if self._stop:
                 raise SweepStopped()
             if start is not None:  # where it ran, once the lane placed it
-                base.update(lane=lane.name, placement=start.placement,
-                            log_excerpt=start.log_excerpt)  # fmt: skip
+                base.update(
+                    lane=lane.name, placement=start.placement, log_excerpt=start.log_excerpt
+                )
             if start is not None and not start.ok:
                 outcome = TrialOutcome(
-                    **base, state=TrialState.FAILED_START, run_id=start.run_id,
-                    diagnosis=start.diagnosis, diagnosis_kind=start.diagnosis_kind,
+                    **base,
+                    state=TrialState.FAILED_START,
+                    run_id=start.run_id,
+                    diagnosis=start.diagnosis,
+                    diagnosis_kind=start.diagnosis_kind,
                     seconds=self._clock() - started_at,
-                )  # fmt: skip
+                )
             elif start is not None:
                 outcome = await self._measure(plan, lane, base, start.run_id, started_at)
         finally:
@@ -362,9 +387,12 @@ class SweepContext:
         """The trial's node or worker died under it: marked lost, naming the node."""
         self.notes.append(f"trial {base['index']} lost on {exc.node}: run once more")
         return TrialOutcome(
-            **base, state=TrialState.LOST, run_id=run_id, diagnosis=exc.one_line(),
+            **base,
+            state=TrialState.LOST,
+            run_id=run_id,
+            diagnosis=exc.one_line(),
             seconds=self._clock() - t0,
-        )  # fmt: skip
+        )
 
     def _count_repeats(self, outcome: TrialOutcome) -> None:
         """Identical failures in a row: at the limit, no further trial starts (the reason)."""
@@ -400,14 +428,21 @@ class SweepContext:
             if self._stop:
                 raise SweepStopped() from exc
             return TrialOutcome(
-                **base, state=TrialState.BENCH_FAILED, run_id=run_id,
-                diagnosis=exc.one_line(), seconds=self._clock() - t0,
-            )  # fmt: skip
+                **base,
+                state=TrialState.BENCH_FAILED,
+                run_id=run_id,
+                diagnosis=exc.one_line(),
+                seconds=self._clock() - t0,
+            )
         state = TrialState.MEASURED if evaluated.measurements else TrialState.UP
         return TrialOutcome(
-            **base, state=state, run_id=run_id, measurements=evaluated.measurements,
-            chosen=evaluated.chosen, seconds=self._clock() - t0,
-        )  # fmt: skip
+            **base,
+            state=state,
+            run_id=run_id,
+            measurements=evaluated.measurements,
+            chosen=evaluated.chosen,
+            seconds=self._clock() - t0,
+        )
 
     def _interrupted(self, exc: LaneInterrupted) -> NoReturn:
         """A trial cut short from outside: the whole sweep stops (it resumes later)."""
@@ -424,13 +459,22 @@ class SweepContext:
         """The sweep as it stands, for the console and the headless progress."""
         trials = tuple(self.trials)
         return SweepStatus(
-            sweep_id=self.sweep_id, name=self.spec.name, strategy=self.spec.strategy,
-            objective=self.spec.objective, state=state, trials=trials, planned=self.planned,
-            elapsed_s=self.elapsed(), eta_s=self._eta(trials),
+            sweep_id=self.sweep_id,
+            name=self.spec.name,
+            strategy=self.spec.strategy,
+            objective=self.spec.objective,
+            state=state,
+            trials=trials,
+            planned=self.planned,
+            elapsed_s=self.elapsed(),
+            eta_s=self._eta(trials),
             message=self._message if message is None else message,
-            best=self.best_override or best_trial(trials), baseline_run_id=self._baseline,
-            resumed=self._resumed, slo=self.spec.slo.describe(), notes=tuple(self.notes),
-        )  # fmt: skip
+            best=self.best_override or best_trial(trials),
+            baseline_run_id=self._baseline,
+            resumed=self._resumed,
+            slo=self.spec.slo.describe(),
+            notes=tuple(self.notes),
+        )
 
     def publish(self, state: SweepState, message: str | None = None) -> None:
         """Send the status to the sweep's listener."""

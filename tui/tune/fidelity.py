@@ -52,8 +52,15 @@ class HeldOut:
 
 
 def _load(inp: int, out: int, n: int, conc: int | None, **kw: Any) -> LoadSpec:
-    return LoadSpec(input_len=inp, output_len=out, num_prompts=n, max_concurrency=conc,
-                    seed=101, ignore_eos=True, **kw)  # fmt: skip
+    return LoadSpec(
+        input_len=inp,
+        output_len=out,
+        num_prompts=n,
+        max_concurrency=conc,
+        seed=101,
+        ignore_eos=True,
+        **kw,
+    )
 
 
 def held_out(quick: bool = False) -> list[HeldOut]:

@@ -69,9 +69,7 @@ def trials_at_once(node_gpus: Mapping[str, float], spec: SweepSpec) -> int:
     if width > 0:
         return width
     largest = max(node_gpus.values(), default=0.0)
-    where = (
-        f"the largest node has {largest:g}" if node_gpus else "the cluster has no alive node"
-    )
+    where = f"the largest node has {largest:g}" if node_gpus else "the cluster has no alive node"
     raise Unplaceable(
         f"no node of the Ray cluster has the {per_trial} GPU(s) one trial needs "
         f"(tensor_parallel_size x pipeline_parallel_size over the spec): {where}",

@@ -140,10 +140,14 @@ def _summarise(path: Path) -> JournalSummary | None:
     trials = sum(1 for line in lines[1:] if line.startswith('{"trial"'))
     done = any(line.startswith('{"event": "done"') for line in lines[1:])
     return JournalSummary(
-        path, str(header.get("sweep_id", path.stem)), str(spec.get("name", "?")),
-        str(spec.get("strategy", "?")), trials, done,
+        path,
+        str(header.get("sweep_id", path.stem)),
+        str(spec.get("name", "?")),
+        str(spec.get("strategy", "?")),
+        trials,
+        done,
         str(header["machine"]) if header.get("machine") else None,
-    )  # fmt: skip
+    )
 
 
 def load_spec_from_journal(path: Path) -> SweepSpec:

@@ -28,9 +28,14 @@ Estimator = Callable[[ServeFlags], KvEstimate | None]
 
 # +1: a higher value needs more memory; -1: a lower one does.
 MORE_IS_HEAVIER: Mapping[str, int] = {
-    "max_model_len": 1, "max_num_batched_tokens": 1, "max_num_seqs": 1, "max_loras": 1,
-    "max_lora_rank": 1, "gpu_memory_utilization": -1, "cpu_offload_gb": -1,
-}  # fmt: skip
+    "max_model_len": 1,
+    "max_num_batched_tokens": 1,
+    "max_num_seqs": 1,
+    "max_loras": 1,
+    "max_lora_rank": 1,
+    "gpu_memory_utilization": -1,
+    "cpu_offload_gb": -1,
+}
 MEMORY_KINDS = frozenset({"kv_cache_too_small", "no_kv_cache_memory", "out_of_memory"})
 
 

@@ -141,9 +141,10 @@ class RayLane:
         local = reply.start.run_id
         self._placement = reply.start.placement or self._placement  # with the run's facts
         return dataclasses.replace(
-            reply.start, run_id=ids.get(local) if local is not None else None,
+            reply.start,
+            run_id=ids.get(local) if local is not None else None,
             placement=self._placement,
-        )  # fmt: skip
+        )
 
     async def bench(
         self, load: LoadSpec, *, model: str | None, goodput: Mapping[str, float]
@@ -197,8 +198,9 @@ class RayLane:
         except LOST_ERRORS as exc:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
-            raise LaneLost(f"the worker died before it was placed: {_cause(exc)}",
-                           node="unplaced") from None  # fmt: skip
+            raise LaneLost(
+                f"the worker died before it was placed: {_cause(exc)}", node="unplaced"
+            ) from None
         self._actor, self._placement, self._ids = actor, placement, {}
         return actor
 

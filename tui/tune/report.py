@@ -68,10 +68,20 @@ def placement_json(trial: TrialOutcome) -> dict[str, Any]:
     ``gpu_ids``, ``gpu_model``, ``vllm_version``, ``driver`` (``None``: not recorded)."""
     where = trial.placement
     if where is None:
-        return {"node": None, "gpu_ids": None, "gpu_model": None, "vllm_version": None,
-                "driver": None}  # fmt: skip
-    return {"node": where.node, "gpu_ids": list(where.gpu_ids), "gpu_model": where.gpu_model,
-            "vllm_version": where.vllm_version, "driver": where.driver}  # fmt: skip
+        return {
+            "node": None,
+            "gpu_ids": None,
+            "gpu_model": None,
+            "vllm_version": None,
+            "driver": None,
+        }
+    return {
+        "node": where.node,
+        "gpu_ids": list(where.gpu_ids),
+        "gpu_model": where.gpu_model,
+        "vllm_version": where.vllm_version,
+        "driver": where.driver,
+    }
 
 
 def flags_json(trial: TrialOutcome) -> dict[str, Any] | None:
@@ -145,8 +155,10 @@ def result_txt(status: SweepStatus, spec: SweepSpec, version: str, profile_dir: 
                 f"throughput: {_metric(trial, 'request_throughput')}, "
                 f"goodput: {_metric(trial, 'request_goodput')}"
             )
-            if best is None or (trial.metrics.get("request_throughput", 0)
-                                > best.metrics.get("request_throughput", 0)):  # fmt: skip
+            if best is None or (
+                trial.metrics.get("request_throughput", 0)
+                > best.metrics.get("request_throughput", 0)
+            ):
                 best = trial
         else:
             lines.append(f"{head} does not meet latency requirement {limit:g}")
@@ -203,8 +215,10 @@ def progress_line(status: SweepStatus) -> str:
     """``search 5/13 trials · 4 starts (1 failed) · best 812.4 tok/s (trial 3) · ETA 2m10s``."""
     planned = f"/{status.planned}" if status.planned else ""
     measured, predicted = _counts(status)
-    parts = [f"{status.strategy} {measured}{planned} trials",
-             f"{status.starts} starts ({status.failed_starts} failed)"]  # fmt: skip
+    parts = [
+        f"{status.strategy} {measured}{planned} trials",
+        f"{status.starts} starts ({status.failed_starts} failed)",
+    ]
     if predicted:
         parts.append(f"{predicted} predicted on the twin")
     best = status.best

@@ -38,9 +38,15 @@ class SweepRun:
         self.spec = spec
         self._journal = journal
         self.context = SweepContext(
-            spec, lanes, journal, emit=emit, clock=clock,
-            baseline_run_id=baseline_run_id, pruner=pruner or Pruner(), twin=twin,
-        )  # fmt: skip
+            spec,
+            lanes,
+            journal,
+            emit=emit,
+            clock=clock,
+            baseline_run_id=baseline_run_id,
+            pruner=pruner or Pruner(),
+            twin=twin,
+        )
         self.final: SweepStatus | None = None
 
     def stop(self) -> None:

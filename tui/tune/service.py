@@ -100,8 +100,10 @@ class SweepService:
         if self._session is None:
             raise VtcError("this session runs no sweeps")
         if cluster is not None and self._cluster is None:
-            raise VtcError("this console runs sweeps on its own server only",
-                           hint="a demo or local console runs them on Ray")  # fmt: skip
+            raise VtcError(
+                "this console runs sweeps on its own server only",
+                hint="a demo or local console runs them on Ray",
+            )
         # One writer per sweep: refused at once (SweepLocked names the holder) when another
         # process runs it. A non-waiting flock on a small local file: it does not block.
         lock = SweepLock.for_journal(journal_path(self._data_dir, spec.sweep_id()))
@@ -174,10 +176,15 @@ class SweepService:
         assert self._session is not None
         path = journal_path(self._data_dir, spec.sweep_id())
         client = self._client()
-        lanes: list[Lane] = [SessionLane(
-            self._session, client, name="console", ready_timeout_s=self._timeout,
-            on_note=self._note,
-        )]  # fmt: skip
+        lanes: list[Lane] = [
+            SessionLane(
+                self._session,
+                client,
+                name="console",
+                ready_timeout_s=self._timeout,
+                on_note=self._note,
+            )
+        ]
         placed: ClusterRun | None = None
         try:
             if cluster is not None and self._cluster is not None:
@@ -191,9 +198,14 @@ class SweepService:
             if spec.strategy == "twin" and spec.twin.profile is None and self._twin_gpu:
                 twin = catalogue_twin(self._twin_gpu, spec.goodput_slos())
             self._run = SweepRun(
-                spec, lanes, journal=journal, pruner=Pruner(self._estimator),
-                emit=self._publish, baseline_run_id=baseline, twin=twin,
-            )  # fmt: skip
+                spec,
+                lanes,
+                journal=journal,
+                pruner=Pruner(self._estimator),
+                emit=self._publish,
+                baseline_run_id=baseline,
+                twin=twin,
+            )
             await self._run.run()
         except Exception as exc:  # the console reports it on the sweep screen and stays up
             logger.exception("sweep %s failed", spec.name)

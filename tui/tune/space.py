@@ -30,12 +30,18 @@ NAME_KEY = "_benchmark_name"
 
 # ``vllm bench serve`` option dests -> LoadSpec fields (the ones vtc's generator runs).
 BENCH_KEYS: Mapping[str, str] = {
-    "random_input_len": "input_len", "input_len": "input_len",
-    "random_output_len": "output_len", "output_len": "output_len",
-    "random_range_ratio": "range_ratio", "random_prefix_len": "prefix_len",
-    "num_prompts": "num_prompts", "max_concurrency": "max_concurrency",
-    "request_rate": "request_rate", "burstiness": "burstiness", "seed": "seed",
-}  # fmt: skip
+    "random_input_len": "input_len",
+    "input_len": "input_len",
+    "random_output_len": "output_len",
+    "output_len": "output_len",
+    "random_range_ratio": "range_ratio",
+    "random_prefix_len": "prefix_len",
+    "num_prompts": "num_prompts",
+    "max_concurrency": "max_concurrency",
+    "request_rate": "request_rate",
+    "burstiness": "burstiness",
+    "seed": "seed",
+}
 
 
 class SweepParamsError(VtcError):

@@ -23,11 +23,17 @@ from tui.store.regular_file import read_regular_text
 from tui.tune.space import SweepParamsError, read_params_file
 
 AUTO_TUNE_DEFAULTS: dict[str, str] = {
-    "MODEL": "meta-llama/Llama-3.1-8B-Instruct", "TP": "1", "DOWNLOAD_DIR": "",
-    "INPUT_LEN": "4000", "OUTPUT_LEN": "16", "MAX_MODEL_LEN": "4096", "MIN_CACHE_HIT_PCT": "0",
-    "MAX_LATENCY_ALLOWED_MS": "100000000000", "NUM_SEQS_LIST": "128 256",
+    "MODEL": "meta-llama/Llama-3.1-8B-Instruct",
+    "TP": "1",
+    "DOWNLOAD_DIR": "",
+    "INPUT_LEN": "4000",
+    "OUTPUT_LEN": "16",
+    "MAX_MODEL_LEN": "4096",
+    "MIN_CACHE_HIT_PCT": "0",
+    "MAX_LATENCY_ALLOWED_MS": "100000000000",
+    "NUM_SEQS_LIST": "128 256",
     "NUM_BATCHED_TOKENS_LIST": "512 1024 2048 4096",
-}  # fmt: skip
+}
 ENV_NAMES = tuple(AUTO_TUNE_DEFAULTS)
 
 
@@ -84,10 +90,13 @@ def auto_tune_from_env(env: Mapping[str, str], spec: SweepSpec | None = None) ->
     given = {k: env[k] for k in ENV_NAMES if env.get(k, "") != ""}
     if spec is None:
         given = {**AUTO_TUNE_DEFAULTS, **given}
-        data: dict[str, Any] = {"name": "auto_tune", "strategy": "auto_tune",
-                                "objective": "request_throughput",
-                                "base": {"model": "-", "flags": {"enable_prefix_caching": True}},
-                                "workload": {}}  # fmt: skip
+        data: dict[str, Any] = {
+            "name": "auto_tune",
+            "strategy": "auto_tune",
+            "objective": "request_throughput",
+            "base": {"model": "-", "flags": {"enable_prefix_caching": True}},
+            "workload": {},
+        }
     else:
         data = spec.model_dump(mode="json")
         data["strategy"] = "auto_tune"

@@ -32,8 +32,13 @@ from tui.tune.whatif_lane import Cache, WhatIfLane
 DEFAULT_TWIN_GPU = "l4-24gb"
 """The catalogue GPU a twin runs when neither a profile nor the spec's ``sim_gpu`` names one."""
 
-TOP_LEVEL = ("request_throughput", "output_throughput", "total_token_throughput",
-             "request_goodput", "duration")  # fmt: skip
+TOP_LEVEL = (
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "duration",
+)
 """The metrics bench serve keeps outside ``stats`` that a correction scales."""
 COUNTS = frozenset({"completed", "failed"})  # counted, not timed: never scaled
 
@@ -223,8 +228,7 @@ class WhatIfTwin:
         if not start.ok:
             return None
         try:
-            run = await lane.bench(observation.load, model=observation.model,
-                                   goodput=self.goodput)  # fmt: skip
+            run = await lane.bench(observation.load, model=observation.model, goodput=self.goodput)
         except LaneError:
             return None
         return {k: float(v) for k in KEPT_METRICS if (v := run.result.metric(k)) is not None}
@@ -255,5 +259,6 @@ def _positive(x: float) -> bool:
 def catalogue_twin(gpu: str | None, goodput: Mapping[str, float] | None = None) -> WhatIfTwin:
     """The twin on a catalogue GPU (hand-made: marked so), corrected by the real trials."""
     name = gpu or DEFAULT_TWIN_GPU
-    return WhatIfTwin(["--sim-gpu", name], label=f"twin {name} (hand-made catalogue GPU)",
-                      goodput=goodput)  # fmt: skip
+    return WhatIfTwin(
+        ["--sim-gpu", name], label=f"twin {name} (hand-made catalogue GPU)", goodput=goodput
+    )

@@ -58,12 +58,19 @@ def calibration_loads(load: LoadSpec) -> list[LoadSpec]:
     inp, out = max(16, load.input_len), max(8, load.output_len)
     shapes = ((inp, 2 * out, 2), (inp, out, 16), (4 * inp, 4, 8))
     return [
-        load.model_copy(update={
-            "input_len": i, "output_len": o, "num_prompts": n, "prefix_len": 0,
-            "max_concurrency": None, "request_rate": math.inf, "seed": 101 + k,
-        })
+        load.model_copy(
+            update={
+                "input_len": i,
+                "output_len": o,
+                "num_prompts": n,
+                "prefix_len": 0,
+                "max_concurrency": None,
+                "request_rate": math.inf,
+                "seed": 101 + k,
+            }
+        )
         for k, (i, o, n) in enumerate(shapes)
-    ]  # fmt: skip
+    ]
 
 
 def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
@@ -72,10 +79,14 @@ def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
     device_kind: DeviceKind = "cpu" if kv_bytes is not None else "gpu"
     max_len = flags.max_model_len or 4096
     memory = MemorySide(
-        kv_tokens=max(max_len, 1), block_size=flags.block_size or 128, num_blocks=1,
-        kv_bytes=kv_bytes, max_model_len=max_len, max_num_seqs=flags.max_num_seqs or 256,
+        kv_tokens=max(max_len, 1),
+        block_size=flags.block_size or 128,
+        num_blocks=1,
+        kv_bytes=kv_bytes,
+        max_model_len=max_len,
+        max_num_seqs=flags.max_num_seqs or 256,
         max_num_batched_tokens=flags.max_num_batched_tokens or 2048,
-    )  # fmt: skip
+    )
     return Profile(
         name=name,
         identity=ProfileIdentity(model=flags.model, device=device_kind, device_kind=device_kind),

@@ -181,11 +181,14 @@ class TwinService:
         self.calibrating = True
         try:
             calibration = Calibration(
-                name=name, target=_SessionTarget(url, run, self._client),
+                name=name,
+                target=_SessionTarget(url, run, self._client),
                 loads=design(run.flags.max_model_len or 4096, passes=2),
                 data_dir=self._data_dir,
-                budget_s=CONSOLE_BUDGET_S, runner=self._runner, polish_evals=CONSOLE_POLISH,
-            )  # fmt: skip
+                budget_s=CONSOLE_BUDGET_S,
+                runner=self._runner,
+                polish_evals=CONSOLE_POLISH,
+            )
             profile = await calibration.run(on_progress)
         finally:
             self.calibrating = False

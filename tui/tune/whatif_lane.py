@@ -87,10 +87,14 @@ class WhatIfLane:
         self.benches += 1
         rate = None if math.isinf(load.request_rate) else load.request_rate
         workload = Workload(
-            num_requests=load.num_prompts, input_len=load.input_len, output_len=load.output_len,
-            prefix_len=load.prefix_len, rate=rate, adapters=(model,) if model else (),
+            num_requests=load.num_prompts,
+            input_len=load.input_len,
+            output_len=load.output_len,
+            prefix_len=load.prefix_len,
+            rate=rate,
+            adapters=(model,) if model else (),
             seed=load.seed,
-        )  # fmt: skip
+        )
         key = ("bench", self._argv, workload, tuple(sorted(goodput.items())))
         found = self._cache.get(key)
         if found is None:
@@ -143,9 +147,7 @@ def _twin_bench(scenario: Scenario, load: LoadSpec, goodput: dict[str, float]) -
     return BenchRun(result, 100.0 * outcome.prefix_hit_rate)
 
 
-def result_of(
-    outcome: Outcome, workload: Workload, goodput: Mapping[str, float]
-) -> BenchResult:
+def result_of(outcome: Outcome, workload: Workload, goodput: Mapping[str, float]) -> BenchResult:
     """bench serve's result for a what-if run (failed: requests that never got a token)."""
     rate = math.inf if workload.rate is None else workload.rate
     return _result(outcome, rate, goodput)
@@ -167,12 +169,15 @@ def _result(
         times = r.token_times
         records.append(
             RequestRecord(
-                success=True, prompt_len=len(r.prompt_ids), output_tokens=len(r.output_ids),
+                success=True,
+                prompt_len=len(r.prompt_ids),
+                output_tokens=len(r.output_ids),
                 ttft=r.first_token - r.arrival,
                 itl=[b - a for a, b in itertools.pairwise(times)],
-                latency=r.finished_at - r.arrival, start_time=r.arrival,
+                latency=r.finished_at - r.arrival,
+                start_time=r.arrival,
             )
-        )  # fmt: skip
+        )
         end = max(end, r.finished_at)
     return build_result(
         records, end, goodput=goodput or None, request_rate=rate, max_concurrency=max_concurrency

@@ -101,8 +101,11 @@ class VtcApp(App[None]):
         body, a model id, a preset's name), shown as itself, escapes removed."""
         super().notify(
             inert(message, newlines=True) if not markup else message,
-            title=inert(title), severity=severity, timeout=timeout, markup=markup,
-        )  # fmt: skip
+            title=inert(title),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the app's base screen (the help modal goes on top)."""

@@ -68,13 +68,22 @@ def board_title(board: Board, width: int) -> str:
     base = board.baseline
     count = board.header().split(" · ", 1)[0]
     if base is None:
-        forms = [f"Runs · {board.header()}{view}", f"Runs · {count} · no baseline yet{view}",
-                 f"Runs · no baseline yet{view}", "Runs · no baseline yet"]  # fmt: skip
+        forms = [
+            f"Runs · {board.header()}{view}",
+            f"Runs · {count} · no baseline yet{view}",
+            f"Runs · no baseline yet{view}",
+            "Runs · no baseline yet",
+        ]
     else:
         short = "newest load" if base.reason.value == "newest completed load" else base.reason.value
         vs = f"vs {base.label}"
-        forms = [f"Runs · {board.header()}{view}", f"Runs · {count} · {vs} ({short}){view}",
-                 f"Runs · {vs} ({short}){view}", f"Runs · {vs}{view}",
-                 f"Runs · {vs} ({short})", f"Runs · {vs}"]  # fmt: skip
+        forms = [
+            f"Runs · {board.header()}{view}",
+            f"Runs · {count} · {vs} ({short}){view}",
+            f"Runs · {vs} ({short}){view}",
+            f"Runs · {vs}{view}",
+            f"Runs · {vs} ({short})",
+            f"Runs · {vs}",
+        ]
     room = width - 4
     return next((form for form in forms if len(form) <= room), forms[-1])

@@ -25,35 +25,85 @@ class Command:
 
 
 COMMANDS: tuple[Command, ...] = (
-    Command("r", "r", "f5", "restart", "Restart",
-            "Apply the form and restart the server with it (a new run on the board). "
-            "An invalid form restarts nothing: the first bad field gets focus."),
-    Command("b", "b", "f6", "bench", "Bench",
-            "Run the load (the form's Workload section) against the ready server."),
-    Command("f", "f", "f7", "fix", "Fix",
-            "Apply the next untried fix of the latest failed run (its card says which) to the "
-            "form and restart with it; stops, saying why, when fixes fail the same way."),
-    Command("c", "c", "f8", "cancel_load", "Cancel",
-            "Cancel the running load (partial results are kept)."),
-    Command("s", "s", "f9", "stop_server", "Stop",
-            "Stop the server this console started."),
-    Command("w", "w", "f4", "sweep", "Sweep",
-            "The sweep screen: compose a sweep from the form's flags (parameters, SLOs, "
-            "budget, strategy), watch its trials on the board, stop it, apply its best, "
-            "Before/After of baseline vs best. While a sweep runs, r, b and f are refused.",
-            footer=False),
-    Command("a", "a", "f3", "apply_advice", "Advice",
-            "Put the first piece of advice's flags into the form (the Metrics panel shows it "
-            "while it holds, 'a: ...'); r then restarts with them.", footer=False),
-    Command("h", "h", "f2", "history", "Charts",
-            "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
-            "utilization; every GPU; the advice in full.", footer=False),
-    Command("k", "k", "f10", "calibrate", "Calibrate",
-            "Calibrate the twin of the ready server: a few minutes of designed loads (progress "
-            "and ETA under the form), then its profile predicts each edited command line in "
-            "the form and each load on the board, labelled predicted.", footer=False),
+    Command(
+        "r",
+        "r",
+        "f5",
+        "restart",
+        "Restart",
+        "Apply the form and restart the server with it (a new run on the board). "
+        "An invalid form restarts nothing: the first bad field gets focus.",
+    ),
+    Command(
+        "b",
+        "b",
+        "f6",
+        "bench",
+        "Bench",
+        "Run the load (the form's Workload section) against the ready server.",
+    ),
+    Command(
+        "f",
+        "f",
+        "f7",
+        "fix",
+        "Fix",
+        "Apply the next untried fix of the latest failed run (its card says which) to the "
+        "form and restart with it; stops, saying why, when fixes fail the same way.",
+    ),
+    Command(
+        "c",
+        "c",
+        "f8",
+        "cancel_load",
+        "Cancel",
+        "Cancel the running load (partial results are kept).",
+    ),
+    Command("s", "s", "f9", "stop_server", "Stop", "Stop the server this console started."),
+    Command(
+        "w",
+        "w",
+        "f4",
+        "sweep",
+        "Sweep",
+        "The sweep screen: compose a sweep from the form's flags (parameters, SLOs, "
+        "budget, strategy), watch its trials on the board, stop it, apply its best, "
+        "Before/After of baseline vs best. While a sweep runs, r, b and f are refused.",
+        footer=False,
+    ),
+    Command(
+        "a",
+        "a",
+        "f3",
+        "apply_advice",
+        "Advice",
+        "Put the first piece of advice's flags into the form (the Metrics panel shows it "
+        "while it holds, 'a: ...'); r then restarts with them.",
+        footer=False,
+    ),
+    Command(
+        "h",
+        "h",
+        "f2",
+        "history",
+        "Charts",
+        "The last minutes of KV cache, requests, token rates, server TTFT, GPU memory and "
+        "utilization; every GPU; the advice in full.",
+        footer=False,
+    ),
+    Command(
+        "k",
+        "k",
+        "f10",
+        "calibrate",
+        "Calibrate",
+        "Calibrate the twin of the ready server: a few minutes of designed loads (progress "
+        "and ETA under the form), then its profile predicts each edited command line in "
+        "the form and each load on the board, labelled predicted.",
+        footer=False,
+    ),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
-)  # fmt: skip
+)
 
 LAUNCH_ACTIONS: frozenset[str] = frozenset(
     {"restart", "fix", "stop_server", "sweep", "apply_advice", "repeat", "load_run"}
@@ -95,56 +145,133 @@ class BoardKey:
 
 
 BOARD_KEYS: tuple[BoardKey, ...] = (
-    BoardKey("t", "t", "toggle_table", "Table",
-             "Cards or table: one row per run, the flags that differ as columns, then the "
-             "metrics with their change against the baseline.", show=True),
-    BoardKey("enter", "Enter", "detail", "Detail",
-             "The selected run in full: every flag, the numbers and their verdicts, the "
-             "startup profile, telemetry over time, the server log (Esc closes)."),
-    BoardKey("p", "p", "pin", "Pin",
-             "Pin the selected run as the baseline (again: unpin). Every delta and flag diff "
-             "is against it; the board's title says which run and why."),
-    BoardKey("v", "v", "before_after", "Before/After",
-             "Seed 003's Before / After table: the baseline against the selected run."),
-    BoardKey("g", "g", "plot", "Plot",
-             "Throughput against p99 TTFT or E2EL for every served run, the Pareto frontier "
-             "drawn, the selected run and the baseline marked."),
-    BoardKey("n", "n", "repeat", "Repeat",
-             "Run the selected run again N times (same flags, same workload): repeats form a "
-             "group whose spread tells noise from a gain."),
-    BoardKey("e", "e", "export", "Export",
-             "Write the selected run as a command, vLLM config YAML, compose service, systemd "
-             "unit or Kubernetes Deployment, under the data dir (secrets only by name)."),
-    BoardKey("l", "l", "load_run", "Load",
-             "Put the selected run's flags and workload into the form (r then runs them)."),
-    BoardKey("y", "y", "copy_command", "Copy",
-             "Copy the selected run's vllm serve command to your terminal's clipboard "
-             "(OSC 52: works over SSH and in tmux with set-clipboard on)."),
-    BoardKey("slash", "/", "filter", "Filter",
-             "Filter the runs: all, served, failed, NAME=VALUE (e.g. max_num_seqs=256)."),
-    BoardKey("left_square_bracket", "[", "sort(False)", "Sort asc",
-             "Table: sort by the cursor's column, ascending (on the run column: oldest first)."),
-    BoardKey("right_square_bracket", "]", "sort(True)", "Sort desc",
-             "Table: sort by the cursor's column, descending."),
-)  # fmt: skip
+    BoardKey(
+        "t",
+        "t",
+        "toggle_table",
+        "Table",
+        "Cards or table: one row per run, the flags that differ as columns, then the "
+        "metrics with their change against the baseline.",
+        show=True,
+    ),
+    BoardKey(
+        "enter",
+        "Enter",
+        "detail",
+        "Detail",
+        "The selected run in full: every flag, the numbers and their verdicts, the "
+        "startup profile, telemetry over time, the server log (Esc closes).",
+    ),
+    BoardKey(
+        "p",
+        "p",
+        "pin",
+        "Pin",
+        "Pin the selected run as the baseline (again: unpin). Every delta and flag diff "
+        "is against it; the board's title says which run and why.",
+    ),
+    BoardKey(
+        "v",
+        "v",
+        "before_after",
+        "Before/After",
+        "Seed 003's Before / After table: the baseline against the selected run.",
+    ),
+    BoardKey(
+        "g",
+        "g",
+        "plot",
+        "Plot",
+        "Throughput against p99 TTFT or E2EL for every served run, the Pareto frontier "
+        "drawn, the selected run and the baseline marked.",
+    ),
+    BoardKey(
+        "n",
+        "n",
+        "repeat",
+        "Repeat",
+        "Run the selected run again N times (same flags, same workload): repeats form a "
+        "group whose spread tells noise from a gain.",
+    ),
+    BoardKey(
+        "e",
+        "e",
+        "export",
+        "Export",
+        "Write the selected run as a command, vLLM config YAML, compose service, systemd "
+        "unit or Kubernetes Deployment, under the data dir (secrets only by name).",
+    ),
+    BoardKey(
+        "l",
+        "l",
+        "load_run",
+        "Load",
+        "Put the selected run's flags and workload into the form (r then runs them).",
+    ),
+    BoardKey(
+        "y",
+        "y",
+        "copy_command",
+        "Copy",
+        "Copy the selected run's vllm serve command to your terminal's clipboard "
+        "(OSC 52: works over SSH and in tmux with set-clipboard on).",
+    ),
+    BoardKey(
+        "slash",
+        "/",
+        "filter",
+        "Filter",
+        "Filter the runs: all, served, failed, NAME=VALUE (e.g. max_num_seqs=256).",
+    ),
+    BoardKey(
+        "left_square_bracket",
+        "[",
+        "sort(False)",
+        "Sort asc",
+        "Table: sort by the cursor's column, ascending (on the run column: oldest first).",
+    ),
+    BoardKey(
+        "right_square_bracket",
+        "]",
+        "sort(True)",
+        "Sort desc",
+        "Table: sort by the cursor's column, descending.",
+    ),
+)
 
 NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
-    ("←/→", "Cards: the previous / next run. Table: the previous / next column "
-     "(columns scroll; the run column stays)."),
+    (
+        "←/→",
+        "Cards: the previous / next run. Table: the previous / next column "
+        "(columns scroll; the run column stays).",
+    ),
     ("↑/↓", "Cards: scroll the selected card. Table: the previous / next run."),
     ("PgUp/PgDn", "Cards: page the selected card. Table, the run detail and help: a page."),
-    ("Home/End", "Cards: the first / last run. Table: the first / last column; "
-     "ctrl+Home / ctrl+End: the first / last run."),
+    (
+        "Home/End",
+        "Cards: the first / last run. Table: the first / last column; "
+        "ctrl+Home / ctrl+End: the first / last run.",
+    ),
     ("^PgUp/PgDn", "Cards: a screenful of runs back / on (ctrl+PgUp, ctrl+PgDn)."),
-)  # fmt: skip
+)
 
 
 BAR_FROM_COLUMNS = 84
 """Below this width the key bar holds the main commands only (``?`` lists the rest)."""
 BAR_EXTRAS: tuple[str, ...] = (
-    "sweep", "apply_advice", "history", "pin", "before_after", "detail", "load_run",
-    "copy_command", "filter", "plot", "export", "repeat",
-)  # fmt: skip
+    "sweep",
+    "apply_advice",
+    "history",
+    "pin",
+    "before_after",
+    "detail",
+    "load_run",
+    "copy_command",
+    "filter",
+    "plot",
+    "export",
+    "repeat",
+)
 """The commands the key bar adds as the width allows, the most used first."""
 
 
@@ -209,6 +336,15 @@ def screen_bindings() -> list[BindingType]:
     # Esc shows only while a field has focus (MainScreen.check_action); ctrl+s works in
     # fields too but stays out of the key bar (80 columns), help lists it.
     bindings.append(Binding("escape", "leave_field", "Leave", key_display="Esc"))
-    bindings.append(Binding("ctrl+s", "save_preset", "Save preset", key_display="^s",
-                            priority=True, show=False, tooltip=SAVE_PRESET_HELP))  # fmt: skip
+    bindings.append(
+        Binding(
+            "ctrl+s",
+            "save_preset",
+            "Save preset",
+            key_display="^s",
+            priority=True,
+            show=False,
+            tooltip=SAVE_PRESET_HELP,
+        )
+    )
     return bindings

@@ -37,16 +37,28 @@ def _field_entries(screen: object) -> Iterator[Entry]:
     for spec in flag_specs():
         label = spec.cli[2:]
         also = f" ({spec.name})" if spec.name != label else ""
-        yield Entry(f"{label}{also}", partial(screen.jump_to_field, spec.name),
-                    f"flag · {spec.group.value} · {spec.help}")  # fmt: skip
-    yield Entry("extra args", partial(screen.jump_to_field, "extra_args"),
-                "flag · any other vllm serve arguments")  # fmt: skip
-    yield Entry("environment", partial(screen.jump_to_field, "env"),
-                "the server's environment variables (NAME=value)")  # fmt: skip
+        yield Entry(
+            f"{label}{also}",
+            partial(screen.jump_to_field, spec.name),
+            f"flag · {spec.group.value} · {spec.help}",
+        )
+    yield Entry(
+        "extra args",
+        partial(screen.jump_to_field, "extra_args"),
+        "flag · any other vllm serve arguments",
+    )
+    yield Entry(
+        "environment",
+        partial(screen.jump_to_field, "env"),
+        "the server's environment variables (NAME=value)",
+    )
     for field in WORKLOAD_FIELDS:
         name = f"load-{field.name}"
-        yield Entry(f"workload {field.label}", partial(screen.jump_to_field, name),
-                    f"workload · {field.help}")  # fmt: skip
+        yield Entry(
+            f"workload {field.label}",
+            partial(screen.jump_to_field, name),
+            f"workload · {field.help}",
+        )
 
 
 def _command_entries(screen: object) -> Iterator[Entry]:
@@ -55,11 +67,15 @@ def _command_entries(screen: object) -> Iterator[Entry]:
     if not isinstance(screen, MainScreen):
         return
     for cmd in COMMANDS:
-        yield Entry(f"{cmd.label} ({cmd.key_display})",
-                    partial(screen.run_command, cmd.action), cmd.help)  # fmt: skip
+        yield Entry(
+            f"{cmd.label} ({cmd.key_display})", partial(screen.run_command, cmd.action), cmd.help
+        )
     for key in BOARD_KEYS:
-        yield Entry(f"{key.label} ({key.key_display}, board)",
-                    partial(screen.run_command, f"board.{key.action}"), key.help)  # fmt: skip
+        yield Entry(
+            f"{key.label} ({key.key_display}, board)",
+            partial(screen.run_command, f"board.{key.action}"),
+            key.help,
+        )
 
 
 class ConsoleCommands(Provider):
@@ -74,8 +90,13 @@ class ConsoleCommands(Provider):
         for entry in self._entries():
             score = matcher.match(entry.text)
             if score > 0:
-                yield Hit(score, matcher.highlight(entry.text), entry.run, text=entry.text,
-                          help=entry.help)  # fmt: skip
+                yield Hit(
+                    score,
+                    matcher.highlight(entry.text),
+                    entry.run,
+                    text=entry.text,
+                    help=entry.help,
+                )
 
     async def discover(self) -> Hits:
         """With nothing typed: the commands (flags appear as you type their name)."""

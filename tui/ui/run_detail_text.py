@@ -288,9 +288,7 @@ def fix_settings_text(fix: Fix, flags: Mapping[str, Any] | None = None) -> str:
     ``fix.set``, e.g. the revert of a failed fix); the environment variables it sets in the
     run's environment on a line of their own."""
     applied = fix.set if flags is None else flags
-    settings = ", ".join(
-        f"{k}={format_value(v)}" for k, v in applied.items() if k != ENV_FIELD
-    )
+    settings = ", ".join(f"{k}={format_value(v)}" for k, v in applied.items() if k != ENV_FIELD)
     if fix.env:
         names = " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in fix.env.items())
     elif ENV_FIELD in applied:  # the revert of an earlier fix's variables

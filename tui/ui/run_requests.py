@@ -56,8 +56,9 @@ def ask_and_save_preset(
     def save(name: str | None) -> None:
         if name is None:
             return
-        preset = preset_from_form(name, flags, workload, based_on=based_on,
-                                  machine=session.info.label)  # fmt: skip
+        preset = preset_from_form(
+            name, flags, workload, based_on=based_on, machine=session.info.label
+        )
 
         async def write() -> None:
             path = await session.tools.save_preset(preset)
@@ -68,5 +69,6 @@ def ask_and_save_preset(
 
     hint = "letters, digits, - _ . · a preset of the same name is replaced"
     suggestion = f"{based_on.name}-mine" if based_on is not None else ""
-    node.app.push_screen(AskScreen("Save the form as preset", suggestion, hint=hint,
-                                   check=check_preset_name), save)  # fmt: skip
+    node.app.push_screen(
+        AskScreen("Save the form as preset", suggestion, hint=hint, check=check_preset_name), save
+    )

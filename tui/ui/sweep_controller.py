@@ -40,8 +40,10 @@ class SweepController:
         """A sweep drives the server: the operator's own restarts and loads wait (one line)."""
         if not self.running:
             return False
-        self._host.notify(f"A sweep is running: {key} is refused (w shows it; x there stops it).",
-                          severity="warning")  # fmt: skip
+        self._host.notify(
+            f"A sweep is running: {key} is refused (w shows it; x there stops it).",
+            severity="warning",
+        )
         return True
 
     def updated(self, event: SweepUpdated) -> None:
@@ -55,8 +57,9 @@ class SweepController:
         """Open the sweep screen, starting from the form's flags and workload."""
         info = self._session.info
         if info.sweeps is None:
-            self._host.notify("This console runs no sweeps (attached to a server).",
-                              severity="warning")  # fmt: skip
+            self._host.notify(
+                "This console runs no sweeps (attached to a server).", severity="warning"
+            )
             return
         form = self._form()
         flags, _ = form.validate_flags()

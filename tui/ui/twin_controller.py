@@ -55,8 +55,10 @@ class TwinController:
         if spec is None:
             return
         prediction = await twin.predict(flags, spec)
-        line.show(inert(prediction.line()) if prediction is not None else None,
-                  warn=prediction is not None and not prediction.starts)  # fmt: skip
+        line.show(
+            inert(prediction.line()) if prediction is not None else None,
+            warn=prediction is not None and not prediction.starts,
+        )
 
     def calibrate(self) -> None:
         """``k``: calibrate the ready server (its progress on the twin line)."""

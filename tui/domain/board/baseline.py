@@ -38,6 +38,7 @@ class BaselineReason(StrEnum):
     PINNED = "pinned"
     NEWEST_COMPLETED_LOAD = "newest completed load"
 
+
 NO_BASELINE = "no completed load yet: no baseline"
 
 

@@ -68,10 +68,12 @@ def _latency(key: str, label: str) -> MetricSpec:
     return MetricSpec(key, label, "ms", False, 1, _bench(key), scale_ms=True)
 
 
-OUTPUT_THROUGHPUT = MetricSpec("output_throughput", "out tok/s", "tok/s", True, 1,
-                               _bench("output_throughput"))  # fmt: skip
-REQUEST_THROUGHPUT = MetricSpec("request_throughput", "req/s", "req/s", True, 2,
-                                _bench("request_throughput"))  # fmt: skip
+OUTPUT_THROUGHPUT = MetricSpec(
+    "output_throughput", "out tok/s", "tok/s", True, 1, _bench("output_throughput")
+)
+REQUEST_THROUGHPUT = MetricSpec(
+    "request_throughput", "req/s", "req/s", True, 2, _bench("request_throughput")
+)
 TTFT_MEAN = _latency("mean_ttft_ms", "TTFT mean")
 TTFT_P50 = _latency("median_ttft_ms", "TTFT p50")
 TTFT_P99 = _latency("p99_ttft_ms", "TTFT p99")
@@ -88,15 +90,29 @@ GOODPUT = MetricSpec("request_goodput", "goodput req/s", "req/s", True, 2, _good
 #: The table's metric columns, in order (issue 10, item 1). Goodput only shows when a run
 #: was measured against SLOs (:func:`table_metrics`).
 TABLE_METRICS: tuple[MetricSpec, ...] = (
-    OUTPUT_THROUGHPUT, REQUEST_THROUGHPUT, TTFT_P50, SERVER_TTFT_P50, TTFT_P99, TPOT_MEAN,
-    ITL_P99, E2EL_P99, KV_TOKENS, GOODPUT,
-)  # fmt: skip
+    OUTPUT_THROUGHPUT,
+    REQUEST_THROUGHPUT,
+    TTFT_P50,
+    SERVER_TTFT_P50,
+    TTFT_P99,
+    TPOT_MEAN,
+    ITL_P99,
+    E2EL_P99,
+    KV_TOKENS,
+    GOODPUT,
+)
 
 #: Seed 003's Before / After rows, plus output throughput (the first seed's one number).
 BEFORE_AFTER_METRICS: tuple[MetricSpec, ...] = (
-    TTFT_MEAN, TTFT_P99, TPOT_MEAN, ITL_MEAN, E2EL_MEAN, E2EL_P99, REQUEST_THROUGHPUT,
+    TTFT_MEAN,
+    TTFT_P99,
+    TPOT_MEAN,
+    ITL_MEAN,
+    E2EL_MEAN,
+    E2EL_P99,
+    REQUEST_THROUGHPUT,
     OUTPUT_THROUGHPUT,
-)  # fmt: skip
+)
 
 #: The latencies a Pareto plot may put against throughput (issue 10, item 5).
 LATENCY_AXES: dict[str, MetricSpec] = {"ttft": TTFT_P99, "e2el": E2EL_P99}

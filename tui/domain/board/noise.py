@@ -84,10 +84,14 @@ def _model_reasons(a: RunRecord, b: RunRecord) -> list[str]:
 
 #: How a workload field reads in a reason (``other workload: input 128 vs 256``).
 _WORKLOAD_WORDS: dict[str, str] = {
-    "input_len": "input", "output_len": "output", "num_prompts": "prompts",
-    "max_concurrency": "concurrency", "request_rate": "rate", "prefix_len": "prefix",
+    "input_len": "input",
+    "output_len": "output",
+    "num_prompts": "prompts",
+    "max_concurrency": "concurrency",
+    "request_rate": "rate",
+    "prefix_len": "prefix",
     "range_ratio": "range",
-}  # fmt: skip
+}
 
 
 def _workload_reasons(a: LoadSpec | None, b: LoadSpec | None, other: str) -> list[str]:
@@ -106,8 +110,7 @@ def _machine_reasons(a: RunRecord, b: RunRecord) -> list[str]:
     if a.repro is None or b.repro is None:
         return []
     reasons = []
-    for field, what in (("gpu_name", "GPU"), ("gpu_count", "GPU count"),
-                        ("vllm_version", "vLLM")):  # fmt: skip
+    for field, what in (("gpu_name", "GPU"), ("gpu_count", "GPU count"), ("vllm_version", "vLLM")):
         x, y = getattr(a.repro, field), getattr(b.repro, field)
         if x is not None and y is not None and x != y:
             reasons.append(f"other machine: {what} {x} vs {y}")
@@ -120,8 +123,16 @@ def config_key(run: RunRecord) -> tuple[Any, ...]:
     values = tuple(flags.effective(s.name) for s in flag_specs() if s.name not in _NOT_MEASURED)
     setting = setting_of(run)
     workload = setting.workload.model_dump_json() if setting.workload is not None else None
-    return (flags.model, values, flags.extra_args, flags.env, workload, setting.gpu_name,
-            setting.gpu_count, setting.vllm_version)  # fmt: skip
+    return (
+        flags.model,
+        values,
+        flags.extra_args,
+        flags.env,
+        workload,
+        setting.gpu_name,
+        setting.gpu_count,
+        setting.vllm_version,
+    )
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,26 @@ def cell_text(row: Row, column: Column, cell: Cell) -> str:
 
 def machine_line(runs: Sequence[RunRecord]) -> str | None:
     """``NVIDIA H100 80GB ×1 · vLLM 0.32.0 · driver 550.54 · CUDA 12.4`` when all runs agree."""
-    facts = {(r.repro.gpu_name, r.repro.gpu_count, r.repro.vllm_version, r.repro.driver_version,
-              r.repro.cuda_version) for r in runs if r.repro is not None}  # fmt: skip
+    facts = {
+        (
+            r.repro.gpu_name,
+            r.repro.gpu_count,
+            r.repro.vllm_version,
+            r.repro.driver_version,
+            r.repro.cuda_version,
+        )
+        for r in runs
+        if r.repro is not None
+    }
     if len(facts) != 1:
         return None
     gpu, count, vllm, driver, cuda = facts.pop()
-    parts = [f"{gpu} ×{count}" if gpu and count else gpu, f"vLLM {vllm}" if vllm else None,
-             f"driver {driver}" if driver else None, f"CUDA {cuda}" if cuda else None]  # fmt: skip
+    parts = [
+        f"{gpu} ×{count}" if gpu and count else gpu,
+        f"vLLM {vllm}" if vllm else None,
+        f"driver {driver}" if driver else None,
+        f"CUDA {cuda}" if cuda else None,
+    ]
     shown = [p for p in parts if p]
     return " · ".join(shown) if shown else None
 
@@ -164,23 +177,41 @@ def board_csv(board: Board) -> str:
     """One line per run: raw numbers (no units), deltas in percent, for a spreadsheet."""
     table = board.table
     metrics = [(i, c) for i, c in enumerate(table.columns) if c.kind is ColumnKind.METRIC]
-    others = [(i, c) for i, c in enumerate(table.columns)
-              if c.kind in (ColumnKind.SWEEP, ColumnKind.FLAG, ColumnKind.WORKLOAD)]  # fmt: skip
+    others = [
+        (i, c)
+        for i, c in enumerate(table.columns)
+        if c.kind in (ColumnKind.SWEEP, ColumnKind.FLAG, ColumnKind.WORKLOAD)
+    ]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["id", "label", "baseline", "state", *(c.title for _, c in others),
-                     *(_metric_title(c) for _, c in metrics),
-                     *(f"{c.title} vs baseline %" for _, c in metrics), "cause",
-                     "not compared"])  # fmt: skip
+    writer.writerow(
+        [
+            "id",
+            "label",
+            "baseline",
+            "state",
+            *(c.title for _, c in others),
+            *(_metric_title(c) for _, c in metrics),
+            *(f"{c.title} vs baseline %" for _, c in metrics),
+            "cause",
+            "not compared",
+        ]
+    )
     for row in table.rows:
         values = [row.cells[i].comparison for i, _ in metrics]
-        writer.writerow([
-            row.run.id if row.run.id is not None else "", row.label, int(row.is_baseline),
-            row.state, *(row.cells[i].text for i, _ in others),
-            *("" if v is None or v.value is None else repr(v.value) for v in values),
-            *("" if v is None or v.percent is None else f"{v.percent:.2f}" for v in values),
-            row.cause or "", (not_compared(row) or "").removeprefix("not compared: "),
-        ])  # fmt: skip
+        writer.writerow(
+            [
+                row.run.id if row.run.id is not None else "",
+                row.label,
+                int(row.is_baseline),
+                row.state,
+                *(row.cells[i].text for i, _ in others),
+                *("" if v is None or v.value is None else repr(v.value) for v in values),
+                *("" if v is None or v.percent is None else f"{v.percent:.2f}" for v in values),
+                row.cause or "",
+                (not_compared(row) or "").removeprefix("not compared: "),
+            ]
+        )
     return out.getvalue()
 
 
@@ -193,13 +224,18 @@ def board_json(board: Board) -> dict[str, Any]:
     baseline = board.baseline
     return {
         "header": board.header(),
-        "baseline": None if baseline is None else {
-            "id": baseline.run.id, "label": baseline.label, "reason": baseline.reason.value,
+        "baseline": None
+        if baseline is None
+        else {
+            "id": baseline.run.id,
+            "label": baseline.label,
+            "reason": baseline.reason.value,
         },
-        "columns": [{"key": c.key, "title": c.title, "kind": c.kind.value}
-                    for c in board.table.columns],
+        "columns": [
+            {"key": c.key, "title": c.title, "kind": c.kind.value} for c in board.table.columns
+        ],
         "rows": [_json_row(board, row) for row in board.table.rows],
-    }  # fmt: skip
+    }
 
 
 def _json_row(board: Board, row: Row) -> dict[str, Any]:
@@ -209,22 +245,31 @@ def _json_row(board: Board, row: Row) -> dict[str, Any]:
         if column.kind in (ColumnKind.FLAG, ColumnKind.WORKLOAD):
             entry["differs_from_baseline"] = cell.differs
         if cell.comparison is not None:
-            entry.update(percent=cell.comparison.percent, verdict=cell.comparison.verdict.value,
-                         confirmed=cell.comparison.confirmed)  # fmt: skip
+            entry.update(
+                percent=cell.comparison.percent,
+                verdict=cell.comparison.verdict.value,
+                confirmed=cell.comparison.confirmed,
+            )
         if cell.spread is not None:
-            entry["spread"] = {"low": cell.spread.low, "high": cell.spread.high,
-                               "n": cell.spread.n}  # fmt: skip
+            entry["spread"] = {"low": cell.spread.low, "high": cell.spread.high, "n": cell.spread.n}
         cells[column.key] = entry
     lfl = row.like_for_like
     return {
-        "id": row.run.id, "label": row.label, "baseline": row.is_baseline, "state": row.state,
-        "cause": row.cause, "repeats": row.repeats, "load": _load_json(row.run),
+        "id": row.run.id,
+        "label": row.label,
+        "baseline": row.is_baseline,
+        "state": row.state,
+        "cause": row.cause,
+        "repeats": row.repeats,
+        "load": _load_json(row.run),
         "probe": _probe_json(row.run),
         "like_for_like": None if lfl is None else {"ok": lfl.ok, "reasons": list(lfl.reasons)},
-        "flag_changes": [{"flag": c.name, "baseline": format_value(c.old),
-                          "run": format_value(c.new)} for c in row.flag_changes],
+        "flag_changes": [
+            {"flag": c.name, "baseline": format_value(c.old), "run": format_value(c.new)}
+            for c in row.flag_changes
+        ],
         "cells": cells,
-    }  # fmt: skip
+    }
 
 
 def _probe_json(run: RunRecord) -> dict[str, int] | None:
@@ -243,12 +288,16 @@ def _load_json(run: RunRecord) -> str | None:
 def before_after_markdown(ba: BeforeAfter) -> str:
     """Seed 003's table: ``| Metric | Before | After | Improvement |``, then what changed."""
     before, after = run_label(ba.before), run_label(ba.after)
-    lines = [f"| Metric | Before ({before}) | After ({after}) | Improvement |",
-             "|--------|--------|-------|-------------|"]  # fmt: skip
+    lines = [
+        f"| Metric | Before ({before}) | After ({after}) | Improvement |",
+        "|--------|--------|-------|-------------|",
+    ]
     for row in ba.rows:
         c = row.comparison
-        lines.append(f"| **{row.metric.label}** | {row.metric.format(c.reference)} | "
-                     f"{row.metric.format(c.value)} | {row.change} |")  # fmt: skip
+        lines.append(
+            f"| **{row.metric.label}** | {row.metric.format(c.reference)} | "
+            f"{row.metric.format(c.value)} | {row.change} |"
+        )
     lines.append("")
     if ba.flag_changes:
         changed = ", ".join(

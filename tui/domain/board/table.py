@@ -91,11 +91,19 @@ class Row:
 
 #: Short titles of workload fields (:class:`~tui.domain.workload.LoadSpec`).
 WORKLOAD_TITLES: dict[str, str] = {
-    "endpoint": "endpoint", "input_len": "in len", "output_len": "out len",
-    "range_ratio": "range", "prefix_len": "prefix", "num_prompts": "prompts",
-    "max_concurrency": "concurrency", "request_rate": "rate", "burstiness": "burstiness",
-    "seed": "seed", "ignore_eos": "ignore eos", "request_timeout_s": "timeout s",
-}  # fmt: skip
+    "endpoint": "endpoint",
+    "input_len": "in len",
+    "output_len": "out len",
+    "range_ratio": "range",
+    "prefix_len": "prefix",
+    "num_prompts": "prompts",
+    "max_concurrency": "concurrency",
+    "request_rate": "rate",
+    "burstiness": "burstiness",
+    "seed": "seed",
+    "ignore_eos": "ignore eos",
+    "request_timeout_s": "timeout s",
+}
 
 
 @dataclass(frozen=True)

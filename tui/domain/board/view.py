@@ -83,9 +83,11 @@ def build_board(runs: Sequence[RunRecord], view: BoardView | None = None) -> Boa
     if view.sort:
         table = table.sorted_by(view.sort, descending=view.descending)
     scatter = build_scatter(
-        [r.run for r in table.rows], latency=view.latency, baseline=base_run,
+        [r.run for r in table.rows],
+        latency=view.latency,
+        baseline=base_run,
         selected=view.selected,
-    )  # fmt: skip
+    )
     return Board(runs, view, baseline, groups, table, scatter)
 
 

@@ -41,9 +41,7 @@ class ExtraCheck:
     problems: list[FlagProblem] = field(default_factory=list)
     unrecognized: list[str] = field(default_factory=list)
     bounds: Mapping[str, tuple[str, Mapping[str, float]]] = field(default_factory=dict)
-    literals: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] = field(
-        default_factory=dict
-    )
+    literals: Mapping[str, tuple[str, Mapping[str, tuple[str, ...]]]] = field(default_factory=dict)
 
 
 def extra_args_problems(

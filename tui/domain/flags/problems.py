@@ -70,8 +70,14 @@ class FlagError(VtcError, ValueError):
         super().__init__("; ".join(p.line for p in self.problems), hint=hint)
 
     @classmethod
-    def of(cls, message: str, *, field: str | None = None, flag: str | None = None,
-           value: str | None = None) -> FlagError:  # fmt: skip
+    def of(
+        cls,
+        message: str,
+        *,
+        field: str | None = None,
+        flag: str | None = None,
+        value: str | None = None,
+    ) -> FlagError:
         """A one-problem error."""
         return cls([FlagProblem(field, message, flag, value)])
 
@@ -82,8 +88,13 @@ class ArgvError(FlagError):
     The message is argparse's own (``argument --max-num-seqs: invalid int value: 'x'``).
     """
 
-    def __init__(self, message: str | Sequence[FlagProblem], *, field: str | None = None,
-                 hint: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str | Sequence[FlagProblem],
+        *,
+        field: str | None = None,
+        hint: str | None = None,
+    ) -> None:
         if isinstance(message, str):
             super().__init__([FlagProblem(field, message)], hint=hint)
         else:

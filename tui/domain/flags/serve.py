@@ -62,47 +62,123 @@ from tui.domain.flags.spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag
 from tui.domain.flags.vllm_tables import default_cli
 
 __all__ = [
-    "DTYPES", "KV_CACHE_DTYPES", "QUANTIZATION_METHODS", "ArgvError", "FlagChange",
-    "FlagError", "FlagGroup", "FlagKind", "FlagProblem", "FlagSpec", "ServeFlags",
-    "diff_flags", "flag_spec", "flag_specs", "format_value", "names", "problems_from_error",
+    "DTYPES",
+    "KV_CACHE_DTYPES",
+    "QUANTIZATION_METHODS",
+    "ArgvError",
+    "FlagChange",
+    "FlagError",
+    "FlagGroup",
+    "FlagKind",
+    "FlagProblem",
+    "FlagSpec",
+    "ServeFlags",
+    "diff_flags",
+    "flag_spec",
+    "flag_specs",
+    "format_value",
+    "names",
+    "problems_from_error",
     "stored_context",
-]  # fmt: skip
+]
 
 # vLLM 0.32.0 config/cache.py:39-59
 KV_CACHE_DTYPES = (
-    "auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
-    "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4",
-    "nvfp4_4over6", "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc",
-    "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit",
-)  # fmt: skip
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp8",
+    "fp8_ds_mla",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_per_token_head",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+    "nvfp4_ds_mla",
+    "turboquant_3bit_nc",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_k8v4",
+    "ultraquant_4bit",
+)
 # vLLM 0.32.0 config/model.py:99
 DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
 # vLLM 0.32.0 model_executor/layers/quantization/__init__.py:15-50
 QUANTIZATION_METHODS = (
-    "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4",
-    "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
-    "humming", "compressed-tensors", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
-    "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "online", "fp8_per_tensor", "fp8_per_block",
-    "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
-)  # fmt: skip
+    "awq",
+    "auto_awq",
+    "fp8",
+    "fbgemm_fp8",
+    "fp_quant",
+    "modelopt",
+    "modelopt_fp4",
+    "modelopt_mxfp8",
+    "modelopt_mixed",
+    "auto_gptq",
+    "gptq",
+    "gptq_marlin",
+    "awq_marlin",
+    "humming",
+    "compressed-tensors",
+    "experts_int8",
+    "quark",
+    "moe_wna16",
+    "torchao",
+    "inc",
+    "mxfp4",
+    "gpt_oss_mxfp4",
+    "deepseek_v4_fp8",
+    "online",
+    "fp8_per_tensor",
+    "fp8_per_block",
+    "fp8_per_channel",
+    "int8_per_channel_weight_only",
+    "nvfp4_per_token",
+    "mxfp8",
+)
 # Deprecated methods need --allow-deprecated-quantization (quantization/__init__.py:52-55;
 # config/model.py:1459-1472).
 DEPRECATED_QUANTIZATION = ("fbgemm_fp8", "fp_quant")
 
 KvCacheDtype = Literal[
-    "auto", "bfloat16", "float16", "fp8", "fp8_ds_mla", "fp8_e4m3", "fp8_e5m2", "fp8_inc",
-    "fp8_per_token_head", "int4_per_token_head", "int8_per_token_head", "nvfp4",
-    "nvfp4_4over6", "nvfp4_ds_mla", "turboquant_3bit_nc", "turboquant_4bit_nc",
-    "turboquant_k3v4_nc", "turboquant_k8v4", "ultraquant_4bit",
-]  # fmt: skip
+    "auto",
+    "bfloat16",
+    "float16",
+    "fp8",
+    "fp8_ds_mla",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_per_token_head",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+    "nvfp4_ds_mla",
+    "turboquant_3bit_nc",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_k8v4",
+    "ultraquant_4bit",
+]
 ModelDtype = Literal["auto", "bfloat16", "float", "float16", "float32", "half"]
 
 _STORED = "vtc_stored_record"
 _INT_FIELDS = (
-    "max_model_len", "block_size", "kv_cache_memory_bytes", "num_gpu_blocks_override",
-    "max_num_seqs", "max_num_batched_tokens", "max_logprobs", "tensor_parallel_size",
-    "pipeline_parallel_size", "port",
-)  # fmt: skip
+    "max_model_len",
+    "block_size",
+    "kv_cache_memory_bytes",
+    "num_gpu_blocks_override",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_logprobs",
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "port",
+)
 LAUNCH_HOST = "127.0.0.1"
 """The host vtc launches a server on when no ``--host`` is given: loopback, so a tuning
 server is not exposed to the network by accident (vLLM's own default binds every interface)."""
@@ -144,109 +220,175 @@ class ServeFlags(BaseModel):
 
     # -- memory & KV cache ---------------------------------------------------------------
     gpu_memory_utilization: float | None = flag(
-        cli="--gpu-memory-utilization", aliases=("--device-memory-utilization",),
-        group=FlagGroup.MEMORY, vllm_default=D.GPU_MEMORY_UTILIZATION, config="CacheConfig",
-        gt=0, le=1, finite=True,
+        cli="--gpu-memory-utilization",
+        aliases=("--device-memory-utilization",),
+        group=FlagGroup.MEMORY,
+        vllm_default=D.GPU_MEMORY_UTILIZATION,
+        config="CacheConfig",
+        gt=0,
+        le=1,
+        finite=True,
         help="Fraction of TOTAL device memory this instance may use (weights, activations, "
         "KV cache). On the CPU backend: fraction of the NUMA node's RAM.",
-    )  # fmt: skip
+    )
     max_model_len: int | None = flag(
-        cli="--max-model-len", group=FlagGroup.MEMORY, config="ModelConfig", ge=-1,
-        human=True, auto=True,
+        cli="--max-model-len",
+        group=FlagGroup.MEMORY,
+        config="ModelConfig",
+        ge=-1,
+        human=True,
+        auto=True,
         help="Longest sequence (prompt + output) served. Default: the model's context length. "
         "-1/auto fits it to the KV cache.",
-    )  # fmt: skip
+    )
     block_size: int | None = flag(
-        cli="--block-size", group=FlagGroup.MEMORY, config="CacheConfig", gt=0,
+        cli="--block-size",
+        group=FlagGroup.MEMORY,
+        config="CacheConfig",
+        gt=0,
         help="Tokens per KV-cache block. Default 16 on GPU, 128 on CPU (multiple of 32 there).",
-    )  # fmt: skip
+    )
     kv_cache_dtype: KvCacheDtype | None = flag(
-        cli="--kv-cache-dtype", group=FlagGroup.MEMORY, vllm_default=D.KV_CACHE_DTYPE,
-        config="CacheConfig", help="KV-cache element type; fp8 halves KV memory per token.",
-    )  # fmt: skip
+        cli="--kv-cache-dtype",
+        group=FlagGroup.MEMORY,
+        vllm_default=D.KV_CACHE_DTYPE,
+        config="CacheConfig",
+        help="KV-cache element type; fp8 halves KV memory per token.",
+    )
     kv_cache_memory_bytes: int | None = flag(
-        cli="--kv-cache-memory-bytes", group=FlagGroup.MEMORY, config="CacheConfig", ge=0,
-        human=True, optional=True,
+        cli="--kv-cache-memory-bytes",
+        group=FlagGroup.MEMORY,
+        config="CacheConfig",
+        ge=0,
+        human=True,
+        optional=True,
         help="Exact KV-cache size (e.g. 20G, 64M); overrides gpu_memory_utilization sizing.",
-    )  # fmt: skip
+    )
     num_gpu_blocks_override: int | None = flag(
-        cli="--num-gpu-blocks-override", group=FlagGroup.MEMORY, config="CacheConfig", ge=1,
+        cli="--num-gpu-blocks-override",
+        group=FlagGroup.MEMORY,
+        config="CacheConfig",
+        ge=1,
         optional=True,
         help="Replace the profiled number of KV blocks (testing and what-if runs).",
-    )  # fmt: skip
+    )
     cpu_offload_gb: float | None = flag(
-        cli="--cpu-offload-gb", group=FlagGroup.MEMORY, vllm_default=D.CPU_OFFLOAD_GB,
-        config="UVAOffloadConfig", ge=0, finite=True,
+        cli="--cpu-offload-gb",
+        group=FlagGroup.MEMORY,
+        vllm_default=D.CPU_OFFLOAD_GB,
+        config="UVAOffloadConfig",
+        ge=0,
+        finite=True,
         help="GiB of weights kept in CPU RAM and streamed in each step: fits bigger models, "
         "costs throughput.",
-    )  # fmt: skip
+    )
     enable_prefix_caching: bool | None = flag(
-        cli="--enable-prefix-caching", group=FlagGroup.MEMORY, config="CacheConfig",
+        cli="--enable-prefix-caching",
+        group=FlagGroup.MEMORY,
+        config="CacheConfig",
         help="Reuse KV blocks of shared prompt prefixes. Default: the model's default (on).",
-    )  # fmt: skip
+    )
 
     # -- batching & scheduling ------------------------------------------------------------
     max_num_seqs: int | None = flag(
-        cli="--max-num-seqs", group=FlagGroup.BATCHING, config="SchedulerConfig", ge=1,
+        cli="--max-num-seqs",
+        group=FlagGroup.BATCHING,
+        config="SchedulerConfig",
+        ge=1,
         help="Most sequences in one batch. Default 256 (1024 on >=70 GiB GPUs, 128 on CPU).",
-    )  # fmt: skip
+    )
     max_num_batched_tokens: int | None = flag(
-        cli="--max-num-batched-tokens", group=FlagGroup.BATCHING, config="SchedulerConfig",
-        ge=1, human=True,
+        cli="--max-num-batched-tokens",
+        group=FlagGroup.BATCHING,
+        config="SchedulerConfig",
+        ge=1,
+        human=True,
         help="Token budget of one scheduler step. Default 2048 (8192 on >=70 GiB GPUs).",
-    )  # fmt: skip
+    )
     enable_chunked_prefill: bool | None = flag(
-        cli="--enable-chunked-prefill", group=FlagGroup.BATCHING, config="SchedulerConfig",
+        cli="--enable-chunked-prefill",
+        group=FlagGroup.BATCHING,
+        config="SchedulerConfig",
         help="Split long prompts across steps. Default: the model's default (on).",
-    )  # fmt: skip
+    )
     max_logprobs: int | None = flag(
-        cli="--max-logprobs", group=FlagGroup.BATCHING, vllm_default=D.MAX_LOGPROBS,
-        config="ModelConfig", ge=-1, help="Most logprobs a request may ask for (-1: no cap).",
-    )  # fmt: skip
+        cli="--max-logprobs",
+        group=FlagGroup.BATCHING,
+        vllm_default=D.MAX_LOGPROBS,
+        config="ModelConfig",
+        ge=-1,
+        help="Most logprobs a request may ask for (-1: no cap).",
+    )
 
     # -- model & precision ----------------------------------------------------------------
     dtype: ModelDtype | None = flag(
-        cli="--dtype", group=FlagGroup.MODEL, vllm_default=D.DTYPE, config="ModelConfig",
+        cli="--dtype",
+        group=FlagGroup.MODEL,
+        vllm_default=D.DTYPE,
+        config="ModelConfig",
         help="Weights/activations type; auto takes the checkpoint's.",
-    )  # fmt: skip
+    )
     quantization: str | None = flag(
-        cli="--quantization", aliases=("-q",), group=FlagGroup.MODEL, config="ModelConfig",
+        cli="--quantization",
+        aliases=("-q",),
+        group=FlagGroup.MODEL,
+        config="ModelConfig",
         optional=True,
         help="Quantization method (awq, gptq, fp8, ...). Default: read from the checkpoint.",
-    )  # fmt: skip
+    )
     enforce_eager: bool | None = flag(
-        cli="--enforce-eager", group=FlagGroup.MODEL, vllm_default=D.ENFORCE_EAGER,
+        cli="--enforce-eager",
+        group=FlagGroup.MODEL,
+        vllm_default=D.ENFORCE_EAGER,
         config="ModelConfig",
         help="Skip torch.compile and CUDA graphs: faster start, less memory, slower decode.",
-    )  # fmt: skip
+    )
 
     # -- parallelism ----------------------------------------------------------------------
     tensor_parallel_size: int | None = flag(
-        cli="--tensor-parallel-size", aliases=("-tp",), group=FlagGroup.PARALLEL,
-        vllm_default=D.TENSOR_PARALLEL_SIZE, config="ParallelConfig", ge=1,
+        cli="--tensor-parallel-size",
+        aliases=("-tp",),
+        group=FlagGroup.PARALLEL,
+        vllm_default=D.TENSOR_PARALLEL_SIZE,
+        config="ParallelConfig",
+        ge=1,
         help="GPUs one layer is split across; attention heads must divide by it.",
-    )  # fmt: skip
+    )
     pipeline_parallel_size: int | None = flag(
-        cli="--pipeline-parallel-size", aliases=("-pp",), group=FlagGroup.PARALLEL,
-        vllm_default=D.PIPELINE_PARALLEL_SIZE, config="ParallelConfig", ge=1,
+        cli="--pipeline-parallel-size",
+        aliases=("-pp",),
+        group=FlagGroup.PARALLEL,
+        vllm_default=D.PIPELINE_PARALLEL_SIZE,
+        config="ParallelConfig",
+        ge=1,
         help="Pipeline stages (GPUs in series).",
-    )  # fmt: skip
+    )
 
     # -- server ---------------------------------------------------------------------------
     port: int | None = flag(
-        cli="--port", group=FlagGroup.SERVER, vllm_default=D.PORT, config="FrontendArgs",
-        ge=1, le=65535, help="HTTP port of the OpenAI-compatible server.",
-    )  # fmt: skip
+        cli="--port",
+        group=FlagGroup.SERVER,
+        vllm_default=D.PORT,
+        config="FrontendArgs",
+        ge=1,
+        le=65535,
+        help="HTTP port of the OpenAI-compatible server.",
+    )
     host: str | None = flag(
-        cli="--host", group=FlagGroup.SERVER, config="FrontendArgs", optional=True,
+        cli="--host",
+        group=FlagGroup.SERVER,
+        config="FrontendArgs",
+        optional=True,
         help=f"Interface to bind. vtc launches on {LAUNCH_HOST} (this machine only) unless "
         "set; vLLM's own default is every interface.",
-    )  # fmt: skip
+    )
     served_model_name: str | None = flag(
-        cli="--served-model-name", group=FlagGroup.SERVER, config="ModelConfig",
+        cli="--served-model-name",
+        group=FlagGroup.SERVER,
+        config="ModelConfig",
         optional=True,
         help="Name clients use in requests; the first is the metrics' model_name label.",
-    )  # fmt: skip
+    )
 
     extra_args: tuple[str, ...] = Field(
         default=(), description="Any other vllm serve arguments, passed through verbatim."
@@ -627,4 +769,3 @@ def format_value(value: Any) -> str:
 def names(specs: Iterable[FlagSpec]) -> list[str]:
     """The snake_case names of ``specs``."""
     return [s.name for s in specs]
-

@@ -47,11 +47,24 @@ from tui.domain.preflight import DeviceMemory
 # build their config (compressed-tensors, quark, torchao, online). Measured on the CPU build.
 NEEDS_QUANTIZED_CHECKPOINT = frozenset(
     {
-        "awq", "auto_awq", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed",
-        "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "moe_wna16", "inc",
-        "compressed-tensors", "quark", "torchao", "online",
+        "awq",
+        "auto_awq",
+        "modelopt",
+        "modelopt_fp4",
+        "modelopt_mxfp8",
+        "modelopt_mixed",
+        "auto_gptq",
+        "gptq",
+        "gptq_marlin",
+        "awq_marlin",
+        "moe_wna16",
+        "inc",
+        "compressed-tensors",
+        "quark",
+        "torchao",
+        "online",
     }
-)  # fmt: skip
+)
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,30 @@ from tui.domain.workload import LoadSpec
 
 # bench serve keys a trial keeps (the board keeps the whole result on the trial's run).
 KEPT_METRICS = (
-    "request_throughput", "output_throughput", "total_token_throughput", "request_goodput",
-    "completed", "failed", "duration",
-    "mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
-    "mean_tpot_ms", "median_tpot_ms", "p90_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "p90_itl_ms", "p99_itl_ms",
-    "mean_e2el_ms", "median_e2el_ms", "p90_e2el_ms", "p99_e2el_ms",
-)  # fmt: skip
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "request_goodput",
+    "completed",
+    "failed",
+    "duration",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p90_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p90_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p90_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p90_e2el_ms",
+    "p99_e2el_ms",
+)
 
 
 class TrialState(StrEnum):

@@ -62,14 +62,27 @@ class PassThrough:
 
 
 PASS_THROUGH: tuple[PassThrough, ...] = (
-    PassThrough("enable_lora", "--enable-lora", FlagKind.BOOL,
-                "Serve LoRA adapters (each step runs the punica kernels)."),
-    PassThrough("max_loras", "--max-loras", FlagKind.INT,
-                "Most distinct adapters in one batch (slots of GPU memory).", ge=1),
-    PassThrough("max_lora_rank", "--max-lora-rank", FlagKind.INT,
-                "Largest adapter rank served; sizes the slots and the kernels.",
-                choices=(1, 8, 16, 32, 64, 128, 256, 320, 512)),
-)  # fmt: skip
+    PassThrough(
+        "enable_lora",
+        "--enable-lora",
+        FlagKind.BOOL,
+        "Serve LoRA adapters (each step runs the punica kernels).",
+    ),
+    PassThrough(
+        "max_loras",
+        "--max-loras",
+        FlagKind.INT,
+        "Most distinct adapters in one batch (slots of GPU memory).",
+        ge=1,
+    ),
+    PassThrough(
+        "max_lora_rank",
+        "--max-lora-rank",
+        FlagKind.INT,
+        "Largest adapter rank served; sizes the slots and the kernels.",
+        choices=(1, 8, 16, 32, 64, 128, 256, 320, 512),
+    ),
+)
 
 _PASS_BY_NAME = {p.name: p for p in PASS_THROUGH}
 

@@ -264,8 +264,12 @@ def lower_util_fix(log: LogView) -> Fix | None:
 
 def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
     """Out of memory while capturing CUDA graphs: eager mode needs no graph memory."""
-    fixes = [Fix(title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
-                 set={"enforce_eager": True})]  # fmt: skip
+    fixes = [
+        Fix(
+            title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
+            set={"enforce_eager": True},
+        )
+    ]
     util_fix = lower_util_fix(log)
     if util_fix:
         fixes.append(util_fix)

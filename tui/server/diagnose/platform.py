@@ -61,8 +61,13 @@ _KV_DTYPE: Final = tolerant(
     r"(?P<suggested>[\w]{1,20})",
     "KV cache is not supported",
 )
-_DTYPE_NAMES: Final = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16",
-                       "float32": "float32", "float": "float32"}  # fmt: skip
+_DTYPE_NAMES: Final = {
+    "float16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "float32": "float32",
+    "float": "float32",
+}
 
 
 def unsupported_dtype(log: LogView) -> Diagnosis | None:
@@ -72,8 +77,11 @@ def unsupported_dtype(log: LogView) -> Diagnosis | None:
         m, evidence = found
         m = log.refine(m)
         cc = m.group("cc")
-        facts: dict[str, Any] = {"dtype": "bfloat16", "gpu": group_text(m, "gpu"),
-                                 "required_compute_capability": "8.0"}  # fmt: skip
+        facts: dict[str, Any] = {
+            "dtype": "bfloat16",
+            "gpu": group_text(m, "gpu"),
+            "required_compute_capability": "8.0",
+        }
         if cc:
             facts["compute_capability"] = cc
         return make(
@@ -319,8 +327,12 @@ _CUDA_CODE: Final = tolerant(
     "cudaError",
 )
 _MISMATCH_CODES: Final = {35: "insufficient driver", 222: "unsupported PTX", 803: "", 804: ""}
-_MISMATCH_NAMES: Final = {"SystemDriverMismatch", "CompatNotSupportedOnDevice",
-                          "InsufficientDriver", "UnsupportedPtxVersion"}  # fmt: skip
+_MISMATCH_NAMES: Final = {
+    "SystemDriverMismatch",
+    "CompatNotSupportedOnDevice",
+    "InsufficientDriver",
+    "UnsupportedPtxVersion",
+}
 _NO_GPU_HINTS: Final = {
     100: "no CUDA-capable device is visible (CUDA_VISIBLE_DEVICES, the container's --gpus)",
     101: "a device index beyond the visible GPUs (CUDA_VISIBLE_DEVICES, tensor parallelism)",
@@ -389,8 +401,7 @@ def _cuda_diagnosis(
     hint = _NO_GPU_HINTS.get(code or 0, "check the driver and the GPUs' state (nvidia-smi)")
     if name.startswith("Mps") or (code is not None and 805 <= code <= 810):
         hint = "the CUDA MPS server refused the client: check nvidia-cuda-mps-control"
-    return make(log, "no_gpu_visible", f"CUDA cannot use the GPU ({text}): {hint}",
-                evidence, facts)  # fmt: skip
+    return make(log, "no_gpu_visible", f"CUDA cannot use the GPU ({text}): {hint}", evidence, facts)
 
 
 def cuda_driver(log: LogView) -> Diagnosis | None:

@@ -76,8 +76,11 @@ class AutoTune:
         plans = []
         for s in seqs:
             for t in tokens:
-                choice: Choice = {"gpu_memory_utilization": util, "max_num_seqs": s,
-                                  "max_num_batched_tokens": t}  # fmt: skip
+                choice: Choice = {
+                    "gpu_memory_utilization": util,
+                    "max_num_seqs": s,
+                    "max_num_batched_tokens": t,
+                }
                 try:
                     flags = spec.base.flags_for(choice)
                 except ValidationError as exc:

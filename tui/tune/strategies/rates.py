@@ -164,9 +164,9 @@ async def hold_under_seeds(bench: TrialBench, load: LoadSpec, seeds: list[int]) 
             if (seed, rate) not in done:
                 if out:
                     await bench.reset_prefix_cache()
-                m = await bench.measure(load.model_copy(update={"seed": seed,
-                                                                "request_rate": rate}),
-                                        f"seed {seed}")  # fmt: skip
+                m = await bench.measure(
+                    load.model_copy(update={"seed": seed, "request_rate": rate}), f"seed {seed}"
+                )
                 out.append(m)
                 done[seed, rate] = len(out) - 1
             index = done[seed, rate]
@@ -180,8 +180,9 @@ async def hold_under_seeds(bench: TrialBench, load: LoadSpec, seeds: list[int]) 
         if top <= 0:
             break
         first = len(out)
-        found = await retreat(bench, at_rate(out[missed].load, top, load.num_prompts), out,
-                              top * (1 - CONFIRM_SPAN))  # fmt: skip
+        found = await retreat(
+            bench, at_rate(out[missed].load, top, load.num_prompts), out, top * (1 - CONFIRM_SPAN)
+        )
         for i in range(first, len(out)):
             done[out[i].load.seed, out[i].load.request_rate] = i
         if found is None:

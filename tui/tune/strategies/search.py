@@ -265,9 +265,12 @@ class Search:
                 return
             assert trial.flags is not None
             plan = TrialPlan(
-                dict(trial.params), trial.flags, f"confirm {describe(trial.params)}",
-                confirm_procedure(ctx.spec, trial), "confirm",
-            )  # fmt: skip
+                dict(trial.params),
+                trial.flags,
+                f"confirm {describe(trial.params)}",
+                confirm_procedure(ctx.spec, trial),
+                "confirm",
+            )
             outcome = await ctx.run_trial(plan)
             ctx.best_override = outcome
             if outcome.slo_met:

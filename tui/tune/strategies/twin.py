@@ -101,9 +101,12 @@ def trial_procedure(spec: SweepSpec) -> Procedure:
         if not first.verdict.met and opts.rate_search == "bisect":
             prompts = max(1, load.num_prompts // 4)
             found = await bisect(
-                bench, first, short_prompts=prompts, full_prompts=load.num_prompts,
+                bench,
+                first,
+                short_prompts=prompts,
+                full_prompts=load.num_prompts,
                 steps=opts.bisect_steps,
-            )  # fmt: skip
+            )
         chosen = found.measurements[found.chosen or 0]
         if not chosen.verdict.met:
             return found
@@ -163,8 +166,11 @@ class TwinFirst:
             for c in batch:
                 c.predicted_then, c.fitted_then = c.value, twin.fitted
             outcomes = await ctx.run_trials(plans)
-            recent = [e for c, o in zip(batch, outcomes, strict=True) if (e := _learn(ctx, c, o))
-                      is not None]  # fmt: skip
+            recent = [
+                e
+                for c, o in zip(batch, outcomes, strict=True)
+                if (e := _learn(ctx, c, o)) is not None
+            ]
             await twin.refit(_observations(spec, candidates))
             await self._rank(ctx, twin, [c for c in candidates if c.real is None], procedure)
 

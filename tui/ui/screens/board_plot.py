@@ -125,9 +125,12 @@ def draw(plot: PlotextPlot, scatter: Scatter) -> None:
         plt.scatter([point.latency_ms], [point.throughput], marker=marker, color=color)
         # the label just right of its point (a marker is one cell wide)
         plt.text(
-            point.label, point.latency_ms + (x_high - x_low) * 0.025, point.throughput,
-            color=color, alignment="left",
-        )  # fmt: skip
+            point.label,
+            point.latency_ms + (x_high - x_low) * 0.025,
+            point.throughput,
+            color=color,
+            alignment="left",
+        )
     plot.refresh()
 
 

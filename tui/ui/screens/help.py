@@ -26,41 +26,60 @@ from tui.ui.keys import (
 HELP_SCREEN = "help"
 KEY_WIDTH = 10  # the key column (the widest key, ^PgUp/PgDn, fits)
 PANELS: tuple[tuple[str, str], ...] = (
-    ("Server", "State, the startup stage and when it began (seconds after launch), the KV "
-     "cache size and max concurrency the server logged, how the console runs servers, and "
-     "the last lines of the server's log. Its title names the mode; a simulator says which "
-     "GPU it simulates and when time is scaled ('4x time': it runs 4x faster than that GPU "
-     "would, so every latency and rate it reports is scaled by 4)."),
-    ("GPU", "Per device: memory used/total, utilization, temperature, power; N/A where the "
-     "driver cannot tell, and the reason (with what to do) when there is no GPU reading at "
-     "all. Several GPUs: one row each, * marks the server's (its processes, else "
-     "CUDA_VISIBLE_DEVICES and the tensor x pipeline sizes); srv: the GPU memory the "
-     "server's processes hold (N/A (WDDM) under WSL2). Then the host: CPU, RAM, the server's "
-     "RSS (srv). The title says how old the reading is, STALE when two readings were missed, "
-     "DOWN when it could not be read, (WSL2) under WSL2. A simulated GPU reads freed once "
-     "its simulator exits."),
-    ("Metrics", "From the server's /metrics, whoever sends the traffic: KV cache usage, "
-     "requests running/waiting, prompt (in) and generated (out) tokens per second, the "
-     "server's own TTFT, ITL, E2E and queue time as p50/p90/p99 in ms over its last 60 s "
-     "(idle: no request finished), prefix-cache hit rate, preemptions; sparklines of the "
-     "last two minutes where they fit. 'a: ...' is advice that holds now: a puts its flags "
-     "into the form. The title carries the age of the numbers, STALE or DOWN."),
-    ("Load", "The running load: requests done/total, failed, in flight, output tokens per "
-     "second (and its sparkline), TTFT and ITL p50/p99 in ms. 'lag' warns that the client's "
-     "own event loop is slow; CLIENT-BOUND that the load generator, not the server, limits "
-     "the numbers."),
-    ("Flags", "The preset picker, the serve flags (placeholder: vLLM's default; empty = not "
-     "passed; hint: the allowed range), extra args, and the workload b runs. Problems show "
-     "under their field as you type; '!' lines are pre-flight warnings."),
-    ("Runs", "Every run as cards (oldest left) or a table (t), each with its own end state "
-     "(ready, stopped, replaced, lost, failed with its cause). The title says the baseline: "
-     "pinned (p), else the newest completed load of the same model, workload and machine "
-     "(never a run without a load, nor a cancelled or partial one). Yellow flags differ from it. "
-     "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
-     "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
-     "marks the baseline, tN a sweep's trial N (tN pK: the Kth load on its server, a probe), "
-     "▸ the selected run."),
-)  # fmt: skip
+    (
+        "Server",
+        "State, the startup stage and when it began (seconds after launch), the KV "
+        "cache size and max concurrency the server logged, how the console runs servers, and "
+        "the last lines of the server's log. Its title names the mode; a simulator says which "
+        "GPU it simulates and when time is scaled ('4x time': it runs 4x faster than that GPU "
+        "would, so every latency and rate it reports is scaled by 4).",
+    ),
+    (
+        "GPU",
+        "Per device: memory used/total, utilization, temperature, power; N/A where the "
+        "driver cannot tell, and the reason (with what to do) when there is no GPU reading at "
+        "all. Several GPUs: one row each, * marks the server's (its processes, else "
+        "CUDA_VISIBLE_DEVICES and the tensor x pipeline sizes); srv: the GPU memory the "
+        "server's processes hold (N/A (WDDM) under WSL2). Then the host: CPU, RAM, the server's "
+        "RSS (srv). The title says how old the reading is, STALE when two readings were missed, "
+        "DOWN when it could not be read, (WSL2) under WSL2. A simulated GPU reads freed once "
+        "its simulator exits.",
+    ),
+    (
+        "Metrics",
+        "From the server's /metrics, whoever sends the traffic: KV cache usage, "
+        "requests running/waiting, prompt (in) and generated (out) tokens per second, the "
+        "server's own TTFT, ITL, E2E and queue time as p50/p90/p99 in ms over its last 60 s "
+        "(idle: no request finished), prefix-cache hit rate, preemptions; sparklines of the "
+        "last two minutes where they fit. 'a: ...' is advice that holds now: a puts its flags "
+        "into the form. The title carries the age of the numbers, STALE or DOWN.",
+    ),
+    (
+        "Load",
+        "The running load: requests done/total, failed, in flight, output tokens per "
+        "second (and its sparkline), TTFT and ITL p50/p99 in ms. 'lag' warns that the client's "
+        "own event loop is slow; CLIENT-BOUND that the load generator, not the server, limits "
+        "the numbers.",
+    ),
+    (
+        "Flags",
+        "The preset picker, the serve flags (placeholder: vLLM's default; empty = not "
+        "passed; hint: the allowed range), extra args, and the workload b runs. Problems show "
+        "under their field as you type; '!' lines are pre-flight warnings.",
+    ),
+    (
+        "Runs",
+        "Every run as cards (oldest left) or a table (t), each with its own end state "
+        "(ready, stopped, replaced, lost, failed with its cause). The title says the baseline: "
+        "pinned (p), else the newest completed load of the same model, workload and machine "
+        "(never a run without a load, nor a cancelled or partial one). "
+        "Yellow flags differ from it. "
+        "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
+        "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
+        "marks the baseline, tN a sweep's trial N (tN pK: the Kth load on its server, a probe), "
+        "▸ the selected run.",
+    ),
+)
 
 
 ATTACHED_METRICS = (
@@ -86,13 +105,19 @@ def help_rows(*, can_launch: bool = True) -> list[tuple[str, str]]:
         ("ctrl+p", PALETTE_HELP),
         ("Esc", ESCAPE_HELP),
         ("ctrl+s", SAVE_PRESET_HELP),
-        ("", "Letters type into text fields; the F-keys work everywhere. Tab moves between "
-         "fields; once focused, the board scrolls with the arrow keys."),
-        ("", "A lost terminal (SSH drop, closed tmux pane) detaches: the server keeps "
-         "running, the next vtc reattaches to it, and `vtc stop` stops it. `vtc --attach URL` "
-         "watches and loads a server vtc did not start (r and s refuse there)."),
+        (
+            "",
+            "Letters type into text fields; the F-keys work everywhere. Tab moves between "
+            "fields; once focused, the board scrolls with the arrow keys.",
+        ),
+        (
+            "",
+            "A lost terminal (SSH drop, closed tmux pane) detaches: the server keeps "
+            "running, the next vtc reattaches to it, and `vtc stop` stops it. `vtc --attach URL` "
+            "watches and loads a server vtc did not start (r and s refuse there).",
+        ),
         ("Board", ""),
-    ]  # fmt: skip
+    ]
     rows += [
         (key.key_display, key.help)
         for key in BOARD_KEYS

@@ -154,7 +154,6 @@ class MainScreen(Screen[None]):
         for event in backlog:
             self.apply(event)
 
-
     @property
     def server_panel(self) -> ServerPanel:
         """The Server panel."""
@@ -236,8 +235,14 @@ class MainScreen(Screen[None]):
         launched, clock = self._launched_at, self._clock
         since = clock() - launched if clock is not None and launched is not None else None
         can_stop = offered("stop_server", can_launch=self.session.can_restart)
-        view = project(self.session.current, self.session.state, pid=self._pid,
-                       since_launch=since, silence=self._silence, can_stop=can_stop)  # fmt: skip
+        view = project(
+            self.session.current,
+            self.session.state,
+            pid=self._pid,
+            since_launch=since,
+            silence=self._silence,
+            can_stop=can_stop,
+        )
         self._view = view
         self.server_panel.view = view
 
@@ -420,7 +425,8 @@ class MainScreen(Screen[None]):
         """Ask a name, then save the form's flags and workload as one of the user's presets."""
         flags, problems = self.form.validate_flags()
         if flags is None:
-            self.notify(_problem_summary(problems), title="Not saved: invalid flags",
-                        severity="error")  # fmt: skip
+            self.notify(
+                _problem_summary(problems), title="Not saved: invalid flags", severity="error"
+            )
             return
         ask_and_save_preset(self, self.session, self.form, flags)

@@ -93,8 +93,10 @@ class BoardGrid(DataTable[object]):
         """Show ``board``'s table with the run ``selected`` under the cursor."""
         table = board.table
         view = board.view
-        signature = self._signature if table is self._table else _signature(
-            table, view.sort, view.descending
+        signature = (
+            self._signature
+            if table is self._table
+            else _signature(table, view.sort, view.descending)
         )  # the same table (a selection move): nothing to compare
         if signature == self._signature:
             self._table = table

@@ -36,9 +36,16 @@ class KeyBar(Footer):
         action, state and tooltip, and the palette key's place."""
         app = screen.app
         keys = tuple(
-            (key, app.get_key_display(active.binding), active.binding.description,
-             active.binding.action, active.enabled, active.tooltip, active.binding.group)
+            (
+                key,
+                app.get_key_display(active.binding),
+                active.binding.description,
+                active.binding.action,
+                active.enabled,
+                active.tooltip,
+                active.binding.group,
+            )
             for key, active in screen.active_bindings.items()
             if active.binding.show or key == app.COMMAND_PALETTE_BINDING
-        )  # fmt: skip
+        )
         return (keys, self.show_command_palette, self.combine_groups, self.compact)

@@ -96,9 +96,15 @@ class LoadPanel(Vertical):
             return Content.styled(f"load failed: {self._error}", "$error"), Content("")
         result = self._result
         if result is not None:
-            return _finished(result, width), Content(_latency(
-                width, result.metric("median_ttft_ms"), result.metric("p99_ttft_ms"),
-                result.metric("median_itl_ms"), result.metric("p99_itl_ms")))  # fmt: skip
+            return _finished(result, width), Content(
+                _latency(
+                    width,
+                    result.metric("median_ttft_ms"),
+                    result.metric("p99_ttft_ms"),
+                    result.metric("median_itl_ms"),
+                    result.metric("p99_itl_ms"),
+                )
+            )
         p = self._progress
         if p is None:
             return (

@@ -209,9 +209,12 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
         """A card-view key: ``step``, ``page_cards``, ``scroll_card`` or ``page_card``."""
         if not self._table_mode:
             strip = self.query_one(CardStrip)
-            {"step": strip.action_step, "page_cards": strip.action_page_cards,
-             "scroll_card": strip.action_scroll_card, "page_card": strip.action_page_card,
-             }[action](amount)  # fmt: skip
+            {
+                "step": strip.action_step,
+                "page_cards": strip.action_page_cards,
+                "scroll_card": strip.action_scroll_card,
+                "page_card": strip.action_page_card,
+            }[action](amount)
 
     @on(BoardGrid.ColumnsOutOfView)
     def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
@@ -417,5 +420,17 @@ def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:
 
 def _shown_fields(run: RunRecord) -> tuple[object, ...]:
     """What of a run the cards and the table show (not its telemetry series or peaks)."""
-    return (run.id, run.label, run.status, run.flags, run.startup, run.diagnosis, run.bench,
-            run.workload, run.repro, run.sweep, run.session, run.exit_code)  # fmt: skip
+    return (
+        run.id,
+        run.label,
+        run.status,
+        run.flags,
+        run.startup,
+        run.diagnosis,
+        run.bench,
+        run.workload,
+        run.repro,
+        run.sweep,
+        run.session,
+        run.exit_code,
+    )

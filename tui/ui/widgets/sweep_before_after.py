@@ -19,10 +19,15 @@ def before_after_table(ba: BeforeAfter) -> Table:
     table.add_column("Improvement")
     for row in ba.rows:
         c = row.comparison
-        table.add_row(row.metric.label, row.metric.format(c.reference),
-                      row.metric.format(c.value), row.change)  # fmt: skip
-    changed = ", ".join(f"{c.name} {format_value(c.old)} → {format_value(c.new)}"
-                        for c in ba.flag_changes) or "none"  # fmt: skip
+        table.add_row(
+            row.metric.label, row.metric.format(c.reference), row.metric.format(c.value), row.change
+        )
+    changed = (
+        ", ".join(
+            f"{c.name} {format_value(c.old)} → {format_value(c.new)}" for c in ba.flag_changes
+        )
+        or "none"
+    )
     table.caption = f"flags changed: {changed}"
     if not ba.like_for_like.ok:
         table.caption += " · not like for like: " + "; ".join(ba.like_for_like.reasons)

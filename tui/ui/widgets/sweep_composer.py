@@ -20,13 +20,22 @@ from tui.domain.sweep.spec import STRATEGY_LABELS
 from tui.domain.workload import LoadSpec
 
 STRATEGY_CHOICES = tuple((label, name) for name, label in STRATEGY_LABELS.items())
-OBJECTIVE_CHOICES = (("output tok/s", "output_throughput"), ("req/s", "request_throughput"),
-                     ("goodput", "goodput"))  # fmt: skip
-DEFAULT_PARAMS = (("max_num_seqs", "64, 128, 256"), ("max_num_batched_tokens", "1024, 2048, 4096"),
-                  ("", ""))  # fmt: skip
+OBJECTIVE_CHOICES = (
+    ("output tok/s", "output_throughput"),
+    ("req/s", "request_throughput"),
+    ("goodput", "goodput"),
+)
+DEFAULT_PARAMS = (
+    ("max_num_seqs", "64, 128, 256"),
+    ("max_num_batched_tokens", "1024, 2048, 4096"),
+    ("", ""),
+)
 WHERE_CHOICES = (("this console", "console"), ("a Ray cluster", "ray"))
-SLO_FIELDS = (("p99_ttft_ms", "p99 TTFT ms"), ("p99_itl_ms", "p99 ITL ms"),
-              ("p99_e2el_ms", "p99 E2EL ms"))  # fmt: skip
+SLO_FIELDS = (
+    ("p99_ttft_ms", "p99 TTFT ms"),
+    ("p99_itl_ms", "p99 ITL ms"),
+    ("p99_e2el_ms", "p99 E2EL ms"),
+)
 
 
 class SweepComposer(Vertical):
@@ -46,32 +55,60 @@ class SweepComposer(Vertical):
     def compose(self) -> ComposeResult:
         """Strategy, objective, budget; three parameter rows; three SLO limits; where."""
         with Horizontal(classes="sweep-row"):
-            yield Select(STRATEGY_CHOICES, value="search", allow_blank=False, compact=True,
-                         id="sweep-strategy")  # fmt: skip
-            yield Select(OBJECTIVE_CHOICES, value="output_throughput", allow_blank=False,
-                         compact=True, id="sweep-objective")  # fmt: skip
+            yield Select(
+                STRATEGY_CHOICES,
+                value="search",
+                allow_blank=False,
+                compact=True,
+                id="sweep-strategy",
+            )
+            yield Select(
+                OBJECTIVE_CHOICES,
+                value="output_throughput",
+                allow_blank=False,
+                compact=True,
+                id="sweep-objective",
+            )
             yield Label("starts", classes="sweep-label")
             yield Input("12", compact=True, id="sweep-starts", classes="sweep-small")
         for i, (name, values) in enumerate(DEFAULT_PARAMS):
             with Horizontal(classes="sweep-row"):
-                yield Input(name, placeholder="flag", compact=True, id=f"sweep-pname-{i}",
-                            classes="sweep-pname")  # fmt: skip
-                yield Input(values, placeholder="a, b, c  or  start..stop:step", compact=True,
-                            id=f"sweep-pvalues-{i}", classes="sweep-pvalues")  # fmt: skip
+                yield Input(
+                    name,
+                    placeholder="flag",
+                    compact=True,
+                    id=f"sweep-pname-{i}",
+                    classes="sweep-pname",
+                )
+                yield Input(
+                    values,
+                    placeholder="a, b, c  or  start..stop:step",
+                    compact=True,
+                    id=f"sweep-pvalues-{i}",
+                    classes="sweep-pvalues",
+                )
         with Horizontal(classes="sweep-row"):
             for key, label in SLO_FIELDS:
                 yield Label(label, classes="sweep-label")
-                yield Input("", placeholder="-", compact=True, id=f"sweep-{key}",
-                            classes="sweep-small")  # fmt: skip
+                yield Input(
+                    "", placeholder="-", compact=True, id=f"sweep-{key}", classes="sweep-small"
+                )
         with Horizontal(classes="sweep-row"):
             yield Label("trials on", classes="sweep-label")
-            yield Select(WHERE_CHOICES, value="console", allow_blank=False, compact=True,
-                         id="sweep-where")  # fmt: skip
-            yield Input("", placeholder="address; empty: local Ray", compact=True,
-                        id="sweep-ray-address", classes="sweep-pvalues")  # fmt: skip
+            yield Select(
+                WHERE_CHOICES, value="console", allow_blank=False, compact=True, id="sweep-where"
+            )
+            yield Input(
+                "",
+                placeholder="address; empty: local Ray",
+                compact=True,
+                id="sweep-ray-address",
+                classes="sweep-pvalues",
+            )
             yield Label("GPUs", classes="sweep-label")
-            yield Input("", placeholder="-", compact=True, id="sweep-ray-gpus",
-                        classes="sweep-small")  # fmt: skip
+            yield Input(
+                "", placeholder="-", compact=True, id="sweep-ray-gpus", classes="sweep-small"
+            )
 
     def set_base(self, flags: ServeFlags, load: LoadSpec) -> None:
         """The run the sweep starts from."""
@@ -96,11 +133,15 @@ class SweepComposer(Vertical):
         objective = str(self.query_one("#sweep-objective", Select).value)
         names = "-".join(params) or "sweep"
         return compose(
-            name=f"console-{strategy}-{names}", flags=self._flags, load=self._load,
-            strategy=strategy, objective=objective, parameters=params, slo=slo,
+            name=f"console-{strategy}-{names}",
+            flags=self._flags,
+            load=self._load,
+            strategy=strategy,
+            objective=objective,
+            parameters=params,
+            slo=slo,
             max_starts=starts,
-        )  # fmt: skip
-
+        )
 
     def cluster(self) -> ClusterChoice | None:
         """Where the trials run: ``None`` for this console's server, else the Ray cluster

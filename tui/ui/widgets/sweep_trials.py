@@ -19,8 +19,12 @@ def short_verdict(trial: TrialOutcome) -> str:
         if m is None or m.verdict.met:
             return "met" if m is not None else "no measurement"
         return "missed: " + ", ".join(v.split(" ", 1)[0] for v in m.verdict.violations)
-    words = {TrialState.FAILED_START: "failed start", TrialState.PRUNED: "pruned",
-             TrialState.BENCH_FAILED: "no measurement", TrialState.UP: "up"}  # fmt: skip
+    words = {
+        TrialState.FAILED_START: "failed start",
+        TrialState.PRUNED: "pruned",
+        TrialState.BENCH_FAILED: "no measurement",
+        TrialState.UP: "up",
+    }
     word = words.get(trial.state, trial.state.value)
     return f"{word}: {trial.diagnosis_kind}" if trial.diagnosis_kind else word
 
