@@ -27,11 +27,12 @@ from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.server.adopted import AdoptedServer, ServerStateKeeper, inspect_state_file
 from tui.session.bus import EventBus
-from tui.session.facade import ReleaseWaiter, Session
+from tui.session.facade import Session
 from tui.session.hub import GpuPolicy, GpuReader, TelemetryHub
 from tui.session.loads import LoadRunnerLike, LoadService
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader, Estimator, Preflight
+from tui.session.relaunch import ReleaseWaiter
 from tui.session.repro import Reproducer, ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot

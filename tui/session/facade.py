@@ -12,15 +12,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
 
 from tui.domain.errors import VtcError
-from tui.domain.events import Launched, LogLine, ServerEvent, ServerState
+from tui.domain.events import Launched, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.history import TelemetryHistory
 from tui.domain.record import LoadRecorded, RunEnded
-from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile, SweepTag
+from tui.domain.results import BenchResult, RunRecord, RunStatus, SweepTag
 from tui.domain.server_config import ServerConfig
 from tui.domain.telemetry import ServerMetrics
 from tui.domain.workload import LoadSpec
@@ -29,8 +28,9 @@ from tui.session.bus import EventBus
 from tui.session.busy import Busy
 from tui.session.hub import TelemetryHub
 from tui.session.loads import LoadService
-from tui.session.port import LaunchWithdrawn, SessionEvent, SessionInfo, TwinControl
+from tui.session.port import SessionEvent, SessionInfo, TwinControl
 from tui.session.preflight import Preflight
+from tui.session.relaunch import Relaunch, ReleaseWaiter
 from tui.session.repro import ReproRecorder
 from tui.session.runbook import RunBook
 from tui.session.slot import LeftRunning, ServerSlot
@@ -38,7 +38,6 @@ from tui.session.tools import RunFiles, RunTools
 
 Slos = Mapping[str, float]
 """Goodput SLOs in ms, bench serve's ``--goodput`` (they travel with each load)."""
-REPLACED_WHY = "the next run took its place"
 UNWATCHED_WHY = "left running; the console that watched it closed"
 
 
@@ -70,12 +69,6 @@ async def _keep(
     return with_prediction
 
 
-class ReleaseWaiter(Protocol):
-    """Waits (bounded) until the GPU no longer lists a stopped tree; a message if it could not."""
-
-    async def __call__(self, pids: set[int]) -> str | None: ...
-
-
 class Session:
     """One operator's tuning loop: a server at a time, a board of runs, live telemetry."""
 
@@ -98,6 +91,9 @@ class Session:
         self._closed = self.detached = False
         self.left_running: LeftRunning | None = None  # what a detach left running (pid, URL)
         self._restarting = Busy("a restart is already under way", "wait for it, or s stops it")
+        self._relaunch = Relaunch(
+            info, book, slot, preflight, release, stop=self.stop_server, emit=bus.emit
+        )
         slot.listen(self._on_server_event)
         self.tools = RunTools(self, files)  # the board's repeat, export, presets, log tails
 
@@ -191,28 +187,8 @@ class Session:
         if not self._slot.can_launch:
             raise VtcError("attached to a server this console did not start: restart disabled")
         with self._restarting.hold():  # one at a time: a second is refused (the console says so)
-            return await self._restart(flags, sweep, proceed)
-
-    async def _restart(
-        self, flags: ServeFlags, sweep: SweepTag | None, proceed: Callable[[], bool] | None
-    ) -> RunRecord:
-        old_pids, old_run = self._slot.live_pids(), self._book.current
-        await self.stop_server()
-        if old_run is not None and old_run.id is not None:
-            self._book.apply(RunEnded(RunStatus.REPLACED, REPLACED_WHY), old_run.id)
-        await _wait_release(self._release, old_pids, self._bus.emit)
-        if proceed is not None and not proceed():
-            raise LaunchWithdrawn("the launch was withdrawn while the old server stopped")
-        estimate = await self._preflight.estimate(flags)  # after the stop: its memory is free
-        startup = StartupProfile(kv_estimate_tokens=estimate.kv_tokens if estimate else None)
-        record = await self._book.open(
-            RunRecord(flags=flags, executable=self.info.executable, startup=startup, sweep=sweep)
-        )
-        if self._closed:  # closed while stopping: launch nothing the session would not stop
-            raise VtcError("the session is closing: no new server")
-        launch = flags if flags.port is not None else flags.replace(port=self.info.port)
-        await self._slot.launch(launch, run_id=record.id)
-        return self._book.current or record
+            record = await self._relaunch(flags, sweep, proceed, closing=lambda: self._closed)
+            return self._book.current or record
 
     async def stop_server(self) -> None:
         """Stop the current server (cancelling the load first) and its telemetry."""
@@ -299,13 +275,3 @@ async def _resume(book: RunBook, slot: ServerSlot, takeover: Takeover) -> None:
     card = RunRecord(flags=takeover.flags, label=takeover.label, status=status)
     record = await book.resume_or_open(takeover.run_id, card, executable=slot.base_url)
     slot.watch(record.id)
-
-
-async def _wait_release(
-    release: ReleaseWaiter | None, pids: set[int], emit: Callable[[SessionEvent], None]
-) -> None:
-    """Wait until the old server's GPU memory is released (what it said goes to the log)."""
-    if release is not None and pids:
-        message = await release(pids)
-        if message:
-            emit(LogLine(f"[vtc] {message}"))

@@ -18,7 +18,8 @@ from tui.sim.memory import MemoryPlan, ResolvedConfig
 from tui.sim.metrics import GpuGaugeSource, SimMetrics
 from tui.sim.model_files import model_folder
 from tui.sim.scheduler import Scheduler, SchedulerConfig
-from tui.sim.tokenizer import Tokenizer, load_tokenizer
+from tui.sim.tokenizer import Tokenizer
+from tui.sim.tokenizer_pick import load_tokenizer
 from tui.sim.twin import TwinCost
 
 

@@ -36,7 +36,7 @@ from tui.sim.engine import Chunk, RequestHandle
 from tui.sim.scheduler import SimRequest
 
 if TYPE_CHECKING:
-    from tui.sim.http import ApiContext
+    from tui.sim.api_context import ApiContext
 
 API = "APIServer"
 SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}

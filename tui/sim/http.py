@@ -25,7 +25,6 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
@@ -33,40 +32,16 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from tui.sim.argv import FixedTiming, LoraModule
-from tui.sim.engine import AsyncEngine
+from tui.sim.api_context import ApiContext
+from tui.sim.argv import LoraModule
 from tui.sim.fixed import complete_fixed, plan_fixed, stream_fixed
 from tui.sim.generation import API, ApiError, Generation, json_response
 from tui.sim.logs import VllmLog, uvicorn_access_line
 from tui.sim.metric_tables import HTTP_EXCLUDED
-from tui.sim.metrics import SimMetrics
-from tui.sim.tokenizer import ChatTemplateError, Tokenizer, message_text
+from tui.sim.tokenizer import ChatTemplateError, message_text
 
 AUTH_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 UVICORN_BACKLOG = 2048
-
-
-@dataclass
-class ApiContext:
-    """What the handlers need from the running server."""
-
-    engine: AsyncEngine
-    metrics: SimMetrics
-    tokenizer: Tokenizer
-    served_name: str
-    model_path: str
-    max_model_len: int
-    max_logprobs: int
-    api_key: str | None = None
-    load_tracking: bool = False
-    dev_mode: bool = False
-    server_load: int = 0
-    fixed: FixedTiming | None = None  # --sim-fixed-*: injected delays, engine bypassed
-    loras: dict[str, LoraModule] = field(default_factory=dict)
-    log: VllmLog = field(default_factory=VllmLog)
-    log_requests: bool = False
-    fingerprint: str | None = None
-    per_request_metrics: bool = False  # --enable-per-request-metrics on a 0.33+ server
 
 
 CTX_KEY = web.AppKey("ctx", ApiContext)

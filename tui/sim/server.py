@@ -20,10 +20,11 @@ import os
 import signal
 import socket
 
+from tui.sim.api_context import ApiContext
 from tui.sim.argv import SimCommand, non_default_args
 from tui.sim.build import build_engine, build_tokenizer
 from tui.sim.engine import AsyncEngine
-from tui.sim.http import ROUTES, ApiContext, build_app, dev_routes, running_app
+from tui.sim.http import ROUTES, build_app, dev_routes, running_app
 from tui.sim.logs import (
     VllmLog,
     api_init_traceback,

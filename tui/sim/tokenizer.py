@@ -1,11 +1,12 @@
 """What the simulator counts tokens with: the model's own ``tokenizer.json``, or an approximation.
 
-:func:`load_tokenizer` picks, as vLLM would find them: ``--tokenizer`` if given, else the
-model's folder (a local directory, or its snapshot in the local Hugging Face cache; never a
-download). When that folder has a ``tokenizer.json``, :class:`~tui.sim.hf_tokenizer.
-HfTokenizer` counts exactly as vLLM does (``/tokenize``, ``/detokenize``, ``usage``, the
-prefix cache's block hashes all see the real ids). Otherwise, for catalogue models with no
-files at hand, :class:`ApproxTokenizer` stands in, and the start-up log says so.
+:func:`~tui.sim.tokenizer_pick.load_tokenizer` picks, as vLLM would find them:
+``--tokenizer`` if given, else the model's folder (a local directory, or its snapshot in the
+local Hugging Face cache; never a download). When that folder has a ``tokenizer.json``,
+:class:`~tui.sim.hf_tokenizer.HfTokenizer` counts exactly as vLLM does (``/tokenize``,
+``/detokenize``, ``usage``, the prefix cache's block hashes all see the real ids).
+Otherwise, for catalogue models with no files at hand, :class:`ApproxTokenizer` stands in,
+and the start-up log says so.
 
 The approximation, documented so clients can rely on it:
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 _TOKEN = re.compile(r"\s*(?:[^\W_]{1,10}|[^\w\s]|_)", re.UNICODE)
@@ -242,33 +242,3 @@ class ApproxTokenizer:
     def generation_vocab(self) -> list[tuple[int, str]]:
         """One token per word of :data:`GEN_WORDS`."""
         return [self.generated_token(i) for i in range(len(GEN_WORDS))]
-
-
-def load_tokenizer(
-    folder: Path | None,
-    vocab_size: int,
-    adds_bos: bool = True,
-    chat_template: str = "llama3",
-    chat_template_file: str | None = None,
-) -> tuple[Tokenizer, str]:
-    """The model's ``tokenizer.json`` in ``folder`` when there is one, else the approximation.
-
-    Returns the tokenizer and a sentence for the start-up log saying which one counts and,
-    for the approximation, why. ``chat_template_file`` is ``--chat-template`` (a file or an
-    inline template).
-    """
-    if folder is None:
-        why = "no local folder or Hugging Face cache snapshot of this model"
-    elif not (folder / "tokenizer.json").is_file():
-        why = f"no tokenizer.json in {folder}"
-    else:
-        from tui.sim.hf_tokenizer import HfTokenizer, TokenizerLoadError
-
-        try:
-            tok = HfTokenizer.from_dir(folder, chat_template_file)
-        except TokenizerLoadError as exc:
-            why = str(exc)
-        else:
-            return tok, f"Counting tokens with {folder / 'tokenizer.json'}, as vLLM does."
-    approx = ApproxTokenizer(vocab_size, adds_bos, chat_template)
-    return approx, f"{why}: {APPROX_NOTE}."

@@ -1,48 +1,56 @@
-"""The trial loop every strategy shares: lanes, the journal, the budget, stopping, progress.
+"""The state of one sweep: its trials, budget, stop, repeated failures and progress.
 
-A strategy hands :class:`TrialPlan` s to :meth:`SweepContext.run_trials`; each plan is run
-on the next free lane (one per GPU, so a batch runs in parallel), or replayed from the
-journal when a previous run of the same sweep finished it. A plan's procedure measures the
-trial's server through :class:`TrialBench`. Every finished trial is journaled and reported
-(``emit``) as a :class:`~tui.domain.sweep.SweepStatus`.
+A strategy reads a :class:`SweepContext` (the spec, the trials so far, the starts left)
+and hands it :class:`~tui.tune.trials.TrialPlan` s to run; the context's
+:class:`~tui.tune.trials.TrialRunner` runs them on its lanes. What the strategy decides
+besides trials (its plan's size, notes, the trial that stands) it yields as
+:mod:`~tui.tune.decisions`, which the sweep run applies here. Every finished trial is
+reported (``emit``) as a :class:`~tui.domain.sweep.SweepStatus`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.results import SweepTag
-from tui.domain.sweep.outcome import (
-    KEPT_METRICS,
-    Measurement,
-    SweepState,
-    SweepStatus,
-    TrialOutcome,
-    TrialState,
-    best_trial,
-)
-from tui.domain.sweep.slo import objective_value
+from tui.domain.sweep.outcome import SweepState, SweepStatus, TrialOutcome, TrialState, best_trial
 from tui.domain.sweep.spec import SweepSpec
-from tui.domain.workload import LoadSpec
+from tui.tune.decisions import Best, Decision, Note, Planned
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost
+from tui.tune.lanes import Lane
 from tui.tune.prune import Pruner
-from tui.tune.space import Choice, describe, request_model
+from tui.tune.space import Choice, describe
+from tui.tune.stops import BudgetSpent, SweepFailed, SweepStopped
+from tui.tune.trials import (
+    Clock,
+    Evaluated,
+    Procedure,
+    TrialBench,
+    TrialPlan,
+    TrialRunner,
+    nothing,
+)
 
 if TYPE_CHECKING:
     from tui.tune.twin import Twin
 
-Clock = Callable[[], float]
+__all__ = [  # the names strategies import from here (re-exported: one import path)
+    "BudgetSpent",
+    "Clock",
+    "Evaluated",
+    "Procedure",
+    "SweepContext",
+    "SweepFailed",
+    "SweepStopped",
+    "TrialBench",
+    "TrialPlan",
+    "nothing",
+]
+
 REPEATED_FAILURES = 3
 """This many trials in a row that fail the same way (the same diagnosis kind), with no swept
 parameter value all of them share, stop the sweep with the reason: the cause is then the
@@ -51,83 +59,8 @@ machine or the base command, not a parameter, and every further start would fail
 (a grid's ``gpu_memory_utilization=0.98`` row) is the parameter's doing: the sweep goes on."""
 
 
-class SweepStopped(Exception):
-    """The sweep was asked to stop (the operator, a quit): it resumes later."""
-
-
-class BudgetSpent(Exception):
-    """The sweep's budget (server starts or wall time) is spent."""
-
-
-class SweepFailed(VtcError):
-    """The sweep cannot go on (e.g. no utilization starts the server)."""
-
-
-@dataclass
-class Evaluated:
-    """What a procedure measured, and which measurement stands for the trial."""
-
-    measurements: list[Measurement] = field(default_factory=list)
-    chosen: int | None = None
-
-
-Procedure = Callable[["TrialBench"], Awaitable[Evaluated]]
-
-
-async def nothing(bench: TrialBench) -> Evaluated:
-    """A procedure that only starts the server (auto_tune's memory probe)."""
-    return Evaluated()
-
-
-@dataclass
-class TrialPlan:
-    """One server start and what to measure on it."""
-
-    choice: Choice
-    flags: ServeFlags
-    note: str
-    procedure: Procedure
-    kind: str = "trial"
-
-    def key(self) -> str:
-        """Finds the trial again in the journal: its kind, note and exact argv."""
-        text = json.dumps([self.kind, self.note, self.flags.to_argv()])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-class TrialBench:
-    """The trial's ready server, as its procedure measures it."""
-
-    def __init__(self, ctx: SweepContext, lane: Lane, model: str | None) -> None:
-        self._ctx, self._lane, self._model = ctx, lane, model
-
-    async def measure(self, load: LoadSpec, phase: str) -> Measurement:
-        """Run ``load``; its numbers, SLO verdict and objective. Raises ``LaneError``."""
-        spec = self._ctx.spec
-        if self._ctx.stop_requested:  # x between two loads of a trial: no further load
-            raise SweepStopped()
-        self._ctx.note_activity(f"{self._lane.name}: {phase} benchmark ({load.num_prompts})")
-        run = await self._lane.bench(load, model=self._model, goodput=self._ctx.goodput)
-        result = run.result
-        if result.cancelled:
-            raise LaneInterrupted("the load was cancelled")
-        metrics = {k: float(v) for k in KEPT_METRICS if (v := result.metric(k)) is not None}
-        return Measurement(
-            phase=phase,
-            load=load,
-            metrics=metrics,
-            prefix_hit_pct=run.prefix_hit_pct,
-            verdict=spec.slo.verdict(result, run.prefix_hit_pct),
-            objective=objective_value(spec.objective, result),
-        )
-
-    async def reset_prefix_cache(self) -> bool:
-        """Empty the server's prefix cache (auto_tune.sh does it before each descent step)."""
-        return await self._lane.reset_prefix_cache()
-
-
 class SweepContext:
-    """The state of one sweep run: its trials, lanes, journal, budget and progress."""
+    """The state of one sweep run: its trials, budget, stop and progress (one writer)."""
 
     def __init__(
         self,
@@ -150,25 +83,18 @@ class SweepContext:
         self.goodput = spec.goodput_slos()
         self.pruner = pruner
         self.twin = twin  # the twin-first strategy's twin (None: it builds the spec's own)
-        self.planned: int | None = None
-        self.best_override: TrialOutcome | None = None
-        self.notes: list[str] = []
-        self._journal = journal
+        self._planned: int | None = None
+        self._best_override: TrialOutcome | None = None
+        self._notes: list[str] = []
         self._emit = emit
         self._clock = clock
         self._started = clock()
         self._baseline = baseline_run_id
-        self._free: asyncio.Queue[Lane] = asyncio.Queue()
-        for lane in self.lanes:
-            self._free.put_nowait(lane)
-        self._busy: dict[int, Lane] = {}  # by id: lanes need not be hashable
+        self._runner = TrialRunner(self, self.lanes, journal, clock)
         self._outcomes: dict[int, TrialOutcome] = {}
         self._next_index = 1
-        self._reserved = 0  # starts in flight, counted against the budget
         self._stop = False
         self._aborts: list[asyncio.Future[None]] = []
-        self._resumed = 0
-        self._resumed_s = 0.0
         self._message = ""
         self._max_repeats = max(1, max_repeated_failures)
         self._streak: list[TrialOutcome] = []  # the latest failures of one kind, in a row
@@ -183,12 +109,17 @@ class SweepContext:
     @property
     def starts(self) -> int:
         """Server starts so far (resumed ones included), plus those in flight."""
-        return sum(1 for t in self._outcomes.values() if t.started) + self._reserved
+        return sum(1 for t in self._outcomes.values() if t.started) + self._runner.reserved
 
     @property
     def stop_requested(self) -> bool:
         """Whether :meth:`request_stop` was called."""
         return self._stop
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The sweep's notes so far."""
+        return tuple(self._notes)
 
     def starts_left(self) -> int | None:
         """Starts the budget still allows (``None``: unbounded)."""
@@ -211,21 +142,15 @@ class SweepContext:
 
     def elapsed(self) -> float:
         """Seconds this sweep has run, earlier runs of it (resumed trials) included."""
-        return self._clock() - self._started + self._resumed_s
+        return self._clock() - self._started + self._runner.resumed_s
 
-    # -- running trials -----------------------------------------------------------------------
+    # -- what strategies ask for ----------------------------------------------------------------
     async def run_trials(self, plans: Sequence[TrialPlan]) -> list[TrialOutcome]:
         """Run ``plans`` on the free lanes (in parallel when there are several), in order.
 
         Raises :class:`SweepStopped` / :class:`BudgetSpent` once every started one ended.
         """
-        indexed = [(self._take_index(), plan) for plan in plans]
-        tasks = [asyncio.create_task(self._run(i, p)) for i, p in indexed]
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for result in results:
-            if isinstance(result, BaseException):
-                raise result
-        return [r for r in results if isinstance(r, TrialOutcome)]
+        return await self._runner.run_all([(self.take_index(), plan) for plan in plans])
 
     async def run_trial(self, plan: TrialPlan) -> TrialOutcome:
         """Run one plan (see :meth:`run_trials`)."""
@@ -237,7 +162,7 @@ class SweepContext:
     ) -> TrialOutcome:
         """Record a choice that will not be started, with why (never journaled: recomputed)."""
         outcome = TrialOutcome(
-            index=self._take_index(),
+            index=self.take_index(),
             key="",
             note=note or describe(choice),
             params=choice,
@@ -259,30 +184,24 @@ class SweepContext:
         updates each candidate's prediction in place).
         """
         self.check(starts=False)
-        index = self._take_index() if index is None else index
-        base: dict[str, Any] = {
-            "index": index,
-            "key": "",
-            "note": plan.note,
-            "params": plan.choice,
-            "flags": plan.flags,
-            "lane": lane.name,
-            "predicted_by": label,
-        }
-        tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
-        start = await lane.start(plan.flags, tag)
-        if not start.ok:
-            outcome = TrialOutcome(
-                **base,
-                state=TrialState.FAILED_START,
-                diagnosis=start.diagnosis,
-                diagnosis_kind=start.diagnosis_kind,
-            )
-        else:
-            outcome = await self._measure(plan, lane, base, None, self._clock())
-            outcome = outcome.model_copy(update={"seconds": 0.0})  # virtual: no wall time
+        index = self.take_index() if index is None else index
+        outcome = await self._runner.predict(plan, lane, label, index)
         self._finish(outcome)
         return outcome
+
+    # -- what the sweep run, the service and the runner tell it ---------------------------------
+    def apply(self, decision: Decision) -> None:
+        """Apply what the strategy decided (the one place its decisions are written)."""
+        if isinstance(decision, Planned):
+            self._planned = decision.count
+        elif isinstance(decision, Note):
+            self._notes.append(decision.text)
+        elif isinstance(decision, Best):
+            self._best_override = decision.outcome
+
+    def note(self, text: str) -> None:
+        """A line for the sweep's notes (a lane's or the runner's)."""
+        self._notes.append(text)
 
     def request_stop(self) -> None:
         """Stop: cut the running trials short; they are not journaled and run again later."""
@@ -291,108 +210,33 @@ class SweepContext:
         self._stop = True
         self._message = "stopping: cutting the running trial short"
         self.publish(SweepState.STOPPING)
-        self._aborts = [asyncio.ensure_future(lane.abort()) for lane in list(self._busy.values())]
+        self._aborts = self._runner.abort()
 
     def note_activity(self, message: str) -> None:
         """What the sweep is doing now (the progress line)."""
         self._message = message
         self.publish(SweepState.STOPPING if self._stop else SweepState.RUNNING)
 
-    def _take_index(self) -> int:
+    def take_index(self) -> int:
+        """The next trial's index (a row of the board)."""
         index = self._next_index
         self._next_index += 1
         return index
 
-    async def _run(self, index: int, plan: TrialPlan) -> TrialOutcome:
-        key = plan.key()
-        done = self._journal.finished.get(key) if self._journal is not None else None
-        if done is not None:
-            self._resumed += 1
-            self._resumed_s += done.seconds
-            self._finish(done.model_copy(update={"index": index}))
-            return self._outcomes[index]
-        self.check()
-        self._reserved += 1
-        lane = await self._free.get()
-        self._busy[id(lane)] = lane
-        try:
-            outcome = await self._on_lane(index, plan, key, lane)
-            if outcome.state is TrialState.LOST:  # its node or worker died: once more
-                self._reserved += 1
-                self.planned = self.planned + 1 if self.planned is not None else None
-                outcome = await self._on_lane(self._take_index(), plan, key, lane)
-            return outcome
-        finally:
-            self._busy.pop(id(lane), None)
-            try:  # before another trial takes the lane: a cluster's worker and GPUs go back
-                # now, so a trial waiting for GPUs (a node was lost) never waits on an idle one
-                await lane.release()
-            finally:
-                self._free.put_nowait(lane)
-
-    async def _on_lane(self, index: int, plan: TrialPlan, key: str, lane: Lane) -> TrialOutcome:
-        started_at = self._clock()
-        base: dict[str, Any] = {
-            "index": index,
-            "key": key,
-            "note": plan.note,
-            "params": plan.choice,
-            "flags": plan.flags,
-            "lane": lane.name,
-            "started": True,
-            "started_at": datetime.now(UTC),
-        }
-        try:
-            self.check(starts=False)  # its own start is already counted
-            self.note_activity(f"{lane.name}: trial {index} starting: {plan.note}")
-            tag = SweepTag(sweep_id=self.sweep_id, trial=index, note=plan.note)
-            try:
-                start = await lane.start(plan.flags, tag)
-            except LaneInterrupted as exc:
-                self._interrupted(exc)
-            except LaneLost as exc:
-                start = None
-                outcome = self._lost(base, exc, None, started_at)
-            if self._stop:
-                raise SweepStopped()
-            if start is not None:  # where it ran, once the lane placed it
-                base.update(
-                    lane=lane.name, placement=start.placement, log_excerpt=start.log_excerpt
-                )
-            if start is not None and not start.ok:
-                outcome = TrialOutcome(
-                    **base,
-                    state=TrialState.FAILED_START,
-                    run_id=start.run_id,
-                    diagnosis=start.diagnosis,
-                    diagnosis_kind=start.diagnosis_kind,
-                    seconds=self._clock() - started_at,
-                )
-            elif start is not None:
-                outcome = await self._measure(plan, lane, base, start.run_id, started_at)
-        finally:
-            self._reserved -= 1
-        outcome = outcome.model_copy(update={"ended_at": datetime.now(UTC)})
-        if self._journal is not None and outcome.state is not TrialState.LOST:
-            # before it is reported: a crash now keeps it (a lost trial runs again instead)
-            await asyncio.to_thread(self._journal.record, outcome)
+    def finished(self, outcome: TrialOutcome, *, counted: bool) -> None:
+        """A trial ended; ``counted``: its failure counts toward repeated failures."""
         self._finish(outcome)
-        if plan.kind != "probe":  # a probe fails by design until a utilization fits
+        if counted:
             self._count_repeats(outcome)
-        return outcome
 
-    def _lost(
-        self, base: dict[str, Any], exc: LaneLost, run_id: int | None, t0: float
-    ) -> TrialOutcome:
-        """The trial's node or worker died under it: marked lost, naming the node."""
-        self.notes.append(f"trial {base['index']} lost on {exc.node}: run once more")
-        return TrialOutcome(
-            **base,
-            state=TrialState.LOST,
-            run_id=run_id,
-            diagnosis=exc.one_line(),
-            seconds=self._clock() - t0,
-        )
+    def run_again(self) -> None:
+        """A lost trial runs once more: one more trial than planned."""
+        self._planned = self._planned + 1 if self._planned is not None else None
+
+    def interrupted(self, message: str) -> None:
+        """A trial was cut short from outside: the whole sweep stops (it resumes later)."""
+        self._stop = True
+        self._message = message
 
     def _count_repeats(self, outcome: TrialOutcome) -> None:
         """Identical failures in a row: at the limit, no further trial starts (the reason)."""
@@ -414,42 +258,6 @@ class SweepContext:
             )
             raise SweepFailed(self._given_up)
 
-    async def _measure(
-        self, plan: TrialPlan, lane: Lane, base: dict[str, Any], run_id: int | None, t0: float
-    ) -> TrialOutcome:
-        bench = TrialBench(self, lane, request_model(self.spec, plan.choice))
-        try:
-            evaluated = await plan.procedure(bench)
-        except LaneInterrupted as exc:
-            self._interrupted(exc)
-        except LaneLost as exc:
-            return self._lost(base, exc, run_id, t0)
-        except LaneError as exc:
-            if self._stop:
-                raise SweepStopped() from exc
-            return TrialOutcome(
-                **base,
-                state=TrialState.BENCH_FAILED,
-                run_id=run_id,
-                diagnosis=exc.one_line(),
-                seconds=self._clock() - t0,
-            )
-        state = TrialState.MEASURED if evaluated.measurements else TrialState.UP
-        return TrialOutcome(
-            **base,
-            state=state,
-            run_id=run_id,
-            measurements=evaluated.measurements,
-            chosen=evaluated.chosen,
-            seconds=self._clock() - t0,
-        )
-
-    def _interrupted(self, exc: LaneInterrupted) -> NoReturn:
-        """A trial cut short from outside: the whole sweep stops (it resumes later)."""
-        self._stop = True
-        self._message = f"stopped: {exc.one_line()}"
-        raise SweepStopped() from exc
-
     def _finish(self, outcome: TrialOutcome) -> None:
         self._outcomes[outcome.index] = outcome
         self.publish(SweepState.STOPPING if self._stop else SweepState.RUNNING)
@@ -465,15 +273,15 @@ class SweepContext:
             objective=self.spec.objective,
             state=state,
             trials=trials,
-            planned=self.planned,
+            planned=self._planned,
             elapsed_s=self.elapsed(),
             eta_s=self._eta(trials),
             message=self._message if message is None else message,
-            best=self.best_override or best_trial(trials),
+            best=self._best_override or best_trial(trials),
             baseline_run_id=self._baseline,
-            resumed=self._resumed,
+            resumed=self._runner.resumed,
             slo=self.spec.slo.describe(),
-            notes=tuple(self.notes),
+            notes=self.notes,
         )
 
     def publish(self, state: SweepState, message: str | None = None) -> None:
@@ -483,10 +291,10 @@ class SweepContext:
 
     def _eta(self, trials: tuple[TrialOutcome, ...]) -> float | None:
         ran = [t.seconds for t in trials if t.started and t.seconds > 0]
-        if self.planned is None or not ran:
+        if self._planned is None or not ran:
             return None
         done = sum(1 for t in trials if t.state is not TrialState.PRUNED and not t.predicted)
-        left = max(0, self.planned - done)
+        left = max(0, self._planned - done)
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
 
 

@@ -59,7 +59,8 @@ class SweepRun:
         state, message = SweepState.DONE, FINISHED
         ctx.publish(SweepState.RUNNING, f"{self.spec.strategy}: starting")
         try:
-            await make_strategy(self.spec.strategy).run(ctx)
+            async for decision in make_strategy(self.spec.strategy).run(ctx):
+                ctx.apply(decision)
         except SweepStopped:
             state, message = SweepState.STOPPED, "stopped: the next run of this spec resumes it"
         except BudgetSpent as exc:

@@ -164,7 +164,7 @@ class SweepService:
 
     def _note(self, text: str) -> None:
         if self._run is not None:
-            self._run.context.notes.append(text)
+            self._run.context.note(text)
 
     def _activity(self, text: str) -> None:
         if self._run is not None:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from tui.domain.sweep.spec import STRATEGIES, StrategyName
 from tui.tune.context import SweepContext
+from tui.tune.decisions import Decision
 
 
 class Strategy(Protocol):
     """Decides which trials to run, given what the earlier ones measured."""
 
-    async def run(self, ctx: SweepContext) -> None:
-        """Run trials through ``ctx`` until done (raises ``SweepStopped``/``BudgetSpent``)."""
+    def run(self, ctx: SweepContext) -> AsyncIterator[Decision]:
+        """Run trials through ``ctx`` until done (raises ``SweepStopped``/``BudgetSpent``),
+        yielding what it decides besides them (the sweep run applies it to ``ctx``)."""
         ...
 
 

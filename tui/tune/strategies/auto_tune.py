@@ -17,6 +17,8 @@ run (0.32 needs ``--profiler-config`` on the server for ``bench serve --profile`
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from pydantic import ValidationError
 
 from tui.domain.sweep.outcome import TrialState
@@ -30,6 +32,7 @@ from tui.tune.context import (
     TrialPlan,
     nothing,
 )
+from tui.tune.decisions import Decision, Note, Planned
 from tui.tune.prune import explain
 from tui.tune.space import Choice, base_load
 from tui.tune.strategies.rates import at_rate, descent
@@ -64,15 +67,15 @@ def utilizations(spec: SweepSpec) -> list[float]:
 class AutoTune:
     """auto_tune.sh's procedure."""
 
-    async def run(self, ctx: SweepContext) -> None:
+    async def run(self, ctx: SweepContext) -> AsyncIterator[Decision]:
         """Probe the utilization, then every pair in the script's order."""
         spec = ctx.spec
         seqs, tokens = spec.values("max_num_seqs"), spec.values("max_num_batched_tokens")
-        ctx.planned = len(seqs) * len(tokens) + 1
+        yield Planned(len(seqs) * len(tokens) + 1)
         util = await self._probe(
             ctx, {"max_num_seqs": seqs[-1], "max_num_batched_tokens": tokens[-1]}
         )
-        ctx.notes.append(f"Using gpu_memory_utilization={util} to serve model.")
+        yield Note(f"Using gpu_memory_utilization={util} to serve model.")
         plans = []
         for s in seqs:
             for t in tokens:

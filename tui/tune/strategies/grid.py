@@ -10,12 +10,15 @@ a benchmark that misses the limits; by default there is none, as in bench sweep 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from pydantic import ValidationError
 
 from tui.domain.sweep.outcome import Measurement
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.tune.context import Evaluated, Procedure, SweepContext, TrialBench, TrialPlan
+from tui.tune.decisions import Decision, Planned
 from tui.tune.prune import explain
 from tui.tune.space import (
     NAME_KEY,
@@ -98,7 +101,7 @@ def _text(record: dict[str, object]) -> str:
 class Grid:
     """Every combination, one start each."""
 
-    async def run(self, ctx: SweepContext) -> None:
+    async def run(self, ctx: SweepContext) -> AsyncIterator[Decision]:
         """Plan every valid combination, then run them (a batch per free lane set)."""
         spec = ctx.spec
         loads = bench_loads(spec)
@@ -116,7 +119,7 @@ class Grid:
             plans.append(
                 TrialPlan(choice, flags, describe(choice), grid_procedure(spec, applicable), "grid")
             )
-        ctx.planned = len(plans)
+        yield Planned(len(plans))
         width = len(ctx.lanes)
         for i in range(0, len(plans), width):
             await ctx.run_trials(plans[i : i + width])

@@ -28,7 +28,7 @@ import asyncio
 import math
 import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
 import optuna
@@ -48,6 +48,7 @@ from tui.tune.context import (
     TrialBench,
     TrialPlan,
 )
+from tui.tune.decisions import Best, Decision, Note, Planned
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product
 from tui.tune.strategies.rates import at_rate, bisect, hold_under_seeds
@@ -136,7 +137,7 @@ class Ledger:
 class Search:
     """Pre-flight pruning, TPE with constraints, halving within starts, a robust confirm."""
 
-    async def run(self, ctx: SweepContext) -> None:
+    async def run(self, ctx: SweepContext) -> AsyncIterator[Decision]:
         """Search until patience, exhaustion or the budget; then confirm the best."""
         spec = ctx.spec
         pruner = ctx.pruner or Pruner()
@@ -144,14 +145,15 @@ class Search:
         feasible = await self._enumerate(ctx, pruner, ledger)
         width = len(ctx.lanes)
         cap = spec.budget.max_starts
-        ctx.planned = min(len(feasible), cap - 1 if cap else len(feasible)) + 1
+        yield Planned(min(len(feasible), cap - 1 if cap else len(feasible)) + 1)
         try:
             await self._explore(ctx, pruner, ledger, feasible)
         except BudgetSpent:
             if ctx.stop_requested:
                 raise
-        ctx.notes.append(_pruned_note(ledger))
-        await self._confirm(ctx, width)
+        yield Note(_pruned_note(ledger))
+        async for decision in self._confirm(ctx, width):
+            yield decision
 
     async def _enumerate(self, ctx: SweepContext, pruner: Pruner, ledger: Ledger) -> list[Choice]:
         """Every combination that may start (the flag rules and pre-flight say so)."""
@@ -250,18 +252,18 @@ class Search:
             batch.append((trial, choice, ctx.spec.base.flags_for(choice)))
         return batch
 
-    async def _confirm(self, ctx: SweepContext, width: int) -> None:
+    async def _confirm(self, ctx: SweepContext, width: int) -> AsyncIterator[Decision]:
         """Re-run the best full results under several seeds; report the worst seed."""
         ranked = sorted(
             (t for t in ctx.trials if _full_met(t)), key=lambda t: -(t.objective or 0.0)
         )
         if not ranked:
-            ctx.notes.append("no configuration met the SLOs in a full benchmark")
+            yield Note("no configuration met the SLOs in a full benchmark")
             return
         for trial in ranked[:CONFIRM_TRIES]:
             left = ctx.starts_left()
             if left is not None and left <= 0:
-                ctx.notes.append("no start left to confirm the best under several seeds")
+                yield Note("no start left to confirm the best under several seeds")
                 return
             assert trial.flags is not None
             plan = TrialPlan(
@@ -272,7 +274,7 @@ class Search:
                 "confirm",
             )
             outcome = await ctx.run_trial(plan)
-            ctx.best_override = outcome
+            yield Best(outcome)
             if outcome.slo_met:
                 return
 

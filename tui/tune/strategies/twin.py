@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -37,6 +37,7 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.store.profiles import load_profile
 from tui.tune.context import Evaluated, Procedure, SweepContext, SweepFailed, TrialBench, TrialPlan
+from tui.tune.decisions import Decision, Note, Planned
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product, request_model
 from tui.tune.strategies.rates import bisect, hold_under_seeds
@@ -143,18 +144,20 @@ def with_calibration(procedure: Procedure, loads: Sequence[LoadSpec]) -> Procedu
 class TwinFirst:
     """Predict every candidate on the twin, measure the best for real, refit, repeat."""
 
-    async def run(self, ctx: SweepContext) -> None:
+    async def run(self, ctx: SweepContext) -> AsyncIterator[Decision]:
         """Until the real best is confirmed within the twin's error, or nothing is left."""
         spec = ctx.spec
         twin = twin_of(ctx)
         candidates = await self._candidates(ctx, ctx.pruner or Pruner())
-        ctx.planned = None  # the real starts it takes are not known before it measures
+        yield Planned(None)  # the real starts it takes are not known before it measures
         procedure = trial_procedure(spec)
-        ctx.notes.append(f"twin: {twin.label}; {len(candidates)} candidates ranked on it")
+        yield Note(f"twin: {twin.label}; {len(candidates)} candidates ranked on it")
         recent: list[float] = []  # the last batch's prediction errors, out of sample
         await self._rank(ctx, twin, candidates, procedure)
         while True:
-            left = self._next(ctx, twin, candidates, recent)
+            left, why = self._next(ctx, twin, candidates, recent)
+            if why:
+                yield Note(why)
             if not left:
                 return
             ctx.check()
@@ -177,9 +180,9 @@ class TwinFirst:
     @staticmethod
     def _next(
         ctx: SweepContext, twin: Twin, candidates: Sequence[Candidate], recent: Sequence[float]
-    ) -> list[Candidate]:
+    ) -> tuple[list[Candidate], str]:
         """The candidates to measure next, best-ranked first; none once the best is confirmed
-        (the reason goes to the sweep's notes)."""
+        (and the reason, for the sweep's notes; empty when there is none)."""
         tolerance = ctx.spec.twin.tolerance
         stated = twin.stated_error
         known = [*recent, *([] if stated is None else [stated])]
@@ -191,13 +194,12 @@ class TwinFirst:
             and known
             and all(c.value * (1 + error) <= best * (1 + tolerance) for c in left)
         ):
-            ctx.notes.append(_stop_note(best, left, error, tolerance, twin))
-            return []
+            return [], _stop_note(best, left, error, tolerance, twin)
         if not left and best is None:  # the twin says nothing meets the SLOs: the nearest miss
             left = _closest([c for c in candidates if c.real is None])
         if not left:
-            ctx.notes.append("twin: every candidate it leaves a chance was measured")
-        return left
+            return [], "twin: every candidate it leaves a chance was measured"
+        return left, ""
 
     @staticmethod
     def _plan(c: Candidate, procedure: Procedure) -> TrialPlan:
