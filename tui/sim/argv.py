@@ -32,6 +32,7 @@ from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import (
     DEFAULT_SIM_VLLM_VERSION,
+    RUNNER_V2_ENV,
     SIM_HOSTS,
     check_sim_version,
     uses_model_runner_v2,
@@ -289,7 +290,7 @@ def split_sim_options(
     try:
         runner_v2 = uses_model_runner_v2(version, environ)
     except ValueError as exc:  # vLLM's envs.py fails the same way, at its first read
-        raise ArgvError(f"VLLM_USE_V2_MODEL_RUNNER: {exc}") from exc
+        raise ArgvError(f"{RUNNER_V2_ENV}: {exc}") from exc
     profile = None
     if "--sim-profile" in raw:
         try:

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TextIO
 
-from tui.domain.flags.vllm_tables import series
+from tui.domain.vllm_release import release_of
 from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, kv_sources
 
 VLLM = "/opt/vllm-venv/lib/python3.11/site-packages/vllm"
@@ -538,51 +538,49 @@ def _version_frames(version: str, frames: list[_Frame]) -> list[_Frame]:
     return out
 
 
-# Model runner V2's UVA refusal, per version (each wheel's lines): core.py (the executor),
-# executor/abstract.py, uniproc_executor.py (init_device), gpu_worker.py (init_device builds
-# the runner, _make_model_runner), buffer_utils.py (UvaBuffer raises). The frames inside the
-# runner's own __init__ are left out.
-_RUNNER_UVA_LINES: dict[str, tuple[int, int, int, int, int, int]] = {
-    "0.32": (144, 126, 69, 558, 576, 32),
-    "0.33": (150, 120, 69, 565, 583, 35),
-}
-
-
 def _runner_uva_frames(version: str) -> list[_Frame]:
-    core, abstract, uniproc, init, make, raise_at = _RUNNER_UVA_LINES[series(version)]
+    # each wheel's lines (the record's); the frames inside the runner's own __init__ are
+    # left out
+    lines = release_of(version).runner_uva
     return [
         (
             f"{VLLM}/v1/engine/core.py",
-            core,
+            lines.core,
             "__init__",
             "self.model_executor = executor_class(vllm_config)",
             "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (f"{VLLM}/v1/executor/abstract.py", abstract, "__init__", "self._init_executor()", ""),
+        (
+            f"{VLLM}/v1/executor/abstract.py",
+            lines.abstract,
+            "__init__",
+            "self._init_executor()",
+            "",
+        ),
         (
             f"{VLLM}/v1/executor/uniproc_executor.py",
-            uniproc,
+            lines.uniproc,
             "_init_executor",
             "self.driver_worker.init_device()",
             "",
         ),
         (
             f"{VLLM}/v1/worker/gpu_worker.py",
-            init,
+            lines.worker_init,
             "init_device",
             "self.model_runner: GPUModelRunner = self._make_model_runner()",
             "                                    ^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
         (
             f"{VLLM}/v1/worker/gpu_worker.py",
-            make,
+            lines.worker_make,
             "_make_model_runner",
             "return GPUModelRunnerV2(self.vllm_config, self.device)  # type: ignore",
             "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
         (
             f"{VLLM}/v1/worker/gpu/buffer_utils.py",
-            raise_at,
+            lines.buffer_raise,
             "__init__",
             'raise RuntimeError("UVA is not available")',
             "",

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from tui.domain.flags.vllm_tables import release
+from tui.domain.vllm_release import release_of
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ CONFIG_INFO_LABELS: Final = (
 
 def offload_families(version: str) -> tuple[OffloadFamily, ...]:
     """The families ``--kv-offloading-size`` registers on ``version``, in the page's order."""
-    if release(version) < (0, 33):
+    if not release_of(version).offload_config_info:
         return OFFLOAD_FAMILIES
     info = OffloadFamily(CONFIG_INFO, "gauge", CONFIG_INFO_DOC, labels=CONFIG_INFO_LABELS)
     # 0.33 registers it last of the connector's, before the scheduler's fetch stages

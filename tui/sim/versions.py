@@ -1,52 +1,40 @@
-"""The vLLM versions the simulator can speak (``--sim-vllm-version``), and what differs.
+"""The vLLM versions the simulator can speak (``--sim-vllm-version``), read off the records.
 
-Each version's parser is the domain's shipped table of that version
-(:mod:`tui.domain.flags.vllm_tables`); the rest that differs is here, read off that version's
-source (the 0.33.0 wheel): where its log records come from (0.33 moved the KV planning to
-``v1/core/kv_cache_planning.py``), and the ``vllm:`` families its ``/metrics`` page gains.
+Each version is a :class:`~tui.domain.vllm_release.VllmRelease`: its parser (the shipped
+table), where its log records come from, the families its ``/metrics`` page gains, what its
+streams carry and its model-runner rule. This module answers the simulator's questions from
+the record of the version it speaks.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 
-from tui.domain.flags.vllm_tables import TABLE_MODULES, release, series
+from tui.domain.vllm_release import (
+    RUNNER_V2_ENV,
+    KvSources,
+    release_of,
+    series,
+    supported_versions,
+)
 
-SIM_VLLM_VERSIONS: Final = ("0.32.0", "0.33.0")
-"""Every version ``--sim-vllm-version`` accepts, oldest first (one per shipped table)."""
+__all__ = [
+    "DEFAULT_SIM_VLLM_VERSION",
+    "RUNNER_V2_ENV",
+    "SIM_HOSTS",
+    "SIM_VLLM_VERSIONS",
+    "KvSources",
+    "check_sim_version",
+    "has_per_request_metrics",
+    "kv_sources",
+    "uses_model_runner_v2",
+]
+
+SIM_VLLM_VERSIONS: Final = supported_versions()
+"""Every version ``--sim-vllm-version`` accepts, oldest first (one per release record)."""
 DEFAULT_SIM_VLLM_VERSION: Final = SIM_VLLM_VERSIONS[-1]
 """The newest: what a fresh GPU box runs."""
-
-
-@dataclass(frozen=True)
-class KvSources:
-    """Where a version logs its KV-cache planning: ``file.py:line`` of each record/frame."""
-
-    auto_fit_kept: str
-    auto_fit_reduced: str
-    capacity: str
-    check_call: tuple[str, int]  # (file, line) in get_kv_cache_configs of the check's call
-    check_raise: tuple[str, int]  # (file, line) of the check's raise
-
-
-_KV_032: Final = KvSources(
-    auto_fit_kept="kv_cache_utils.py:2466",
-    auto_fit_reduced="kv_cache_utils.py:2476",
-    capacity="kv_cache_utils.py:2327",
-    check_call=("kv_cache_utils.py", 2642),
-    check_raise=("kv_cache_utils.py", 1030),
-)
-# 0.33.0: v1/core/kv_cache_planning.py:1395,1404 (auto-fit), :1554 (get_kv_cache_configs
-# calls the check), :77 (its raise); the capacity line stayed in kv_cache_utils.py (:1148).
-_KV_033: Final = KvSources(
-    auto_fit_kept="kv_cache_planning.py:1395",
-    auto_fit_reduced="kv_cache_planning.py:1404",
-    capacity="kv_cache_utils.py:1148",
-    check_call=("kv_cache_planning.py", 1554),
-    check_raise=("kv_cache_planning.py", 77),
-)
 
 
 SIM_HOSTS: Final = ("linux", "wsl2")
@@ -55,50 +43,37 @@ addressing for pinned host memory, so model runner V2 stops with ``RuntimeError:
 available`` (``v1/worker/gpu/buffer_utils.py:32`` in 0.32, ``:35`` in 0.33) until
 ``VLLM_USE_V2_MODEL_RUNNER=0``."""
 
-RUNNER_V2_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
-
 
 def uses_model_runner_v2(version: str, environ: Mapping[str, str]) -> bool:
     """Whether a server of ``version`` with ``environ`` runs model runner V2.
 
     The variable decides when set (``envs.py``: ``bool(int(value))``, so ``"x"`` raises
-    ``ValueError`` as vLLM does). Unset, both 0.32 and 0.33 choose V2 on a GPU with Triton
-    and no feature V2 lacks (``VllmConfig.use_v2_model_runner``: 0.32 ``config/vllm.py:
-    720-739``, 0.33 ``:748-767``): the simulated GPU box has Triton and the simulator
-    models none of those features. ``version`` is kept for the day a release changes it.
+    ``ValueError`` as vLLM does). Unset, the record's default: both 0.32 and 0.33 choose V2
+    on a GPU with Triton and no feature V2 lacks, and the simulated GPU box has Triton and
+    the simulator models none of those features.
     """
-    del version  # the same rule in every version simulated
-    value = environ.get(RUNNER_V2_ENV)
-    if value is not None:
-        return bool(int(value))
-    return True
+    return release_of(version).uses_runner_v2(environ)
 
 
 def check_sim_version(text: str) -> str:
     """``text`` as a supported version, else ``ValueError`` in argparse's words."""
-    if text in SIM_VLLM_VERSIONS:
+    versions = supported_versions()
+    if text in versions:
         return text
-    matches = [v for v in SIM_VLLM_VERSIONS if series(v) == text]
+    matches = [v for v in versions if series(v) == text]
     if matches:
         return matches[-1]  # "0.33" means 0.33.0
-    choices = ", ".join(repr(v) for v in SIM_VLLM_VERSIONS)
+    choices = ", ".join(repr(v) for v in versions)
     raise ValueError(f"invalid choice: {text!r} (choose from {choices})")
 
 
 def kv_sources(version: str) -> KvSources:
     """The KV planning's log sources of ``version``."""
-    return _KV_033 if release(version) >= (0, 33) else _KV_032
+    return release_of(version).kv_sources
 
 
 def has_per_request_metrics(version: str) -> bool:
-    """Whether ``--enable-per-request-metrics`` puts ``metrics`` on the streamed usage chunk.
-
-    0.33 (``entrypoints/openai/completion/serving.py:515-547``, chat likewise): the final
-    usage chunk of a single-prompt, ``n=1`` stream carries ``PerRequestMetrics``
-    (``entrypoints/generate/base/serving.py:55-95``); 0.32 accepts the flag but its chat and
-    completion streams carry none.
-    """
-    return release(version) >= (0, 33)
-
-
-assert {series(v) for v in SIM_VLLM_VERSIONS} <= set(TABLE_MODULES)
+    """Whether ``--enable-per-request-metrics`` puts ``metrics`` on the streamed usage chunk
+    (0.33: ``PerRequestMetrics``, ``entrypoints/generate/base/serving.py:55-95``; 0.32
+    accepts the flag but its streams carry none)."""
+    return release_of(version).per_request_metrics

@@ -20,10 +20,8 @@ from tui.domain.board.metrics import OUTPUT_THROUGHPUT, TTFT_P99
 from tui.domain.flags.secrets import is_secret_name, scrub_secret_args
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
+from tui.domain.vllm_release import IMAGE
 
-#: vLLM's published image; the tag is ``v<version>`` (``vllm/vllm-openai:v0.32.0``). Its
-#: entrypoint is ``vllm serve``, so a container's arguments start with the model.
-IMAGE = "vllm/vllm-openai"
 # a release, optionally with a local build tag (0.32.0+cpu); pre-releases and dev builds
 # (0.33.0rc1.dev12+g...) have no published image
 _RELEASE = re.compile(r"^(\d+\.\d+\.\d+(?:\.post\d+)?)(?:\+[\w.]+)?$")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tui.domain.secret_names import SECRET_NAME
+from tui.domain.vllm_release import RUNNER_V2_ENV
 
 EnvPairs = tuple[tuple[str, str], ...]
 """A run's environment as stored on :class:`ServeFlags`: ``(NAME, value)`` sorted by name
@@ -57,7 +58,7 @@ DECLARED_ENV: Final[Mapping[str, EnvVarSpec]] = {
     spec.name: spec
     for spec in (
         EnvVarSpec(
-            "VLLM_USE_V2_MODEL_RUNNER",
+            RUNNER_V2_ENV,
             "Model runner V2 (vLLM 0.33's default on GPUs) on 1, off 0: 0 selects the V1 "
             "runner, the way around 'UVA is not available' (WSL2) and a missing Triton.",
             "envs.py:2151 maybe_convert_bool: bool(int(value))",

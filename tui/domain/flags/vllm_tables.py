@@ -10,39 +10,48 @@ version (its ``major.minor``), and with no vLLM at all the newest, and says whic
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from tui.domain.flags.vllm_cli import CliFlag, VllmCli
+from tui.domain.vllm_release import RELEASES, release, series
 
-TABLE_MODULES: Mapping[str, str] = {
-    "0.32": "tui.domain.flags.vllm_serve_options",
-    "0.33": "tui.domain.flags.vllm_serve_options_0_33",
-}
-"""``major.minor`` -> the generated module holding that version's table, oldest first."""
+__all__ = [  # release and series: re-exported, their callers are many
+    "REGENERATE",
+    "TABLE_MODULES",
+    "VllmTable",
+    "default_cli",
+    "default_table",
+    "is_newer_than_tables",
+    "module_file",
+    "newest_series",
+    "release",
+    "series",
+    "table_for",
+]
+
+
+class _TableModules(Mapping[str, str]):
+    """``major.minor`` -> its table module, read live from the release records."""
+
+    def __getitem__(self, key: str) -> str:
+        return RELEASES[key].table_module
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(RELEASES)
+
+    def __len__(self) -> int:
+        return len(RELEASES)
+
+
+TABLE_MODULES: Mapping[str, str] = _TableModules()
+"""``major.minor`` -> the generated module holding that version's table, oldest first (each
+:class:`~tui.domain.vllm_release.VllmRelease` names its own)."""
 
 REGENERATE = "python tools/gen_vllm_serve_options.py VENV_PYTHON --write"
 """The command that writes the table of the vLLM installed for ``VENV_PYTHON``."""
-
-
-def release(version: str) -> tuple[int, ...]:
-    """``"0.33.0+cpu"`` -> ``(0, 33, 0)``; the parts up to the first non-number."""
-    parts: list[int] = []
-    for part in version.split("+")[0].split("."):
-        digits = part[: len(part) - len(part.lstrip("0123456789"))]  # the leading digits
-        if not digits:
-            break
-        parts.append(int(digits))
-        if digits != part:
-            break  # "0rc1": a pre-release of 0
-    return tuple(parts)
-
-
-def series(version: str) -> str:
-    """``"0.33.0+cpu"`` -> ``"0.33"``."""
-    return ".".join(str(n) for n in release(version)[:2])
 
 
 def newest_series() -> str:

@@ -21,10 +21,11 @@ from __future__ import annotations
 from typing import Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
+from tui.domain.vllm_release import RUNNER_V2_ENV
 from tui.server.diagnose.common import make
 from tui.server.diagnose.reading import LogView, group_text, tolerant
 
-RUNNER_ENV: Final = "VLLM_USE_V2_MODEL_RUNNER"
+RUNNER_ENV: Final = RUNNER_V2_ENV  # declared once, with the releases
 
 _V2_REFUSED: Final = tolerant(
     # Not the traceback's source line (raise RuntimeError("UVA ...")): the exception's own.
