@@ -11,7 +11,11 @@ Each choice is made in exactly one function:
   catalogue GPU, NVML's GPU ``index``, or the CPU build's NUMA node);
 - :func:`estimator` the pre-flight KV estimator (the simulator's catalogue shapes as the
   fallback when its models are not on disk);
-- :func:`launcher` the process launcher (its fixes checked by that estimator).
+- :func:`launcher` the process launcher (its fixes checked by that estimator);
+- :func:`machine` both at once, the one way every mode builds them (the console's modes,
+  every sweep lane and a calibration);
+- :func:`vllm_reproducer` / :func:`sim_reproducer` what each run records of the machine
+  (the installed vLLM's version, or the simulator's, and the GPU).
 
 A new way of reading a GPU is its source in ``tui/telemetry/`` and one branch here
 (:func:`local_gpu` for one on this machine, :func:`gpu_source` for one behind a URL).
@@ -19,6 +23,7 @@ A new way of reading a GPU is its source in ``tui/telemetry/`` and one branch he
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import urllib.parse
@@ -32,6 +37,7 @@ from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.domain.url_credentials import split_url
 from tui.modes.sources import DcgmReader, LocalGpu, NvmlReader, local_client
 from tui.server.diagnose import preflight_checker
+from tui.server.introspect import IntrospectError, python_for_vllm, vllm_dist_version
 from tui.server.kv_estimator import (
     KvEstimator,
     console_children,
@@ -41,8 +47,10 @@ from tui.server.kv_estimator import (
 )
 from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
+from tui.server.repro import MachineReproducer
 from tui.session.hub import GpuPolicy, GpuReader
 from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
+from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.scrape import DEFAULT_DEADLINE_S
@@ -225,4 +233,81 @@ def launcher(
         log_dir=log_dir,
         startup_timeout_s=startup_timeout_s,
         grace_s=STOP_GRACE_S,
+    )
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What a mode launches servers with: the pre-flight estimator, and the launcher whose
+    fixes that estimator checks."""
+
+    estimator: KvEstimator
+    launcher: ProcessLauncher
+
+
+def machine(
+    command: Sequence[str],
+    *,
+    device: Callable[[], DeviceMemory | None],
+    env: Mapping[str, str],
+    inherited: Mapping[str, str],
+    log_dir: Path,
+    startup_timeout_s: float,
+    simulated: bool = False,
+) -> Machine:
+    """The estimator and launcher of ``command`` on ``device``: ``env`` is what the server
+    gets beyond ``inherited`` (the console's own environment, which the estimate also reads
+    and, for the simulator, looks its models up with)."""
+    kv = estimator(
+        device,
+        env={**inherited, **env},
+        simulated=simulated,
+        config_env=inherited if simulated else None,
+    )
+    return Machine(
+        kv,
+        launcher(
+            command, estimator=kv, env=env, log_dir=log_dir, startup_timeout_s=startup_timeout_s
+        ),
+    )
+
+
+# -- what each run records of the machine ----------------------------------------------------
+def installed_vllm_version(vllm_executable: str) -> str | None:
+    """The vLLM version ``vllm_executable`` runs (its own Python, without importing vLLM);
+    ``None`` where it cannot tell (recorded as unknown, never a failure)."""
+    python = python_for_vllm(vllm_executable)
+    if python is None:
+        return None
+    try:
+        return vllm_dist_version(python)
+    except IntrospectError:
+        return None
+
+
+def vllm_reproducer(
+    vllm_executable: str,
+    nvml: LocalGpu | None,
+    *,
+    launch_env: Mapping[str, str],
+    inherited_env: Mapping[str, str],
+) -> MachineReproducer:
+    """Each run of the installed vLLM names its version, the GPU and the driver."""
+    return MachineReproducer(
+        launch_env=dict(launch_env),
+        inherited_env=dict(inherited_env),
+        version=functools.partial(installed_vllm_version, vllm_executable),
+        versions=nvml.versions if nvml is not None else None,
+    )
+
+
+def sim_reproducer(
+    gpu: str, *, launch_env: Mapping[str, str], inherited_env: Mapping[str, str]
+) -> MachineReproducer:
+    """Each run of the simulator names the vLLM it speaks and its catalogue GPU."""
+    return MachineReproducer(
+        launch_env=dict(launch_env),
+        inherited_env=dict(inherited_env),
+        version=lambda: SIM_VLLM_VERSION,
+        gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
     )

@@ -31,7 +31,7 @@ from tui.modes.sources import local_client
 from tui.server.attached import attach_url
 from tui.server.attached_config import AttachedConfigReader
 from tui.server.launched import LaunchedServer
-from tui.server.log_excerpt import LogReadError, read_log_excerpt
+from tui.server.log_excerpt import log_text
 from tui.tune.calibrate import CalibrationError
 
 
@@ -51,12 +51,7 @@ class AttachedTarget:
 
     def log_text(self) -> str:
         """The named startup log's head and tail ("" without one)."""
-        if self.log_path is None:
-            return ""
-        try:
-            return read_log_excerpt(self.log_path).text
-        except LogReadError:
-            return ""
+        return log_text(self.log_path)
 
 
 @dataclass
@@ -79,13 +74,7 @@ class LaunchedTarget:
 
     def log_text(self) -> str:
         """Its log file so far."""
-        path = self.server.log_path
-        if path is None:
-            return ""
-        try:
-            return read_log_excerpt(path).text
-        except LogReadError:
-            return ""
+        return log_text(self.server.log_path)
 
 
 async def attached(url: str, log_path: Path | None) -> AttachedTarget:
@@ -115,18 +104,16 @@ async def launched(
     nvml = adapters.local_gpu(resolved)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     server_env = {**credentials.server_env(), "VLLM_SERVER_DEV_MODE": "1"}
-    estimator = adapters.estimator(
-        adapters.device_memory(nvml=nvml, visible=visible), env={**env, **server_env}
-    )
-    launcher = adapters.launcher(
+    launcher = adapters.machine(
         [resolved],
-        estimator=estimator,
+        device=adapters.device_memory(nvml=nvml, visible=visible),
         env=server_env,
+        inherited=env,
         log_dir=data_dir / "logs",
         startup_timeout_s=startup_timeout_s,
-    )
+    ).launcher
     if flags.port is None:
-        flags = flags.model_copy(update={"port": free_port()})
+        flags = flags.replace(port=free_port())  # through validation, as every fix
     outcome: asyncio.Future[Ready | Failed] = asyncio.get_running_loop().create_future()
 
     def on_event(event: object) -> None:

@@ -13,10 +13,8 @@ import os
 
 from tui.domain.credentials import Credentials
 from tui.domain.telemetry import SimInfo
-from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
 from tui.modes.adapters import simulator_command
-from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -25,14 +23,11 @@ from tui.modes.common import (
     reattach,
     starting_point,
 )
+from tui.modes.launching import launching_services
 from tui.modes.options import ConsoleOptions
-from tui.modes.sources import HostReader, MetricsReader, local_client
-from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
-from tui.session.slot import ServerSlot
 from tui.sim.catalog import DEFAULT_GPU, UnknownGpuError, resolve_gpu
-from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.store.profiles import profile_file
@@ -73,51 +68,32 @@ class DemoMode:
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_GPU)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)
         server_env = credentials.server_env()
-        estimator = adapters.estimator(
-            adapters.device_memory(sim_gpu=gpu),
-            env={**env, **server_env},
-            simulated=True,
-            config_env=env,
-        )
-        launcher = adapters.launcher(
-            simulator_command(),
-            estimator=estimator,
-            env=server_env,
-            log_dir=data_dir / "demo-logs",
-            startup_timeout_s=options.startup_timeout,
-        )
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         if options.sim_host != "linux":
             launch_args += ["--sim-host", options.sim_host]
         if options.sim_profile:
             launch_args += ["--sim-profile", str(profile_file(options.sim_profile, data_dir))]
-        services = Services(
-            store=store,
-            history=history,
-            twin_gpu=gpu,
-            slot=ServerSlot(
-                launcher=launcher,
-                existing=back.existing,
-                keeper=back.keeper,
-                launch_args=launch_args,
+        services = launching_services(
+            options,
+            data_dir,
+            history=(store, history),
+            back=back,
+            machine=adapters.machine(
+                simulator_command(),
+                device=adapters.device_memory(sim_gpu=gpu),
+                env=server_env,
+                inherited=env,
+                log_dir=data_dir / "demo-logs",
+                startup_timeout_s=options.startup_timeout,
+                simulated=True,
             ),
-            metrics=MetricsReader(local_client(credentials)),
-            runner=ProcessLoadRunner(api_key=credentials.api_key),
-            host=HostReader(),
+            credentials=credentials,
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
-            gpu_policy=adapters.gpu_source(simulated=True).policy,
-            reproducer=MachineReproducer(
-                launch_env=credentials.server_env(),
-                inherited_env=env,
-                version=lambda: SIM_VLLM_VERSION,
-                gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
-            ),
-            estimator=estimator,
+            gpu=adapters.gpu_source(simulated=True),
+            reproducer=adapters.sim_reproducer(gpu, launch_env=server_env, inherited_env=env),
             files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
-            twin=True,
-            twin_profile=options.sim_profile,
-            twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
-            cluster=cluster_lanes(options, data_dir),
+            launch_args=launch_args,
+            twin_gpu=gpu,
         )
         info = SessionInfo(
             label=demo_label(gpu, options.sim_speed),

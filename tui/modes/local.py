@@ -17,9 +17,7 @@ import shutil
 
 from tui.domain.credentials import Credentials
 from tui.domain.flags.serve import ServeFlags
-from tui.load.process import ProcessLoadRunner
 from tui.modes import adapters
-from tui.modes.cluster import cluster_lanes
 from tui.modes.common import (
     Services,
     assemble,
@@ -29,19 +27,16 @@ from tui.modes.common import (
     reattach,
     starting_point,
 )
+from tui.modes.launching import launching_services
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.sources import HostReader, LocalGpu, MetricsReader, local_client
+from tui.modes.sources import LocalGpu
 from tui.server.introspect import (
-    IntrospectError,
     introspect_vllm,
     python_for_vllm,
-    vllm_dist_version,
 )
-from tui.server.repro import MachineReproducer
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
-from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir
 from tui.telemetry.gpu_release import wait_gpu_released
@@ -81,53 +76,39 @@ class LocalVllmMode:
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
         said: list[str] = []
-        store, history = open_history(data_dir / "runs.sqlite", said)
-        probe = Credentials.from_env(env)
-        back = reattach(data_dir, demo=False, credentials=probe, history=history)
+        history = open_history(data_dir / "runs.sqlite", said)
+        back = reattach(
+            data_dir, demo=False, credentials=Credentials.from_env(env), history=history[1]
+        )
         named = options.serve_args or options.config or options.preset or options.model
         point = starting_point(options, fallback=back.flags if not named else None)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         nvml = adapters.local_gpu(resolved)
-        gpu = adapters.gpu_source(
-            metrics_url=options.gpu_metrics_url,
-            nvml=nvml,
-            cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES"),
-        )
-        server_env = credentials.server_env()
         visible = env.get("CUDA_VISIBLE_DEVICES")  # how many GPUs the server may use
-        estimator = adapters.estimator(
-            adapters.device_memory(nvml=nvml, visible=visible), env={**env, **server_env}
-        )
-        launcher = adapters.launcher(
-            [resolved],
-            estimator=estimator,
-            env=server_env,
-            log_dir=data_dir / "logs",
-            startup_timeout_s=options.startup_timeout,
-        )
-        services = Services(
-            store=store,
+        server_env = credentials.server_env()
+        services = launching_services(
+            options,
+            data_dir,
             history=history,
-            slot=ServerSlot(launcher=launcher, existing=back.existing, keeper=back.keeper),
-            metrics=MetricsReader(local_client(credentials)),
-            runner=ProcessLoadRunner(api_key=credentials.api_key),
-            gpu=gpu.reader,
-            host=HostReader(),
-            gpu_policy=gpu.policy,
-            estimator=estimator,
-            cli=_cli_loader(resolved),
-            release=NvmlRelease(nvml) if nvml is not None else None,
-            reproducer=MachineReproducer(
-                launch_env=credentials.server_env(),
-                inherited_env=env,
-                version=functools.partial(_vllm_version, resolved),
-                versions=nvml.versions if nvml is not None else None,
+            back=back,
+            machine=adapters.machine(
+                [resolved],
+                device=adapters.device_memory(nvml=nvml, visible=visible),
+                env=server_env,
+                inherited=env,
+                log_dir=data_dir / "logs",
+                startup_timeout_s=options.startup_timeout,
+            ),
+            credentials=credentials,
+            gpu=adapters.gpu_source(
+                metrics_url=options.gpu_metrics_url, nvml=nvml, cuda_visible_devices=visible
+            ),
+            reproducer=adapters.vllm_reproducer(
+                resolved, nvml, launch_env=server_env, inherited_env=env
             ),
             files=ConsoleFiles(data_dir),
-            twin=True,
-            twin_profile=options.sim_profile,
-            twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
-            cluster=cluster_lanes(options, data_dir),
+            release=NvmlRelease(nvml) if nvml is not None else None,
+            cli=_cli_loader(resolved),
         )
         info = SessionInfo(
             label=f"vllm: {resolved}",
@@ -146,17 +127,6 @@ class LocalVllmMode:
 def _cli_loader(vllm_executable: str) -> CliLoader | None:
     python = python_for_vllm(vllm_executable)  # the #! line of the vllm console script
     return functools.partial(introspect_vllm, python) if python is not None else None
-
-
-def _vllm_version(vllm_executable: str) -> str | None:
-    """The installed vLLM's version (its own Python, without importing vLLM)."""
-    python = python_for_vllm(vllm_executable)
-    if python is None:
-        return None
-    try:
-        return vllm_dist_version(python)
-    except IntrospectError:  # an unknown version is recorded as unknown, never a failure
-        return None
 
 
 def _port(flags: ServeFlags) -> int:

@@ -11,7 +11,6 @@ before it resumes. Each load carries the spec's goodput thresholds.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -28,15 +27,10 @@ from tui.modes.common import Services, free_port, open_history
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import LocalGpu, MetricsReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
-from tui.server.introspect import IntrospectError, python_for_vllm, vllm_dist_version
-from tui.server.kv_estimator import KvEstimator
-from tui.server.launcher import ProcessLauncher
-from tui.server.repro import MachineReproducer
 from tui.session.port import SessionInfo
 from tui.session.repro import Reproducer
 from tui.session.slot import ServerSlot
-from tui.sim.catalog import DEFAULT_GPU, resolve_gpu
-from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
+from tui.sim.catalog import DEFAULT_GPU
 from tui.store.history import default_data_dir
 from tui.store.profiles import load_profile
 from tui.store.server_state import ServerStateError, ServerStateFile
@@ -157,18 +151,14 @@ class SweepMode:
         visible = ",".join(node.gpus) if node is not None and node.gpus else str(index)
         env = {**credentials.server_env(), **DEV_MODE_ENV, "CUDA_VISIBLE_DEVICES": visible}
         per_trial = gpus_per_trial(self.spec)
-        estimator = adapters.estimator(
-            adapters.device_memory(sim_gpu=gpu, sim_count=per_trial),
-            env={**self.env, **env},
-            simulated=True,
-            config_env=self.env,
-        )
-        launcher = adapters.launcher(
+        machine = adapters.machine(
             simulator_command(),
-            estimator=estimator,
+            device=adapters.device_memory(sim_gpu=gpu, sim_count=per_trial),
             env=env,
+            inherited=self.env,
             log_dir=data_dir / "demo-logs",
             startup_timeout_s=options.startup_timeout,
+            simulated=True,
         )
         args = [
             "--sim-gpu",
@@ -182,21 +172,15 @@ class SweepMode:
         choice = adapters.gpu_source(simulated=True)
         reproducer = None
         if node is not None:  # a cluster's trial: its runs name the node and the GPU model
-            reproducer = MachineReproducer(
-                launch_env=env,
-                inherited_env=self.env,
-                version=lambda: SIM_VLLM_VERSION,
-                gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
-            )
+            reproducer = adapters.sim_reproducer(gpu, launch_env=env, inherited_env=self.env)
         return self._lane(
             options,
             data_dir,
             index,
             name,
-            launcher,
+            machine,
             store_path,
             credentials,
-            estimator,
             launch_args=args,
             demo=True,
             gpu=choice,
@@ -220,13 +204,11 @@ class SweepMode:
         if group is not None:
             env["CUDA_VISIBLE_DEVICES"] = group
         first = int(group.split(",")[0]) if group and group.split(",")[0].isdigit() else 0
-        estimator = adapters.estimator(
-            adapters.device_memory(nvml=nvml, index=first, visible=group), env={**self.env, **env}
-        )
-        launcher = adapters.launcher(
+        machine = adapters.machine(
             [vllm],
-            estimator=estimator,
+            device=adapters.device_memory(nvml=nvml, index=first, visible=group),
             env=env,
+            inherited=self.env,
             log_dir=data_dir / "logs",
             startup_timeout_s=options.startup_timeout,
         )
@@ -236,21 +218,17 @@ class SweepMode:
         reproducer = None
         if node is not None:  # a cluster's trial: each run names the node, GPU and driver
             name = node.name
-            reproducer = MachineReproducer(
-                launch_env=env,
-                inherited_env=self.env,
-                version=functools.partial(installed_vllm_version, vllm),
-                versions=nvml.versions if nvml is not None else None,
+            reproducer = adapters.vllm_reproducer(
+                vllm, nvml, launch_env=env, inherited_env=self.env
             )
         return self._lane(
             options,
             data_dir,
             index,
             name,
-            launcher,
+            machine,
             store_path,
             credentials,
-            estimator,
             gpu=choice,
             executable=vllm,
             node=node,
@@ -263,10 +241,9 @@ class SweepMode:
         data_dir: Path,
         index: int,
         name: str,
-        launcher: ProcessLauncher,
+        machine: adapters.Machine,
         store_path: Path,
         credentials: Credentials,
-        estimator: KvEstimator,
         *,
         gpu: adapters.GpuChoice,
         launch_args: Sequence[str] = (),
@@ -284,12 +261,12 @@ class SweepMode:
         services = Services(
             store=store,
             history=history,
-            slot=ServerSlot(launcher=launcher, keeper=keeper, launch_args=launch_args),
+            slot=ServerSlot(launcher=machine.launcher, keeper=keeper, launch_args=launch_args),
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu.reader,
             gpu_policy=gpu.policy,
-            estimator=estimator,
+            estimator=machine.estimator,
             reproducer=reproducer,
         )
         flags = self.spec.base.flags_for({})
@@ -301,7 +278,7 @@ class SweepMode:
             protected_runs=_watched(data_dir, demo),
             notices=said,
         )
-        return LaneParts(name, info, services, estimator)
+        return LaneParts(name, info, services, machine.estimator)
 
 
 @dataclass(frozen=True)
@@ -320,18 +297,6 @@ def _state_path(data_dir: Path, index: int, demo: bool, node: NodeLane | None) -
     if node is not None:
         return node.state
     return data_dir / f"sweep-{'demo' if demo else 'vllm'}-lane{index}.json"
-
-
-def installed_vllm_version(vllm_executable: str) -> str | None:
-    """The vLLM version ``vllm_executable`` runs (its own Python, without importing vLLM);
-    ``None`` where it cannot tell (recorded as unknown, never a failure)."""
-    python = python_for_vllm(vllm_executable)
-    if python is None:
-        return None
-    try:
-        return vllm_dist_version(python)
-    except IntrospectError:
-        return None
 
 
 def _count(nvml: LocalGpu) -> int:

@@ -162,3 +162,14 @@ def _read_any(
     if stat.S_ISREG(info.st_mode) and info.st_size > 0:  # /proc files say 0: read them through
         return _read_regular(fd, info.st_size, head_bytes, tail_bytes)
     return _read_stream(fd, head_bytes, tail_bytes, limit, deadline_s)
+
+
+def log_text(path: str | Path | None) -> str:
+    """The head and tail of the log at ``path``; "" when there is none or it cannot be read
+    (a missing log never stops what reads it: a calibration, a twin's fit)."""
+    if path is None:
+        return ""
+    try:
+        return read_log_excerpt(path).text
+    except LogReadError:
+        return ""
