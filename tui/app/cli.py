@@ -22,6 +22,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tui import __version__
 from tui.app import top as top_cli
@@ -47,6 +48,24 @@ def _parser() -> argparse.ArgumentParser:
         "`vtc --vllm ~/venv/bin/vllm -- serve meta-llama/Llama-3.1-8B-Instruct "
         "--max-model-len 4096`.",
     )
+    _add_launch_arguments(parser)
+    _add_demo_arguments(parser)
+    _add_watch_arguments(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_diagnose_parser(sub)
+    add_setup_parser(sub)
+    add_bench_parser(sub)
+    top_cli.add_parser(sub)
+    add_presets_parser(sub)
+    add_board_parsers(sub)
+    add_sweep_parser(sub)
+    add_calibrate_parser(sub)
+    add_stop_parser(sub)
+    return parser
+
+
+def _add_launch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The console: what it launches and how."""
     parser.add_argument("--version", action="version", version=f"vtc {__version__}")
     parser.add_argument(
         "--demo",
@@ -67,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="load a `vllm serve --config` YAML file into the form",
     )
+
+
+def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's simulated machine (and the twin's profile)."""
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
         "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
@@ -84,6 +107,10 @@ def _parser() -> argparse.ArgumentParser:
         help="a twin profile (`vtc calibrate`): --demo simulates that server; otherwise its "
         "twin predicts each edited command line and load, labelled predicted",
     )
+
+
+def _add_watch_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the GPU is read, how long a start may take, what is attached."""
     parser.add_argument(
         "--gpu-metrics-url",
         metavar="URL",
@@ -111,8 +138,10 @@ def _parser() -> argparse.ArgumentParser:
         help="with --attach: that server's startup log, read for the flags /v1/models and "
         "/metrics do not tell (quantization, dtype, ...)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+
+def add_diagnose_parser(sub: Any) -> None:
+    """Register ``vtc diagnose``."""
     diag = sub.add_parser(
         "diagnose",
         help="explain a failed `vllm serve` start from its log",
@@ -127,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     diag.add_argument("--json", action="store_true", help="print {kind, summary, facts, fixes}")
 
+
+def add_setup_parser(sub: Any) -> None:
+    """Register ``vtc setup-cpu-vllm``."""
     setup = sub.add_parser(
         "setup-cpu-vllm",
         help="build the cached venv with the CPU build of vLLM and tiny models",
@@ -136,17 +168,19 @@ def _parser() -> argparse.ArgumentParser:
     setup.add_argument("--cache-dir", type=Path, help="where to build it (default: user cache)")
     setup.add_argument("--force", action="store_true", help="rebuild even if cached")
 
-    add_bench_parser(sub)
-    top_cli.add_parser(sub)
+
+def add_presets_parser(sub: Any) -> None:
+    """Register ``vtc presets``."""
     sub.add_parser(
         "presets",
         help="list the shipped and user presets",
         description="List the presets: name, shipped or yours, model, what it is and its "
         "source. Yours live in the platform's config dir (presets/*.toml).",
     )
-    add_board_parsers(sub)
-    add_sweep_parser(sub)
-    add_calibrate_parser(sub)
+
+
+def add_stop_parser(sub: Any) -> None:
+    """Register ``vtc stop``."""
     stop = sub.add_parser(
         "stop",
         help="stop the server a vtc console started and left running (after a hang-up)",
@@ -157,7 +191,6 @@ def _parser() -> argparse.ArgumentParser:
     stop.add_argument(
         "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
-    return parser
 
 
 def _split_serve_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
