@@ -2,19 +2,17 @@
 
 The pieces, in the order a server meets them:
 
-- :class:`ServerStateKeeper` keeps ``server.json`` (:mod:`tui.store.server_state`) in step
-  with the server a console launches: written at launch, released (the console no longer
-  watches) at a detach, removed when the server stops or exits.
-- :func:`inspect_state_file` decides, when the next ``vtc`` starts, whether the recorded
-  server still runs: the same pid *with the same creation time* (a pid the kernel reused
-  for another process is never acted on) and the same command line. A stale file is
-  removed with a notice.
+- :class:`~tui.server.state_keeper.ServerStateKeeper` keeps ``server.json`` in step with the
+  server a console launches, and :func:`~tui.server.state_keeper.inspect_state_file`
+  decides, when the next ``vtc`` starts, whether the recorded server still runs.
 - :class:`AdoptedServer` watches such a server for the session in place of a launched
   one: not our child, so psutil says whether it lives, ``/health`` whether it serves, and
   its log file (kept growing by its relay, :mod:`tui.server.relay`, which outlives the
   console that launched it) is tailed into ``log_lines``. ``stop()`` takes the whole tree
   down the way a launched server is stopped.
-- :func:`stop_recorded_server` is ``vtc stop``.
+- :func:`~tui.server.stopper.stop_recorded_server` is ``vtc stop``.
+
+The names of the three modules are importable from here too (their callers are many).
 """
 
 from __future__ import annotations
@@ -23,12 +21,9 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import psutil
 from pydantic import ValidationError
 
 from tui.domain.events import Exited, Failed, Launched, LogLine, Ready, ServerState
@@ -42,220 +37,38 @@ from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber
 from tui.server.process import (
     ProcessInfo,
-    TerminationReport,
-    group_members,
-    snapshot_tree,
-    terminate_tree,
 )
 from tui.server.stages import StageTracker
+from tui.server.state_keeper import (
+    Inspection,
+    ServerStateKeeper,
+    StateCheck,
+    argv_matches,
+    check_record,
+    inspect_state_file,
+)
+from tui.server.stopper import StopOutcome, stop_recorded_server
 from tui.server.watching import Request, WatchedServer, cancel_and_wait, wait_first
-from tui.store.server_state import ServerStateError, ServerStateFile, ServerStateRecord
+from tui.store.server_state import ServerStateRecord
+
+__all__ = [
+    "AdoptedServer",
+    "Inspection",
+    "ServerStateKeeper",
+    "StateCheck",
+    "StopOutcome",
+    "argv_matches",
+    "check_record",
+    "inspect_state_file",
+    "stop_recorded_server",
+]
 
 logger = logging.getLogger(__name__)
 
-_SAME_PROCESS_S = 0.01  # create_time tolerance (ProcessInfo uses the same)
 _INITIAL_TAIL_LINES = 200  # what a reattached console shows of the log before new lines
 _TAIL_READ_BYTES = 256 * 1024
 _DIAGNOSE_READ_BYTES = 2 * 1024 * 1024  # enough of the log for a traceback and its context
 _LOG_HEADER = "# vtc: "  # the supervisor's first line in a log file (the command), not output
-
-
-# -- is it still running? ---------------------------------------------------------------------
-def argv_matches(cmdline: Sequence[str], argv: Sequence[str]) -> bool:
-    """Whether a running process's ``cmdline`` is the recorded ``argv``.
-
-    Equal, or ``argv`` behind an interpreter: a ``vllm`` console script runs as
-    ``python /path/vllm serve ...`` (the kernel puts the ``#!`` interpreter in front).
-    """
-    cmd, want = list(cmdline), list(argv)
-    if not want:
-        return False
-    return cmd == want or (len(cmd) > len(want) and cmd[-len(want) :] == want)
-
-
-@dataclass(frozen=True)
-class StateCheck:
-    """What :func:`check_record` found about a recorded server."""
-
-    running: bool
-    reason: str = ""  # why it is not running, when it is not
-    console_pid: int | None = None  # a live console that watches it now, if any
-
-
-def _alive(pid: int | None, create_time: float | None) -> bool:
-    if pid is None or create_time is None:
-        return False
-    return ProcessInfo(pid=pid, create_time=create_time).is_alive()
-
-
-def check_record(record: ServerStateRecord) -> StateCheck:
-    """Whether the process ``record`` names still runs: same pid, start time and argv."""
-    try:
-        proc = psutil.Process(record.pid)
-        with proc.oneshot():
-            created = proc.create_time()
-            status = proc.status()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return StateCheck(False, f"pid {record.pid} has exited")
-    except psutil.AccessDenied:
-        return StateCheck(False, f"pid {record.pid} cannot be inspected (access denied)")
-    if status == psutil.STATUS_ZOMBIE:
-        return StateCheck(False, f"pid {record.pid} has exited")
-    if abs(created - record.create_time) > _SAME_PROCESS_S:
-        when = datetime.fromtimestamp(created, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return StateCheck(
-            False, f"pid {record.pid} now belongs to another process (started {when})"
-        )
-    try:
-        cmdline = proc.cmdline()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return StateCheck(False, f"pid {record.pid} has exited")
-    except psutil.AccessDenied:
-        cmdline = list(record.argv)  # the start time already matched: trust it
-    if not argv_matches(cmdline, record.argv):
-        shown = " ".join(cmdline)[:80]
-        return StateCheck(False, f"pid {record.pid} runs something else: {shown}")
-    console = record.console_pid
-    if console is not None and not _alive(console, record.console_create_time):
-        console = None
-    return StateCheck(True, console_pid=console)
-
-
-@dataclass(frozen=True)
-class Inspection:
-    """The state file as a new console finds it: a server to adopt, and/or a notice."""
-
-    record: ServerStateRecord | None = None  # running and free: adopt it
-    notice: str | None = None  # what the operator should be told
-
-
-def inspect_state_file(file: ServerStateFile) -> Inspection:
-    """Read ``file`` at startup; remove it when it is stale (never acting on its pid)."""
-    try:
-        record = file.read()
-    except ServerStateError as exc:
-        file.remove()
-        return Inspection(notice=f"Removed an unreadable server state file: {exc}")
-    if record is None:
-        return Inspection()
-    check = check_record(record)
-    if not check.running:
-        file.remove(pid=record.pid)
-        return Inspection(
-            notice=f"Removed a stale server state file ({record.base_url}): {check.reason}."
-        )
-    if check.console_pid is not None:
-        return Inspection(
-            notice=f"The server vtc started at {record.base_url} (pid {record.pid}) is "
-            f"watched by another vtc console (pid {check.console_pid}): left to it."
-        )
-    return Inspection(
-        record=record,
-        notice=f"Reattached to the server vtc started earlier: pid {record.pid} at "
-        f"{record.base_url}.",
-    )
-
-
-# -- the state file, kept in step with the running server -------------------------------------
-def _create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
-        return None
-
-
-class ServerStateKeeper:
-    """Writes, releases and removes the state file for the server a console runs."""
-
-    def __init__(self, file: ServerStateFile, *, mode: str) -> None:
-        self.file = file
-        self.mode = mode
-        self._pid: int | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """The server this keeper recorded (and still holds the file for)."""
-        return self._pid
-
-    def holds(self, pid: int) -> bool:
-        """Whether the state file is this console's record of ``pid``."""
-        if self._pid != pid:
-            return False
-        try:
-            record = self.file.read()
-        except ServerStateError:
-            return False
-        return record is not None and record.pid == pid
-
-    def record(
-        self,
-        *,
-        pid: int,
-        argv: Sequence[str],
-        base_url: str,
-        flags: ServeFlags | None,
-        log_path: str | None,
-        run_id: int | None,
-    ) -> bool:
-        """Record a server this console now watches; ``False`` if the file is another's.
-
-        A file that names another server which still runs is left alone: that server
-        belongs to another console (or was left by one), and only one can be reattached.
-        """
-        existing: ServerStateRecord | None
-        try:
-            existing = self.file.read()
-        except ServerStateError:
-            existing = None
-        if existing is not None and existing.pid != pid and check_record(existing).running:
-            return False
-        created = _create_time(pid)
-        if created is None:
-            return False  # already gone: nothing to reattach to
-        me = psutil.Process()
-        self.file.write(
-            ServerStateRecord(
-                pid=pid,
-                pgid=pid,  # started with start_new_session: it leads its own group
-                create_time=created,
-                base_url=base_url,
-                argv=list(argv),
-                flags=flags.model_dump(mode="json", exclude_none=True) if flags is not None else {},
-                log_path=log_path,
-                run_id=run_id,
-                mode=self.mode,
-                started_at=(
-                    existing.started_at
-                    if existing is not None and existing.pid == pid
-                    else datetime.now(UTC)
-                ),
-                console_pid=me.pid,
-                console_create_time=me.create_time(),
-            )
-        )
-        self._pid = pid
-        return True
-
-    def release(self, pid: int) -> bool:
-        """The console detaches: the file stays, naming no console (the next may adopt)."""
-        if not self.holds(pid):
-            return False
-        record = self.file.read()
-        assert record is not None
-        released = record.model_copy(update={"console_pid": None, "console_create_time": None})
-        self.file.write(released)
-        self._pid = None
-        return True
-
-    def forget(self, pid: int | None) -> None:
-        """The server stopped or exited: remove its file (only if it still names it)."""
-        if pid is None or self._pid != pid:
-            return
-        self._pid = None
-        try:
-            self.file.remove(pid=pid)
-        except OSError as exc:  # a leftover file is found stale and removed next time
-            logger.warning("cannot remove %s: %s", self.file.path, exc)
 
 
 # -- watching an adopted server ---------------------------------------------------------------
@@ -526,65 +339,3 @@ class AdoptedServer(WatchedServer):
         self._log.append(f"[vtc] stopped pid {self._record.pid} ({how})")
         self._set_state(ServerState.STOPPED)
         self._emit(Exited(exit_code=None, requested=True))
-
-
-# -- vtc stop -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class StopOutcome:
-    """What ``vtc stop`` did."""
-
-    stopped: bool
-    message: str
-    record: ServerStateRecord | None = None
-    report: TerminationReport | None = None
-    watched_by: int | None = None  # the pid of a live console watching it (it records the end)
-
-
-def stop_recorded_server(file: ServerStateFile, *, grace_s: float = 10.0) -> StopOutcome:
-    """Stop the server ``file`` records (its whole tree) and remove the file.
-
-    A stale file (the process gone, or its pid now another process's) is removed and
-    nothing is signalled. Blocking (up to ``grace_s`` plus a few seconds).
-    """
-    inspection_notice = ""
-    try:
-        record = file.read()
-    except ServerStateError as exc:
-        file.remove()
-        return StopOutcome(False, f"no server started by vtc is running (removed: {exc})")
-    if record is None:
-        return StopOutcome(False, "no server started by vtc is running")
-    check = check_record(record)
-    if not check.running:
-        file.remove(pid=record.pid)
-        return StopOutcome(
-            False,
-            f"no server started by vtc is running (removed a stale state file: {check.reason})",
-            record,
-        )
-    if check.console_pid is not None:
-        inspection_notice = f"; the vtc console (pid {check.console_pid}) watching it sees it stop"
-    root = ProcessInfo(pid=record.pid, create_time=record.create_time)
-    known: dict[tuple[int, float], ProcessInfo] = {(root.pid, root.create_time): root}
-    for info in [*snapshot_tree(record.pid), *group_members(record.pgid)]:
-        known.setdefault((info.pid, info.create_time), info)
-    report = terminate_tree(record.pgid, list(known.values()), grace_s=grace_s)
-    file.remove(pid=record.pid)
-    how = f"SIGKILL after {grace_s:g} s" if report.escalated else "SIGTERM"
-    if report.survivors:
-        names = ", ".join(f"{p.pid} ({p.name})" for p in report.survivors)
-        return StopOutcome(
-            False,
-            f"signalled pid {record.pid} at {record.base_url} ({how}), but these survived "
-            f"SIGKILL: {names}",
-            record,
-            report,
-        )
-    return StopOutcome(
-        True,
-        f"stopped the server vtc started: pid {record.pid} at {record.base_url} "
-        f"({how}, {len(report.signalled)} process(es)){inspection_notice}",
-        record,
-        report,
-        check.console_pid,
-    )
