@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 
 from tui.domain.events import Failed, Ready, ServerState
-from tui.domain.flags.serve import diff_flags
+from tui.domain.flags.serve_diff import diff_flags
 from tui.domain.results import RunStatus
 from tui.domain.workload import LoadSpec
 from tui.modes import ConsoleOptions, build_session

@@ -11,11 +11,11 @@ from tui.domain.flags.serve import (
     FlagError,
     FlagKind,
     ServeFlags,
-    diff_flags,
     flag_spec,
     flag_specs,
     problems_from_error,
 )
+from tui.domain.flags.serve_diff import diff_flags
 from tui.domain.flags.validation import parse_serve_argv, validate_form
 
 SEED_FLAGS = [

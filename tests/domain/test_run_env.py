@@ -20,7 +20,8 @@ from tui.domain.export import EXPORT_FORMATS, export_run
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags.problems import FlagError
 from tui.domain.flags.run_env import DECLARED_ENV, parse_env_text
-from tui.domain.flags.serve import ServeFlags, diff_flags, stored_context
+from tui.domain.flags.serve import ServeFlags, stored_context
+from tui.domain.flags.serve_diff import diff_flags
 from tui.domain.flags.validation import flags_from_values, validate_form
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
 from tui.domain.results import Reproduction, RunRecord, RunStatus

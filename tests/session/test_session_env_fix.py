@@ -15,7 +15,7 @@ import psutil
 from tui.domain.events import ServerState
 from tui.domain.export import export_run
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags.serve import diff_flags
+from tui.domain.flags.serve_diff import diff_flags
 from tui.domain.results import RunStatus
 from tui.modes import ConsoleOptions, build_session
 from tui.session import wait_for_state

@@ -26,7 +26,8 @@ from typing import Any
 
 from tui.domain.diagnosis import Fix
 from tui.domain.errors import VtcError
-from tui.domain.flags.serve import ServeFlags, diff_flags
+from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.serve_diff import diff_flags
 from tui.domain.results import RunRecord, RunStatus
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from tui.domain.board.baseline import run_label
 from tui.domain.board.metrics import BEFORE_AFTER_METRICS, MetricSpec
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Verdict, compare, like_for_like
-from tui.domain.flags.serve import FlagChange, diff_flags
+from tui.domain.flags.serve_diff import FlagChange, diff_flags
 from tui.domain.results import RunRecord
 
 

@@ -21,7 +21,8 @@ from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, comp
 from tui.domain.board.redact import without_secret_args
 from tui.domain.errors import VtcError
 from tui.domain.flags.run_env import ENV_FIELD, env_text
-from tui.domain.flags.serve import FlagChange, diff_flags, flag_spec, flag_specs, format_value
+from tui.domain.flags.serve import flag_spec, flag_specs, format_value
+from tui.domain.flags.serve_diff import FlagChange, diff_flags
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 

@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
-import annotated_types
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -53,12 +51,26 @@ from tui.domain.flags.run_env import (
     applied,
     as_pairs,
     env_problems,
-    env_text,
     normalized,
     without_secrets,
 )
 from tui.domain.flags.secrets import find_secrets, secret_problems
-from tui.domain.flags.spec import INT64_MAX, FlagGroup, FlagKind, FlagSpec, flag, is_finite
+from tui.domain.flags.serve_rules import (
+    QUANTIZATION_METHODS,
+    batch_problems,
+    extra_arg_problems,
+    quantization_problems,
+)
+from tui.domain.flags.serve_spec import specs_of
+from tui.domain.flags.spec import (
+    INT64_MAX,
+    FlagGroup,
+    FlagKind,
+    FlagSpec,
+    flag,
+    format_value,
+    is_finite,
+)
 from tui.domain.flags.vllm_tables import default_cli
 
 __all__ = [
@@ -66,14 +78,12 @@ __all__ = [
     "KV_CACHE_DTYPES",
     "QUANTIZATION_METHODS",
     "ArgvError",
-    "FlagChange",
     "FlagError",
     "FlagGroup",
     "FlagKind",
     "FlagProblem",
     "FlagSpec",
     "ServeFlags",
-    "diff_flags",
     "flag_spec",
     "flag_specs",
     "format_value",
@@ -106,43 +116,6 @@ KV_CACHE_DTYPES = (
 )
 # vLLM 0.32.0 config/model.py:99
 DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
-# vLLM 0.32.0 model_executor/layers/quantization/__init__.py:15-50
-QUANTIZATION_METHODS = (
-    "awq",
-    "auto_awq",
-    "fp8",
-    "fbgemm_fp8",
-    "fp_quant",
-    "modelopt",
-    "modelopt_fp4",
-    "modelopt_mxfp8",
-    "modelopt_mixed",
-    "auto_gptq",
-    "gptq",
-    "gptq_marlin",
-    "awq_marlin",
-    "humming",
-    "compressed-tensors",
-    "experts_int8",
-    "quark",
-    "moe_wna16",
-    "torchao",
-    "inc",
-    "mxfp4",
-    "gpt_oss_mxfp4",
-    "deepseek_v4_fp8",
-    "online",
-    "fp8_per_tensor",
-    "fp8_per_block",
-    "fp8_per_channel",
-    "int8_per_channel_weight_only",
-    "nvfp4_per_token",
-    "mxfp8",
-)
-# Deprecated methods need --allow-deprecated-quantization (quantization/__init__.py:52-55;
-# config/model.py:1459-1472).
-DEPRECATED_QUANTIZATION = ("fbgemm_fp8", "fp_quant")
-
 KvCacheDtype = Literal[
     "auto",
     "bfloat16",
@@ -183,14 +156,6 @@ LAUNCH_HOST = "127.0.0.1"
 """The host vtc launches a server on when no ``--host`` is given: loopback, so a tuning
 server is not exposed to the network by accident (vLLM's own default binds every interface)."""
 MAX_CPU_OFFLOAD_GB = 2**33  # 2^63 bytes: vLLM turns the GiB into a byte count
-# Options that take a launch out of vtc's hands when passed through in the extra args.
-_NOT_IN_EXTRA_ARGS: Mapping[str, str] = {
-    "model": "the model is the form's model field (vLLM would move this one in front of it "
-    "and refuse the other)",
-    "config": "vLLM would read the file behind the form's back; import it with "
-    "`vtc --config FILE` so its values are checked",
-    "help": "vLLM would print its help and exit: the server never starts",
-}
 
 
 def stored_context() -> dict[str, Any]:
@@ -477,9 +442,15 @@ class ServeFlags(BaseModel):
         """vLLM's cross-field checks (reference 1.5), in vLLM's words; extra-args safety."""
         if _stored(info):
             return self
-        problems = [*_quantization_problems(self), *_batch_problems(self)]
+        problems = quantization_problems(self.quantization, self.extra_args)
+        problems += batch_problems(
+            self.max_num_batched_tokens,
+            self.max_num_seqs,
+            self.max_model_len,
+            self.enable_chunked_prefill,
+        )
         problems += [f"extra_args: {p.message}" for p in secret_problems(self.extra_args)]
-        problems += _extra_arg_problems(self.extra_args)
+        problems += extra_arg_problems(self.extra_args)
         if problems:
             raise ValueError(join_problems(problems))
         return self
@@ -547,72 +518,6 @@ class ServeFlags(BaseModel):
         return int(self.effective("port"))
 
 
-# -- the rules, as functions of the flags -------------------------------------------------------
-def _quantization_problems(flags: ServeFlags) -> list[str]:
-    q = flags.quantization
-    if q is None:
-        return []
-    if q not in QUANTIZATION_METHODS:
-        return [f"Unknown quantization method: {q}. Must be one of {list(QUANTIZATION_METHODS)}."]
-    if q in DEPRECATED_QUANTIZATION and not _has_option(
-        flags.extra_args, "allow_deprecated_quantization"
-    ):
-        # config/model.py:1459-1472, its words
-        return [
-            f"quantization: The quantization method {q} is deprecated and will be removed in "
-            "future versions of vLLM. To bypass, set `--allow-deprecated-quantization`."
-        ]
-    return []
-
-
-def _batch_problems(flags: ServeFlags) -> list[str]:
-    # config/scheduler.py:314-357. Only checkable here when both values are explicit (vLLM
-    # derives an unset one with min()); the device-aware path checks the derived values.
-    problems: list[str] = []
-    mnbt, mns, mml = flags.max_num_batched_tokens, flags.max_num_seqs, flags.max_model_len
-    if mnbt is not None and mns is not None and mnbt < mns:
-        problems.append(
-            f"max_num_batched_tokens ({mnbt}) must be greater than or equal to "
-            f"max_num_seqs ({mns})."
-        )
-    chunked_off = flags.enable_chunked_prefill is False
-    if chunked_off and mnbt is not None and mml is not None and mml > 0 and mnbt < mml:
-        problems.append(chunked_prefill_message(mnbt, mml))
-    return problems
-
-
-def chunked_prefill_message(mnbt: int, mml: int) -> str:
-    """vLLM's text when, without chunked prefill, the token budget is below the length."""
-    return (
-        f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({mml}). This "
-        "effectively limits the maximum sequence length to max_num_batched_tokens and "
-        "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
-        "decrease max_model_len."
-    )
-
-
-def _has_option(extra: Iterable[str], dest: str) -> bool:
-    cli = default_cli()
-    for token in extra:
-        res = cli.resolve(token)
-        if res.status == "known" and res.flag is not None and res.flag.dest == dest:
-            return not res.flag.is_negative(res.option)
-    return False
-
-
-def _extra_arg_problems(extra: tuple[str, ...]) -> list[str]:
-    cli = default_cli()
-    problems: list[str] = []
-    for token in extra:
-        res = cli.resolve(token)
-        if res.status != "known" or res.flag is None:
-            continue
-        why = _NOT_IN_EXTRA_ARGS.get(res.flag.dest)
-        if why is not None:
-            problems.append(f"extra_args: {token.split('=', 1)[0]} in extra args: {why}")
-    return problems
-
-
 def _move_declared(data: dict[str, Any]) -> dict[str, Any]:
     """Declared flags named in ``extra_args`` move into their fields (``ValueError`` if the
     field is set too, or a value is bad)."""
@@ -669,54 +574,8 @@ def flag_specs() -> tuple[FlagSpec, ...]:
     """Every tunable flag, in declaration order (model and extra args excluded)."""
     global _SPECS
     if _SPECS is None:
-        _SPECS = tuple(_spec_of(name, field) for name, field in _declared_fields())
+        _SPECS = specs_of(ServeFlags)
     return _SPECS
-
-
-def _declared_fields() -> list[tuple[str, Any]]:
-    return [
-        (name, field)
-        for name, field in ServeFlags.model_fields.items()
-        if isinstance(field.json_schema_extra, dict) and "cli" in field.json_schema_extra
-    ]
-
-
-def _spec_of(name: str, field: Any) -> FlagSpec:
-    extra = field.json_schema_extra
-    kind, choices = _kind_and_choices(field.annotation)
-    bounds: dict[str, float] = {}
-    for meta in field.metadata:
-        for attr in ("ge", "gt", "le"):
-            if isinstance(meta, getattr(annotated_types, attr.capitalize())):
-                bounds[attr] = getattr(meta, attr)
-    return FlagSpec(
-        name=name,
-        cli=str(extra["cli"]),
-        aliases=tuple(extra["aliases"]),
-        kind=kind,
-        group=FlagGroup(str(extra["group"])),
-        help=field.description or "",
-        vllm_default=extra["vllm_default"],
-        config=str(extra["config"]),
-        choices=choices,
-        human=bool(extra["human"]),
-        auto=bool(extra["auto"]),
-        optional=bool(extra["optional"]),
-        **bounds,
-    )
-
-
-def _kind_and_choices(annotation: Any) -> tuple[FlagKind, tuple[str, ...] | None]:
-    args = [a for a in get_args(annotation) if a is not type(None)]
-    inner = args[0] if args else annotation
-    if getattr(inner, "__origin__", None) is Literal:
-        return FlagKind.CHOICE, tuple(get_args(inner))
-    return {
-        int: FlagKind.INT,
-        float: FlagKind.FLOAT,
-        bool: FlagKind.BOOL,
-        str: FlagKind.STR,
-    }[inner], None
 
 
 def flag_spec(name: str) -> FlagSpec:
@@ -725,45 +584,6 @@ def flag_spec(name: str) -> FlagSpec:
         if spec.name == name:
             return spec
     raise KeyError(name)
-
-
-@dataclass(frozen=True)
-class FlagChange:
-    """One flag whose effective value differs between two runs."""
-
-    name: str
-    old: Any
-    new: Any
-
-
-def diff_flags(old: ServeFlags, new: ServeFlags) -> list[FlagChange]:
-    """Flags whose effective value differs, model, extra args and the environment included.
-
-    Compares effective values, so an unset flag equals one set to vLLM's default.
-    """
-    changes: list[FlagChange] = []
-    if old.model != new.model:
-        changes.append(FlagChange("model", old.model, new.model))
-    for spec in flag_specs():
-        a, b = old.effective(spec.name), new.effective(spec.name)
-        if a != b:
-            changes.append(FlagChange(spec.name, a, b))
-    if old.extra_args != new.extra_args:
-        changes.append(FlagChange("extra_args", " ".join(old.extra_args), " ".join(new.extra_args)))
-    if old.env != new.env:
-        changes.append(
-            FlagChange(ENV_FIELD, env_text(old.env) or "none", env_text(new.env) or "none")
-        )
-    return changes
-
-
-def format_value(value: Any) -> str:
-    """A compact rendering of a flag value for cards and diffs."""
-    if value is None:
-        return "default"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
 
 
 def names(specs: Iterable[FlagSpec]) -> list[str]:

@@ -250,3 +250,12 @@ def _num(x: float) -> str:
 def is_finite(value: float) -> bool:
     """``math.isfinite`` (named here so the flag rules read plainly)."""
     return math.isfinite(value)
+
+
+def format_value(value: Any) -> str:
+    """A compact rendering of a flag value for cards and diffs."""
+    if value is None:
+        return "default"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
