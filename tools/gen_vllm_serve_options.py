@@ -7,7 +7,7 @@ parser env of ``python -m tui.server.parser_env 0.33.0`` for 0.33)::
 
 ``--write`` puts the module where :mod:`tui.domain.flags.vllm_tables` looks for that version
 (``tui/domain/flags/vllm_serve_options.py`` for 0.32, ``vllm_serve_options_0_33.py`` for 0.33, and
-so on; a new version also needs its line in ``vllm_tables.TABLE_MODULES``); without it the
+so on; a new version also needs its record in ``tui/domain/vllm_release.py``); without it the
 module goes to stdout. It runs the same introspection the console runs
 (``tui/server/introspect_script.py``) and writes one row per argparse action;
 ``tests/integration/test_realvllm_flag_oracle.py`` checks that the shipped tables still

@@ -184,7 +184,7 @@ def test_the_installed_vllm_is_not_newer_than_every_table(
     real_vllm: ProvisionedVllm, version: str
 ) -> None:
     """A vLLM newer than every table vtc ships fails here, with the command that writes its
-    table (then add its line to ``vllm_tables.TABLE_MODULES``)."""
+    table (then add its record to ``tui/domain/vllm_release.py``)."""
     installed = vllm_dist_version(_python(real_vllm, version))
     assert not is_newer_than_tables(installed), (
         f"vLLM {installed} is newer than every table vtc ships (newest: {newest_series()}); "
