@@ -100,13 +100,41 @@ class BenchResult(BaseModel):
         return not self.cancelled and self.not_sent == 0
 
     def metric(self, key: str) -> float | None:
-        """A number by bench-serve key, from the top level or ``stats``."""
+        """A number by bench-serve key, from ``stats`` or the declared fields."""
         if key in self.stats:
             return self.stats[key]
-        value = getattr(self, key, None)
-        if isinstance(value, bool):
-            return None
-        return float(value) if isinstance(value, int | float) else None
+        return self.numbers().get(key)
+
+    def numbers(self) -> dict[str, float]:
+        """Every number the result declares, by its key (the summary, the settings that are
+        numbers, vtc's counts): typed fields, not names looked up; unset ones left out."""
+        declared: dict[str, float | int | str | None] = {
+            "duration": self.duration,
+            "completed": self.completed,
+            "failed": self.failed,
+            "total_input_tokens": self.total_input_tokens,
+            "total_output_tokens": self.total_output_tokens,
+            "request_throughput": self.request_throughput,
+            "request_goodput": self.request_goodput,
+            "output_throughput": self.output_throughput,
+            "total_token_throughput": self.total_token_throughput,
+            "max_output_tokens_per_s": self.max_output_tokens_per_s,
+            "max_concurrent_requests": self.max_concurrent_requests,
+            "rtfx": self.rtfx,
+            "num_prompts": self.num_prompts,
+            "request_rate": self.request_rate,  # "inf": not a number here
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "num_warmups": self.num_warmups,
+            "duration_limit_s": self.duration_limit_s,
+            "not_sent": self.not_sent,
+            "aborted_by_server": self.aborted_by_server,
+            "client_input_tokens": self.client_input_tokens,
+            "client_cpu_s": self.client_cpu_s,
+            "client_max_loop_lag_ms": self.client_max_loop_lag_ms,
+            "client_bound_s": self.client_bound_s,
+        }
+        return {k: float(v) for k, v in declared.items() if isinstance(v, int | float)}
 
     def to_bench_json(self) -> dict[str, Any]:
         """Flat JSON in bench serve's layout (stats merged into the top level)."""
