@@ -100,6 +100,8 @@ def cast(spec: FlagSpec | None, value: float) -> Any:
 def gib(text: str, unit: str | None = None) -> float:
     """A memory figure from the log in GiB (``MiB`` converted; vLLM's "GB" is GiB)."""
     value = float(text)
+    if unit in ("KiB", "KB"):
+        return value / 1024 / 1024
     return value / 1024 if unit in ("MiB", "MB") else value
 
 

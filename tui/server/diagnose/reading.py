@@ -180,6 +180,32 @@ def tolerant(pattern: str, *needles: str, flags: int = 0, ignore_case: bool = Tr
     return Tolerant(pattern, needles, flags, ignore_case)
 
 
+_LOOSE: Final = (
+    (r"\(", r"[(\[]?"),
+    (r"\)", r"[)\]]?"),
+    (r"\.", r"\.?"),
+    (", ", ",? "),
+    (": ", ":? "),
+    ("; ", ";? "),
+    ("'", "['`\"]?"),
+)
+
+
+def loose(pattern: str) -> str:
+    """``pattern`` with its punctuation optional: the numbers and words decide.
+
+    Text pasted through chat apps, markdown and terminals loses characters (a parenthesis,
+    a period, a quote or backtick turned into formatting, a comma); a pattern passed through
+    this keeps matching. Only the literal ``\\(``, ``\\)``, ``\\.``, ``", "``, ``": "``,
+    ``"; "`` and ``'`` of the pattern are loosened: write the pattern's other syntax (groups,
+    classes) without them. ``[\\d.]+`` stays a number.
+    """
+    out = pattern
+    for literal, lax in _LOOSE:
+        out = out.replace(literal, lax)
+    return out
+
+
 def group_text(match: re.Match[str], group: str = "text") -> str:
     """A captured group with its whitespace (wrapped lines, indents) folded to single spaces."""
     return " ".join((match.group(group) or "").split())
