@@ -69,7 +69,11 @@ def score(fixture: Fixture, doc: dict[str, object] | None) -> tuple[bool, bool |
     if not doc:
         return False, (False if (fixture.fixes or fixture.fix_range) else None)
     kind_ok = doc.get("kind") == fixture.kind
-    sets = [f.get("set", {}) for f in doc.get("fixes", [])]  # type: ignore[union-attr]
+    # An environment fix (VLLM_USE_FLASHINFER_SAMPLER=0) is scored with its variables.
+    sets = [
+        {**f.get("set", {}), **({"env": f["env"]} if f.get("env") else {})}
+        for f in doc.get("fixes", [])  # type: ignore[union-attr]
+    ]
     if fixture.fix_range is not None:
         name, low, high = fixture.fix_range
         value = sets[0].get(name) if sets else None

@@ -13,7 +13,6 @@ more GPUs (tensor parallelism: each holds 1/n) can, and more GPUs only where the
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Final
@@ -37,11 +36,26 @@ _TOTAL: Final = (
     tolerant(
         loose(r"\(GPU \d+; (?P<total>[\d.]+) (?P<unit>GiB|MiB) total capacity"), "total capacity"
     ),
-    tolerant(loose(r"total_gpu_memory \((?P<total>[\d.]+) ?(?P<unit>GiB|GB)\)"), "total_gpu_memory"),
+    tolerant(
+        loose(r"total_gpu_memory \((?P<total>[\d.]+) ?(?P<unit>GiB|GB)\)"), "total_gpu_memory"
+    ),
     tolerant(
         loose(r"Free memory on device.{0,20}?\([\d.]+/(?P<total>[\d.]+) (?P<unit>GiB)\)"),
         "Free memory on device",
     ),
+)
+# Total memory (GiB, as torch reports it) of GPUs whose name fixes it, for a log that names
+# the GPU but no figure ("on Colab's T4"); names with several sizes (V100, A100) need theirs.
+_GPU_GIB: Final = (
+    (re.compile(r"\bT4\b"), 14.75),
+    (re.compile(r"\bA10G?\b"), 22.0),
+    (re.compile(r"\bL4\b"), 22.0),
+    (re.compile(r"RTX ?3080\b(?! ?Ti)"), 10.0),
+    (re.compile(r"RTX ?(?:3090|4090)\b"), 23.6),
+    (re.compile(r"RTX ?3060\b"), 11.8),
+    (re.compile(r"\bH100\b"), 79.1),
+    (re.compile(r"\bA100\b.{0,20}80 ?GB|\bA100-SXM4-80GB"), 79.1),
+    (re.compile(r"\bA100\b.{0,20}40 ?GB"), 39.4),
 )
 _GPU_LINE: Final = re.compile(r"^\s*GPU (\d+): (?:NVIDIA|Tesla|AMD|Quadro)", re.M)
 _VISIBLE: Final = re.compile(r"CUDA_VISIBLE_DEVICES[=:]\s*['\"]?(\d+(?:,\d+)*)")
@@ -126,6 +140,9 @@ def gpu_total_gib(log: LogView) -> float | None:
             m = found[0]
             total = float(m.group("total"))
             return total / 1024 if m.group("unit") == "MiB" else total
+    for name, size in _GPU_GIB:
+        if name.search(log.flat):
+            return size
     return None
 
 
@@ -150,7 +167,3 @@ def fit(log: LogView) -> Fit:
     gpu = gpu_total_gib(log)
     return Fit(params, per, weights, None if gpu is None else round(gpu, 2), tp, gpus_on_box(log))
 
-
-def ceil_pow2(n: float) -> int:
-    """The smallest power of two at or above ``n``."""
-    return 1 << max(0, math.ceil(math.log2(max(1.0, n))))

@@ -21,8 +21,8 @@ from tui.server.diagnose.reading import LogView, loose, tolerant
 
 _FREE_GPU: Final = tolerant(
     loose(
-        r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) "
-        r"on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+        r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) "
+        r"GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
         r"(?P<req>[\d.]+) GiB\)"
     ),
     "desired GPU memory utilization",
@@ -271,9 +271,9 @@ def _weights_summary(f: Fit, tried: str) -> str:
     if f.fits(bytes_per_param=1) or f.fits(bytes_per_param=2):
         return head + "; fewer bytes per parameter fit"
     need = f.gpus_needed()
-    where = (
-        f"it needs {need} such GPUs" if need else "no number of such GPUs holds it"
-    ) + (f", this box shows {f.gpus_on_box}" if f.gpus_on_box is not None else "")
+    where = (f"it needs {need} such GPUs" if need else "no number of such GPUs holds it") + (
+        f", this box shows {f.gpus_on_box}" if f.gpus_on_box is not None else ""
+    )
     return (
         head + f"; this model does not fit this GPU, even in fp8 ({where}); a lower "
         "gpu_memory_utilization cannot help"

@@ -181,13 +181,10 @@ def tolerant(pattern: str, *needles: str, flags: int = 0, ignore_case: bool = Tr
 
 
 _LOOSE: Final = (
-    (r"\(", r"[(\[]?"),
-    (r"\)", r"[)\]]?"),
-    (r"\.", r"\.?"),
-    (", ", ",? "),
-    (": ", ":? "),
-    ("; ", ";? "),
-    ("'", "['`\"]?"),
+    (re.compile(r"(?<![?\\])([,:;]) "), r"\1? "),  # first: not after a group's "(?"
+    (re.compile(r"\\\("), r"[(\\[]?"),
+    (re.compile(r"\\\)"), r"[)\\]]?"),
+    (re.compile(r"\\\.(?![*+?{])"), r"\\.?"),
 )
 
 
@@ -196,13 +193,12 @@ def loose(pattern: str) -> str:
 
     Text pasted through chat apps, markdown and terminals loses characters (a parenthesis,
     a period, a quote or backtick turned into formatting, a comma); a pattern passed through
-    this keeps matching. Only the literal ``\\(``, ``\\)``, ``\\.``, ``", "``, ``": "``,
-    ``"; "`` and ``'`` of the pattern are loosened: write the pattern's other syntax (groups,
-    classes) without them. ``[\\d.]+`` stays a number.
+    this keeps matching. Only the literal ``\\(``, ``\\)``, ``\\.`` and a ``,``, ``:`` or ``;``
+    before a space are loosened (not a group's ``(?:``); ``[\\d.]+`` stays a number.
     """
     out = pattern
     for literal, lax in _LOOSE:
-        out = out.replace(literal, lax)
+        out = literal.sub(lax, out)
     return out
 
 

@@ -1,0 +1,144 @@
+"""A process killed by the host: the kernel's OOM killer, an illegal instruction, a crash.
+
+No Python exception names these: the process just ends with a signal, and what is left is
+the parent's note or the shell's. Texts:
+
+- vLLM V0 (``executor/multiproc_worker_utils.py``, 0.5-0.10): ``Worker VllmWorkerProcess pid
+  N died, exit code: -9``; V1 (``v1/executor/multiproc_executor.py``): ``Worker proc
+  VllmWorker-0 died unexpectedly, shutting down executor.``, with ``(exit code: -9)`` where the
+  monitor logs it (vLLM PR 38641); the CPU build's worker in 0.32 ``died unexpectedly`` with
+  exit ``-4`` on the first forward of a one-word prompt on AVX-512/AMX hosts (vtc's CI);
+- the shell: a bare ``Killed`` (bash's report of SIGKILL; issue MU-GOT 17 right after ``# GPU
+  blocks``), ``Illegal instruction (core dumped)``, ``Segmentation fault``, ``Bus error``;
+- Ray: ``killed by the OOM killer`` / ``SIGKILL by OOM killer`` / ``killed due to memory
+  pressure (OOM)`` (vLLM issue 586), Docker's ``exited with code 137``, Kubernetes' ``OOMKilled``.
+
+Signal 9 from the host is the OOM killer: host RAM, not GPU memory, ran out (CPU offload and
+swap space are pinned host RAM; the CPU backend's KV cache is host RAM). Signal 4 (SIGILL) is a
+kernel built for instructions this CPU runs differently: no flag helps. 7 (SIGBUS) is a
+container's small ``/dev/shm``; 11 a crash in native code.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any, Final
+
+from tui.domain.diagnosis import Diagnosis, Fix
+from tui.server.diagnose.common import effective_util, floor2, make
+from tui.server.diagnose.reading import LogView, loose, tolerant
+
+HOST_SIGNALS: Final = (9, 4, 7, 11)
+_DIED: Final = tolerant(
+    loose(
+        r"(?:Worker|proc|process|Engine core|EngineCore)\S{0,40} (?:pid \d+ )?died"
+        r"(?: unexpectedly)?\S{0,3} ?\(?exit ?code:? (?P<code>-?\d+)"
+    ),
+    "died",
+)
+_SHELL: Final = re.compile(
+    r"^\s*(?:[\w/.-]+: line \d+: {0,2}\d+ +)?(?P<what>Killed|Illegal instruction|"
+    r"Segmentation fault|Bus error)(?: +\(core dumped\))?(?:\s|$)"
+)
+_OOM_KILLER: Final = tolerant(
+    r"killed by the OOM killer|SIGKILL by OOM killer|killed due to memory pressure|OOMKilled|"
+    r"exited with code 137|Out of memory: Killed process",
+    "OOM killer",
+    "memory pressure",
+    "OOMKilled",
+    "code 137",
+    "Killed process",
+)
+_SHELL_SIGNAL: Final = {
+    "Killed": 9,
+    "Illegal instruction": 4,
+    "Bus error": 7,
+    "Segmentation fault": 11,
+}
+_CAUSE: Final = {
+    9: "the host's OOM killer (SIGKILL): host RAM ran out, not GPU memory",
+    4: "an illegal instruction (SIGILL): a kernel built for instructions this CPU runs "
+    "differently (the CPU build's kernels on AVX-512/AMX hosts); no flag helps: use a build "
+    "for this CPU",
+    7: "a bus error (SIGBUS): the container's shared memory (/dev/shm) is too small; no vLLM "
+    "flag helps: run the container with --ipc=host or a larger --shm-size",
+    11: "a segmentation fault (SIGSEGV) in native code; no flag is known to help",
+}
+
+
+def _signal_seen(log: LogView) -> tuple[int, str] | None:
+    """The host signal the log shows, with its evidence line."""
+    for m, evidence, _ in log.find_all(_DIED):
+        code = int(m.group("code"))
+        if -code in HOST_SIGNALS:
+            return -code, evidence
+    found = log.find(_OOM_KILLER)
+    if found is not None:
+        return 9, found[1]
+    for line in log.physical:
+        m = _SHELL.match(line.message)
+        if m:
+            return _SHELL_SIGNAL[m.group("what")], line.raw
+    code = log.exit_code
+    if code is not None and (-code in HOST_SIGNALS or code == 137):
+        sig = 9 if code == 137 else -code
+        return sig, f"exit code {code}"
+    return None
+
+
+def _host_ram_fixes(log: LogView) -> list[Fix]:
+    """What gives host RAM back: CPU offload, swap space, the CPU backend's KV cache."""
+    fixes: list[Fix] = []
+    offload = log.value("cpu_offload_gb")
+    if log.explicit("cpu_offload_gb") and isinstance(offload, int | float) and offload > 0:
+        fixes.append(
+            Fix(
+                title=f"Unset cpu_offload_gb ({offload:g} GiB of weights held in host RAM)",
+                set={"cpu_offload_gb": None},
+            )
+        )
+    swap = log.value("swap_space")
+    # 4 GiB per GPU is vLLM's default (0.4-0.10): only a run that raised it is offered less.
+    if isinstance(swap, int | float) and swap > 4:
+        fixes.append(
+            Fix(
+                title=f"Lower --swap-space from {swap:g} to 0 GiB of pinned host RAM",
+                set={"extra_args": ("--swap-space=0",)}
+                if log.flags is None
+                else {"extra_args": (*log.flags.extra_args, "--swap-space=0")},
+            )
+        )
+    if log.device == "cpu":
+        util = effective_util(log)
+        lower = floor2(util - 0.1)
+        if lower > 0:
+            fixes.append(
+                Fix(
+                    title=f"Lower gpu_memory_utilization from {util} to {lower} (on the CPU "
+                    "backend it sizes the KV cache in host RAM)",
+                    set={"gpu_memory_utilization": lower},
+                )
+            )
+    return fixes
+
+
+def worker_killed(log: LogView) -> Diagnosis | None:
+    """A vLLM process ended by a signal from the host (OOM killer, SIGILL, SIGBUS, SIGSEGV)."""
+    seen = _signal_seen(log)
+    if seen is None:
+        return None
+    sig, evidence = seen
+    facts: dict[str, Any] = {"signal": signal.Signals(sig).name, "signal_number": sig}
+    fixes = _host_ram_fixes(log) if sig == 9 else []
+    cause = _CAUSE[sig]
+    if sig == 9:
+        cause += (
+            "; the fix gives host RAM back"
+            if fixes
+            else "; no flag of this run holds host RAM: free memory on the host, add RAM or "
+            "swap, or load a smaller model"
+        )
+    return make(
+        log, "worker_killed", f"a vLLM process was killed by {cause}", evidence, facts, fixes
+    )
