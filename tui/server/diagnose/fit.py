@@ -166,4 +166,3 @@ def fit(log: LogView) -> Fit:
     weights = None if params is None else round(params * 1e9 * per / 2**30 / tp, 1)
     gpu = gpu_total_gib(log)
     return Fit(params, per, weights, None if gpu is None else round(gpu, 2), tp, gpus_on_box(log))
-

@@ -77,13 +77,12 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
     if found is not None:
         return 9, found[1]
     for line in log.physical:
-        m = _SHELL.match(line.message)
-        if m:
-            return _SHELL_SIGNAL[m.group("what")], line.raw
-    code = log.exit_code
-    if code is not None and (-code in HOST_SIGNALS or code == 137):
-        sig = 9 if code == 137 else -code
-        return sig, f"exit code {code}"
+        shell = _SHELL.match(line.message)
+        if shell:
+            return _SHELL_SIGNAL[shell.group("what")], line.raw
+    exit_code = log.exit_code
+    if exit_code is not None and (-exit_code in HOST_SIGNALS or exit_code == 137):
+        return (9 if exit_code == 137 else -exit_code), f"exit code {exit_code}"
     return None
 
 

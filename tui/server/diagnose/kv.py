@@ -39,7 +39,8 @@ from tui.server.diagnose.reading import LogView, loose, tolerant
 _KV_TOO_SMALL: Final = tolerant(
     loose(
         r"max seq len \((?P<mml>\d+)\), \((?P<needed>[\d.]+) (?:GiB|GB) KV cache is needed, "
-        r"which is larger than the available KV cache memory \((?P<available>-?[\d.]+) (?:GiB|GB)\)\. "
+        r"which is larger than the available KV cache memory "
+        r"\((?P<available>-?[\d.]+) (?:GiB|GB)\)\. "
         r"(?:Based on the available memory, the estimated maximum model length is (?P<est>\d+)\.)?"
     ),
     "KV cache is needed",
