@@ -133,12 +133,12 @@ def effective_util(log: LogView) -> float:
         return float(util)
     return (
         LEGACY_GPU_MEMORY_UTILIZATION
-        if _before(log.version, (0, 12))
+        if before(log.version, (0, 12))
         else (DEFAULT_GPU_MEMORY_UTILIZATION)
     )
 
 
-def _before(version: str | None, bound: tuple[int, int]) -> bool:
+def before(version: str | None, bound: tuple[int, int]) -> bool:
     """Whether the vLLM ``version`` the log names is older than ``bound`` (False if unknown)."""
     if not version:
         return False

@@ -57,6 +57,7 @@ _GPU_GIB: Final = (
     (re.compile(r"\bA100\b.{0,20}80 ?GB|\bA100-SXM4-80GB"), 79.1),
     (re.compile(r"\bA100\b.{0,20}40 ?GB"), 39.4),
 )
+_DTYPE_ARG: Final = re.compile(r"--dtype[= ]['\"]?(float32|float|float16|bfloat16|half|auto)\b")
 _GPU_LINE: Final = re.compile(r"^\s*GPU (\d+): (?:NVIDIA|Tesla|AMD|Quadro)", re.M)
 _VISIBLE: Final = re.compile(r"CUDA_VISIBLE_DEVICES[=:]\s*['\"]?(\d+(?:,\d+)*)")
 _MODEL: Final = tolerant(
@@ -129,6 +130,9 @@ def bytes_per_param(log: LogView, name: str | None) -> float:
     if _EIGHT_BIT.search(hint):
         return 1.0
     dtype = str(log.value("dtype") or "").replace("torch.", "")
+    if not dtype:  # a pasted command line: "--dtype=float", "--dtype float32"
+        m = _DTYPE_ARG.search(log.flat)
+        dtype = m.group(1) if m else ""
     return 4.0 if dtype in ("float32", "float") else 2.0
 
 

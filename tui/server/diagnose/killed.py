@@ -8,6 +8,8 @@ the parent's note or the shell's. Texts:
   VllmWorker-0 died unexpectedly, shutting down executor.``, with ``(exit code: -9)`` where the
   monitor logs it (vLLM PR 38641); the CPU build's worker in 0.32 ``died unexpectedly`` with
   exit ``-4`` on the first forward of a one-word prompt on AVX-512/AMX hosts (vtc's CI);
+- the API server's wrapper (0.9+): ``Engine core initialization failed. See root cause
+  above. Failed core proc(s): {'EngineCore_DP0': -9}``;
 - the shell: a bare ``Killed`` (bash's report of SIGKILL; issue MU-GOT 17 right after ``# GPU
   blocks``), ``Illegal instruction (core dumped)``, ``Segmentation fault``, ``Bus error``;
 - Ray: ``killed by the OOM killer`` / ``SIGKILL by OOM killer`` / ``killed due to memory
@@ -36,6 +38,10 @@ _DIED: Final = tolerant(
         r"(?: unexpectedly)?\S{0,3} ?\(?exit ?code:? (?P<code>-?\d+)"
     ),
     "died",
+)
+# 0.9+: the API server's wrapper names each dead core process with its exit code.
+_CORE_PROCS: Final = tolerant(
+    r"Failed core proc\(s\): \{[^{}]{0,200}?: ?(?P<code>-\d+)", "Failed core proc"
 )
 _SHELL: Final = re.compile(
     r"^\s*(?:[\w/.-]+: line \d+: {0,2}\d+ +)?(?P<what>Killed|Illegal instruction|"
@@ -69,10 +75,11 @@ _CAUSE: Final = {
 
 def _signal_seen(log: LogView) -> tuple[int, str] | None:
     """The host signal the log shows, with its evidence line."""
-    for m, evidence, _ in log.find_all(_DIED):
-        code = int(m.group("code"))
-        if -code in HOST_SIGNALS:
-            return -code, evidence
+    for pattern in (_DIED, _CORE_PROCS):
+        for m, evidence, _ in log.find_all(pattern):
+            code = int(m.group("code"))
+            if -code in HOST_SIGNALS:
+                return -code, evidence
     found = log.find(_OOM_KILLER)
     if found is not None:
         return 9, found[1]
@@ -80,9 +87,8 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
         shell = _SHELL.match(line.message)
         if shell:
             return _SHELL_SIGNAL[shell.group("what")], line.raw
-    exit_code = log.exit_code
-    if exit_code is not None and (-exit_code in HOST_SIGNALS or exit_code == 137):
-        return (9 if exit_code == 137 else -exit_code), f"exit code {exit_code}"
+    # An exit code alone is not enough: vtc's own stop (and an operator's kill) send SIGKILL
+    # too; the fallback names the signal without blaming the host.
     return None
 
 

@@ -202,9 +202,10 @@ _CAPTURED: Final = tolerant(r"Graph capturing finished", "Graph capturing finish
 # Not the loader's own "Loading weights took": quantized layers repack their weights after it
 # (process_weights_after_loading), still inside the weight load.
 _LOADED: Final = tolerant(
-    r"Loading model weights took|Model loading took|model weights took",
+    r"Loading model weights took|Model loading took|model weights took|model weights take",
     "weights took",
     "loading took",
+    "weights take",
 )
 
 
@@ -286,12 +287,10 @@ def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
     if found is not None:
         return found
     oom = log.find(_CUDA_OOM)
-    if oom is None:
-        return None
+    if oom is None or log.find(_LOADED) is not None or _capturing(log):
+        return None  # the weights were loaded: whatever ran out, it was not them
     if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
         return oom
-    if log.find(_LOADED) is not None:
-        return None
     before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
     return oom if _LOAD_FRAMES.search(before) else None
 

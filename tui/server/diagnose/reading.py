@@ -477,7 +477,8 @@ _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
 _NAMESPACE_DEFAULTS: Final = {"gpu_memory_utilization": 0.9, "block_size": 16, "max_num_seqs": 256}
 _NON_DEFAULT: Final = tolerant(r"non-default args: \{", "non-default args:")
 _NAMESPACE: Final = tolerant(r"args: Namespace\(", "Namespace(")
-_ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ", "with config:")
+# "LLM engine (v0.4.0) with config:"; 0.2-0.3 named no version ("an LLM engine with config:").
+_ENGINE_CONFIG: Final = tolerant(r"engine (?:\(v?[\w.+-]+\) )?with config: ", "with config:")
 _VERSION: Final = tolerant(
     r"(?:vLLM API server version |engine \(v|LLM engine \(v|█ version )(?P<v>\d+\.\d+[\w.+-]*)"
 )

@@ -15,7 +15,11 @@ after; ``vllm/config/vllm.py`` for the token budget):
   tensor_parallel_size=4``;
 - ngram: ``prompt_lookup_min=5 must be <= prompt_lookup_max=3``;
   0.6-0.7 ``Expected num_speculative_tokens to be greater than zero (0).``;
-- V1 0.8-0.10: ``Speculative decoding with draft model is not supported yet.``;
+- V1 0.8-0.11: ``Speculative decoding with draft model is not supported yet. Please consider
+  using other speculative decoding methods such as ngram, medusa, eagle, or deepseek_mtp.``
+  (0.8 ``engine/arg_utils.py`` V1 oracle; 0.9-0.11 SpeculativeConfig; vLLM issue 26547),
+  ``VLLM_USE_V1=1 is not supported with Speculative Decoding`` (0.8-0.9, forced V1); before
+  0.10 the V0 engine still runs a draft model (``VLLM_USE_V1=0``);
   0.7-0.9 ``Chunked prefill and EAGLE are not compatible``; ``Eagle3 is only supported for
   [...] models``;
 - 0.26 (``config/vllm.py`` ``_set_max_num_scheduled_tokens``, vLLM issue 50708):
@@ -35,9 +39,10 @@ import json
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.server.diagnose.common import extra_with, make
+from tui.server.diagnose.common import before, extra_with, make
 from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 
+V1_ENV: Final = "VLLM_USE_V1"
 _SPEC_OPTIONS: Final = {"--speculative-config", "-sc"}
 _RULES: Final = tolerant(
     loose(
@@ -52,7 +57,9 @@ _RULES: Final = tolerant(
         r"(?P<ngram>prompt_lookup_min ?= ?(?P<lmin>\d+) must be <= prompt_lookup_max ?= ?"
         r"(?P<lmax>\d+))|"
         r"(?P<zero>Expected num_speculative_tokens to be greater than zero)|"
-        r"(?P<draft>Speculative decoding with draft model is not supported yet)|"
+        r"(?P<draft>Speculative decoding with draft model is not supported yet|"
+        r"Draft model speculative decoding (?:is )?not supported|"
+        r"VLLM_USE_V1=1 is not supported with Speculative Decoding)|"
         r"(?P<eagle>Chunked prefill and EAGLE are not compatible|Eagle3 is only supported for)|"
         r"(?P<budget>max_num_scheduled_tokens is set to (?P<budgetn>-?\d+), which does not allow "
         r"any tokens to be scheduled)|"
@@ -174,6 +181,11 @@ def _fixes(log: LogView, m: Any) -> tuple[list[Fix], dict[str, Any]]:
         scheduled = int(m.group("budgetn"))
         facts["max_num_scheduled_tokens"] = scheduled
         fix = _budget_fix(log, scheduled)
+    elif m.group("draft") and before(log.version, (0, 10)):
+        # 0.8-0.9 still ship the V0 engine, which runs a draft model.
+        fix = Fix(
+            title=f"Run the V0 engine, which has draft models: set {V1_ENV}=0", env={V1_ENV: "0"}
+        )
     fixes = [fix] if fix is not None else []
     without = _without(log)
     if without is not None:
