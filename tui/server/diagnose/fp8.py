@@ -23,10 +23,14 @@ from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 _NO_FP8: Final = tolerant(
     loose(
         r"(?P<text>type (?P<dtype>fp8e\w+) (?:is )?not supported in this architecture|"
-        r"_scaled_mm is only supported on CUDA devices with compute capability >= ?9\.0 or 8\.9)"
+        r"fp8e4nv data type is not supported on CUDA arch < ?89|"
+        r"_scaled_mm is only supported on CUDA devices with compute capability >= ?9\.0 or 8\.9|"
+        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device))"
     ),
     "not supported in this architecture",
+    "not supported on CUDA arch",
     "_scaled_mm is only supported",
+    "does not support fp8 kv-cache",
 )
 # Frames of an fp8 *weight* kernel (block-quantized linear layers, MoE, MLA's dequantization)
 # and of the KV cache's attention kernels.
@@ -82,7 +86,7 @@ def no_fp8_gpu(log: LogView) -> Diagnosis | None:
     gpu = group_text(gpu_found[0], "name") if gpu_found else "this GPU"
     weights, asked = _weights_fp8(log)
     # No sign of fp8 weights (no fp8 checkpoint, flag or weight kernel): the KV cache's fp8.
-    kv = _kv_fp8(log) or not weights
+    kv = _kv_fp8(log) or not weights or m.group("fa") is not None
     facts: dict[str, Any] = {"error": text, "gpu": gpu if gpu_found else None}
     fixes: list[Fix] = []
     if kv:
@@ -109,11 +113,16 @@ def no_fp8_gpu(log: LogView) -> Diagnosis | None:
         else "no flag helps: the checkpoint is stored in fp8; serve a non-fp8 checkpoint of "
         "the model (BF16, or AWQ/GPTQ int4)"
     )
+    head = (
+        f"FlashAttention keeps no fp8 KV cache on {gpu}"
+        if m.group("fa")
+        else f"fp8 on a GPU without fp8: {gpu} has no native fp8 (Ada sm89 / Hopper sm90 and "
+        "newer do)"
+    )
     return make(
         log,
         "unsupported_dtype" if kv else "unsupported_gpu",
-        f"fp8 on a GPU without fp8: {gpu} has no native fp8 (Ada sm89 / Hopper sm90 and newer "
-        f"do), and {what} fp8 ({text}); {remedy}",
+        f"{head}, and {what} fp8 ({text}); {remedy}",
         evidence,
         facts,
         fixes,

@@ -43,9 +43,10 @@ _DIED: Final = tolerant(
 _CORE_PROCS: Final = tolerant(
     r"Failed core proc\(s\): \{[^{}]{0,200}?: ?(?P<code>-\d+)", "Failed core proc"
 )
+# The shell's report, or Python's faulthandler ("Fatal Python error: Segmentation fault").
 _SHELL: Final = re.compile(
-    r"^\s*(?:[\w/.-]+: line \d+: {0,2}\d+ +)?(?P<what>Killed|Illegal instruction|"
-    r"Segmentation fault|Bus error)(?: +\(core dumped\))?(?:\s|$)"
+    r"^\s*(?:[\w/.-]+: line \d+: {0,2}\d+ +|Fatal Python error: )?(?P<what>Killed|"
+    r"Illegal instruction|Segmentation fault|Bus error)(?: +\(core dumped\))?(?:\s|$)"
 )
 _OOM_KILLER: Final = tolerant(
     r"killed by the OOM killer|SIGKILL by OOM killer|killed due to memory pressure|OOMKilled|"

@@ -13,12 +13,15 @@ a C compiler and ``Python.h``) and torch.compile's Inductor (a C++ compiler). Th
 - torch's ``CUDA_HOME environment variable is not set`` (``torch/utils/cpp_extension.py``);
 - Triton: ``RuntimeError: Failed to find C compiler. Please specify via CC environment
   variable.`` (vLLM 0.3 issue 2997, 0.8 issue 15329), ``Python.h: No such file or directory``;
-- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``.
+- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``;
+- the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (WSL2 keeps the driver's
+  ``libcuda.so`` in ``/usr/lib/wsl/lib``; ``TRITON_LIBCUDA_PATH`` points Triton there).
 
 What helps depends on who compiled: the FlashInfer sampler is optional
 (``VLLM_USE_FLASHINFER_SAMPLER=0``, ``envs.py`` 0.6.4+), FlashInfer attention can give way to
-FlashAttention (``VLLM_ATTENTION_BACKEND=FLASH_ATTN``), torch.compile is skipped in eager mode
-(``--enforce-eager``); Triton's own stub and FlashInfer elsewhere need the toolchain itself
+FlashAttention (``VLLM_ATTENTION_BACKEND=FLASH_ATTN`` to 0.12; later vLLMs deprecate it for
+``--attention-backend``, which 0.32's option table has), torch.compile is skipped in eager
+mode (``--enforce-eager``); Triton's own stub and FlashInfer elsewhere need the toolchain itself
 (no flag helps: install the CUDA toolkit / ``build-essential``, or point ``CUDA_HOME``/``CC``
 at them), and the diagnosis says so.
 """
@@ -28,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.server.diagnose.common import make
+from tui.server.diagnose.common import before, extra_with, make
 from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 
 _MISSING: Final = tolerant(
@@ -37,7 +40,8 @@ _MISSING: Final = tolerant(
         r"No such file or directory: \W{0,2}[\w/.-]{0,80}nvcc\b|"
         r"CUDA_HOME environment variable is not set|nvcc not found)|"
         r"(?P<cc>Failed to find C compiler|No working C\+?\+? compiler found|InvalidCxxCompiler|"
-        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)"
+        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)|"
+        r"(?P<libcuda>cannot find -lcuda\b)"
     ),
     "nvcc",
     "CUDA_HOME environment variable is not set",
@@ -47,7 +51,11 @@ _MISSING: Final = tolerant(
     "Python.h",
     "cc: not found",
     "g++: not found",
+    "cannot find -lcuda",
 )
+_WSL: Final = tolerant(r"microsoft-standard-WSL|/usr/lib/wsl/|\bWSL2?\b", "WSL", "wsl")
+WSL_LIBCUDA: Final = "/usr/lib/wsl/lib"
+LIBCUDA_ENV: Final = "TRITON_LIBCUDA_PATH"
 _SAMPLER: Final = tolerant(
     r"topk_topp_sampler|flashinfer[/\\.]sampling|flashinfer_sample|top_k_top_p_sampling|"
     r"get_sampling_module|FlashInfer (?:top-p & top-k )?sampl",
@@ -58,12 +66,15 @@ _SAMPLER: Final = tolerant(
     "get_sampling_module",
     "FlashInfer",
 )
+# Case kept: "flashinfer" alone is also the path of its MoE and all-reduce kernels.
 _FI_ATTENTION: Final = tolerant(
-    r"flashinfer[/\\.](?:prefill|decode|attention)|backends[/\\.]flashinfer|FlashInferImpl|"
-    r"FlashInferMetadataBuilder|Using FlashInfer backend|FLASHINFER",
+    r"flashinfer[/\\.](?:prefill|decode)\b|backends[/\\.]flashinfer\b|FlashInferImpl|"
+    r"FlashInferMetadataBuilder|Using FlashInfer (?:attention )?backend|"
+    r"ATTENTION_BACKEND=FLASHINFER",
     "flashinfer",
-    "FlashInferImpl",
-    "FlashInferMetadataBuilder",
+    "FlashInfer",
+    "FLASHINFER",
+    ignore_case=False,
 )
 _INDUCTOR: Final = tolerant(
     r"torch[/\\.]_inductor|InvalidCxxCompiler|torch\._dynamo",
@@ -73,6 +84,17 @@ _INDUCTOR: Final = tolerant(
 )
 SAMPLER_ENV: Final = "VLLM_USE_FLASHINFER_SAMPLER"
 BACKEND_ENV: Final = "VLLM_ATTENTION_BACKEND"
+
+
+def _attention_fix(log: LogView) -> Fix:
+    """FlashAttention instead of FlashInfer: the variable before 0.13, the flag after."""
+    title = "Use FlashAttention, not FlashInfer"
+    if before(log.version, (0, 13)) or log.version is None:
+        return Fix(title=f"{title}: set {BACKEND_ENV}=FLASH_ATTN", env={BACKEND_ENV: "FLASH_ATTN"})
+    return Fix(
+        title=f"{title} (--attention-backend FLASH_ATTN)",
+        set=extra_with(log, {"--attention-backend"}, "--attention-backend", "FLASH_ATTN"),
+    )
 
 
 def _fixes(log: LogView, nvcc: bool) -> tuple[list[Fix], str]:
@@ -85,12 +107,7 @@ def _fixes(log: LogView, nvcc: bool) -> tuple[list[Fix], str]:
             )
         ], "FlashInfer's sampler"
     if nvcc and log.find(_FI_ATTENTION) is not None:
-        return [
-            Fix(
-                title=f"Use FlashAttention, not FlashInfer: set {BACKEND_ENV}=FLASH_ATTN",
-                env={BACKEND_ENV: "FLASH_ATTN"},
-            )
-        ], "FlashInfer's attention kernels"
+        return [_attention_fix(log)], "FlashInfer's attention kernels"
     if log.find(_INDUCTOR) is not None and log.value("enforce_eager") is not True:
         return [
             Fix(
@@ -101,12 +118,44 @@ def _fixes(log: LogView, nvcc: bool) -> tuple[list[Fix], str]:
     return [], ("a JIT kernel build" if nvcc else "Triton's launcher stub")
 
 
+def _libcuda(log: LogView, evidence: str) -> Diagnosis:
+    """Triton links its stub against libcuda.so and the linker finds none (WSL keeps the
+    driver's copy in /usr/lib/wsl/lib, off the linker's path)."""
+    wsl = log.find(_WSL) is not None
+    fixes = (
+        [
+            Fix(
+                title=f"Point Triton at WSL's driver library: set {LIBCUDA_ENV}={WSL_LIBCUDA}",
+                env={LIBCUDA_ENV: WSL_LIBCUDA},
+            )
+        ]
+        if wsl
+        else []
+    )
+    where = (
+        "WSL keeps it in /usr/lib/wsl/lib"
+        if wsl
+        else "no flag helps: install the driver's libcuda.so (or set TRITON_LIBCUDA_PATH to it)"
+    )
+    return make(
+        log,
+        "toolchain_missing",
+        f"Triton links its launcher stub against libcuda.so on first use and the linker finds "
+        f"none (cannot find -lcuda); {where}",
+        evidence,
+        {"missing": "libcuda", "compiled_by": "Triton's launcher stub"},
+        fixes,
+    )
+
+
 def toolchain_missing(log: LogView) -> Diagnosis | None:
     """nvcc / a C compiler / Python headers missing when a kernel is compiled on first use."""
     found = log.find(_MISSING)
     if found is None:
         return None
     m, evidence = found
+    if m.group("libcuda"):
+        return _libcuda(log, evidence)
     nvcc = m.group("nvcc") is not None
     text = group_text(m, "nvcc" if nvcc else "cc")
     fixes, who = _fixes(log, nvcc)
@@ -126,7 +175,7 @@ def toolchain_missing(log: LogView) -> Diagnosis | None:
     return make(
         log,
         "toolchain_missing",
-        f"{who} compiles on first use and {tool} is missing ({text}); {remedy}",
+        f"{who}: built on first use (JIT), and {tool} is missing ({text}); {remedy}",
         evidence,
         facts,
         fixes,
