@@ -60,6 +60,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     config.max_model_len_exceeds_model,
     config.scheduler_rules,
     config.legacy_range_errors,
+    killed.swap_space_too_large,  # 0.4-0.10: swap space x TP above 70 % of host RAM
     quant.unknown_quantization,
     config.tp_not_divisible,
     parallel.world_size_exceeds_gpus,

@@ -23,6 +23,7 @@ container's small ``/dev/shm``; 11 a crash in native code.
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 from typing import Any, Final
@@ -93,6 +94,66 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
     return None
 
 
+# vLLM 0.4-0.10 CacheConfig.verify_with_parallel_config: swap_space x tensor_parallel_size
+# against the host's RAM, a warning above 40 % and a ValueError above 70 %.
+_SWAP_LINE: Final = tolerant(
+    loose(
+        r"(?P<how>Possibly too large|Too large) swap space\. (?P<used>[\d.]+) GiB out of the "
+        r"(?P<total>[\d.]+) GiB total CPU memory is allocated for the swap space"
+    ),
+    "swap space",
+)
+SWAP_WARN_SHARE: Final = 0.4
+DEFAULT_SWAP_GIB: Final = 4.0  # per GPU, vLLM 0.4-0.10 (EngineArgs.swap_space)
+
+
+def _swap_value(log: LogView) -> float | None:
+    swap = log.value("swap_space")
+    return float(swap) if isinstance(swap, int | float) and not isinstance(swap, bool) else None
+
+
+def swap_fix(log: LogView) -> Fix | None:
+    """A swap space whose pinned total stays under 40 % of host RAM (from vLLM's own line),
+    else none when the run's swap space is vLLM's default."""
+    found = log.find(_SWAP_LINE)
+    swap = _swap_value(log)
+    if found is not None:
+        used, total = float(found[0].group("used")), float(found[0].group("total"))
+        per_rank = swap if swap else DEFAULT_SWAP_GIB  # not set: vLLM's default
+        ranks = max(1, round(used / per_rank)) if per_rank else 1
+        new = math.floor(SWAP_WARN_SHARE * total / ranks)
+        if new >= per_rank:
+            return None
+        return _swap(log, new, f"{used:g} of {total:g} GiB of host RAM pinned for swap")
+    if swap is not None and swap > DEFAULT_SWAP_GIB:
+        return _swap(log, 0, f"{swap:g} GiB of pinned host RAM per GPU")
+    return None
+
+
+def _swap(log: LogView, new: int, why: str) -> Fix:
+    option = f"--swap-space={new}"
+    extra = (option,) if log.flags is None else (*log.flags.extra_args, option)
+    return Fix(title=f"Lower --swap-space to {new} GiB ({why})", set={"extra_args": extra})
+
+
+def swap_space_too_large(log: LogView) -> Diagnosis | None:
+    """vLLM 0.4-0.10 refusing a swap space above 70 % of host RAM (a ValueError at start)."""
+    found = log.find(_SWAP_LINE)
+    if found is None or found[0].group("how").lower().startswith("possibly"):
+        return None
+    m, evidence = found
+    fix = swap_fix(log)
+    return make(
+        log,
+        "invalid_flag_value",
+        f"--swap-space pins {m.group('used')} GiB of the host's {m.group('total')} GiB of RAM "
+        "(over 70 %: vLLM refuses it); a smaller swap space fits",
+        evidence,
+        {"flag": "swap_space", "value": _swap_value(log), "host_ram_gib": float(m.group("total"))},
+        [fix] if fix else [],
+    )
+
+
 def _host_ram_fixes(log: LogView) -> list[Fix]:
     """What gives host RAM back: CPU offload, swap space, the CPU backend's KV cache."""
     fixes: list[Fix] = []
@@ -104,17 +165,9 @@ def _host_ram_fixes(log: LogView) -> list[Fix]:
                 set={"cpu_offload_gb": None},
             )
         )
-    swap = log.value("swap_space")
-    # 4 GiB per GPU is vLLM's default (0.4-0.10): only a run that raised it is offered less.
-    if isinstance(swap, int | float) and swap > 4:
-        fixes.append(
-            Fix(
-                title=f"Lower --swap-space from {swap:g} to 0 GiB of pinned host RAM",
-                set={"extra_args": ("--swap-space=0",)}
-                if log.flags is None
-                else {"extra_args": (*log.flags.extra_args, "--swap-space=0")},
-            )
-        )
+    swap = swap_fix(log)
+    if swap is not None:
+        fixes.append(swap)
     if log.device == "cpu":
         util = effective_util(log)
         lower = floor2(util - 0.1)
