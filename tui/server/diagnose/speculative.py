@@ -7,7 +7,11 @@ after; ``vllm/config/vllm.py`` for the token budget):
   found speculative_model=X and num_speculative_tokens=N`` (also what an MLP speculator
   with too many tokens said, vLLM issue 5893);
 - 0.8+ ``num_speculative_tokens must be provided with speculative model unless the draft
-  model config contains an n_predict parameter.``;
+  model config contains an n_predict parameter.``, later ``A speculative model was provided,
+  but `num_speculative_tokens` was not provided`` and ``num_speculative_tokens was provided
+  but without speculative model.``; ``Unsupported speculative method: 'x'``; ngram's ``Either
+  prompt_lookup_max or prompt_lookup_min must be provided``; suffix decoding's ``Arctic
+  Inference is required for suffix decoding`` (``config/speculative.py``);
 - 0.5+ ``This speculative model supports a maximum of num_speculative_tokens=3, but 4 were
   provided.``; MTP (0.9+) ``num_speculative_tokens:3 must be divisible by n_predict=2``;
 - 0.6 ``speculative_draft_tensor_parallel_size=4 cannot be other value than 1`` (vLLM issue
@@ -47,7 +51,9 @@ _SPEC_OPTIONS: Final = {"--speculative-config", "-sc"}
 _RULES: Final = tolerant(
     loose(
         r"(?P<both>Expected both speculative_model and num_speculative_tokens to be provided)|"
-        r"(?P<missing>num_speculative_tokens must be provided with speculative model)|"
+        r"(?P<missing>num_speculative_tokens must be provided with speculative model|"
+        r"A speculative model was provided, but .?num_speculative_tokens.? was not provided|"
+        r"num_speculative_tokens was provided but without speculative model)|"
         r"(?P<max>This speculative model supports a maximum of num_speculative_tokens ?= ?"
         r"(?P<maxn>\d+), but (?P<given>\d+) were provided)|"
         r"(?P<div>num_speculative_tokens:? ?=? ?(?P<divn>\d+) must be divisible by "
@@ -63,6 +69,9 @@ _RULES: Final = tolerant(
         r"(?P<eagle>Chunked prefill and EAGLE are not compatible|Eagle3 is only supported for)|"
         r"(?P<budget>max_num_scheduled_tokens is set to (?P<budgetn>-?\d+), which does not allow "
         r"any tokens to be scheduled)|"
+        r"(?P<other>Unsupported speculative method: \S{1,40}|"
+        r"Either prompt_lookup_max or prompt_lookup_min must be provided|"
+        r"Arctic Inference is required for suffix decoding)|"
         r"(?P<pyd>validation errors? for SpeculativeConfig)"
     ),
     "speculative",
@@ -72,6 +81,7 @@ _RULES: Final = tolerant(
     "EAGLE",
     "Eagle3",
     "max_num_scheduled_tokens",
+    "Arctic Inference",
 )
 
 
