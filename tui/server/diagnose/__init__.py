@@ -77,7 +77,6 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     platform.unsupported_gpu,  # before the dtype: bfloat16 on a GPU vLLM cannot use at all
     platform.unsupported_dtype,
     fp8.no_fp8_gpu,  # Triton/torch refusing fp8 on Ampere and older, at the first fp8 kernel
-    toolchain.toolchain_missing,  # nvcc / a C compiler missing at a JIT build
     runner.model_runner_unsupported,  # 0.33's default runner refusing the machine (UVA, Triton)
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
@@ -88,6 +87,9 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     platform.unsupported_block_size,
     platform.nccl_error,
     access.disk_full,
+    # nvcc / a C compiler missing at a JIT build: after the memory and KV texts, which a
+    # benign toolchain warning in the same log must not hide.
+    toolchain.toolchain_missing,
     engine.profiling_or_engine_timeout,
     # A process killed by the host (OOM killer, SIGILL, SIGBUS): no exception names it.
     killed.worker_killed,

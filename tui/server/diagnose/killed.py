@@ -46,8 +46,9 @@ _CORE_PROCS: Final = tolerant(
 )
 # The shell's report, or Python's faulthandler ("Fatal Python error: Segmentation fault").
 _SHELL: Final = re.compile(
-    r"^\s*(?:[\w/.-]+: line \d+: {0,2}\d+ +|Fatal Python error: )?(?P<what>Killed|"
-    r"Illegal instruction|Segmentation fault|Bus error)(?: +\(core dumped\))?(?:\s|$)"
+    r"^\s*(?:(?:[\w/.-]+: line \d+: {0,2}\d+ +|\d+ +)(?P<job>Killed|Illegal instruction|"
+    r"Segmentation fault|Bus error)\b.*|(?:Fatal Python error: )?(?P<what>Killed|Illegal "
+    r"instruction|Segmentation fault|Bus error)(?: +\(core dumped\))?\s*)$"
 )
 _OOM_KILLER: Final = tolerant(
     r"killed by the OOM killer|SIGKILL by OOM killer|killed due to memory pressure|OOMKilled|"
@@ -88,7 +89,7 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
     for line in log.physical:
         shell = _SHELL.match(line.message)
         if shell:
-            return _SHELL_SIGNAL[shell.group("what")], line.raw
+            return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw
     # An exit code alone is not enough: vtc's own stop (and an operator's kill) send SIGKILL
     # too; the fallback names the signal without blaming the host.
     return None

@@ -38,7 +38,7 @@ _MISSING: Final = tolerant(
     loose(
         r"(?P<nvcc>Could not find nvcc|nvcc: not found|"
         r"No such file or directory: \W{0,2}[\w/.-]{0,80}nvcc\b|"
-        r"CUDA_HOME environment variable is not set|nvcc not found)|"
+        r"CUDA_HOME environment variable is not set)|"
         r"(?P<cc>Failed to find C compiler|No working C\+?\+? compiler found|InvalidCxxCompiler|"
         r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)|"
         r"(?P<libcuda>cannot find -lcuda\b)"
