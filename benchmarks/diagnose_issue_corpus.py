@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -48,7 +49,7 @@ for path in sys.argv[1:]:
 """
 
 
-def run(code_root: Path, files: list[Path]) -> dict[str, dict[str, object]]:
+def run(code_root: Path, files: list[Path]) -> dict[str, dict[str, Any]]:
     """``vtc diagnose --json`` of each file, run by the ``tui`` under ``code_root``."""
     env = dict(os.environ, PYTHONPATH=str(code_root))
     done = subprocess.run(
@@ -64,12 +65,16 @@ def run(code_root: Path, files: list[Path]) -> dict[str, dict[str, object]]:
     return {r["path"]: r for r in results}
 
 
-def score(fixture: Fixture, doc: dict[str, object] | None) -> tuple[bool, bool | None]:
+def score(fixture: Fixture, doc: dict[str, Any] | None) -> tuple[bool, bool | None]:
     """(kind right, fix right): the fix is ``None`` where the fixture expects none."""
     if not doc:
         return False, (False if (fixture.fixes or fixture.fix_range) else None)
     kind_ok = doc.get("kind") == fixture.kind
-    sets = [f.get("set", {}) for f in doc.get("fixes", [])]  # type: ignore[union-attr]
+    # An environment fix (VLLM_USE_FLASHINFER_SAMPLER=0) is scored with its variables.
+    sets = [
+        {**f.get("set", {}), **({"env": f["env"]} if f.get("env") else {})}
+        for f in doc.get("fixes", [])
+    ]
     if fixture.fix_range is not None:
         name, low, high = fixture.fix_range
         value = sets[0].get(name) if sets else None
@@ -100,12 +105,12 @@ def main() -> int:
         cells = []
         for name in bases:
             doc = answers[name][str(path)]["doc"]
-            kind_ok, fix_ok = score(fixture, doc)  # type: ignore[arg-type]
+            kind_ok, fix_ok = score(fixture, doc)
             totals[name][0] += kind_ok
             if fix_ok is not None:
                 totals[name][2] += 1
                 totals[name][1] += fix_ok
-            got = (doc or {}).get("kind", "crash")  # type: ignore[union-attr]
+            got = (doc or {}).get("kind", "crash")
             mark = ("K" if kind_ok else "-") + {True: "F", False: "f", None: " "}[fix_ok]
             cells.append(f"{mark} {got:>25}")
         print(f"{fixture.name:36} {fixture.kind:28} " + " ".join(cells))

@@ -10,7 +10,8 @@ from typing import get_args
 import pytest
 from diagnosis_corpus import CORPUS, ISSUES, Fixture, load_all, mismatches
 
-from tui.domain.diagnosis import DiagnosisKind
+from tui.domain.diagnosis import Diagnosis, DiagnosisKind, Fix
+from tui.server.diagnose.reading import LogView
 
 VERSIONED = load_all(CORPUS)
 POSTED = load_all(ISSUES)
@@ -26,6 +27,23 @@ def test_fixture_diagnoses_as_cited(fixture: Fixture) -> None:
         assert fix.title and not fix.is_empty, fix
         for named in _named_values(fix.title):
             assert named in fix.describe() or None in fix.set.values(), (fix.title, fix)
+    # ... and none is one the log itself shows cannot help (issue 31).
+    assert [f.title for f in d.fixes if _cannot_work(fixture, d, f)] == []
+
+
+def _cannot_work(fixture: Fixture, d: Diagnosis, fix: Fix) -> bool:
+    """A fix the log rules out: a lower utilization for weights above the GPU or for CUDA
+    graphs' memory, eager mode for a run already eager, more GPUs than the box shows."""
+    log = LogView(fixture.text, fixture.serve_flags(), fixture.exit_code)
+    util = fix.set.get("gpu_memory_utilization")
+    if util is not None and (
+        d.kind == "weights_oom" or d.facts.get("stage") == "cuda_graph_capture"
+    ):
+        return True
+    if fix.set.get("enforce_eager") is True and log.value("enforce_eager") is True:
+        return True
+    tp, box = fix.set.get("tensor_parallel_size"), d.facts.get("gpus_on_box")
+    return isinstance(tp, int) and isinstance(box, int) and tp > box
 
 
 def _named_values(title: str) -> list[str]:

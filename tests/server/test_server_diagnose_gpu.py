@@ -558,7 +558,9 @@ def test_weights_oom() -> None:
     assert d.facts["tried_to_allocate_gib"] == 0.875
     assert d.facts["gpu_total_gib"] == 23.55
     assert d.facts["gpu_free_gib"] == 0.5
-    assert [f.set for f in d.fixes] == [{"tensor_parallel_size": 2}, {"quantization": "fp8"}]
+    # The model's 16-bit weights fit 23.55 GiB in fp8; the log shows no second GPU, so no
+    # tensor parallel size is offered (issue 31: more GPUs only where the box has them).
+    assert [f.set for f in d.fixes] == [{"quantization": "fp8"}]
 
 
 def test_sampler_warmup_oom() -> None:

@@ -39,6 +39,9 @@ DiagnosisKind = Literal[
     "nccl_error",
     "model_runner_unsupported",
     "disk_full",
+    "toolchain_missing",
+    "speculative_config_error",
+    "worker_killed",
     "engine_died",
     "unknown",
 ]

@@ -32,12 +32,16 @@ from tui.server.diagnose import (
     args,
     config,
     engine,
+    fp8,
+    killed,
     kv,
     memory,
     parallel,
     platform,
     quant,
     runner,
+    speculative,
+    toolchain,
 )
 from tui.server.diagnose.common import Detector
 from tui.server.diagnose.policy import finish
@@ -52,9 +56,11 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     args.invalid_choice,
     args.invalid_type,
     args.lora_rank,  # an adapter loaded at start-up (API server or engine) above the limit
+    speculative.speculative_config_error,  # before the generic pydantic block reader
     config.max_model_len_exceeds_model,
     config.scheduler_rules,
     config.legacy_range_errors,
+    killed.swap_space_too_large,  # 0.4-0.10: swap space x TP above 70 % of host RAM
     quant.unknown_quantization,
     config.tp_not_divisible,
     parallel.world_size_exceeds_gpus,
@@ -70,6 +76,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     platform.cuda_driver,
     platform.unsupported_gpu,  # before the dtype: bfloat16 on a GPU vLLM cannot use at all
     platform.unsupported_dtype,
+    fp8.no_fp8_gpu,  # Triton/torch refusing fp8 on Ampere and older, at the first fp8 kernel
     runner.model_runner_unsupported,  # 0.33's default runner refusing the machine (UVA, Triton)
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
@@ -80,7 +87,12 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     platform.unsupported_block_size,
     platform.nccl_error,
     access.disk_full,
+    # nvcc / a C compiler missing at a JIT build: after the memory and KV texts, which a
+    # benign toolchain warning in the same log must not hide.
+    toolchain.toolchain_missing,
     engine.profiling_or_engine_timeout,
+    # A process killed by the host (OOM killer, SIGILL, SIGBUS): no exception names it.
+    killed.worker_killed,
     # Run-time engine death (after the engine was up), then a wrapper with nothing above it.
     engine.unsupported_cpu_attention,
     engine.engine_died,

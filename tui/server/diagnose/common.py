@@ -100,6 +100,8 @@ def cast(spec: FlagSpec | None, value: float) -> Any:
 def gib(text: str, unit: str | None = None) -> float:
     """A memory figure from the log in GiB (``MiB`` converted; vLLM's "GB" is GiB)."""
     value = float(text)
+    if unit in ("KiB", "KB"):
+        return value / 1024 / 1024
     return value / 1024 if unit in ("MiB", "MB") else value
 
 
@@ -131,12 +133,12 @@ def effective_util(log: LogView) -> float:
         return float(util)
     return (
         LEGACY_GPU_MEMORY_UTILIZATION
-        if _before(log.version, (0, 12))
+        if before(log.version, (0, 12))
         else (DEFAULT_GPU_MEMORY_UTILIZATION)
     )
 
 
-def _before(version: str | None, bound: tuple[int, int]) -> bool:
+def before(version: str | None, bound: tuple[int, int]) -> bool:
     """Whether the vLLM ``version`` the log names is older than ``bound`` (False if unknown)."""
     if not version:
         return False

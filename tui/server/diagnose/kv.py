@@ -34,21 +34,26 @@ from tui.server.diagnose.common import (
     floor2,
     make,
 )
-from tui.server.diagnose.reading import LogView, tolerant
+from tui.server.diagnose.reading import LogView, loose, tolerant
 
 _KV_TOO_SMALL: Final = tolerant(
-    r"max seq len \((?P<mml>\d+)\), \((?P<needed>[\d.]+) (?:GiB|GB) KV cache is needed, which is "
-    r"larger than the available KV cache memory \((?P<available>-?[\d.]+) (?:GiB|GB)\)\. "
-    r"(?:Based on the available memory, the estimated maximum model length is (?P<est>\d+)\.)?",
+    loose(
+        r"max seq len \((?P<mml>\d+)\), \((?P<needed>[\d.]+) (?:GiB|GB) KV cache is needed, "
+        r"which is larger than the available KV cache memory "
+        r"\((?P<available>-?[\d.]+) (?:GiB|GB)\)\. "
+        r"(?:Based on the available memory, the estimated maximum model length is (?P<est>\d+)\.)?"
+    ),
     "KV cache is needed",
 )
 _KV_TOO_SMALL_OLD: Final = tolerant(
-    r"The model's max seq len \((?P<mml>\d+)\) is larger than the maximum number of tokens that "
-    r"can be stored in KV cache \((?P<tokens>\d+)\)",
+    loose(
+        r"The model's max seq len \((?P<mml>\d+)\) is larger than the maximum number of tokens "
+        r"that can be stored in KV cache \((?P<tokens>\d+)\)"
+    ),
     "can be stored in KV cache",
 )
 _KV_SET: Final = tolerant(
-    r"(?P<how>Auto|Explicitly) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache",
+    loose(r"(?P<how>Auto|Explicitly) set \((?P<kv>[\d.]+)/(?P<total>[\d.]+)\) GiB for KV cache"),
     "GiB for KV cache",
 )
 GIB_ROUNDING: Final = 0.005  # format_gib rounds to 0.01 GiB (utils/mem_utils.py:30-31)
@@ -240,7 +245,7 @@ _NO_KV: Final = tolerant(
     "Cannot auto-fit max_model_len",
 )
 _AVAILABLE_KV: Final = tolerant(
-    r"Available KV cache memory: (?P<gib>-?[\d.]+) GiB", "Available KV cache memory"
+    loose(r"Available KV cache memory: (?P<gib>-?[\d.]+) GiB"), "Available KV cache memory"
 )
 
 

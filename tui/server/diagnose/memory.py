@@ -16,12 +16,15 @@ from typing import Any, Final
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.flags.humanint import format_human_bytes
 from tui.server.diagnose.common import GIB, MIB, effective_util, floor2, gib, make, positive_int
-from tui.server.diagnose.reading import LogView, tolerant
+from tui.server.diagnose.fit import Fit, fit
+from tui.server.diagnose.reading import LogView, loose, tolerant
 
 _FREE_GPU: Final = tolerant(
-    r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on "
-    r"startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
-    r"(?P<req>[\d.]+) GiB\)",
+    loose(
+        r"Free memory on device (?:(?P<dev>[a-z]+:\d+) )?\((?P<free>[\d.]+)/(?P<total>[\d.]+) "
+        r"GiB\) on startup is less than desired GPU memory utilization \((?P<util>[\d.]+), "
+        r"(?P<req>[\d.]+) GiB\)"
+    ),
     "desired GPU memory utilization",
 )
 _FREE_CPU: Final = tolerant(
@@ -139,8 +142,10 @@ _WEIGHTS_OOM: Final = tolerant(
 )
 _TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)", "Tried to allocate")
 _CAPACITY: Final = tolerant(
-    r"GPU (?P<gpu>\d+) has a total capac\w{0,3} of (?P<total>[\d.]+) (?P<tunit>GiB|MiB) of which "
-    r"(?P<free>[\d.]+) (?P<unit>GiB|MiB) is free",
+    loose(
+        r"GPU (?P<gpu>\d+) has a total capac\w{0,3} of (?P<total>[\d.]+) (?P<tunit>GiB|MiB) of "
+        r"which (?P<free>[\d.]+) (?P<unit>GiB|MiB|KiB) is free"
+    ),
     "total capac",
 )
 _CAPACITY_OLD: Final = tolerant(
@@ -170,25 +175,37 @@ _LOAD_FRAMES: Final = tolerant(
     "process_weights_after_loading",
     "repack",
 )
-# CUDA graph capture under way: the progress bar, the capture frames, the memory estimate
-# line (0.32 gpu_model_runner.py/gpu_worker.py); "Graph capturing finished" means it ended.
+# CUDA graph capture under way, in every wording: the progress bars ("Capturing CUDA graph
+# shapes", 0.6-0.10; "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 0.10+), the
+# start notices ("Capturing the model for CUDA graphs", 0.4-0.6 model_runner.py; "Capturing
+# cudagraphs for decoding", 0.6.4-0.10 V0 model_runner.py), the capture frames (V0
+# capture_model / graph_runner.capture, V1 _capture_cudagraphs, compilation/cuda_graph.py and
+# backends.py entering torch.cuda.graph, torch's graphs.py capture_end) and 0.32's estimate.
+# "Graph capturing finished" means it ended.
 _CAPTURE: Final = tolerant(
-    r"Capturing CUDA graphs?|in capture_model|in _capture_cudagraphs|cudagraph_capture|"
-    r"CUDA graph capture|in _dummy_run.{0,80}cudagraph",
-    "Capturing CUDA graph",
+    r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
+    r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
+    r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|"
+    r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture",
+    "Capturing",
     "capture_model",
     "_capture_cudagraphs",
     "cudagraph_capture",
     "CUDA graph capture",
     "cudagraph",
+    "capture_end",
+    "torch.cuda.graph(",
+    "cuda_graph.py",
+    "graph_runner.capture",
 )
 _CAPTURED: Final = tolerant(r"Graph capturing finished", "Graph capturing finished")
 # Not the loader's own "Loading weights took": quantized layers repack their weights after it
 # (process_weights_after_loading), still inside the weight load.
 _LOADED: Final = tolerant(
-    r"Loading model weights took|Model loading took|model weights took",
+    r"Loading model weights took|Model loading took|model weights took|model weights take",
     "weights took",
     "loading took",
+    "weights take",
 )
 
 
@@ -207,7 +224,8 @@ def oom_facts(log: LogView) -> dict[str, Any]:
     return facts
 
 
-def _weights_fixes(log: LogView) -> list[Fix]:
+def _legacy_weights_fixes(log: LogView) -> list[Fix]:
+    """Without the arithmetic (no model size or no GPU size in the log): the usual remedies."""
     tp = positive_int(log, "tensor_parallel_size")
     fixes = [
         Fix(title=f"Split the weights over {tp * 2} GPUs", set={"tensor_parallel_size": tp * 2})
@@ -217,29 +235,89 @@ def _weights_fixes(log: LogView) -> list[Fix]:
     return fixes
 
 
-def weights_oom(log: LogView) -> Diagnosis | None:
-    """The weights did not fit: 0.32's own message, or an OOM under the weight load."""
+def _weights_fixes(log: LogView, f: Fit) -> list[Fix]:
+    """Fixes that the arithmetic says can fit the weights: fewer bytes, or more GPUs here."""
+    if not f.known:
+        return _legacy_weights_fixes(log)
+    fixes: list[Fix] = []
+    if f.bytes_per_param >= 4 and f.fits(bytes_per_param=2):
+        fixes.append(
+            Fix(
+                title=f"Load the weights in float16 (half of the {f.weights_gib} GiB of float32)",
+                set={"dtype": "float16"},
+            )
+        )
+    if f.bytes_per_param >= 2 and log.value("quantization") is None and f.fits(bytes_per_param=1):
+        fixes.append(Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"}))
+    need = f.gpus_needed()
+    if need is not None and need > f.tensor_parallel_size and (f.gpus_on_box or 0) >= need:
+        fixes.append(
+            Fix(
+                title=f"Split the weights over {need} GPUs (this box has {f.gpus_on_box})",
+                set={"tensor_parallel_size": need},
+            )
+        )
+    return fixes
+
+
+def _weights_summary(f: Fit, tried: str) -> str:
+    if not f.known:
+        return "the model weights do not fit in GPU memory" + tried
+    head = (
+        f"the model weights do not fit in GPU memory: about {f.weights_gib} GiB per GPU "
+        f"({f.params_b:g}B parameters x {f.bytes_per_param:g} bytes"
+        + (f" / {f.tensor_parallel_size} GPUs" if f.tensor_parallel_size > 1 else "")
+        + f") against {f.gpu_gib} GiB"
+    )
+    if f.fits(bytes_per_param=1) or f.fits(bytes_per_param=2):
+        return head + "; fewer bytes per parameter fit"
+    need = f.gpus_needed()
+    where = (f"it needs {need} such GPUs" if need else "no number of such GPUs holds it") + (
+        f", this box shows {f.gpus_on_box}" if f.gpus_on_box is not None else ""
+    )
+    return (
+        head + f"; this model does not fit this GPU, even in fp8 ({where}); a lower "
+        "gpu_memory_utilization cannot help"
+    )
+
+
+def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
+    """0.32's own message, an OOM under the weight load, or one whose weights exceed the GPU."""
     found = log.find(_WEIGHTS_OOM, "not enough GPU memory")
+    if found is not None:
+        return found
+    oom = log.find(_CUDA_OOM)
+    if oom is None or log.find(_LOADED) is not None or _capturing(log):
+        return None  # the weights were loaded: whatever ran out, it was not them
+    if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
+        return oom
+    before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
+    return oom if _LOAD_FRAMES.search(before) else None
+
+
+def weights_oom(log: LogView) -> Diagnosis | None:
+    """The weights did not fit: 0.32's own message, an OOM under the weight load, or an OOM
+    where the log's own numbers put the weights above the GPU."""
+    f = fit(log)
+    found = _weights_found(log, f)
     if found is None:
-        oom = log.find(_CUDA_OOM)
-        if oom is None or log.find(_LOADED) is not None:
-            return None
-        before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
-        if not _LOAD_FRAMES.search(before):
-            return None
-        found = oom
+        return None
     facts = oom_facts(log)
     facts["tensor_parallel_size"] = positive_int(log, "tensor_parallel_size")
+    if f.known:
+        facts.update(
+            weights_gib_estimate=f.weights_gib,
+            gpu_gib=f.gpu_gib,
+            params_b=f.params_b,
+            bytes_per_param=f.bytes_per_param,
+        )
+    if f.gpus_on_box is not None:
+        facts["gpus_on_box"] = f.gpus_on_box
     tried = ""
     if "tried_to_allocate_gib" in facts:
         tried = f" (tried to allocate {facts['tried_to_allocate_gib']} GiB)"
     return make(
-        log,
-        "weights_oom",
-        "the model weights do not fit in GPU memory" + tried,
-        found[1],
-        facts,
-        _weights_fixes(log),
+        log, "weights_oom", _weights_summary(f, tried), found[1], facts, _weights_fixes(log, f)
     )
 
 
@@ -263,24 +341,56 @@ def lower_util_fix(log: LogView) -> Fix | None:
 
 
 def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
-    """Out of memory while capturing CUDA graphs: eager mode needs no graph memory."""
-    fixes = [
-        Fix(
-            title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
-            set={"enforce_eager": True},
+    """Out of memory while capturing CUDA graphs: eager mode needs no graph memory.
+
+    Not a lower gpu_memory_utilization: the graphs' memory is what ran out, and eager mode
+    (or fewer captured batch sizes, which a lower ``max_num_seqs`` caps) removes it.
+    """
+    fixes: list[Fix] = []
+    if log.value("enforce_eager") is not True:
+        fixes.append(
+            Fix(
+                title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
+                set={"enforce_eager": True},
+            )
         )
-    ]
-    util_fix = lower_util_fix(log)
-    if util_fix:
-        fixes.append(util_fix)
+    mns = log.value("max_num_seqs")
+    if isinstance(mns, int) and not isinstance(mns, bool) and mns > 1:
+        fixes.append(
+            Fix(
+                title=f"Lower max_num_seqs to {mns // 2} (fewer CUDA graph sizes to capture)",
+                set={"max_num_seqs": mns // 2},
+            )
+        )
     return make(
         log,
         "out_of_memory",
-        "the GPU ran out of memory capturing CUDA graphs; --enforce-eager skips them",
+        "the GPU ran out of memory capturing CUDA graphs; --enforce-eager skips them (a lower "
+        "gpu_memory_utilization is not the remedy: the graphs' memory is what ran out)",
         evidence,
         {**oom_facts(log), "stage": "cuda_graph_capture"},
         fixes,
     )
+
+
+_CAPTURE_FRAMES: Final = tolerant(
+    r"capture_end\(\)|in capture_end|in capture_model|in _capture_cudagraphs|"
+    r"torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture",
+    "capture_end",
+    "capture_model",
+    "_capture_cudagraphs",
+    "torch.cuda.graph(",
+    "graph_runner.capture",
+    "cudagraph_capture",
+)
+
+
+def _capturing(log: LogView) -> bool:
+    """The OOM struck while capturing: a capture frame in its traceback, or a capture begun
+    and never finished. Order-free on purpose: a log pasted newest line first works too."""
+    if log.find(_CAPTURE_FRAMES) is not None:
+        return True
+    return log.find(_CAPTURE) is not None and log.find(_CAPTURED) is None
 
 
 def out_of_memory(log: LogView) -> Diagnosis | None:
@@ -309,8 +419,7 @@ def out_of_memory(log: LogView) -> Diagnosis | None:
     found = log.find(_CUDA_OOM)
     if not found:
         return None
-    # Order-free on purpose: a log pasted newest line first has the OOM above the capture.
-    if log.find(_CAPTURE) is not None and log.find(_CAPTURED) is None:
+    if _capturing(log):
         return _capture_oom(log, found[1])
     util_fix = lower_util_fix(log)
     fixes = [util_fix] if util_fix else []

@@ -11,7 +11,11 @@ where it would follow and beat the fixed value):
 2. **Never what just failed.** A fix that sets every flag to the value the run already had
    (or to the value the log names as rejected) changes nothing and is dropped; so is a
    duplicate.
-3. **Checked, or saying it was not.** With a :data:`~tui.domain.diagnosis.FixChecker` and the
+3. **Never one the log shows cannot help.** A lower ``gpu_memory_utilization`` when the
+   weights alone do not fit the GPU (``weights_oom``) or the CUDA graphs' memory ran out;
+   ``--enforce-eager`` when the run was already eager; more GPUs than the box shows. Such a
+   fix is refused, with the reason, under ``facts["refused_fixes"]``.
+4. **Checked, or saying it was not.** With a :data:`~tui.domain.diagnosis.FixChecker` and the
    run's flags, each fix's flags go through the pre-flight check: a fix with problems is
    withheld (``facts["withheld_fixes"]``), the others are marked ``passed`` or, when the check
    cannot tell, ``not_checked`` with the reason.
@@ -162,10 +166,42 @@ def drop_what_failed(diagnosis: Diagnosis, log: LogView, fixes: list[Fix]) -> li
     return kept
 
 
+def _cannot_help(diagnosis: Diagnosis, log: LogView, fix: Fix) -> str | None:
+    """Why the log itself shows ``fix`` cannot make the start succeed (``None``: it can)."""
+    facts = diagnosis.facts
+    if "gpu_memory_utilization" in fix.set:
+        if diagnosis.kind == "weights_oom":
+            return "the weights alone do not fit the GPU: no utilization makes room for them"
+        if facts.get("stage") == "cuda_graph_capture":
+            return "the CUDA graphs' memory ran out, which the utilization does not size"
+    if fix.set.get("enforce_eager") is True and log.value("enforce_eager") is True:
+        return "the run was already eager (enforce_eager=True)"
+    tp = fix.set.get("tensor_parallel_size")
+    box = facts.get("gpus_on_box")
+    if isinstance(tp, int) and isinstance(box, int) and tp > box:
+        return f"tensor_parallel_size {tp} needs more GPUs than the {box} this box shows"
+    return None
+
+
+def refuse_what_cannot_help(
+    diagnosis: Diagnosis, log: LogView, fixes: list[Fix]
+) -> tuple[list[Fix], list[str]]:
+    """Rule 3: the fixes the log does not rule out, and the refused ones with their reason."""
+    kept: list[Fix] = []
+    refused: list[str] = []
+    for fix in fixes:
+        why = _cannot_help(diagnosis, log, fix)
+        if why is None:
+            kept.append(fix)
+        else:
+            refused.append(f"{fix.title}: {why}")
+    return kept, refused
+
+
 def check_fixes(
     fixes: list[Fix], flags: ServeFlags | None, check: FixChecker | None
 ) -> tuple[list[Fix], list[str]]:
-    """Rule 3: every fix passes the check or says why it was not checked; failures withheld."""
+    """Rule 4: every fix passes the check or says why it was not checked; failures withheld."""
     if check is None:
         note = "no pre-flight check was available"
         return [f.model_copy(update={"check_note": note}) for f in fixes], []
@@ -206,12 +242,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def finish(diagnosis: Diagnosis, log: LogView, check: FixChecker | None) -> Diagnosis:
-    """The diagnosis with its fixes held to the three rules."""
+    """The diagnosis with its fixes held to the four rules."""
     fixes = pass_through_removed(log, overrides_first(diagnosis, log))
     fixes = drop_what_failed(diagnosis, log, fixes)
     fixes = [fix for fix in fixes if not fix.is_empty]  # a fix always changes something
+    fixes, refused = refuse_what_cannot_help(diagnosis, log, fixes)
     offered, withheld = check_fixes(fixes, log.flags, check)
     facts = dict(diagnosis.facts)
+    if refused:
+        facts["refused_fixes"] = refused
     if withheld:
         facts["withheld_fixes"] = withheld
     return diagnosis.model_copy(update={"fixes": offered, "facts": facts})

@@ -180,6 +180,28 @@ def tolerant(pattern: str, *needles: str, flags: int = 0, ignore_case: bool = Tr
     return Tolerant(pattern, needles, flags, ignore_case)
 
 
+_LOOSE: Final = (
+    (re.compile(r"(?<![?\\])([,:;]) "), r"\1? "),  # first: not after a group's "(?"
+    (re.compile(r"\\\("), r"[(\\[]?"),
+    (re.compile(r"\\\)"), r"[)\\]]?"),
+    (re.compile(r"\\\.(?![*+?{])"), r"\\.?"),
+)
+
+
+def loose(pattern: str) -> str:
+    """``pattern`` with its punctuation optional: the numbers and words decide.
+
+    Text pasted through chat apps, markdown and terminals loses characters (a parenthesis,
+    a period, a quote or backtick turned into formatting, a comma); a pattern passed through
+    this keeps matching. Only the literal ``\\(``, ``\\)``, ``\\.`` and a ``,``, ``:`` or ``;``
+    before a space are loosened (not a group's ``(?:``); ``[\\d.]+`` stays a number.
+    """
+    out = pattern
+    for literal, lax in _LOOSE:
+        out = literal.sub(lax, out)
+    return out
+
+
 def group_text(match: re.Match[str], group: str = "text") -> str:
     """A captured group with its whitespace (wrapped lines, indents) folded to single spaces."""
     return " ".join((match.group(group) or "").split())
@@ -455,7 +477,8 @@ _DEFAULTS: Final = {s.name: s.vllm_default for s in flag_specs()}
 _NAMESPACE_DEFAULTS: Final = {"gpu_memory_utilization": 0.9, "block_size": 16, "max_num_seqs": 256}
 _NON_DEFAULT: Final = tolerant(r"non-default args: \{", "non-default args:")
 _NAMESPACE: Final = tolerant(r"args: Namespace\(", "Namespace(")
-_ENGINE_CONFIG: Final = tolerant(r"engine \(v?[\w.+-]+\) with config: ", "with config:")
+# "LLM engine (v0.4.0) with config:"; 0.2-0.3 named no version ("an LLM engine with config:").
+_ENGINE_CONFIG: Final = tolerant(r"engine (?:\(v?[\w.+-]+\) )?with config: ", "with config:")
 _VERSION: Final = tolerant(
     r"(?:vLLM API server version |engine \(v|LLM engine \(v|█ version )(?P<v>\d+\.\d+[\w.+-]*)"
 )

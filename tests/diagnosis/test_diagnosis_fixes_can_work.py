@@ -1,0 +1,124 @@
+"""Issue 31: a fix that, applied, can make the start succeed, never one the log rules out.
+
+The logs here are built from vLLM's own wordings (cited in the detectors' modules) with the
+numbers varied, so that the arithmetic, not a copy of one log, is what is checked.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tui.domain.flags.serve import ServeFlags
+from tui.server.diagnose import diagnose
+
+_TORCH_OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 500.00 MiB. GPU 0 has a "
+    "total capacity of {total} GiB of which 20.00 MiB is free."
+)
+_CAPTURE = (
+    'File "/x/torch/cuda/graphs.py", line 84, in capture_end\n    super().capture_end()\n'
+    "RuntimeError: CUDA error: out of memory\n"
+)
+
+
+def _load_oom(model: str, total: float, dtype: str = "auto") -> str:
+    return (
+        f"INFO 01-01 00:00:00 [api_server.py:1] non-default args: {{'model': '{model}', "
+        f"'dtype': '{dtype}'}}\n"
+        'File "/x/vllm/model_executor/model_loader/loader.py", line 1, in load_model\n'
+        + _TORCH_OOM.format(total=total)
+        + "\n"
+    )
+
+
+def test_a_70b_model_on_a_16gb_card_is_said_not_to_fit_with_the_arithmetic() -> None:
+    d = diagnose(_load_oom("meta-llama/Llama-2-70b-chat-hf", 15.57))
+    assert d.kind == "weights_oom"
+    assert d.fixes == []  # fp8 is 65 GiB, and the box shows no second GPU
+    assert d.facts["weights_gib_estimate"] > d.facts["gpu_gib"]
+    assert "does not fit this GPU" in d.summary and "15.57 GiB" in d.summary
+
+
+def test_a_7b_model_in_fp32_on_22_gib_gets_a_16_bit_dtype_first() -> None:
+    d = diagnose(_load_oom("Qwen/Qwen2.5-7B-Instruct", 22.0, dtype="float32"))
+    assert d.kind == "weights_oom"
+    assert d.fixes[0].set == {"dtype": "float16"}
+    assert all("gpu_memory_utilization" not in f.set for f in d.fixes)
+
+
+@pytest.mark.parametrize(("gpus", "offered"), [(1, False), (8, True)])
+def test_more_gpus_only_where_the_box_has_them(gpus: int, offered: bool) -> None:
+    listing = "".join(f"GPU {i}: NVIDIA A100-SXM4-80GB\n" for i in range(gpus))
+    d = diagnose(listing + _load_oom("meta-llama/Llama-3.1-70B-Instruct", 79.1))
+    tps = [f.set["tensor_parallel_size"] for f in d.fixes if "tensor_parallel_size" in f.set]
+    assert bool(tps) is offered
+    assert all(tp <= gpus for tp in tps)
+
+
+def test_a_graph_capture_oom_never_offers_a_lower_utilization() -> None:
+    d = diagnose(_CAPTURE)
+    assert d.facts["stage"] == "cuda_graph_capture"
+    assert [f.set for f in d.fixes] == [{"enforce_eager": True}]
+
+
+def test_eager_is_not_offered_to_a_run_that_was_eager_and_the_refusal_is_said() -> None:
+    flags = ServeFlags(model="m", enforce_eager=True, max_num_seqs=64)
+    d = diagnose(_CAPTURE, flags=flags)
+    assert [f.set for f in d.fixes] == [{"max_num_seqs": 32}]
+
+
+def test_a_utilization_fix_the_log_rules_out_is_refused_with_its_reason() -> None:
+    from tui.domain.diagnosis import Diagnosis, Fix
+    from tui.server.diagnose.policy import finish
+    from tui.server.diagnose.reading import LogView
+
+    raw = Diagnosis(
+        kind="weights_oom",
+        summary="s",
+        fixes=[
+            Fix(title="Lower gpu_memory_utilization to 0.8", set={"gpu_memory_utilization": 0.8})
+        ],
+    )
+    done = finish(raw, LogView("x", None, None), None)
+    assert done.fixes == []
+    assert "weights alone do not fit" in done.facts["refused_fixes"][0]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Worker proc VllmWorker-0 died unexpectedly (exit code: -9), shutting down", "SIGKILL"),
+        ("Worker VllmWorkerProcess pid 12 died, exit code: -4", "SIGILL"),
+        ("bash: line 1:  4242 Killed                  vllm serve m", "SIGKILL"),
+        ("Illegal instruction (core dumped)", "SIGILL"),
+    ],
+)
+def test_a_process_killed_by_the_host_is_named_by_its_signal(text: str, kind: str) -> None:
+    d = diagnose(text + "\n")
+    assert d.kind == "worker_killed" and d.facts["signal"] == kind
+
+
+def test_a_killed_worker_with_cpu_offload_gives_host_ram_back() -> None:
+    flags = ServeFlags(model="m", cpu_offload_gb=32)
+    d = diagnose("Killed\n", flags=flags)
+    assert [f.set for f in d.fixes] == [{"cpu_offload_gb": None}]
+
+
+@pytest.mark.parametrize(
+    "paste",
+    [
+        "max seq len (4096), (2.0 GiB KV cache is needed, which is larger than the available KV "
+        "cache memory (1.0 GiB). Based on the available memory, the estimated maximum model "
+        "length is 2048.",
+        "max seq len 4096), (2.0 GiB KV cache is needed which is larger than the available KV "
+        "cache memory 1.0 GiB Based on the available memory the estimated maximum model "
+        "length is 2048",
+        "max seq len [4096] [2.0 GiB KV cache is needed, which is larger than the available KV "
+        "cache memory [1.0 GiB]. Based on the available memory, the estimated maximum model "
+        "length is 2048.",
+    ],
+)
+def test_the_kv_line_is_read_by_its_numbers_not_its_punctuation(paste: str) -> None:
+    d = diagnose("ValueError: To serve at least one request with the model's " + paste + "\n")
+    assert d.kind == "kv_cache_too_small"
+    assert d.facts["estimated_max_model_len"] == 2048
