@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tui import __version__
 from tui.app import top as top_cli
+from tui.app.arg_types import nonnegative_float, positive_float
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
@@ -69,7 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
-        "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
+        "--sim-speed",
+        type=positive_float,
+        default=4.0,
+        help="demo: simulator time scale (default 4)",
     )
     parser.add_argument(
         "--sim-host",
@@ -90,7 +94,10 @@ def _parser() -> argparse.ArgumentParser:
         help="read the GPU from DCGM-exporter gauges at URL instead of local NVML",
     )
     parser.add_argument(
-        "--startup-timeout", type=float, default=900.0, help="seconds before a start is failed"
+        "--startup-timeout",
+        type=positive_float,
+        default=900.0,
+        help="seconds before a start is failed",
     )
     parser.add_argument(
         "--no-autostart",
@@ -155,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
-        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
+        "--grace", type=nonnegative_float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
     return parser
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tui.app.arg_types import positive_float, positive_int
 from tui.app.output import raw_stream
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
@@ -60,10 +61,14 @@ def add_sweep_parser(subparsers: Any) -> None:
     p.add_argument("--vllm", default="vllm", metavar="PATH", help="the vllm executable")
     p.add_argument("--gpus", help="GPUs to use, e.g. 0,1,2,3 (default: every visible one)")
     p.add_argument("--sim-gpu", help="demo: the simulated GPU (default: the spec's)")
-    p.add_argument("--sim-gpus", type=int, default=1, help="demo: simulated GPUs (lanes)")
-    p.add_argument("--sim-speed", type=float, default=4.0, help="demo: simulator time scale")
-    p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds per start")
-    p.add_argument("--max-starts", type=int, help="override the spec's budget of starts")
+    p.add_argument("--sim-gpus", type=positive_int, default=1, help="demo: simulated GPUs (lanes)")
+    p.add_argument(
+        "--sim-speed", type=positive_float, default=4.0, help="demo: simulator time scale"
+    )
+    p.add_argument(
+        "--startup-timeout", type=positive_float, default=900.0, help="seconds per start"
+    )
+    p.add_argument("--max-starts", type=positive_int, help="override the spec's budget of starts")
     p.add_argument("--result-dir", type=Path, help="auto_tune: where result.txt goes")
     p.add_argument(
         "--ray",
@@ -76,7 +81,7 @@ def add_sweep_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--ray-gpus",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="GPUs a local Ray instance declares (simulated in --demo; default: Ray's count)",
     )

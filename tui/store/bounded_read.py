@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from tui.domain.errors import VtcError
-from tui.store.regular_file import read_regular_bytes
+from tui.store.regular_file import open_regular, read_regular_bytes
 
 MAX_DEPTH = 64
 """JSON nesting a file of vtc's may have (a profile is 6 deep; a result file 4)."""
@@ -201,3 +201,20 @@ def cut_torn_tail(path: str | os.PathLike[str], what: str = "journal") -> int | 
     if lines.torn_at is not None:
         os.truncate(path, lines.torn_at)
     return lines.torn_at
+
+
+def require_regular_file(path: str | os.PathLike[str], what: str = "file") -> None:
+    """Refuse now, with one line, a ``path`` that is missing or not a regular file.
+
+    For a file named on a command line and read later (a server's log): a FIFO given as
+    ``--attach-log`` must be refused before anything waits on it.
+    """
+    try:
+        with open_regular(path):
+            pass
+    except FileNotFoundError:
+        raise _refuse(what, path, "no such file") from None
+    except OSError as exc:
+        raise _refuse(what, path, exc.strerror or type(exc).__name__) from None
+    except ValueError as exc:
+        raise _refuse(what, path, str(exc)) from None

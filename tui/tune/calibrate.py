@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import errno
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -49,9 +49,11 @@ from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import fit_best, resolved_batch
 from tui.sim.twin_polish import POLISH_EVALS
+from tui.store.bounded_read import UntrustedFileError, json_object, parse_json, read_json_lines
 from tui.store.private import private_dir
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
+from tui.tune.lock import SweepLock
 
 MIN_LOADS = 3
 """Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
@@ -103,15 +105,25 @@ def journal_path(data_dir: Path, name: str) -> Path:
 
 
 def read_journal(path: Path, flags: ServeFlags) -> dict[str, JournalLine]:
-    """Finished loads of an earlier run of the same command (others: ignored)."""
+    """Finished loads of an earlier run of the same command (others: ignored).
+
+    Read in whole records (:func:`tui.store.bounded_read.read_json_lines`); a last line
+    torn by a kill is cut off the file here, so the next record starts on a line of its own.
+    """
     done: dict[str, JournalLine] = {}
     if not path.exists():
         return done
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    try:
+        journal = read_json_lines(path, what="calibration journal")
+    except UntrustedFileError as exc:
+        raise CalibrationError(exc.message, hint="run it again with --fresh") from None
+    if journal.torn_at is not None:
+        os.truncate(path, journal.torn_at)
+    for record in journal.records:
         try:
-            line = JournalLine.model_validate_json(raw)
+            line = JournalLine.model_validate(record)
         except ValueError:
-            continue  # a line cut by a crash, or another schema
+            continue  # another schema
         if _command(line.sample.flags) == _command(flags):
             done[line.name] = line
     return done
@@ -123,12 +135,31 @@ def _command(flags: ServeFlags) -> ServeFlags:
 
 
 def _append(path: Path, line: JournalLine) -> None:
+    """``line`` appended as one whole record: one ``write`` of the line and its newline."""
     private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    with open(fd, "a", encoding="utf-8") as fh:
-        fh.write(line.model_dump_json() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    record = (line.model_dump_json() + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            written = os.write(fd, record)
+            if written != len(record):  # a full disk: cut what went in, keep the file whole
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise CalibrationError(
+            f"cannot write the calibration journal {path}: {exc.strerror or exc}",
+            hint="the loads journaled so far are kept; free space and run it again",
+        ) from None
+
+
+def calibration_lock(data_dir: Path, name: str) -> SweepLock:
+    """The lock of calibration ``name``: one process measures a name at a time."""
+    return SweepLock(
+        journal_path(data_dir, name).with_suffix(".lock"), sweep_id=name, kind="calibration"
+    )
 
 
 async def server_facts(target: CalibrationTarget) -> ServerFacts:
@@ -136,11 +167,14 @@ async def server_facts(target: CalibrationTarget) -> ServerFacts:
     url = target.base_url
     async with target.client() as client:
         try:
-            models = json.loads(await fetch_page(client, f"{url}/v1/models"))["data"][0]
-            version = json.loads(await fetch_page(client, f"{url}/version")).get("version", "")
+            models = parse_json(await fetch_page(client, f"{url}/v1/models"))["data"][0]
+            version = json_object(
+                parse_json(await fetch_page(client, f"{url}/version")), "/version"
+            ).get("version", "")
+            models = json_object(models, "/v1/models' first model")
             page = await fetch_page(client, f"{url}/metrics")
         except (ScrapeError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise CalibrationError(f"cannot read the server at {url}: {exc}") from exc
+            raise CalibrationError(f"cannot read the server at {url}: {exc}") from None
     families = await asyncio.to_thread(parse_families, page)
     labels: dict[str, str] = {}
     sim = None
@@ -225,7 +259,11 @@ class Calibration:
     polish_evals: int = POLISH_EVALS  # twin runs of every load the fit's last step may take
 
     async def run(self, on_progress: ProgressSink | None = None) -> Profile:
-        """Measure, fit and save; the saved profile."""
+        """Measure, fit and save under the name's lock; the saved profile."""
+        with calibration_lock(self.data_dir, self.name):
+            return await self._run(on_progress)
+
+    async def _run(self, on_progress: ProgressSink | None) -> Profile:
         facts = await server_facts(self.target)
         flags = self.target.flags
         path = journal_path(self.data_dir, self.name)
