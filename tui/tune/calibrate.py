@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -50,7 +49,7 @@ from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import fit_best, resolved_batch
 from tui.sim.twin_polish import POLISH_EVALS
 from tui.store.bounded_read import UntrustedFileError, json_object, parse_json, read_json_lines
-from tui.store.private import private_dir
+from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
 from tui.tune.lock import SweepLock
@@ -135,24 +134,11 @@ def _command(flags: ServeFlags) -> ServeFlags:
 
 
 def _append(path: Path, line: JournalLine) -> None:
-    """``line`` appended as one whole record: one ``write`` of the line and its newline."""
-    private_dir(path.parent)
-    record = (line.model_dump_json() + "\n").encode("utf-8")
+    """``line`` appended as one whole record (a full disk: one line, the journal whole)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            written = os.write(fd, record)
-            if written != len(record):  # a full disk: cut what went in, keep the file whole
-                os.ftruncate(fd, os.fstat(fd).st_size - written)
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        raise CalibrationError(
-            f"cannot write the calibration journal {path}: {exc.strerror or exc}",
-            hint="the loads journaled so far are kept; free space and run it again",
-        ) from None
+        append_records(path, [line.model_dump_json()], "calibration journal")
+    except JournalWriteError as exc:
+        raise CalibrationError(exc.message, hint=exc.hint) from None
 
 
 def calibration_lock(data_dir: Path, name: str) -> SweepLock:
