@@ -295,6 +295,11 @@ def _planned_path(args: argparse.Namespace, model: ServedModel, spec: LoadSpec) 
     )
 
 
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` from outside as one printed field: at most ``limit`` characters."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 async def run_async(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The bench run itself; see :func:`run_bench`."""
     options = _options(args)
@@ -304,7 +309,9 @@ async def run_async(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     api_key = resolve_api_key(None)
     model = await find_model(base, api_key, args.model, credential)
     if args.model is None:
-        out.write(f"First model name: {model.name}, first model id: {model.root}\n")
+        # ids from the server, shown at most 200 characters each (a 1 MiB id is no line)
+        name, root = _shown(model.name), _shown(model.root)
+        out.write(f"First model name: {name}, first model id: {root}\n")
     collect_text = bool(args.save_detailed)
     tokenizer, tokenizer_name = load_tokenizer(model.root, args.tokenizer)
     prompts = file_prompts(args, tokenizer)
@@ -354,7 +361,7 @@ def _describe(
                 f"Shared prefix: {spec.prefix_len} of ~{total + specials} prompt tokens; "
                 f"expected prefix-cache hit rate {hit:.1f}% with block size {block}\n"
             )
-    out.write(f"Tokenizer: {name}\n")
+    out.write(f"Tokenizer: {_shown(name)}\n")
     out.write(f"Traffic request rate: {spec.request_rate}\n")
     out.write(
         f"Burstiness factor: {spec.burstiness} "

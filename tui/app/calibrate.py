@@ -20,15 +20,17 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from tui.app.arg_types import positive_float
 from tui.domain.calibration import Progress, design
 from tui.domain.errors import VtcError
 from tui.domain.flags.validation import serve_command
 from tui.domain.inert import inert
 from tui.domain.profile import Profile
-from tui.modes.calibrate import attached, launched
+from tui.modes.calibrate import AttachedTarget, LaunchedTarget, attached, launched
+from tui.store.bounded_read import require_regular_file
 from tui.store.history import default_data_dir
 from tui.store.profiles import check_name
-from tui.tune.calibrate import Calibration, CalibrationTarget
+from tui.tune.calibrate import Calibration
 
 DEFAULT_BUDGET_S = 300.0
 
@@ -55,12 +57,12 @@ def add_calibrate_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=float,
+        type=positive_float,
         default=DEFAULT_BUDGET_S,
         metavar="SECONDS",
         help=f"the most the loads may take (default {DEFAULT_BUDGET_S:g})",
     )
-    p.add_argument("--scale", type=float, default=1.0, help="requests per load, x this")
+    p.add_argument("--scale", type=positive_float, default=1.0, help="requests per load, x this")
     p.add_argument(
         "--passes",
         type=int,
@@ -73,7 +75,10 @@ def add_calibrate_parser(subparsers: Any) -> None:
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")
     p.add_argument("--fresh", action="store_true", help="ignore an earlier run's journal")
     p.add_argument(
-        "--startup-timeout", type=float, default=900.0, help="seconds before a launch fails"
+        "--startup-timeout",
+        type=positive_float,
+        default=900.0,
+        help="seconds before a launch fails",
     )
 
 
@@ -106,7 +111,7 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
     data_dir = default_data_dir()
     tty = out.isatty()
 
-    async def measure(target: CalibrationTarget) -> Profile:
+    async def measure(target: AttachedTarget | LaunchedTarget) -> Profile:
         limit = target.flags.max_model_len or 4096
         loads = design(limit, args.scale, passes=args.passes)
         run = Calibration(
@@ -117,6 +122,7 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
             budget_s=args.budget,
             device=args.device,
             fresh=args.fresh,
+            runner=target.load_runner,
         )
         return await run.run(lambda p: _show(out, p, tty))
 
@@ -126,7 +132,11 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
     # `vtc --vllm PATH calibrate ...` and `vtc calibrate --vllm PATH ...` both name it.
     vllm = args.calibrate_vllm if args.calibrate_vllm != "vllm" else getattr(args, "vllm", "vllm")
     async with launched(
-        vllm, command.flags, data_dir, startup_timeout_s=args.startup_timeout
+        vllm,
+        command.flags,
+        data_dir,
+        startup_timeout_s=args.startup_timeout,
+        secrets=command.env,
     ) as target:
         return await measure(target)
 
@@ -144,6 +154,8 @@ def run_calibrate_command(
         return 2
     try:
         check_name(args.name)
+        if args.attach_log is not None:  # a FIFO, a device, a folder: refused before any wait
+            require_regular_file(args.attach_log, "--attach-log")
     except VtcError as exc:
         print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ from typing import Any
 
 from tui import __version__
 from tui.app import top as top_cli
+from tui.app.arg_types import nonnegative_float, positive_float
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
@@ -92,7 +93,10 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's simulated machine (and the twin's profile)."""
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
-        "--sim-speed", type=float, default=4.0, help="demo: simulator time scale (default 4)"
+        "--sim-speed",
+        type=positive_float,
+        default=4.0,
+        help="demo: simulator time scale (default 4)",
     )
     parser.add_argument(
         "--sim-host",
@@ -117,7 +121,10 @@ def _add_watch_arguments(parser: argparse.ArgumentParser) -> None:
         help="read the GPU from DCGM-exporter gauges at URL instead of local NVML",
     )
     parser.add_argument(
-        "--startup-timeout", type=float, default=900.0, help="seconds before a start is failed"
+        "--startup-timeout",
+        type=positive_float,
+        default=900.0,
+        help="seconds before a start is failed",
     )
     parser.add_argument(
         "--no-autostart",
@@ -189,7 +196,7 @@ def add_stop_parser(sub: Any) -> None:
     )
     stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
-        "--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL"
+        "--grace", type=nonnegative_float, default=10.0, help="seconds between SIGTERM and SIGKILL"
     )
 
 

@@ -19,17 +19,42 @@ from typing import Any, TextIO
 
 from tui.domain.inert import inert_lines
 
+LINE_LIMIT = 64 * 1024
+"""The most characters one printed line may have; the rest of it is cut with a mark. Far
+above any line vtc makes itself (a ``vtc runs --json`` record is a few KiB), far below what
+a 1 MiB model id from a server would make of a line."""
+CUT_MARK = " [vtc: line cut]"
+
 
 class InertWriter:
-    """A text stream that cleans what it is given and passes it on to ``raw``."""
+    """A text stream that cleans what it is given, bounds each line to :data:`LINE_LIMIT`
+    characters (over any number of writes) and passes it on to ``raw``."""
 
-    def __init__(self, raw: TextIO) -> None:
+    def __init__(self, raw: TextIO, line_limit: int = LINE_LIMIT) -> None:
         self.raw = raw
+        self._limit = line_limit
+        self._column = 0  # characters of the current line written so far
 
     def write(self, text: str) -> int:
         """Write ``text`` made inert; returns the length given, as ``TextIO.write`` does."""
-        self.raw.write(inert_lines(text))
+        self.raw.write(self._bounded(inert_lines(text)))
         return len(text)
+
+    def _bounded(self, text: str) -> str:
+        pieces = text.split("\n")
+        out: list[str] = []
+        for i, piece in enumerate(pieces):
+            if i:
+                out.append("\n")
+                self._column = 0
+            room = self._limit - self._column
+            if len(piece) <= room:
+                out.append(piece)
+                self._column += len(piece)
+            elif room > 0:  # the line goes over here: the mark, then nothing till its end
+                out.append(piece[:room] + CUT_MARK)
+                self._column = self._limit
+        return "".join(out)
 
     def writelines(self, lines: Any) -> None:
         """Write each of ``lines``."""

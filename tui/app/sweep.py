@@ -23,12 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from tui.app.arg_types import positive_float, positive_int
 from tui.app.output import raw_stream
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
 from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
+from tui.load.result_file import strict_json
 from tui.modes.cluster import NO_RAY
 from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
@@ -60,10 +62,14 @@ def add_sweep_parser(subparsers: Any) -> None:
     p.add_argument("--vllm", default="vllm", metavar="PATH", help="the vllm executable")
     p.add_argument("--gpus", help="GPUs to use, e.g. 0,1,2,3 (default: every visible one)")
     p.add_argument("--sim-gpu", help="demo: the simulated GPU (default: the spec's)")
-    p.add_argument("--sim-gpus", type=int, default=1, help="demo: simulated GPUs (lanes)")
-    p.add_argument("--sim-speed", type=float, default=4.0, help="demo: simulator time scale")
-    p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds per start")
-    p.add_argument("--max-starts", type=int, help="override the spec's budget of starts")
+    p.add_argument("--sim-gpus", type=positive_int, default=1, help="demo: simulated GPUs (lanes)")
+    p.add_argument(
+        "--sim-speed", type=positive_float, default=4.0, help="demo: simulator time scale"
+    )
+    p.add_argument(
+        "--startup-timeout", type=positive_float, default=900.0, help="seconds per start"
+    )
+    p.add_argument("--max-starts", type=positive_int, help="override the spec's budget of starts")
     p.add_argument("--result-dir", type=Path, help="auto_tune: where result.txt goes")
     p.add_argument(
         "--ray",
@@ -76,7 +82,7 @@ def add_sweep_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--ray-gpus",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="GPUs a local Ray instance declares (simulated in --demo; default: Ray's count)",
     )
@@ -235,6 +241,18 @@ def stop_on_signals(run: SweepRun) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
+def _write_output(path: Path, text: str, what: str) -> None:
+    """``text`` into ``path`` (its folder made), or one line saying why not (a full disk)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SetupError(
+            f"cannot write {what} to {path}: {exc.strerror or exc}",
+            hint="the trials are kept in the sweep's journal: the same command prints them again",
+        ) from None
+
+
 def _outputs(
     final: SweepStatus,
     spec: SweepSpec,
@@ -252,11 +270,11 @@ def _outputs(
         verdict = "meets the SLOs" if best.slo_met else "MISSES the SLOs"
         print(f"best (trial {best.index}, {verdict}): {best.flags.command_line()}", file=out)
     if args.json is not None:
-        args.json.write_text(json.dumps(sweep_json(final, spec), indent=2) + "\n", encoding="utf-8")
+        document = json.dumps(strict_json(sweep_json(final, spec)), indent=2, allow_nan=False)
+        _write_output(args.json, document + "\n", "the sweep's JSON")
         print(f"json: {args.json}", file=out)
     if spec.strategy == "auto_tune":
         folder = args.result_dir or data_dir / "auto-benchmark" / f"{started:%Y_%m_%d_%H_%M}"
-        folder.mkdir(parents=True, exist_ok=True)
         version = "vtc-sim (vLLM 0.32.0 API)" if args.demo else f"vllm at {args.vllm}"
-        (folder / "result.txt").write_text(result_txt(final, spec, version), encoding="utf-8")
+        _write_output(folder / "result.txt", result_txt(final, spec, version), "result.txt")
         print(f"result file: {folder / 'result.txt'}", file=out)

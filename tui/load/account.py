@@ -156,10 +156,10 @@ class StreamRecorder:
             # Non-empty choices (the text may be empty): a token chunk.
             self._keep(_choice_text(choices[0], self.endpoint))
             return 1
-        if usage := data.get("usage"):
-            self.rec.output_tokens = int(usage.get("completion_tokens") or 0)
-            if (prompt_tokens := usage.get("prompt_tokens")) is not None:
-                self.rec.prompt_len = int(prompt_tokens)
+        if isinstance(usage := data.get("usage"), dict):
+            self.rec.output_tokens = _count(usage.get("completion_tokens")) or 0
+            if (prompt_tokens := _count(usage.get("prompt_tokens"))) is not None:
+                self.rec.prompt_len = prompt_tokens
         if isinstance(metrics := data.get("metrics"), dict):
             # vLLM 0.33 sends them on the final usage chunk only (bench serve's
             # _update_server_metrics, benchmarks/lib/endpoint_request_func.py:109-125).
@@ -175,11 +175,28 @@ class StreamRecorder:
         )
 
 
+MAX_SERVER_MS = 1e9
+"""The most milliseconds a server-reported time may be (11 days): more is no measurement."""
+
+
 def _seconds(value: object) -> float | None:
-    """Milliseconds from the server as seconds; anything not a number is ``None``."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value / 1000.0
-    return None
+    """Milliseconds from the server as seconds; ``None`` for anything not a plausible time:
+    not a number, ``nan``/``inf``, negative, or past :data:`MAX_SERVER_MS` (a 400-digit
+    integer too: it is compared, never divided, so no ``OverflowError``)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    if not (0 <= value <= MAX_SERVER_MS):  # False for nan
+        return None
+    return float(value) / 1000.0
+
+
+def _count(value: object) -> int | None:
+    """A token count from the server; ``None`` unless a whole number from 0 to 2**31."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not (0 <= value <= 2**31) or value != int(value):  # nan fails the first test
+        return None
+    return int(value)
 
 
 def _payload_text(payload: bytes, endpoint: Endpoint) -> str:

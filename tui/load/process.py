@@ -41,7 +41,40 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class LoadProcessError(LoadError):
-    """The load process ended without a result, or said something that is not a line."""
+    """The load process ended without a result, or said something that is not a line.
+
+    ``partial``: what it had measured when it died (from its last progress line), so the
+    run is recorded as a failed load with its counts instead of being lost.
+    """
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, partial: BenchResult | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.partial = partial
+
+
+def measured_before_death(
+    spec: LoadSpec, progress: LoadProgress | None, why: str
+) -> BenchResult | None:
+    """A partial, failed result from the last progress line of a worker that died: the
+    requests done, failed and cut, the seconds it ran, ``why`` as its error. The progress's
+    rolling rates and percentiles are not bench serve's statistics: left out, not faked."""
+    if progress is None:
+        return None
+    cut = progress.in_flight
+    done = progress.done
+    return BenchResult(
+        duration=progress.elapsed,
+        completed=done,
+        failed=progress.failed + cut,
+        request_throughput=done / progress.elapsed if progress.elapsed > 0 else 0.0,
+        num_prompts=progress.total,
+        endpoint=spec.endpoint,
+        cancelled=True,
+        not_sent=max(0, progress.total - done - progress.failed - cut),
+        errors=[why],
+    )
 
 
 class ProcessLoadRunner:
@@ -139,6 +172,13 @@ class ProcessLoadRunner:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         tail: deque[str] = deque(maxlen=STDERR_LINES)
         errors = asyncio.create_task(_collect(proc.stderr, tail))
+        seen: list[LoadProgress] = []  # the last progress line: what a killed worker measured
+
+        def progressed(progress: LoadProgress) -> None:
+            seen[:] = [progress]
+            if on_progress is not None:
+                on_progress(progress)
+
         try:
             proc.stdin.write(job.model_dump_json().encode() + b"\n")
             if self._cancelled:  # cancel() came while the process was being started
@@ -147,7 +187,7 @@ class ProcessLoadRunner:
         except (BrokenPipeError, ConnectionResetError):
             pass  # it died at once: its exit code and stderr say why, below
         try:
-            answer = await _read_answer(proc.stdout, on_progress)
+            answer = await _read_answer(proc.stdout, progressed)
             code = await proc.wait()
             await errors  # the worker is gone: its stderr ends
         finally:
@@ -157,7 +197,9 @@ class ProcessLoadRunner:
         if isinstance(answer, ErrorLine):
             raise LoadError(answer.message, hint=answer.hint or None)
         said = f": {tail[-1]}" if tail else ""
-        raise LoadProcessError(f"the load process exited with code {code} and no result{said}")
+        why = f"the load process exited with code {code} and no result{said}"
+        last = seen[0] if seen else None
+        raise LoadProcessError(why, partial=measured_before_death(job.spec, last, why))
 
     async def cancel(self) -> None:
         """Cut every stream of the running load; wait for its partial result to be read.

@@ -30,6 +30,7 @@ serve's ``errors`` is per request), ``client_input_tokens``, ``client_cpu_s``,
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -213,6 +214,18 @@ def _server_times(records: Sequence[RequestRecord]) -> dict[str, list[float | No
     }
 
 
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float (``nan``, ``inf``) as ``None``, so that
+    ``json.dumps(..., allow_nan=False)`` writes it (what ``json.loads`` of any reader takes)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
 def result_path(
     *,
     result_dir: str | None,
@@ -258,7 +271,8 @@ def save(data: dict[str, Any], path: Path, fallback_dir: Path) -> tuple[Path, st
     disk), the same file name is tried in ``fallback_dir``; only when both fail does this
     raise :class:`ResultPathError`.
     """
-    text = json.dumps(data)
+    # Strict JSON (RFC 8259 has no NaN/Infinity): a statistic that is not finite is null.
+    text = json.dumps(strict_json(data), allow_nan=False)
     try:
         _write(path, text)
         return path, None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +24,7 @@ from tui.domain.credentials import Credentials
 from tui.domain.events import Failed, Ready
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.url_credentials import UrlCredential, split_url
+from tui.load.runner import LoadRunner
 from tui.modes import adapters
 from tui.modes.common import free_port
 from tui.modes.options import SetupError
@@ -32,6 +33,7 @@ from tui.server.attached import attach_url
 from tui.server.attached_config import AttachedConfigReader
 from tui.server.launched import LaunchedServer
 from tui.server.log_excerpt import log_text
+from tui.store.bounded_read import UntrustedFileError, require_regular_file
 from tui.tune.calibrate import CalibrationError
 
 
@@ -48,6 +50,10 @@ class AttachedTarget:
     def client(self) -> httpx.AsyncClient:
         """A client with the console's credentials."""
         return local_client(self.credentials, url_credential=self.credential)
+
+    def load_runner(self) -> LoadRunner:
+        """The loads' engine, sending the same credentials as :meth:`client`."""
+        return calibration_runner(self.credentials, self.credential)
 
     def log_text(self) -> str:
         """The named startup log's head and tail ("" without one)."""
@@ -72,13 +78,30 @@ class LaunchedTarget:
         """A client with the server's key."""
         return local_client(self.credentials)
 
+    def load_runner(self) -> LoadRunner:
+        """The loads' engine, sending the server's key."""
+        return calibration_runner(self.credentials, None)
+
     def log_text(self) -> str:
         """Its log file so far."""
         return log_text(self.server.log_path)
 
 
+def calibration_runner(credentials: Credentials, credential: UrlCredential | None) -> LoadRunner:
+    """``vtc bench``'s engine with the one credential rule: the key every page read sends
+    (the serve line's ``--api-key`` > ``VLLM_API_KEY`` > ``OPENAI_API_KEY``) goes with
+    every load request too."""
+    return LoadRunner(client="vtc-bench", api_key=credentials.api_key, credential=credential)
+
+
 async def attached(url: str, log_path: Path | None) -> AttachedTarget:
-    """The server at ``url`` (its flags read as ``vtc --attach`` reads them)."""
+    """The server at ``url`` (its flags read as ``vtc --attach`` reads them); ``log_path``
+    refused at once unless it is a regular file (a FIFO would be waited on)."""
+    if log_path is not None:
+        try:
+            require_regular_file(log_path, "--attach-log")
+        except UntrustedFileError as exc:
+            raise SetupError(exc.message) from None
     base, credential = split_url(attach_url(url))
     credentials = Credentials.from_env(dict(os.environ))
     reader = AttachedConfigReader(
@@ -90,9 +113,17 @@ async def attached(url: str, log_path: Path | None) -> AttachedTarget:
 
 @asynccontextmanager
 async def launched(
-    vllm: str, flags: ServeFlags, data_dir: Path, *, startup_timeout_s: float
+    vllm: str,
+    flags: ServeFlags,
+    data_dir: Path,
+    *,
+    startup_timeout_s: float,
+    secrets: Mapping[str, str] | None = None,
 ) -> AsyncIterator[LaunchedTarget]:
-    """``vllm serve`` with ``flags`` on this machine, ready; stopped on the way out."""
+    """``vllm serve`` with ``flags`` on this machine, ready; stopped on the way out.
+
+    ``secrets``: those taken out of the serve line (``--api-key`` as ``VLLM_API_KEY``): the
+    server gets them in its environment, the page reads and loads send them."""
     resolved = shutil.which(vllm)
     if resolved is None:
         raise SetupError(
@@ -100,7 +131,7 @@ async def launched(
             hint="pass --vllm PATH, or run `vtc setup-cpu-vllm` for the CPU build",
         )
     env = dict(os.environ)
-    credentials = Credentials.from_env(env)
+    credentials = Credentials.from_env(env, command_line=secrets)
     nvml = adapters.local_gpu(resolved)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     server_env = {**credentials.server_env(), "VLLM_SERVER_DEV_MODE": "1"}

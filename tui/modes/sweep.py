@@ -80,17 +80,18 @@ class SweepMode:
         return options.data_dir or default_data_dir()
 
     def twin(self, options: ConsoleOptions) -> Twin | None:
-        """The twin-first strategy's twin: the demo's own catalogue GPU (the simulator's
-        model, scaled to its runs), or the spec's ``[twin] profile`` from the data dir;
+        """The twin-first strategy's twin: the spec's ``[twin] profile`` from the data dir
+        (a missing one refused, in --demo too), else the demo's own catalogue GPU (the
+        simulator's model, scaled to its runs);
         ``None`` for other strategies, or to let it calibrate a cold profile on its first
         start."""
         if self.spec.strategy != "twin":
             return None
-        if options.demo:
+        if self.spec.twin.profile is None:  # a named profile is used in --demo too, or refused
+            if not options.demo:
+                return None
             gpu = options.sim_gpu or self.spec.sim_gpu or DEFAULT_GPU
             return catalogue_twin(gpu, self.spec.goodput_slos())
-        if self.spec.twin.profile is None:
-            return None
         profile = load_profile(self.spec.twin.profile, self.data_dir(options))
         key = OBJECTIVE_KEYS[self.spec.objective]
         return ProfileTwin(profile, objective_key=key, model=self.spec.base.model)

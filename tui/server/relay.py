@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
-from tui.domain.secret_names import MIN_SECRET_LEN, SECRET_NAME
+from tui.domain.secret_names import MIN_SECRET_LEN, SECRET_NAME, secret_parts
 from tui.server.logbuffer import clean_line, redact
 from tui.store.private import open_private_append_bytes
 
@@ -40,8 +40,11 @@ CUT_MARK = " [vtc: line cut at 1 MiB]"
 
 
 def secrets_from_env(env: Mapping[str, str]) -> list[str]:
-    """The values to redact from log lines: those of secret-named variables in ``env``."""
-    return [v for k, v in env.items() if SECRET_KEY.search(k) and len(v) >= MIN_SECRET_LEN]
+    """The values to redact from log lines: those of secret-named variables in ``env``, and
+    the secret parts of any value shaped like one (a URL's password, a DSN's)."""
+    named = [v for k, v in env.items() if SECRET_KEY.search(k) and len(v) >= MIN_SECRET_LEN]
+    shaped = [p for v in env.values() for p in secret_parts(v)]
+    return list(dict.fromkeys([*named, *shaped]))
 
 
 def read_lines(source: BinaryIO, limit: int = LINE_LIMIT) -> Iterable[bytes]:

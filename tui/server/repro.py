@@ -13,8 +13,9 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from tui.domain.flags.secrets import is_secret_name, scrub_secret_args
+from tui.domain.flags.secrets import scrub_secret_args
 from tui.domain.results import Reproduction
+from tui.domain.secret_names import holds_secret
 from tui.domain.telemetry import GpuSample
 
 #: Inherited variables that change what vLLM, PyTorch, CUDA or the Hub client do. Variables
@@ -97,7 +98,7 @@ def capture_reproduction(
     for name in sorted(merged):
         if name in IGNORED:
             continue
-        if is_secret_name(name):
+        if holds_secret(name, merged[name]):  # by name or by value (https://u:p@host)
             if name not in secrets:
                 secrets.append(name)
         else:

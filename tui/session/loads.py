@@ -106,8 +106,12 @@ class LoadService:
         try:
             result = await self.run(spec, base_url=base_url, model=model, goodput=goodput)
         except VtcError as exc:
-            watch.end_load(None)
-            self._emit(LoadFinished(None, error=exc.one_line()))
+            partial = getattr(exc, "partial", None)  # a killed worker: what it measured
+            if isinstance(partial, BenchResult):
+                await keep(LoadRecorded(partial, spec, watch.end_load(partial)))
+            else:
+                watch.end_load(None)
+            self._emit(LoadFinished(partial, error=exc.one_line()))
             return None
         await keep(LoadRecorded(result, spec, watch.end_load(result)))
         self._emit(LoadFinished(result))

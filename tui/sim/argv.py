@@ -28,12 +28,14 @@ from tui.domain.flags.config_yaml import ConfigYamlError, load_config_mapping, v
 from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.flags.vllm_tables import series
 from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import (
     DEFAULT_SIM_VLLM_VERSION,
     RUNNER_V2_ENV,
     SIM_HOSTS,
+    SIM_VLLM_VERSIONS,
     check_sim_version,
     uses_model_runner_v2,
 )
@@ -295,6 +297,7 @@ def split_sim_options(
     if "--sim-profile" in raw:
         try:
             profile = load_profile(raw["--sim-profile"])
+            version = profile_version(profile, version, "--sim-vllm-version" in raw)
         except ProfileError as exc:
             raise ArgvError(f"argument --sim-profile: {exc.one_line()}") from exc
     fixed = _fixed_timing(raw)
@@ -302,6 +305,32 @@ def split_sim_options(
         gpu, num_gpus, speed, used, seed, fixed, version, host, runner_v2, profile=profile
     )
     return options, rest
+
+
+def profile_version(profile: Profile, version: str, named: bool) -> str:
+    """The vLLM version the simulator speaks with ``profile``: the one it was fitted on.
+
+    A profile of a version the simulator cannot speak, or of another one than
+    ``--sim-vllm-version`` named (``named``), is refused with one line: its step times are
+    another engine's.
+    """
+    fitted = profile.identity.vllm_version
+    if not fitted:
+        return version
+    matches = [v for v in SIM_VLLM_VERSIONS if series(v) == series(fitted)]
+    if not matches:
+        spoken = ", ".join(SIM_VLLM_VERSIONS)
+        raise ProfileError(
+            f"profile {profile.name} was fitted on vLLM {fitted[:40]}; "
+            f"the simulator speaks {spoken}",
+            hint="recalibrate against a server of one of those",
+        )
+    if named and series(version) != series(fitted):
+        raise ProfileError(
+            f"profile {profile.name} was fitted on vLLM {fitted[:40]}, "
+            f"not --sim-vllm-version {version}"
+        )
+    return version if named else matches[-1]
 
 
 def _typed(raw: dict[str, str], name: str, kind: type, default: Any) -> Any:

@@ -9,7 +9,6 @@ schema version, or not a profile, is refused with one line naming it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -18,9 +17,9 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tui.domain.profile import PROFILE_SCHEMA, Profile, ProfileError
+from tui.store.bounded_read import UntrustedFileError, read_json
 from tui.store.history import default_data_dir
 from tui.store.private import FILE_MODE, private_dir
-from tui.store.regular_file import NotRegularFileError, read_regular_text
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_PROFILE_BYTES = 64 * 2**20
@@ -46,28 +45,59 @@ def profile_path(name: str, data_dir: Path | None = None) -> Path:
     return profiles_dir(data_dir) / f"{check_name(name)}.json"
 
 
+#: The most KV tokens, blocks or context a profile may claim: far above any server's
+#: (an H200's whole memory as KV of a 1-layer model is ~10^9 tokens), far below what
+#: would exhaust this machine's memory in the simulator's block table.
+MAX_PLAUSIBLE_TOKENS = 2**32
+
+
 def read_profile(path: Path) -> Profile:
-    """The profile in ``path`` (refused with one line when it is not a usable profile)."""
+    """The profile in ``path`` (refused with one line when it is not a usable profile).
+
+    Read by :func:`tui.store.bounded_read.read_json` (bounded size and depth, UTF-8, finite
+    numbers), then checked for plausible sizes (:func:`_implausible`).
+    """
     try:
-        text = read_regular_text(path, MAX_PROFILE_BYTES)
-    except (OSError, NotRegularFileError) as exc:
-        raise ProfileError(f"cannot read profile {path}: {exc.strerror or exc}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ProfileError(f"profile {path} is not JSON: {exc}") from exc
+        data = read_json(path, max_bytes=MAX_PROFILE_BYTES, what="profile")
+    except UntrustedFileError as exc:
+        raise ProfileError(exc.message) from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != PROFILE_SCHEMA:
         raise ProfileError(
-            f"profile {path} has schema {version!r}; this vtc reads schema {PROFILE_SCHEMA}",
+            f"profile {path} has schema {str(version)[:40]!r}; "
+            f"this vtc reads schema {PROFILE_SCHEMA}",
             hint="recalibrate with `vtc calibrate`",
         )
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ProfileError(f"profile {path} is not valid: {where}: {first['msg']}") from exc
+        where = ".".join(str(p) for p in first["loc"])[:120]
+        raise ProfileError(f"profile {path} is not valid: {where}: {first['msg'][:200]}") from None
+    implausible = _implausible(profile)
+    if implausible:
+        raise ProfileError(f"profile {path} is not plausible: {implausible}")
+    return profile
+
+
+def _implausible(profile: Profile) -> str:
+    """What in ``profile`` no real server has ("" when nothing)."""
+    m = profile.memory
+    for what, value in (
+        ("memory.kv_tokens", m.kv_tokens),
+        ("memory.num_blocks", m.num_blocks),
+        ("memory.max_model_len", m.max_model_len),
+        ("memory.max_num_seqs", m.max_num_seqs),
+        ("memory.max_num_batched_tokens", m.max_num_batched_tokens),
+    ):
+        if value > MAX_PLAUSIBLE_TOKENS:
+            return f"{what} {value:,} (at most {MAX_PLAUSIBLE_TOKENS:,})"
+    if m.block_size > 2**16:
+        return f"memory.block_size {m.block_size:,}"
+    for name, value in profile.coefficients.model_dump().items():
+        if not 0 <= value < 3600:  # a step or a request intake of an hour is no server's
+            return f"coefficients.{name} {value:g} s"
+    return ""
 
 
 def load_profile(name_or_file: str, data_dir: Path | None = None) -> Profile:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -49,9 +48,11 @@ from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import fit_best, resolved_batch
 from tui.sim.twin_polish import POLISH_EVALS
-from tui.store.private import private_dir
+from tui.store.bounded_read import UntrustedFileError, json_object, parse_json, read_json_lines
+from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
+from tui.tune.lock import SweepLock
 
 MIN_LOADS = 3
 """Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
@@ -103,15 +104,25 @@ def journal_path(data_dir: Path, name: str) -> Path:
 
 
 def read_journal(path: Path, flags: ServeFlags) -> dict[str, JournalLine]:
-    """Finished loads of an earlier run of the same command (others: ignored)."""
+    """Finished loads of an earlier run of the same command (others: ignored).
+
+    Read in whole records (:func:`tui.store.bounded_read.read_json_lines`); a last line
+    torn by a kill is cut off the file here, so the next record starts on a line of its own.
+    """
     done: dict[str, JournalLine] = {}
     if not path.exists():
         return done
-    for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    try:
+        journal = read_json_lines(path, what="calibration journal")
+    except UntrustedFileError as exc:
+        raise CalibrationError(exc.message, hint="run it again with --fresh") from None
+    if journal.torn_at is not None:
+        os.truncate(path, journal.torn_at)
+    for record in journal.records:
         try:
-            line = JournalLine.model_validate_json(raw)
+            line = JournalLine.model_validate(record)
         except ValueError:
-            continue  # a line cut by a crash, or another schema
+            continue  # another schema
         if _command(line.sample.flags) == _command(flags):
             done[line.name] = line
     return done
@@ -123,12 +134,18 @@ def _command(flags: ServeFlags) -> ServeFlags:
 
 
 def _append(path: Path, line: JournalLine) -> None:
-    private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    with open(fd, "a", encoding="utf-8") as fh:
-        fh.write(line.model_dump_json() + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """``line`` appended as one whole record (a full disk: one line, the journal whole)."""
+    try:
+        append_records(path, [line.model_dump_json()], "calibration journal")
+    except JournalWriteError as exc:
+        raise CalibrationError(exc.message, hint=exc.hint) from None
+
+
+def calibration_lock(data_dir: Path, name: str) -> SweepLock:
+    """The lock of calibration ``name``: one process measures a name at a time."""
+    return SweepLock(
+        journal_path(data_dir, name).with_suffix(".lock"), sweep_id=name, kind="calibration"
+    )
 
 
 async def server_facts(target: CalibrationTarget) -> ServerFacts:
@@ -136,11 +153,14 @@ async def server_facts(target: CalibrationTarget) -> ServerFacts:
     url = target.base_url
     async with target.client() as client:
         try:
-            models = json.loads(await fetch_page(client, f"{url}/v1/models"))["data"][0]
-            version = json.loads(await fetch_page(client, f"{url}/version")).get("version", "")
+            models = parse_json(await fetch_page(client, f"{url}/v1/models"))["data"][0]
+            version = json_object(
+                parse_json(await fetch_page(client, f"{url}/version")), "/version"
+            ).get("version", "")
+            models = json_object(models, "/v1/models' first model")
             page = await fetch_page(client, f"{url}/metrics")
         except (ScrapeError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise CalibrationError(f"cannot read the server at {url}: {exc}") from exc
+            raise CalibrationError(f"cannot read the server at {url}: {exc}") from None
     families = await asyncio.to_thread(parse_families, page)
     labels: dict[str, str] = {}
     sim = None
@@ -225,7 +245,11 @@ class Calibration:
     polish_evals: int = POLISH_EVALS  # twin runs of every load the fit's last step may take
 
     async def run(self, on_progress: ProgressSink | None = None) -> Profile:
-        """Measure, fit and save; the saved profile."""
+        """Measure, fit and save under the name's lock; the saved profile."""
+        with calibration_lock(self.data_dir, self.name):
+            return await self._run(on_progress)
+
+    async def _run(self, on_progress: ProgressSink | None) -> Profile:
         facts = await server_facts(self.target)
         flags = self.target.flags
         path = journal_path(self.data_dir, self.name)

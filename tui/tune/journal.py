@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
-from tui.store.private import private_dir
+from tui.store.bounded_read import UntrustedFileError, read_json_lines
+from tui.store.journal_file import JournalWriteError, append_records
 
 SWEEPS_DIR = "sweeps"
 
@@ -55,11 +56,14 @@ class Journal:
             self._read()
 
     def _read(self) -> None:
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
+        """The journal's whole records (a line torn by a kill is cut off the file)."""
+        try:
+            lines = read_json_lines(self.path, what="sweep journal")
+        except UntrustedFileError as exc:
+            raise UntrustedFileError(exc.message, hint="start over with --fresh") from None
+        if lines.torn_at is not None:
+            os.truncate(self.path, lines.torn_at)
+        for data in lines.records:
             if not isinstance(data, dict):
                 continue
             if data.get("event") == "done":
@@ -72,22 +76,15 @@ class Journal:
                 self.finished[outcome.key] = outcome
 
     def _write(self, data: dict[str, object]) -> None:
-        private_dir(self.path.parent)
-        fresh = not self.path.exists()
         # Created 0600: a journal holds the sweep's commands (the model, its paths).
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        with open(fd, "a", encoding="utf-8") as f:
-            if fresh:
-                header = {
-                    "sweep_id": self.spec.sweep_id(),
-                    "spec": self.spec.model_dump(mode="json"),
-                }
-                if self.machine:
-                    header["machine"] = self.machine
-                f.write(json.dumps(header) + "\n")
-            f.write(json.dumps(data) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        lines = []
+        if not self.path.exists():
+            header = {"sweep_id": self.spec.sweep_id(), "spec": self.spec.model_dump(mode="json")}
+            if self.machine:
+                header["machine"] = self.machine
+            lines.append(json.dumps(header))
+        lines.append(json.dumps(data))
+        append_records(self.path, lines, "sweep journal")
 
     def record(self, outcome: TrialOutcome) -> bool:
         """Write a finished trial, once (blocking: call it from a worker thread).

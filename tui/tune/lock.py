@@ -89,9 +89,10 @@ def _open(path: Path) -> int:
 class SweepLock:
     """The exclusive, non-waiting lock of one sweep (a context manager)."""
 
-    def __init__(self, path: Path, *, sweep_id: str = "") -> None:
+    def __init__(self, path: Path, *, sweep_id: str = "", kind: str = "sweep") -> None:
         self.path = path
         self.sweep_id = sweep_id or path.stem
+        self.kind = kind  # what the lock guards, in the refusal: "sweep", "calibration"
         self._fd: int | None = None
 
     @classmethod
@@ -112,7 +113,7 @@ class SweepLock:
             fd = _open(self.path)
         except OSError as exc:
             raise VtcError(
-                f"cannot open the sweep's lock {self.path}: {exc.strerror or exc}",
+                f"cannot open the {self.kind}'s lock {self.path}: {exc.strerror or exc}",
                 hint="check the data dir's permissions",
             ) from exc
         try:
@@ -121,8 +122,8 @@ class SweepLock:
             holder = _read_holder(fd)
             os.close(fd)
             raise SweepLocked(
-                f"sweep {self.sweep_id} is already running: {holder.describe()}",
-                hint="one process runs a sweep; stop that one, or wait for it to finish",
+                f"{self.kind} {self.sweep_id} is already running: {holder.describe()}",
+                hint=f"one process runs a {self.kind}; stop that one, or wait for it to finish",
             ) from None
         except OSError:
             os.close(fd)

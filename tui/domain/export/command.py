@@ -13,8 +13,9 @@ from tui.domain.export.launch import LaunchSpec, comment_block, header_lines
 
 
 def serve_line(spec: LaunchSpec) -> str:
-    """``vllm serve MODEL --flag value ...``: what the operator runs on a real box."""
-    return shlex.join(["vllm", "serve", *spec.serve_args])
+    """``/path/to/vllm serve MODEL --flag value ...``: what the operator runs on a real box
+    (the executable by absolute path: ``PATH=<dir>:...`` on the line cannot swap it)."""
+    return shlex.join([spec.executable, "serve", *spec.serve_args])
 
 
 def command_text(spec: LaunchSpec) -> str:

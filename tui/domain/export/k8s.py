@@ -3,8 +3,8 @@
 After vLLM's Kubernetes guide: the Hub cache on a PersistentVolumeClaim, ``/dev/shm`` as a
 memory-backed ``emptyDir``, secrets from a Secret by ``secretKeyRef``, ``/health`` as the
 probe. The startup probe allows twice the start time this run measured (at least five
-minutes), so a slow first start is not killed. Kubernetes expands ``$(VAR)`` in args:
-every ``$(`` is written ``$$(``.
+minutes), so a slow first start is not killed. Kubernetes expands ``$(VAR)`` in args and
+env values: every ``$`` is written ``$$``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ from tui.domain.export.launch import (
 _PROBE_PERIOD_S = 10
 
 
+def _literal(text: str) -> str:
+    """``text`` as Kubernetes passes it: the kubelet expands ``$(VAR)`` in args and env
+    values and reads ``$$`` as one ``$``, so every ``$`` is doubled (``$$(VAR)`` stays
+    literal, and a ``$$(`` already there is not turned back into ``$(``)."""
+    return text.replace("$", "$$")
+
+
 def deployment_name(spec: LaunchSpec) -> str:
     """A DNS-1123 name from the model and the run: ``vllm-llama-3-1-8b-instruct-r7``."""
     model = spec.flags.model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -35,7 +42,9 @@ def deployment_name(spec: LaunchSpec) -> str:
 
 
 def _env(spec: LaunchSpec, options: ExportOptions) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in container_env(spec).items()]
+    env: list[dict[str, Any]] = [
+        {"name": k, "value": _literal(v)} for k, v in container_env(spec).items()
+    ]
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": options.k8s_secret, "key": name}}}
         for name in spec.secret_env
@@ -56,7 +65,7 @@ def deployment_document(spec: LaunchSpec, options: ExportOptions) -> dict[str, A
     container: dict[str, Any] = {
         "name": "vllm",
         "image": spec.image,
-        "args": [arg.replace("$(", "$$(") for arg in spec.serve_args],
+        "args": [_literal(arg) for arg in spec.serve_args],
         "ports": [{"name": "http", "containerPort": spec.port}],
         "resources": {"limits": {"nvidia.com/gpu": spec.gpus}},
         "volumeMounts": [

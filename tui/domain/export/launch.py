@@ -17,9 +17,12 @@ import yaml
 
 from tui.domain.board.baseline import run_label
 from tui.domain.board.metrics import OUTPUT_THROUGHPUT, TTFT_P99
-from tui.domain.flags.secrets import is_secret_name, scrub_secret_args
+from tui.domain.errors import VtcError
+from tui.domain.flags.secrets import scrub_secret_args
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.inert import inert
 from tui.domain.results import RunRecord
+from tui.domain.secret_names import holds_secret
 from tui.domain.vllm_release import IMAGE
 
 # a release, optionally with a local build tag (0.32.0+cpu); pre-releases and dev builds
@@ -55,6 +58,7 @@ class LaunchSpec:
     gpus: int
     port: int
     notes: tuple[str, ...]
+    executable: str = "/usr/local/bin/vllm"  # absolute: a PATH in the env cannot swap it
 
     @property
     def serve_args(self) -> list[str]:
@@ -75,6 +79,35 @@ def image_for(version: str | None) -> tuple[str, str | None]:
     return tag, None
 
 
+class ExportRefused(VtcError):
+    """A run that cannot be written out as it ran (one line: which value, and why)."""
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def refuse_control_characters(argv: list[str], env: dict[str, str]) -> None:
+    """Refuse, with one line, an argument or variable holding a control character: no
+    shell, YAML or unit file writes it so that it reads back as the run used it."""
+    for where, value in [*(("argument", a) for a in argv), *env.items()]:
+        if _CONTROL.search(value):
+            raise ExportRefused(
+                f"cannot export this run: {inert(where)[:60]} holds a control character "
+                f"({_CONTROL.search(value).group()!r})"  # type: ignore[union-attr]
+            )
+
+
+def executable_of(run: RunRecord, options: ExportOptions) -> str:
+    """The vllm the run executed, by absolute path (its recorded argv[0] when that is an
+    absolute ``vllm``), else :attr:`ExportOptions.executable`: a bare ``vllm`` would be
+    looked up in the exported ``PATH`` and could run another one."""
+    argv = run.repro.argv if run.repro is not None else []
+    first = argv[0] if argv else ""
+    if first.startswith("/") and first.rsplit("/", 1)[-1] == "vllm":
+        return first
+    return options.executable
+
+
 def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchSpec:
     """The cleaned launch facts of ``run``."""
     options = options or ExportOptions()
@@ -89,10 +122,11 @@ def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchS
     # what the launch recorded, then the run's own environment (its configuration) over it
     recorded = repro.env if repro is not None else {}
     for name, value in [*recorded.items(), *flags.env]:
-        if not is_secret_name(name):
+        if not holds_secret(name, value):  # by name, or by value (https://u:p@host, a DSN)
             env[name] = value
         elif name not in secrets:
             secrets.append(name)
+    refuse_control_characters(flags.to_argv(), env)
     version = repro.vllm_version if repro is not None else None
     image, image_note = image_for(version)
     notes: list[str] = []
@@ -103,6 +137,7 @@ def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchS
     if flags.host not in (None, "", "0.0.0.0", "::"):
         notes.append(f"--host {flags.host}: a container listening there is unreachable")
     return LaunchSpec(
+        executable=executable_of(run, options),
         run=run,
         label=run_label(run),
         flags=flags,

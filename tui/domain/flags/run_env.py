@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tui.domain.secret_names import SECRET_NAME
+from tui.domain.secret_names import SECRET_NAME, SECRET_VALUE, holds_secret
 from tui.domain.vllm_release import RUNNER_V2_ENV
 
 EnvPairs = tuple[tuple[str, str], ...]
@@ -33,6 +33,8 @@ ENV_FIELD: Final = "env"
 """The ``ServeFlags`` field, and the name problems and the board use for it."""
 
 _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# C0 (tab included: no shell or YAML writer keeps it as typed), DEL and C1
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_VALUE_CHARS: Final = 4096
 
 
@@ -119,8 +121,13 @@ def name_problems(name: str) -> list[str]:
 
 def value_problems(name: str, value: str) -> list[str]:
     """Why ``value`` is refused for ``name`` (vLLM's rule for a declared variable)."""
-    if "\x00" in value or "\n" in value or "\r" in value:
-        return [f"{name}: a value holds no NUL or line break (an export writes one per line)"]
+    if _CONTROL.search(value):
+        return [
+            f"{name}: a value holds no control character (NUL, line break, escape...): "
+            "an export could not write it as the run used it"
+        ]
+    if SECRET_VALUE.search(value):  # only the name: the value is the secret
+        return [f"{name}'s value {SECRET_REFUSAL}"]
     if len(value) > MAX_VALUE_CHARS:
         return [f"{name}: a value of {len(value)} characters (at most {MAX_VALUE_CHARS})"]
     spec = DECLARED_ENV.get(name)
@@ -180,8 +187,9 @@ def normalized(pairs: Iterable[tuple[str, str]]) -> EnvPairs:
 
 
 def without_secrets(pairs: Iterable[tuple[str, str]]) -> EnvPairs:
-    """``pairs`` without any variable whose name marks a secret (a record read back)."""
-    return normalized((n, v) for n, v in pairs if not SECRET_NAME.search(n))
+    """``pairs`` without any variable that holds a secret, by name or by value's shape (a
+    record read back: an older vtc kept ``HF_ENDPOINT=https://u:p@host``)."""
+    return normalized((n, v) for n, v in pairs if not holds_secret(n, v))
 
 
 def parse_env_text(text: str) -> tuple[EnvPairs, list[str]]:

@@ -1,0 +1,51 @@
+"""argparse types for vtc's numeric options: checked at parse time, in every mode.
+
+An option checked only where one mode uses it (``--ray-gpus -3`` without ``--ray``,
+``--sim-speed nan`` in a sweep, ``--budget inf`` in a calibration) used to pass in the
+others and fail late, or not at all. Each numeric option takes one of these types, so a
+bad value is argparse's one line and exit 2 whatever else the command line says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from tui.domain.inert import inert
+
+
+def _shown(text: str) -> str:
+    return repr(inert(text)[:40])
+
+
+def positive_float(text: str) -> float:
+    """``text`` as a finite number above 0 (``nan``, ``inf``, 0 and negatives refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_shown(text)}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {_shown(text)}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``text`` as a whole number above 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {_shown(text)}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {_shown(text)}")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """``text`` as a finite number, 0 or more (``nan``, ``inf`` and negatives refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {_shown(text)}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {_shown(text)}")
+    return value
