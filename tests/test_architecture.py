@@ -207,3 +207,47 @@ def test_tune_never_imports_the_modes(path: Path) -> None:
 def test_only_entry_modules_sit_beside_the_rooms() -> None:
     loose = {p.name for p in PACKAGE.glob("*.py")} - ENTRY_MODULES
     assert not loose, f"tui/{loose} sit outside every room: put them in one (or in tui/app)"
+
+
+# -- the twin: one room above the simulator, below the services (issue 27) ------------------------
+TWIN_MAY_IMPORT = (
+    "tui.domain",
+    "tui.sim",
+    "tui.store",
+    "tui.load",
+    "tui.telemetry",
+    "tui.server.log_excerpt",
+    "tui.session.loads",
+    "tui.twin",
+)
+TWIN_USERS = {"tune", "modes", "app", "twin"}  # the sweep, the mode builder, the root
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "twin").rglob("*.py")), ids=lambda p: p.name)
+def test_the_twin_imports_only_what_lies_below_it(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if not m.startswith(TWIN_MAY_IMPORT)}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: the twin sits below services"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if _room_of(p) not in TWIN_USERS | {""}],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_services_and_the_root_use_the_twin(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if _room(m) == "twin"}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports the twin {bad}: it sits above sim"
+
+
+def test_the_twins_modules_live_in_its_room() -> None:
+    # One twin in one place: no fit, validation or prediction code left in other rooms.
+    strays = [
+        PACKAGE / "sim" / "twin_polish.py",
+        PACKAGE / "tune" / "calibrate.py",
+        PACKAGE / "tune" / "twin_service.py",
+        PACKAGE / "tune" / "fidelity.py",
+    ]
+    assert not [p for p in strays if p.exists()]
+    assert {"fit.py", "numerics.py", "validation.py", "predict.py"} <= {
+        p.name for p in (PACKAGE / "twin").glob("*.py")
+    }

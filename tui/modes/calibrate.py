@@ -32,7 +32,7 @@ from tui.server.attached import attach_url
 from tui.server.attached_config import AttachedConfigReader
 from tui.server.launched import LaunchedServer
 from tui.server.log_excerpt import LogReadError, read_log_excerpt
-from tui.tune.calibrate import CalibrationError
+from tui.twin.calibrate import CalibrationError
 
 
 @dataclass
