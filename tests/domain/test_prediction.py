@@ -56,7 +56,10 @@ def test_a_miss_beyond_the_profiles_error_is_flagged() -> None:
     tight = _pred(error_pct=1.0)
     assert not tight.missed(1000.0 / (1 + (MISS_FLOOR_PCT - 1) / 100), 2000.0)
     assert p.miss_pct(None, None) is None
-    assert p.versus(None, None) == "predicted (twin h100 r2, ±12% validation): 1,000 tok/s, E2EL 2.00 s"
+    assert (
+        p.versus(None, None)
+        == "predicted (twin h100 r2, ±12% validation): 1,000 tok/s, E2EL 2.00 s"
+    )
     assert p.model_validate_json(p.model_dump_json()) == p
     with pytest.raises(ValueError):
         Prediction.model_validate({"profile": "x"})

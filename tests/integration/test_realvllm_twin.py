@@ -21,14 +21,14 @@ import statistics
 from pathlib import Path
 
 import pytest
-from tui.tune.calibrate import Calibration
-from tui.tune.fidelity import CaseResult, held_out, real_side, twin_side
 
 from tui.domain.calibration import design
 from tui.domain.flags.serve import ServeFlags
 from tui.modes.calibrate import launched
 from tui.server.provision import ProvisionedVllm
 from tui.store.profiles import load_profile
+from tui.twin.calibrate import Calibration
+from tui.twin.fidelity import CaseResult, held_out, real_side, twin_side
 
 pytestmark = pytest.mark.realvllm
 

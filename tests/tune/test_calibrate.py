@@ -10,13 +10,13 @@ import httpx
 import pytest
 from fakes.running_sim import Running, start_sim
 from fakes.tiny_model import write_tiny_model
-from tui.twin.calibrate import Calibration, CalibrationError, journal_path, read_journal
-from tui.twin.predict import predict
 
 from tui.domain.calibration import design
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.profile import ProfileError, identity_mismatch
 from tui.store.profiles import list_profiles, load_profile
+from tui.twin.calibrate import Calibration, CalibrationError, journal_path, read_journal
+from tui.twin.predict import predict
 
 SPEED = "50"
 
@@ -122,10 +122,10 @@ def test_a_profile_of_another_server_is_named_as_such(tmp_path: Path) -> None:
 
 def test_a_prediction_for_another_server_says_what_differs(tmp_path: Path) -> None:
     from fakes.profiles import cpu_profile
-    from tui.twin.predict import predict as to_prediction
 
     from tui.domain.results import Reproduction, RunRecord
     from tui.domain.workload import LoadSpec
+    from tui.twin.predict import predict as to_prediction
 
     p = cpu_profile(tmp_path / "m")
     load = LoadSpec(num_prompts=4, max_concurrency=2, input_len=16, output_len=8)

@@ -78,9 +78,8 @@ async def test_the_form_says_what_the_twin_predicts_for_the_edited_flags(
     async with app.run_test(size=SIZE) as pilot:
         form = app.main_screen.form
         form.field("max_num_seqs").set_value("8")
-        await until(
-            pilot, lambda: "predicted (twin tiny-cpu r1, ±5% validation)" in twin_text(app), "the twin's line"
-        )
+        label = "predicted (twin tiny-cpu r1, ±5% validation)"
+        await until(pilot, lambda: label in twin_text(app), "the twin's line")
         assert "starts, KV 131,072 tok" in twin_text(app)
         assert "tok/s" in twin_text(app) and "p99 TTFT" in twin_text(app)
         form.field("kv_cache_memory_bytes").set_value("1M")
@@ -153,7 +152,8 @@ async def test_the_twin_line_fits_80x24_and_k_shows_progress_then_what_was_saved
         # The edited flags are predicted, before any restart.
         edited = lambda: any(f.max_num_seqs == 64 for f, _ in twin.predicted)  # noqa: E731
         await until(pilot, lambda: edited() and "gpu-box r3" in twin_text(app), "the twin's line")
-        assert twin_text(app).startswith("predicted (twin gpu-box r3, ±6% validation): starts, KV 448,928")
+        shown = "predicted (twin gpu-box r3, ±6% validation): starts, KV 448,928"
+        assert twin_text(app).startswith(shown)
         app.main_screen.board.focus()
         await pilot.press("k")
         await until(pilot, lambda: session.twin is not None and session.twin.calibrating, "k")
