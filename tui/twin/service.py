@@ -14,6 +14,7 @@ the console watches now, and the new profile becomes the twin.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -87,6 +88,7 @@ class TwinService:
         self._client = client
         self._profile: Profile | None = None  # the named (or calibrated) one, once read
         self._by_model: dict[str, Profile | None] = {}  # the newest per model, once read
+        self._reading = threading.Lock()  # one worker reads; the others find its result
         self._made: OrderedDict[tuple[str, ...], asyncio.Future[Prediction | None]]
         self._made = OrderedDict()
         self._session: WatchedServer | None = None
@@ -98,6 +100,10 @@ class TwinService:
         self._session = session
 
     def _find(self, model: str) -> Profile | None:
+        with self._reading:
+            return self._read(model)
+
+    def _read(self, model: str) -> Profile | None:
         if self._profile is not None:
             return self._profile
         if model in self._by_model:
