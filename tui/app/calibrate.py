@@ -42,8 +42,9 @@ def add_calibrate_parser(subparsers: Any) -> None:
         description="Run a short designed set of loads (decode-heavy at several "
         "concurrencies, long prompts, mixed, a shared prefix) against a running server (URL) "
         "or one it launches (-- serve MODEL [flags]), fit the simulator's step times to them, "
-        "and save the profile (NAME) with its residuals. Interrupted, the same command "
-        "resumes.",
+        "score each kind of load on a fit that left it out (the validation error every "
+        "prediction states), and save the profile (NAME) with its residuals and the server's "
+        "own spread between passes. Interrupted, the same command resumes.",
     )
     p.add_argument("url", nargs="?", help="a running server, e.g. http://127.0.0.1:8000")
     p.add_argument("--name", required=True, help="the profile's name")
@@ -68,7 +69,8 @@ def add_calibrate_parser(subparsers: Any) -> None:
         default=2,
         choices=range(1, 5),
         metavar="N",
-        help="run the designed set N times (default 2: noise falls on one pass)",
+        help="run the designed set N times (default 2: noise falls on one pass, and the "
+        "server's own spread is measured)",
     )
     p.add_argument("--device", help="the device's name when the server cannot say it")
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")

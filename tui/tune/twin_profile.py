@@ -9,7 +9,8 @@ operator's saved profile is not changed by a sweep.
 
 Without a calibration, :func:`cold_profile` starts from the simulator's generic step costs
 on the sweep's own base command; the strategy then calibrates on its first real start
-(:data:`CALIBRATION_LOADS`, run on that server before the trial's own benchmark) so the
+(:func:`tui.domain.calibration.design_around`, run on that server before the trial's
+own benchmark) so the
 first refit has loads that tell the step costs apart.
 """
 
@@ -22,6 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tui.domain.calibration import design_around
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.prediction import ErrorSource
 from tui.domain.profile import (
@@ -45,32 +47,6 @@ from tui.twin.fit import INITIAL, fit_best, fit_profile
 
 REFIT_POLISH_EVALS = 0
 """Twin runs of the polish per refit (see :meth:`ProfileTwin.refit`)."""
-
-
-def calibration_loads(load: LoadSpec) -> list[LoadSpec]:
-    """Short loads around the sweep's workload that tell the step costs apart.
-
-    Decode-heavy with two requests and with sixteen at once (the per-step and per-token
-    costs), prefill-heavy (the per-prompt-token cost): the workload's endpoint and lengths,
-    all sent at once with no concurrency cap (the what-if lane models none), a few seconds
-    each on the trial's server, no extra start.
-    """
-    inp, out = max(16, load.input_len), max(8, load.output_len)
-    shapes = ((inp, 2 * out, 2), (inp, out, 16), (4 * inp, 4, 8))
-    return [
-        load.model_copy(
-            update={
-                "input_len": i,
-                "output_len": o,
-                "num_prompts": n,
-                "prefix_len": 0,
-                "max_concurrency": None,
-                "request_rate": math.inf,
-                "seed": 101 + k,
-            }
-        )
-        for k, (i, o, n) in enumerate(shapes)
-    ]
 
 
 def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
@@ -172,8 +148,8 @@ class ProfileTwin:
         return WhatIfLane(["--sim-profile", str(self._file)], name="twin", cache=self.cache)
 
     def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
-        """:func:`calibration_loads` while the profile was never fitted, else none."""
-        return calibration_loads(load) if self.cold else []
+        """:func:`tui.domain.calibration.design_around` while never fitted, else none."""
+        return [d.load for d in design_around(load)] if self.cold else []
 
     async def refit(self, observations: Sequence[TwinObservation]) -> None:
         """Fit the profile again over its own samples and every real observation."""

@@ -92,6 +92,13 @@ def measure(trace: TwinTrace) -> Prediction:
     )
 
 
+def serve(
+    config: SchedulerConfig, coefficients: StepCoefficients, shape: LoadShape, serial: bool
+) -> Prediction:
+    """``shape`` served on the twin and read as bench serve would (:func:`measure`)."""
+    return measure(run_twin_load(config, coefficients, shape, serial_frontend=serial))
+
+
 def _span(steps: np.ndarray, cum: np.ndarray, t: TracedRequest, last: int | None) -> np.ndarray:
     """The step features a request's latency spans, up to step ``last``."""
     assert last is not None
@@ -156,10 +163,7 @@ def replay(profile: Profile, sample: FitSample) -> Prediction | None:
     tc = twin_config(profile, sample.flags)
     if tc.config is None:
         return None
-    serial = profile.serial_frontend
-    return measure(
-        run_twin_load(tc.config, profile.coefficients, shape_of(sample), serial_frontend=serial)
-    )
+    return serve(tc.config, profile.coefficients, shape_of(sample), profile.serial_frontend)
 
 
 def residuals_of(profile: Profile, samples: Sequence[FitSample]) -> list[Residual]:
@@ -183,7 +187,7 @@ def _points(cases: Sequence[Case], serial: bool, coef: StepCoefficients) -> Poin
     """Every sample's (predicted, measured, weight) for a set of coefficients."""
     out = []
     for config, shape, sample in cases:
-        run = measure(run_twin_load(config, coef, shape, serial_frontend=serial))
+        run = serve(config, coef, shape, serial)
         for key, value in sample_metrics(sample.result).items():
             out.append((run.metric(key), value, METRIC_WEIGHTS.get(key, 1.0)))
     return out

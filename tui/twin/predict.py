@@ -16,8 +16,8 @@ from tui.domain.profile import Profile, ProfileIdentity, identity_mismatch
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 from tui.sim.twin import twin_config
-from tui.sim.twin_load import LoadShape, run_twin_load
-from tui.twin.fit import measure
+from tui.sim.twin_load import LoadShape
+from tui.twin.fit import serve
 
 
 def server_identity(
@@ -57,8 +57,5 @@ def predict(
     }
     if tc.config is None:
         return Prediction(starts=False, failure=tc.failure, **label)  # type: ignore[arg-type]
-    serial = profile.serial_frontend
-    trace = run_twin_load(
-        tc.config, profile.coefficients, LoadShape.of(load), serial_frontend=serial
-    )
-    return measure(trace).model_copy(update=label)
+    run = serve(tc.config, profile.coefficients, LoadShape.of(load), profile.serial_frontend)
+    return run.model_copy(update=label)
