@@ -6,7 +6,7 @@
 Calibrates a profile on the real CPU build of vLLM (``vtc setup-cpu-vllm``'s tiny Llama,
 ``--enforce-eager --kv-cache-memory-bytes 64M``, in dev mode for ``/reset_prefix_cache``)
 with ``vtc calibrate``'s own procedure, then runs a held-out set of configurations
-(``tui.tune.fidelity.held_out``: ``max_num_seqs``, ``max_num_batched_tokens``, chunked
+(``tui.twin.fidelity.held_out``: ``max_num_seqs``, ``max_num_batched_tokens``, chunked
 prefill off, prefix caching off and on with a shared prefix, ``max_model_len`` with a small
 KV cache, a Poisson rate, new prompt and output lengths and concurrencies) on the real
 server (twice each, a cold prefix cache each time) and on the twin (predicted before the
@@ -47,9 +47,8 @@ from tui.domain.results import BenchResult  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.calibrate import launched  # noqa: E402
 from tui.server.provision import find_provisioned  # noqa: E402
-from tui.sim.twin import fit_best  # noqa: E402
-from tui.tune.calibrate import Calibration  # noqa: E402
-from tui.tune.fidelity import (  # noqa: E402
+from tui.twin.calibrate import Calibration  # noqa: E402
+from tui.twin.fidelity import (  # noqa: E402
     METRICS,
     CaseResult,
     HeldOut,
@@ -57,6 +56,8 @@ from tui.tune.fidelity import (  # noqa: E402
     summarize,
     twin_side,
 )
+from tui.twin.service import saved_errors  # noqa: E402
+from tui.twin.validation import calibrate as calibrate_fit  # noqa: E402
 
 SHORT = {
     "output_throughput": "tok/s",
@@ -107,11 +108,7 @@ async def _server_cases(
             calibrate.target = target
             t0 = time.monotonic()
             profile = await calibrate.run(lambda p: print(f"\r  {p.line()}", end="", flush=True))
-            err = profile.error
-            print(
-                f"\n  calibrated in {time.monotonic() - t0:.0f} s: fit error median "
-                f"{err.median_pct:.1f}%, worst {err.worst_pct:.1f}%"
-            )
+            print(f"\n  calibrated in {time.monotonic() - t0:.0f} s: {saved_errors(profile)}")
             print(f"  coefficients: {profile.coefficients}")
         assert profile is not None
         model = flags.model
@@ -129,7 +126,7 @@ async def main_async(args: argparse.Namespace) -> int:
     if found is None:
         print("real vLLM is not provisioned: run `vtc setup-cpu-vllm` first", file=sys.stderr)
         return 2
-    from tui.tune.fidelity import held_out
+    from tui.twin.fidelity import held_out
 
     cases = held_out(quick=args.quick)
     data_dir = Path(tempfile.mkdtemp(prefix="vtc-fidelity-"))
@@ -170,7 +167,7 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"  ({_loadavg()})")
     if args.save:
         _save(args.save, profile, results)
-    summary = summarize(results)
+    summary = summarize(results, profile)
     print(f"per metric over {len(results)} held-out cases (median / worst absolute % error):")
     for key in METRICS:
         if key in summary.median:
@@ -202,10 +199,10 @@ def replay(path: Path) -> int:
     """Refit the saved profile on its calibration samples and predict the saved cases."""
     data = json.loads(path.read_text())
     profile = Profile.model_validate(data["profile"])
-    refit = fit_best(profile, profile.samples)
+    refit = calibrate_fit(profile, profile.samples)
     print(
         f"refit: {refit.coefficients}; serial front end {refit.serial_frontend}; "
-        f"fit error median {refit.error.median_pct:.1f}%"
+        f"{saved_errors(refit)}"
     )
     results = []
     for c in data["cases"]:
@@ -216,7 +213,7 @@ def replay(path: Path) -> int:
         twin_side(refit, refit.flags, case, r)
         _print_case(r)
         results.append(r)
-    print(summarize(results).last_line())
+    print(summarize(results, refit).last_line())
     return 0
 
 

@@ -345,7 +345,7 @@ HIDDEN = StepCoefficients(b0=0.003, b1=0.00004, b2=0.00025, b3=0.0003, a0=0.002,
 def hidden_profile(model: str) -> Profile:
     """The simulated "real" server: the tiny model on a CPU-like machine."""
     from tui.domain.flags.serve import ServeFlags
-    from tui.domain.profile import MeasuredError
+    from tui.domain.profile import UNFITTED
 
     flags = ServeFlags(model=model, kv_cache_memory_bytes=KV_BYTES, enforce_eager=True)
     return Profile(
@@ -362,7 +362,7 @@ def hidden_profile(model: str) -> Profile:
             max_num_seqs=128,
             max_num_batched_tokens=2048,
         ),
-        error=MeasuredError(median_pct=0.0, worst_pct=0.0),
+        fit_error=UNFITTED,
     )
 
 

@@ -212,8 +212,6 @@ def test_only_entry_modules_sit_beside_the_rooms() -> None:
 # -- no circle between the modules of one room ----------------------------------------------------
 # Circles still being removed on other branches this turn; the lead empties this at merge.
 MODULE_CYCLE_DEBT: set[frozenset[str]] = {
-    # the `twin` helper removes it (sim/twin.py <-> sim/twin_polish.py)
-    frozenset({"tui.sim.twin", "tui.sim.twin_polish"}),
     # the `ray` helper removes it (app/sweep.py <-> app/ray_sweep.py)
     frozenset({"tui.app.sweep", "tui.app.ray_sweep"}),
 }
@@ -299,3 +297,47 @@ def test_the_module_circle_check_can_fail(tmp_path: Path) -> None:
     assert module_cycles(graph) == [frozenset({"tui.room.a", "tui.room.b", "tui.room.c"})]
     (room / "c.py").write_text("x = 1\n")
     assert module_cycles(module_graph(tmp_path / "tui")) == []
+
+
+# -- the twin: one room above the simulator, below the services (issue 27) ------------------------
+TWIN_MAY_IMPORT = (
+    "tui.domain",
+    "tui.sim",
+    "tui.store",
+    "tui.load",
+    "tui.telemetry",
+    "tui.server.log_excerpt",
+    "tui.session.loads",
+    "tui.twin",
+)
+TWIN_USERS = {"tune", "modes", "app", "twin"}  # the sweep, the mode builder, the root
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "twin").rglob("*.py")), ids=lambda p: p.name)
+def test_the_twin_imports_only_what_lies_below_it(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if not m.startswith(TWIN_MAY_IMPORT)}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports {bad}: the twin sits below services"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in sorted(PACKAGE.rglob("*.py")) if _room_of(p) not in TWIN_USERS | {""}],
+    ids=lambda p: str(p.relative_to(PACKAGE)),
+)
+def test_only_the_services_and_the_root_use_the_twin(path: Path) -> None:
+    bad = {m for m in _tui_imports(path) if _room(m) == "twin"}
+    assert not bad, f"{path.relative_to(PACKAGE)} imports the twin {bad}: it sits above sim"
+
+
+def test_the_twins_modules_live_in_its_room() -> None:
+    # One twin in one place: no fit, validation or prediction code left in other rooms.
+    strays = [
+        PACKAGE / "sim" / "twin_polish.py",
+        PACKAGE / "tune" / "calibrate.py",
+        PACKAGE / "tune" / "twin_service.py",
+        PACKAGE / "tune" / "fidelity.py",
+    ]
+    assert not [p for p in strays if p.exists()]
+    assert {"fit.py", "numerics.py", "validation.py", "predict.py"} <= {
+        p.name for p in (PACKAGE / "twin").glob("*.py")
+    }

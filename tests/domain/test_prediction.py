@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tui.domain.prediction import MISS_FLOOR_PCT, Prediction
+from tui.domain.prediction import MISS_FLOOR_PCT, ErrorSource, Prediction, twin_label
 
 
 def _pred(**kw) -> Prediction:  # type: ignore[no-untyped-def]
     base = dict(
         profile="h100 r2",
         error_pct=7.0,
+        error_source=ErrorSource.VALIDATION,
         starts=True,
         kv_tokens=131072,
         output_throughput=1000.0,
@@ -23,13 +24,21 @@ def _pred(**kw) -> Prediction:  # type: ignore[no-untyped-def]
 
 def test_every_figure_is_labelled_predicted_with_its_profile_and_error() -> None:
     p = _pred()
-    assert p.label() == "predicted (twin h100 r2, ±7%)"
+    assert p.label() == "predicted (twin h100 r2, ±7% validation)"
     assert p.line() == (
-        "predicted (twin h100 r2, ±7%): starts, KV 131,072 tok · 1,000 tok/s · "
+        "predicted (twin h100 r2, ±7% validation): starts, KV 131,072 tok · 1,000 tok/s · "
         "p99 TTFT 120 ms · p99 E2EL 2.10 s"
     )
     other = _pred(caveat="vLLM 0.33.0 (profile: 0.32.0)")
     assert other.label().endswith("; profile of another server: vLLM 0.33.0 (profile: 0.32.0))")
+
+
+def test_the_label_names_where_its_error_was_measured() -> None:
+    # A record saved before validation existed carried a fit's median: it says so.
+    old = Prediction.model_validate({"profile": "h100 r1", "error_pct": 7.0, "starts": True})
+    assert old.label() == "predicted (twin h100 r1, ±7% fit only)"
+    assert twin_label("cold", None, ErrorSource.UNFITTED) == "predicted (twin cold, not fitted yet)"
+    assert twin_label("x r1", float("inf"), ErrorSource.VALIDATION).endswith("error unknown)")
 
 
 def test_a_command_that_would_not_start_says_why_in_vllms_words() -> None:
@@ -47,7 +56,10 @@ def test_a_miss_beyond_the_profiles_error_is_flagged() -> None:
     tight = _pred(error_pct=1.0)
     assert not tight.missed(1000.0 / (1 + (MISS_FLOOR_PCT - 1) / 100), 2000.0)
     assert p.miss_pct(None, None) is None
-    assert p.versus(None, None) == "predicted (twin h100 r2, ±12%): 1,000 tok/s, E2EL 2.00 s"
+    assert (
+        p.versus(None, None)
+        == "predicted (twin h100 r2, ±12% validation): 1,000 tok/s, E2EL 2.00 s"
+    )
     assert p.model_validate_json(p.model_dump_json()) == p
     with pytest.raises(ValueError):
         Prediction.model_validate({"profile": "x"})
@@ -72,6 +84,6 @@ def test_the_board_table_shows_the_prediction_beside_the_measurement() -> None:
     (col,) = [c for c in table.columns if c.kind is ColumnKind.PREDICTED]
     i = table.columns.index(col)
     text = table.rows[0].cells[i].text
-    assert text == "! 1,000 tok/s predicted (twin h100 r2, ±7%); off 43%"
+    assert text == "! 1,000 tok/s predicted (twin h100 r2, ±7% validation); off 43%"
     assert table.rows[1].cells[i].text == ""
     assert not any(c.kind is ColumnKind.PREDICTED for c in build_table([plain]).columns)

@@ -1,54 +1,20 @@
-"""The profile's pure parts: the least-squares fit, errors, identities."""
+"""The profile's pure parts: errors, identities, older files (the fit: tests/twin)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
+from tui.domain.prediction import ErrorSource
 from tui.domain.profile import (
-    FitRow,
-    ProfileError,
+    MeasuredError,
     ProfileIdentity,
     Residual,
     StepCoefficients,
-    fit_coefficients,
     identity_mismatch,
     measured_error,
 )
-
-
-def _rows(truth: StepCoefficients, n: int = 40, seed: int = 1) -> list[FitRow]:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for _ in range(n):
-        high = [500, 5e4, 5e3, 900, 64, 9e4]
-        feats = tuple(float(x) for x in rng.uniform([1, 0, 0, 0, 1, 0], high))
-        rows.append(FitRow(feats, float(np.dot(feats, truth.as_vector())), 1.0))
-    return rows
-
-
-def test_the_fit_finds_the_coefficients_its_rows_were_made_with() -> None:
-    truth = StepCoefficients(b0=0.004, b1=3e-5, b2=3e-4, b3=2e-4, a0=0.003, a1=1e-5)
-    got = fit_coefficients(_rows(truth))
-    assert np.allclose(got.as_vector(), truth.as_vector(), rtol=1e-4, atol=1e-9)
-
-
-def test_a_coefficient_the_data_would_make_negative_is_held_at_zero() -> None:
-    truth = StepCoefficients(b0=0.004, b1=3e-5, b2=3e-4)
-    rows = _rows(truth)
-    # Noise that pulls the unconstrained b3 below zero: more context, slightly less time.
-    rows = [FitRow(r.features, r.target - 1e-7 * r.features[3], r.weight) for r in rows]
-    got = fit_coefficients(rows)
-    assert got.b3 == 0.0
-    assert all(v >= 0 for v in got.as_vector())
-    assert got.b0 == pytest.approx(truth.b0, rel=0.05)
-
-
-def test_nothing_to_fit_is_one_clear_error() -> None:
-    with pytest.raises(ProfileError, match="nothing to fit"):
-        fit_coefficients([])
 
 
 def test_step_time_is_zero_for_an_empty_step_and_linear_otherwise() -> None:
@@ -57,7 +23,7 @@ def test_step_time_is_zero_for_an_empty_step_and_linear_otherwise() -> None:
     assert c.step_seconds(100, 4, 2000) == pytest.approx(0.001 + 1e-3 + 4e-4 + 2e-3)
 
 
-def test_measured_error_is_the_median_and_worst_absolute_percentage() -> None:
+def test_measured_error_states_an_interval_not_a_median() -> None:
     rs = [
         Residual(sample="a", metric="m", measured=100.0, predicted=110.0),
         Residual(sample="b", metric="m", measured=100.0, predicted=95.0),
@@ -67,8 +33,19 @@ def test_measured_error_is_the_median_and_worst_absolute_percentage() -> None:
     assert err.median_pct == pytest.approx(10.0)
     assert err.worst_pct == pytest.approx(60.0)
     assert err.per_metric == {"m": pytest.approx(7.5), "n": pytest.approx(60.0)}
-    assert err.label() == "±10%"
+    # The stated interval is the 80th percentile: four outcomes in five inside it.
+    assert err.interval_pct == pytest.approx(40.0)
+    assert err.label() == "±40%" and err.stated_for("m") == pytest.approx(9.0)
+    assert err.stated_for("absent") == err.stated_pct
+    assert err.source is ErrorSource.FIT and err.count == 3
     assert math.isinf(measured_error([]).median_pct)
+
+
+def test_an_older_error_without_an_interval_states_its_median_and_reads_its_source() -> None:
+    old = MeasuredError.model_validate({"median_pct": 9.0, "worst_pct": 30.0, "source": "fit"})
+    assert old.interval_pct is None and old.stated_pct == 9.0
+    held = MeasuredError.model_validate({"median_pct": 1, "worst_pct": 2, "source": "held-out"})
+    assert held.source is ErrorSource.VALIDATION
 
 
 def test_another_server_is_named_field_by_field() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fakes.tiny_model import write_tiny_model
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.prediction import ErrorSource
 from tui.domain.profile import (
     FitSample,
     MeasuredError,
@@ -49,7 +50,10 @@ def cpu_profile(
             max_num_seqs=128,
             max_num_batched_tokens=2048,
         ),
-        error=MeasuredError(median_pct=5.0, worst_pct=12.0),
+        fit_error=MeasuredError(median_pct=2.0, worst_pct=6.0, interval_pct=3.0),
+        validation=MeasuredError(
+            median_pct=3.0, worst_pct=12.0, interval_pct=5.0, source=ErrorSource.VALIDATION
+        ),
     )
 
 
@@ -63,22 +67,20 @@ DESIGN = (
 
 def twin_samples(profile: Profile, loads: tuple[LoadSpec, ...] = DESIGN) -> list[FitSample]:
     """What ``profile``'s own twin measures for ``loads`` (as a real server's results)."""
-    from tui.sim.twin import predict
+    from tui.twin.predict import predict
 
     samples = []
     for i, load in enumerate(loads):
-        run = predict(profile, profile.flags, load).run
-        assert run is not None
+        run = predict(profile, profile.flags, load)
+        assert run.starts and run.completed is not None
         n = run.completed
         result = BenchResult(
             completed=n,
             total_input_tokens=(load.input_len + load.prefix_len) * n,
             total_output_tokens=load.output_len * n,
-            output_throughput=run.output_throughput,
+            output_throughput=run.metric("output_throughput"),
             stats={
-                "mean_ttft_ms": run.mean_ttft_ms,
-                "mean_tpot_ms": run.mean_tpot_ms,
-                "mean_e2el_ms": run.mean_e2el_ms,
+                key: run.metric(key) for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
             },
         )
         samples.append(FitSample(name=f"load{i}", flags=profile.flags, load=load, result=result))

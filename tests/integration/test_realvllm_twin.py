@@ -27,8 +27,8 @@ from tui.domain.flags.serve import ServeFlags
 from tui.modes.calibrate import launched
 from tui.server.provision import ProvisionedVllm
 from tui.store.profiles import load_profile
-from tui.tune.calibrate import Calibration
-from tui.tune.fidelity import CaseResult, held_out, real_side, twin_side
+from tui.twin.calibrate import Calibration
+from tui.twin.fidelity import CaseResult, held_out, real_side, twin_side
 
 pytestmark = pytest.mark.realvllm
 

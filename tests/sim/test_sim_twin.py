@@ -11,9 +11,11 @@ from fakes.profiles import KNOWN, cpu_profile, twin_samples
 from tui.domain.profile import PROFILE_SCHEMA, ProfileError, StepCoefficients
 from tui.domain.workload import LoadSpec
 from tui.sim.cli import run as sim_run
-from tui.sim.twin import fit_profile, predict, twin_config
+from tui.sim.twin import twin_config
 from tui.sim.whatif import ScenarioError, Workload, run_argv
 from tui.store.profiles import list_profiles, load_profile, save_profile
+from tui.twin.fit import fit_profile
+from tui.twin.predict import predict
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def test_a_fit_started_elsewhere_finds_the_server_it_measured(profile) -> None: 
     fitted = fit_profile(start, samples)
     for name in ("b0", "b1", "b2", "a0"):
         assert getattr(fitted.coefficients, name) == pytest.approx(getattr(KNOWN, name), rel=0.05)
-    assert fitted.error.median_pct < 1.0
+    assert fitted.fit_error.median_pct < 1.0
     assert {r.sample for r in fitted.residuals} == {s.name for s in samples}
 
 
@@ -36,15 +38,15 @@ def test_more_batch_means_more_throughput_and_longer_steps(profile) -> None:  # 
         profile,
         profile.flags,
         LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=1),
-    ).run
+    )
     eight = predict(
         profile,
         profile.flags,
         LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=8),
-    ).run
-    assert one is not None and eight is not None
-    assert eight.output_throughput > one.output_throughput
-    assert eight.mean_tpot_ms > one.mean_tpot_ms
+    )
+    assert one.starts and eight.starts
+    assert eight.metric("output_throughput") > one.metric("output_throughput")
+    assert eight.metric("mean_tpot_ms") > one.metric("mean_tpot_ms")
 
 
 def test_kv_capacity_and_will_it_start_follow_the_flags(profile) -> None:  # type: ignore[no-untyped-def]
@@ -52,9 +54,9 @@ def test_kv_capacity_and_will_it_start_follow_the_flags(profile) -> None:  # typ
     assert base.starts and base.kv_tokens == profile.memory.kv_tokens
     small = profile.flags.model_copy(update={"kv_cache_memory_bytes": 2**20})
     refused = predict(profile, small, LoadSpec())
-    assert not refused.starts and refused.run is None
+    assert not refused.starts and refused.output_throughput is None
     assert refused.failure is not None and "estimated maximum model length" in refused.failure
-    assert refused.label.startswith("predicted (twin tiny-cpu")
+    assert refused.label() == "predicted (twin tiny-cpu r1, ±5% validation)"
 
 
 def test_profiles_are_saved_as_revisions_and_listed(profile, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -113,7 +115,7 @@ async def test_the_whatif_lane_runs_a_profile_with_a_concurrency_cap(  # type: i
     assert started.ok and started.kv_tokens == profile.memory.kv_tokens
     load = LoadSpec(input_len=32, output_len=64, num_prompts=16, max_concurrency=4)
     run = await lane.bench(load, model=None, goodput={})
-    twin = predict(profile, profile.flags, load).run
-    assert twin is not None
+    twin = predict(profile, profile.flags, load)
+    assert twin.starts
     assert run.result.completed == 16 and run.result.max_concurrency == 4
-    assert run.result.output_throughput == pytest.approx(twin.output_throughput, rel=1e-6)
+    assert run.result.output_throughput == pytest.approx(twin.metric("output_throughput"), rel=1e-6)

@@ -14,9 +14,9 @@ from fakes.tiny_model import write_tiny_model
 from tui.domain.calibration import design
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.profile import ProfileError, identity_mismatch
-from tui.sim.twin import predict
 from tui.store.profiles import list_profiles, load_profile
-from tui.tune.calibrate import Calibration, CalibrationError, journal_path, read_journal
+from tui.twin.calibrate import Calibration, CalibrationError, journal_path, read_journal
+from tui.twin.predict import predict
 
 SPEED = "50"
 
@@ -68,12 +68,17 @@ async def test_a_calibration_measures_fits_and_saves_a_profile(
     assert saved.memory.block_size == 16 and saved.memory.kv_tokens > 0
     assert {s.name for s in saved.samples} == {d.name for d in design(4096, 0.25)[:5]}
     assert all(s.server_steps for s in saved.samples)
-    assert saved.coefficients.b0 > 0 and saved.error.median_pct < 100
+    assert saved.coefficients.b0 > 0 and saved.fit_error.median_pct < 100
+    # Five families, one pass: each scored by a fit that left it out; no repeats, no spread.
+    assert saved.validation is not None and saved.validation.source.value == "validation"
+    assert saved.validation.count > 0 and saved.repeat_spread_pct is None
+    assert saved.model is not None and saved.model.shape.num_layers > 0
     (listed,) = list_profiles(data)
     assert listed.name == "sim" and listed.usable
     # The twin of that server predicts a run of it, labelled so.
     pred = predict(saved, sim.flags, design(4096, 0.25)[2].load)
-    assert pred.starts and pred.run is not None and pred.label.startswith("predicted (twin sim r1")
+    assert pred.starts and pred.output_throughput
+    assert pred.label().startswith("predicted (twin sim r1, ±") and "validation" in pred.label()
 
 
 async def test_an_interrupted_calibration_resumes_without_repeating_a_load(
@@ -120,12 +125,12 @@ def test_a_prediction_for_another_server_says_what_differs(tmp_path: Path) -> No
 
     from tui.domain.results import Reproduction, RunRecord
     from tui.domain.workload import LoadSpec
-    from tui.tune.twin_service import to_prediction
+    from tui.twin.predict import predict as to_prediction
 
     p = cpu_profile(tmp_path / "m")
     load = LoadSpec(num_prompts=4, max_concurrency=2, input_len=16, output_len=8)
     same = to_prediction(p, p.flags, load)
-    assert same.caveat == "" and same.label() == "predicted (twin tiny-cpu r1, ±5%)"
+    assert same.caveat == "" and same.label() == "predicted (twin tiny-cpu r1, ±5% validation)"
     run = RunRecord(flags=p.flags, repro=Reproduction(vllm_version="0.33.0+cpu", gpu_name=None))
     other = to_prediction(p, p.flags, load, run)
     assert other.caveat == "vLLM 0.33.0 (profile: 0.32.0)"

@@ -56,12 +56,13 @@ def test_twin_line_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
     """The form's twin line (issue 20): what the edited flags would do, labelled predicted."""
     from ui_fakes import FakeTwin
 
-    from tui.domain.prediction import Prediction
+    from tui.domain.prediction import ErrorSource, Prediction
 
     session = populated_session()
     prediction = Prediction(
         profile="gpu-box r3",
         error_pct=6.0,
+        error_source=ErrorSource.VALIDATION,
         starts=True,
         kv_tokens=448928,
         output_throughput=2345.0,

@@ -78,9 +78,8 @@ async def test_the_form_says_what_the_twin_predicts_for_the_edited_flags(
     async with app.run_test(size=SIZE) as pilot:
         form = app.main_screen.form
         form.field("max_num_seqs").set_value("8")
-        await until(
-            pilot, lambda: "predicted (twin tiny-cpu r1, ±5%)" in twin_text(app), "the twin's line"
-        )
+        label = "predicted (twin tiny-cpu r1, ±5% validation)"
+        await until(pilot, lambda: label in twin_text(app), "the twin's line")
         assert "starts, KV 131,072 tok" in twin_text(app)
         assert "tok/s" in twin_text(app) and "p99 TTFT" in twin_text(app)
         form.field("kv_cache_memory_bytes").set_value("1M")
@@ -109,10 +108,10 @@ async def test_a_load_carries_the_twins_prediction_and_k_calibrates_the_server(
         )
         run = twin_demo.current
         assert run is not None and run.prediction is not None
-        assert run.prediction.label() == "predicted (twin tiny-cpu r1, ±5%)"
+        assert run.prediction.label() == "predicted (twin tiny-cpu r1, ±5% validation)"
         await pilot.pause()
         cards = [str(c.query_one(".card-body").render()) for c in app.query(RunCard)]
-        assert any("predicted (twin tiny-cpu r1, ±5%)" in text for text in cards)
+        assert any("predicted (twin tiny-cpu r1, ±5% validation)" in text for text in cards)
 
         progress: list[str] = []
         await pilot.press("k")
@@ -131,6 +130,7 @@ def _fake_prediction(**kw: object) -> Prediction:
     base: dict[str, object] = {
         "profile": "gpu-box r3",
         "error_pct": 6.0,
+        "error_source": "validation",
         "starts": True,
         "kv_tokens": 448928,
         "output_throughput": 2345.0,
@@ -152,7 +152,8 @@ async def test_the_twin_line_fits_80x24_and_k_shows_progress_then_what_was_saved
         # The edited flags are predicted, before any restart.
         edited = lambda: any(f.max_num_seqs == 64 for f, _ in twin.predicted)  # noqa: E731
         await until(pilot, lambda: edited() and "gpu-box r3" in twin_text(app), "the twin's line")
-        assert twin_text(app).startswith("predicted (twin gpu-box r3, ±6%): starts, KV 448,928")
+        shown = "predicted (twin gpu-box r3, ±6% validation): starts, KV 448,928"
+        assert twin_text(app).startswith(shown)
         app.main_screen.board.focus()
         await pilot.press("k")
         await until(pilot, lambda: session.twin is not None and session.twin.calibrating, "k")
@@ -162,7 +163,7 @@ async def test_the_twin_line_fits_80x24_and_k_shows_progress_then_what_was_saved
         assert app.main_screen.query_one(TwinLine).region.width <= 80
         await session.twin.steps.put(None)
         await until(pilot, lambda: "Calibrated" in notes.text(), "the end")
-        assert "saved: fit error ±6%" in notes.text()
+        assert "saved: validation error ±6%" in notes.text()
         model = session.current.flags.model if session.current else ""
         assert session.twin.calibrated == [profile_name(model)]
 

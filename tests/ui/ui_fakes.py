@@ -273,7 +273,7 @@ class FakeTwin:
         finally:
             self.calibrating = False
         self.calibrated.append(name)
-        return f"twin {name} r1 saved: fit error ±6%"
+        return f"twin {name} r1 saved: validation error ±6% (median 4%, worst 9%); fit error ±3%"
 
 
 class FakeSweeps:

@@ -25,12 +25,13 @@ from tui.domain.calibration import Progress, design
 from tui.domain.errors import VtcError
 from tui.domain.flags.validation import serve_command
 from tui.domain.inert import inert
+from tui.domain.prediction import INTERVAL_PERCENTILE
 from tui.domain.profile import Profile
 from tui.modes.calibrate import AttachedTarget, LaunchedTarget, attached, launched
 from tui.store.bounded_read import require_regular_file
 from tui.store.history import default_data_dir
 from tui.store.profiles import check_name
-from tui.tune.calibrate import Calibration
+from tui.twin.calibrate import Calibration
 
 DEFAULT_BUDGET_S = 300.0
 
@@ -43,8 +44,9 @@ def add_calibrate_parser(subparsers: Any) -> None:
         description="Run a short designed set of loads (decode-heavy at several "
         "concurrencies, long prompts, mixed, a shared prefix) against a running server (URL) "
         "or one it launches (-- serve MODEL [flags]), fit the simulator's step times to them, "
-        "and save the profile (NAME) with its residuals. Interrupted, the same command "
-        "resumes.",
+        "score each kind of load on a fit that left it out (the validation error every "
+        "prediction states), and save the profile (NAME) with its residuals and the server's "
+        "own spread between passes. Interrupted, the same command resumes.",
     )
     p.add_argument("url", nargs="?", help="a running server, e.g. http://127.0.0.1:8000")
     p.add_argument("--name", required=True, help="the profile's name")
@@ -69,7 +71,8 @@ def add_calibrate_parser(subparsers: Any) -> None:
         default=2,
         choices=range(1, 5),
         metavar="N",
-        help="run the designed set N times (default 2: noise falls on one pass)",
+        help="run the designed set N times (default 2: noise falls on one pass, and the "
+        "server's own spread is measured)",
     )
     p.add_argument("--device", help="the device's name when the server cannot say it")
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")
@@ -90,19 +93,36 @@ def _show(out: TextIO, progress: Progress, tty: bool) -> None:
     out.flush()
 
 
+def validation_line(profile: Profile) -> str:
+    """The validation error (each load family left out of the fit in turn) and the real
+    server's own repeat spread, or that there were too few families to validate."""
+    val = profile.validation
+    spread = profile.repeat_spread_pct
+    floor = f"; the server's own repeat spread {spread:.1f}%" if spread is not None else ""
+    if val is None:
+        return f"validation error: none (too few load families to leave one out){floor}"
+    per = ", ".join(f"{k} {v:.1f}%" for k, v in sorted(val.interval_per_metric.items()))
+    return (
+        f"validation error (loads left out of the fit): ±{val.stated_pct:.1f}% covers "
+        f"{INTERVAL_PERCENTILE:.0f}% (median {val.median_pct:.1f}%, worst {val.worst_pct:.1f}%); "
+        f"{per}{floor}"
+    )
+
+
 def describe(profile: Profile) -> list[str]:
     """What ``vtc calibrate`` prints of a saved profile."""
     c = profile.coefficients
-    err = profile.error
+    err = profile.fit_error
     lines = [
         f"profile {profile.name} r{profile.revision}: {profile.identity.describe()}",
         f"  step time = {c.b0 * 1e3:.3f} ms + {c.b1 * 1e6:.2f} us/prefill token + "
         f"{c.b2 * 1e6:.1f} us/decode token + {c.b3 * 1e6:.1f} us/1k context tokens; "
         f"request overhead {c.a0 * 1e3:.2f} ms + {c.a1 * 1e6:.2f} us/prompt token",
         f"  KV {profile.memory.kv_tokens:,} tokens, block {profile.memory.block_size}",
-        f"  fit error (calibration loads): median {err.median_pct:.1f}%, worst "
+        f"  fit error (calibration loads, in-sample): median {err.median_pct:.1f}%, worst "
         f"{err.worst_pct:.1f}%; "
         + ", ".join(f"{k} {v:.1f}%" for k, v in sorted(err.per_metric.items())),
+        "  " + validation_line(profile),
     ]
     return [inert(line) for line in lines]
 

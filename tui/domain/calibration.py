@@ -1,4 +1,4 @@
-"""A calibration's design, its journal, and what a server's log and metrics say of it.
+"""A calibration's designs, its journal, and what a server's log and metrics say of it.
 
 ``vtc calibrate`` runs a short designed set of loads against one real server (decode-heavy
 at several concurrencies, prefill-heavy long prompts, mixed, with and without a shared
@@ -87,6 +87,40 @@ def design(
             load = spec(i + 100 * k, inp, out, count, conc, prefix)
             out_loads.append(DesignedLoad(name + tag, load))
     return out_loads
+
+
+def design_around(load: LoadSpec) -> list[DesignedLoad]:
+    """Short loads around a sweep's workload that tell the step costs apart: a cold twin's
+    calibration on the sweep's first real start (:meth:`tui.tune.twin_profile.ProfileTwin`).
+
+    Decode-heavy with two requests and with sixteen at once (the per-step and per-token
+    costs), prefill-heavy (the per-prompt-token cost): the workload's endpoint and lengths,
+    all sent at once with no concurrency cap (the what-if lane models none), a few seconds
+    each on the trial's server, no extra start. Named like :func:`design`'s families.
+    """
+    inp, out = max(16, load.input_len), max(8, load.output_len)
+    shapes = [
+        ("decode-n2", inp, 2 * out, 2),
+        ("decode-n16", inp, out, 16),
+        ("prefill-n8", 4 * inp, 4, 8),
+    ]
+    return [
+        DesignedLoad(
+            name,
+            load.model_copy(
+                update={
+                    "input_len": i,
+                    "output_len": o,
+                    "num_prompts": n,
+                    "prefix_len": 0,
+                    "max_concurrency": None,
+                    "request_rate": math.inf,
+                    "seed": 101 + k,
+                }
+            ),
+        )
+        for k, (name, i, o, n) in enumerate(shapes)
+    ]
 
 
 class JournalLine(BaseModel):

@@ -14,23 +14,28 @@ server's startup log and ``/metrics``. The identity (model, device, vLLM version
 quantization, parallelism) says which server it is the twin of: a profile is refused or
 marked for any other (:func:`identity_mismatch`).
 
-Pure: no I/O, no clock. The fit here is least squares over linear rows; which rows the
-measured loads give (the step mix each load produces) is the simulator's business
-(:mod:`tui.sim.twin`), so the fit accounts for batching as the twin will run it.
+A profile states two errors, each a typed field: the fit error (the loads it was fitted
+on, in-sample) and the validation error (each load family scored by a fit that never saw
+it, :mod:`tui.twin.validation`); what a prediction carries is the validation error's
+interval (:data:`tui.domain.prediction.INTERVAL_PERCENTILE`). It also carries the model's
+shape and the device, so a prediction never reads the model's files.
+
+Pure: no I/O, no clock. The fit itself is :mod:`tui.twin.fit`'s.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.kv import ModelShape
+from tui.domain.prediction import INTERVAL_PERCENTILE, ErrorSource, twin_label
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 
@@ -192,22 +197,60 @@ def abs_pct_error(predicted: float, measured: float) -> float:
 
 
 class MeasuredError(BaseModel):
-    """How far the twin is from the real server: median and worst absolute % error."""
+    """How far the twin is from the real server, over a set of residuals.
+
+    ``interval_pct`` is the stated error: the :data:`INTERVAL_PERCENTILE` th percentile of
+    the absolute % errors (``None`` in files written before it existed: the median stands
+    in). ``source`` says whether the residuals were the fit's own loads or held out.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     median_pct: float
     worst_pct: float
+    interval_pct: float | None = None
     per_metric: dict[str, float] = Field(default_factory=dict)  # metric -> median %
-    source: str = "fit"  # "fit" (the calibration loads) or "held-out" (a validation)
+    interval_per_metric: dict[str, float] = Field(default_factory=dict)  # metric -> interval %
+    source: ErrorSource = ErrorSource.FIT
+    count: int = 0  # residuals it summarizes
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _older_source(cls, value: object) -> ErrorSource:
+        return ErrorSource.read(value)
+
+    @property
+    def stated_pct(self) -> float:
+        """The interval a prediction states (the median for an older file)."""
+        return self.interval_pct if self.interval_pct is not None else self.median_pct
+
+    def stated_for(self, metric: str) -> float:
+        """The interval for one metric (else over all metrics)."""
+        return self.interval_per_metric.get(metric, self.stated_pct)
 
     def label(self) -> str:
-        """``±7%`` (median absolute error)."""
-        return f"±{self.median_pct:.0f}%"
+        """``±12%`` (the stated interval)."""
+        return f"±{self.stated_pct:.0f}%"
+
+    def summary(self) -> str:
+        """``validation ±12% (median 5%, worst 31%)``: one line for lists and reports."""
+        if self.source is ErrorSource.UNFITTED:
+            return "not fitted"
+        return (
+            f"{self.source.value} {self.label()} (median {self.median_pct:.0f}%, "
+            f"worst {self.worst_pct:.0f}%)"
+        )
 
 
-def measured_error(residuals: Sequence[Residual], source: str = "fit") -> MeasuredError:
-    """The median and worst absolute % error over ``residuals``, and per metric."""
+UNFITTED = MeasuredError(median_pct=math.inf, worst_pct=math.inf, source=ErrorSource.UNFITTED)
+"""A cold profile's error: none measured yet (its source says so; never shown as a figure)."""
+
+
+def measured_error(
+    residuals: Sequence[Residual], source: ErrorSource = ErrorSource.FIT
+) -> MeasuredError:
+    """Median, :data:`INTERVAL_PERCENTILE` th percentile and worst absolute % error over
+    ``residuals``, also per metric."""
     errors = [r.error_pct for r in residuals if math.isfinite(r.error_pct)]
     if not errors:
         return MeasuredError(median_pct=math.inf, worst_pct=math.inf, source=source)
@@ -218,13 +261,36 @@ def measured_error(residuals: Sequence[Residual], source: str = "fit") -> Measur
     return MeasuredError(
         median_pct=float(np.median(errors)),
         worst_pct=float(max(errors)),
+        interval_pct=float(np.percentile(errors, INTERVAL_PERCENTILE)),
         per_metric={k: float(np.median(v)) for k, v in per.items()},
+        interval_per_metric={
+            k: float(np.percentile(v, INTERVAL_PERCENTILE)) for k, v in per.items()
+        },
         source=source,
+        count=len(errors),
     )
 
 
+class ModelFacts(BaseModel):
+    """The model as calibration resolved it: its shape and what the shape does not say.
+
+    A prediction sizes weights and KV from these, never from the model's files or the hub
+    cache (the files may be gone, or another model's under the same name by then).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    shape: ModelShape
+    checkpoint_quantization: str | None = None
+    embedding_params: float | None = None
+
+
 class Profile(BaseModel):
-    """A calibrated twin of one server (saved as JSON, :data:`PROFILE_SCHEMA` versioned)."""
+    """A calibrated twin of one server (saved as JSON, :data:`PROFILE_SCHEMA` versioned).
+
+    Files written before validation existed have ``error`` (the fit's) and no
+    ``validation``: they load, and say they were never validated.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -237,86 +303,36 @@ class Profile(BaseModel):
     coefficients: StepCoefficients
     memory: MemorySide
     samples: list[FitSample] = Field(default_factory=list)
-    residuals: list[Residual] = Field(default_factory=list)
-    error: MeasuredError
+    residuals: list[Residual] = Field(default_factory=list)  # the fit's, on its own loads
+    fit_error: MeasuredError = Field(validation_alias=AliasChoices("fit_error", "error"))
+    validation: MeasuredError | None = None  # each load family scored by a fit without it
+    repeat_spread_pct: float | None = None  # the real server's own, between repeated loads
+    model: ModelFacts | None = None  # None: an older file (the model's files are read)
     fit_seconds: float = 0.0  # how long the calibration took, loads included
     serial_frontend: bool = False  # requests wait for the intake of those ahead of them
 
-    def label(self) -> str:
-        """``predicted (twin NAME r2, ±7%)``: what every predicted number carries."""
-        return f"predicted (twin {self.name} r{self.revision}, {self.error.label()})"
+    @property
+    def stated(self) -> MeasuredError:
+        """The error a prediction states: the validation's, else the fit's (marked so)."""
+        return self.validation if self.validation is not None else self.fit_error
 
+    @property
+    def ref(self) -> str:
+        """``NAME r2``."""
+        return f"{self.name} r{self.revision}"
 
-# -- the fit ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class FitRow:
-    """One linear equation: ``features · coefficients ≈ target`` (seconds), with a weight.
+    def errors_line(self) -> str:
+        """``validation ±12% (median 5%, worst 31%)``, or the fit's marked not validated:
+        what the profile lists, ``vtc-sim gpus`` and the simulator's log show."""
+        if self.validation is not None:
+            return self.validation.summary()
+        return f"not validated; {self.fit_error.summary()}"
 
-    ``features`` follow :data:`COEFFICIENTS`: step counts, prefill tokens, decode tokens and
-    context thousands summed over the steps a measured time spans, then request counts and
-    prompt tokens of the overheads it includes.
-    """
-
-    features: tuple[float, ...]
-    target: float
-    weight: float = 1.0
-    offset: float = 0.0  # seconds of the target no coefficient explains (taken off first)
-
-
-def _nnls(a: np.ndarray, y: np.ndarray, ridge: float) -> np.ndarray:
-    """Non-negative least squares of ``a x = y`` by an active-set loop (columns scaled)."""
-    active = list(range(a.shape[1]))
-    coef = np.zeros(a.shape[1])
-    for _ in range(a.shape[1] + 1):
-        sub = a[:, active]
-        lhs = sub.T @ sub + ridge * np.eye(len(active))
-        sol = np.linalg.solve(lhs, sub.T @ y) if active else np.zeros(0)
-        coef[:] = 0.0
-        coef[active] = sol
-        negative = [j for j in active if coef[j] < 0]
-        if not negative:
-            break
-        active = [j for j in active if j not in negative]
-    return coef
-
-
-HUBER_K = 1.345  # Huber's constant, in units of the residuals' robust scale
-ROBUST_ROUNDS = 12
-
-
-def fit_coefficients(
-    rows: Sequence[FitRow], ridge: float = 1e-9, *, robust: bool = True
-) -> StepCoefficients:
-    """Non-negative weighted least squares over ``rows`` (numpy), Huber-robust by default.
-
-    A coefficient the data cannot support (negative in the unconstrained solution) is held
-    at 0 and the rest refitted, so a twin never has a step that gets faster with more
-    work. ``ridge`` keeps a column the loads do not excite (no long contexts, say) at 0.
-    ``robust``: iteratively reweighted, so a load a busy machine stalled (a measurement far
-    off every other) weighs like a large residual, not a squared one.
-    """
-    if not rows:
-        raise ProfileError("nothing to fit: no measured loads")
-    a = np.array([r.features for r in rows], dtype=float)
-    y = np.array([r.target - r.offset for r in rows], dtype=float)
-    w = np.sqrt(np.array([max(r.weight, 0.0) for r in rows], dtype=float))
-    a, y = a * w[:, None], y * w
-    scale = np.maximum(np.abs(a).max(axis=0), 1e-12)  # columns of very different sizes
-    a = a / scale
-    coef = _nnls(a, y, ridge)
-    for _ in range(ROBUST_ROUNDS if robust else 0):
-        resid = a @ coef - y
-        spread = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
-        if spread <= 1e-12:
-            break
-        limit = HUBER_K * spread
-        h = np.sqrt(np.minimum(1.0, limit / np.maximum(np.abs(resid), 1e-12)))
-        new = _nnls(a * h[:, None], y * h, ridge)
-        if np.allclose(new, coef, rtol=1e-4, atol=1e-12):
-            coef = new
-            break
-        coef = new
-    return StepCoefficients.from_vector(coef / scale)
+    def label(self, caveat: str = "") -> str:
+        """:func:`tui.domain.prediction.twin_label` of this profile's stated error."""
+        stated = self.stated
+        name = self.name if stated.source is ErrorSource.UNFITTED else self.ref
+        return twin_label(name, stated.stated_pct, stated.source, caveat)
 
 
 def sample_metrics(result: BenchResult) -> dict[str, float]:

@@ -34,7 +34,7 @@ from tui.server.attached_config import AttachedConfigReader
 from tui.server.launched import LaunchedServer
 from tui.server.log_excerpt import log_text
 from tui.store.bounded_read import UntrustedFileError, require_regular_file
-from tui.tune.calibrate import CalibrationError
+from tui.twin.calibrate import CalibrationError
 
 
 @dataclass

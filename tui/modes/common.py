@@ -44,7 +44,7 @@ from tui.store.run_liveness import settle_gone_runs
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.lanes import ClusterLanes
 from tui.tune.service import SweepService
-from tui.tune.twin_service import TwinService
+from tui.twin.service import TwinService
 
 
 @dataclass

@@ -84,7 +84,7 @@ SessionEvent = (
 
 
 class TwinControl(Protocol):
-    """The twin of the watched server (``tui.tune.twin_service`` implements it).
+    """The twin of the watched server (``tui.twin.service`` implements it).
 
     Predictions run off the console's loop; every one carries its label (``predicted
     (twin NAME rN, ±E%)``). ``calibrating``: a calibration of the watched server runs.

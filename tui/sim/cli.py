@@ -90,7 +90,7 @@ def _catalog(out: TextIO) -> int:
         out.write("  none yet\n")
     for p in profiles:
         if p.usable:
-            out.write(f"  {inert(p.name)} r{p.revision}  {inert(p.description)}  error {p.error}\n")
+            out.write(f"  {inert(p.name)} r{p.revision}  {inert(p.description)}  {p.error}\n")
         else:
             out.write(f"  {inert(p.name)}  not usable: {inert(p.error)}\n")
     out.write("Models (or a directory with a config.json):\n")

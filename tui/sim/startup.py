@@ -148,8 +148,8 @@ def sim_notes(log: VllmLog, command: SimCommand, tokenizer_note: str, exact: boo
             API,
             SIM_SRC,
             f"vtc-sim: twin of {p.identity.describe()}: profile {p.name} r{p.revision}, step "
-            f"times fitted on that server, measured error {p.error.label()} "
-            f"({p.error.source}); every number this server reports is predicted.",
+            f"times fitted on that server, error {p.errors_line()}; every number this "
+            "server reports is predicted.",
         )
         if command.parsed.model and command.parsed.model != p.identity.model:
             log.warning(

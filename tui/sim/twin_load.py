@@ -6,7 +6,7 @@ prefix, the range ratio) through :class:`~tui.sim.scheduler.Scheduler` with step
 :class:`~tui.domain.profile.StepCoefficients`. Besides each request's times it keeps a
 trace: every step's work and which steps each request's TTFT and end-to-end latency span,
 so a fit can write each measured mean as a linear function of the coefficients for the
-batching this very run produced (:func:`tui.sim.twin.fit_profile`).
+batching this very run produced (:func:`tui.twin.fit.fit_profile`).
 """
 
 from __future__ import annotations

@@ -150,7 +150,7 @@ class ProfileSummary:
     name: str
     revision: int
     description: str  # the identity's line
-    error: str  # "±7% (fit)" or why the file is not usable
+    error: str  # "validation ±12% (median 5%, worst 31%)" or why the file is not usable
     usable: bool
 
 
@@ -169,6 +169,5 @@ def list_profiles(data_dir: Path | None = None) -> list[ProfileSummary]:
         except ProfileError as exc:
             out.append(ProfileSummary(stem, 0, "", exc.message, False))
             continue
-        err = f"{p.error.label()} ({p.error.source})"
-        out.append(ProfileSummary(p.name, p.revision, p.identity.describe(), err, True))
+        out.append(ProfileSummary(p.name, p.revision, p.identity.describe(), p.errors_line(), True))
     return out

@@ -1,15 +1,16 @@
 """A twin on a calibrated profile (issue 20): the what-if lane with ``--sim-profile``.
 
 The profile (``tui.domain.profile``: BLIS-form step times fitted to one real server, its
-memory side, its measured error) runs on the simulator's scheduler; every real trial of
+memory side, its validation error) runs on the simulator's scheduler; every real trial of
 the sweep is one more sample, and :meth:`ProfileTwin.refit` fits the profile again over
-the calibration's samples and the trials' (``tui.sim.twin.fit_profile``). Each revision
+the calibration's samples and the trials' (:func:`tui.twin.fit.fit_profile`). Each revision
 is written to a private temporary folder for the lane (``--sim-profile FILE``); the
 operator's saved profile is not changed by a sweep.
 
 Without a calibration, :func:`cold_profile` starts from the simulator's generic step costs
 on the sweep's own base command; the strategy then calibrates on its first real start
-(:data:`CALIBRATION_LOADS`, run on that server before the trial's own benchmark) so the
+(:func:`tui.domain.calibration.design_around`, run on that server before the trial's
+own benchmark) so the
 first refit has loads that tell the step costs apart.
 """
 
@@ -22,11 +23,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from tui.domain.calibration import design_around
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.prediction import ErrorSource
 from tui.domain.profile import (
+    UNFITTED,
     DeviceKind,
     FitSample,
-    MeasuredError,
     MemorySide,
     Profile,
     ProfileError,
@@ -35,42 +38,15 @@ from tui.domain.profile import (
 )
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
-from tui.sim.twin import INITIAL, fit_best, fit_profile
+from tui.sim.twin import model_facts
 from tui.store.private import private_dir
 from tui.tune.lanes import Lane
 from tui.tune.twin import TwinObservation
 from tui.tune.whatif_lane import Cache, WhatIfLane
+from tui.twin.fit import INITIAL, fit_best, fit_profile
 
 REFIT_POLISH_EVALS = 0
 """Twin runs of the polish per refit (see :meth:`ProfileTwin.refit`)."""
-UNFITTED = MeasuredError(median_pct=0.0, worst_pct=0.0, source="unfitted")
-"""A cold profile's error: none measured yet (its source says so; never shown as 0%)."""
-
-
-def calibration_loads(load: LoadSpec) -> list[LoadSpec]:
-    """Short loads around the sweep's workload that tell the step costs apart.
-
-    Decode-heavy with two requests and with sixteen at once (the per-step and per-token
-    costs), prefill-heavy (the per-prompt-token cost): the workload's endpoint and lengths,
-    all sent at once with no concurrency cap (the what-if lane models none), a few seconds
-    each on the trial's server, no extra start.
-    """
-    inp, out = max(16, load.input_len), max(8, load.output_len)
-    shapes = ((inp, 2 * out, 2), (inp, out, 16), (4 * inp, 4, 8))
-    return [
-        load.model_copy(
-            update={
-                "input_len": i,
-                "output_len": o,
-                "num_prompts": n,
-                "prefix_len": 0,
-                "max_concurrency": None,
-                "request_rate": math.inf,
-                "seed": 101 + k,
-            }
-        )
-        for k, (i, o, n) in enumerate(shapes)
-    ]
 
 
 def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
@@ -87,13 +63,18 @@ def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
         max_num_seqs=flags.max_num_seqs or 256,
         max_num_batched_tokens=flags.max_num_batched_tokens or 2048,
     )
+    try:
+        model = model_facts(flags.model)  # once, here: the sweep's predictions never read it
+    except ProfileError:
+        model = None  # not a model the simulator can size: each prediction says so
     return Profile(
         name=name,
         identity=ProfileIdentity(model=flags.model, device=device_kind, device_kind=device_kind),
         flags=flags,
         coefficients=INITIAL,
         memory=memory,
-        error=UNFITTED,
+        fit_error=UNFITTED,
+        model=model,
     )
 
 
@@ -122,7 +103,7 @@ class ProfileTwin:
         # A profile of another model is marked in every label (issue 20, item 6).
         ident = profile.identity
         other = identity_mismatch(ident, ident.model_copy(update={"model": model or ident.model}))
-        self._caveat = f" [{'; '.join(other)}]" if other else ""
+        self._caveat = "; ".join(other)
         self._base = profile
         self._profile = profile
         self._key = objective_key
@@ -140,7 +121,7 @@ class ProfileTwin:
     @property
     def cold(self) -> bool:
         """Whether it was never fitted (the strategy calibrates on its first start)."""
-        return self._profile.error.source == "unfitted"
+        return self._profile.fit_error.source is ErrorSource.UNFITTED
 
     @property
     def fitted(self) -> bool:
@@ -149,18 +130,17 @@ class ProfileTwin:
 
     @property
     def label(self) -> str:
-        """``predicted (twin NAME rR, ±E%)``, or that it is not fitted yet."""
-        if self.cold:
-            return f"predicted (twin {self._profile.name}, not fitted yet){self._caveat}"
-        return self._profile.label() + self._caveat
+        """``predicted (twin NAME rR, ±E% validation)``, or that it is not fitted yet."""
+        return self._profile.label(self._caveat)
 
     @property
     def stated_error(self) -> float | None:
-        """The fit's median error for the objective's metric (else over all), a fraction."""
-        err = self._profile.error
+        """The stated interval for the objective's metric (else over all), a fraction: the
+        calibration's validation error, else (a cold twin fitted on the sweep's own
+        trials) the fit's, which the stop rule tops with its out-of-sample misses."""
         if self.cold:
             return None
-        pct = err.per_metric.get(self._key, err.median_pct)
+        pct = self._profile.stated.stated_for(self._key)
         return pct / 100.0 if math.isfinite(pct) else None
 
     def lane(self) -> Lane:
@@ -168,8 +148,8 @@ class ProfileTwin:
         return WhatIfLane(["--sim-profile", str(self._file)], name="twin", cache=self.cache)
 
     def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
-        """:func:`calibration_loads` while the profile was never fitted, else none."""
-        return calibration_loads(load) if self.cold else []
+        """:func:`tui.domain.calibration.design_around` while never fitted, else none."""
+        return [d.load for d in design_around(load)] if self.cold else []
 
     async def refit(self, observations: Sequence[TwinObservation]) -> None:
         """Fit the profile again over its own samples and every real observation."""

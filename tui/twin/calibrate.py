@@ -6,7 +6,8 @@ against a server (launched or attached: :class:`CalibrationTarget`, built by
 ``/metrics`` around each (its step count, from ``vllm:iteration_tokens_total``), writes
 each finished load to the journal (``<data dir>/calibrations/NAME.jsonl``: a calibration
 stopped by Ctrl-C, a closed terminal or SIGKILL resumes without repeating finished
-loads), then fits the profile on the twin (:func:`tui.sim.twin.fit_profile`) and saves it
+loads), then fits the profile on the twin and scores each load family on a fit that never
+saw it (:func:`tui.twin.validation.calibrate`), captures the model's shape, and saves it
 (:func:`tui.store.profiles.save_profile`). The whole stays within ``budget_s``: a load
 still running at the budget's end is cut and the fit uses the loads that finished.
 """
@@ -37,8 +38,8 @@ from tui.domain.calibration import (
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.profile import (
+    UNFITTED,
     FitSample,
-    MeasuredError,
     Profile,
     ProfileIdentity,
     StepCoefficients,
@@ -46,13 +47,14 @@ from tui.domain.profile import (
 from tui.domain.results import BenchResult
 from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
-from tui.sim.twin import fit_best, resolved_batch
-from tui.sim.twin_polish import POLISH_EVALS
+from tui.sim.twin import model_facts, resolved_batch
 from tui.store.bounded_read import UntrustedFileError, json_object, parse_json, read_json_lines
 from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
 from tui.tune.lock import SweepLock
+from tui.twin.numerics import POLISH_EVALS
+from tui.twin.validation import calibrate
 
 MIN_LOADS = 3
 """Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
@@ -350,7 +352,8 @@ class Calibration:
         flags = self.target.flags
         log = log_facts(self.target.log_text())
         identity = identity_of(flags, facts, log, self.device)
-        mns, mnbt = resolved_batch(flags, identity, log.total_bytes)
+        model = model_facts(flags.model)  # read once here: predictions never read it
+        mns, mnbt = resolved_batch(flags, identity, log.total_bytes, model)
         max_len = max(1, facts.max_model_len or flags.max_model_len or 1)
         memory = memory_side(
             facts.labels, log, max_model_len=max_len, max_num_seqs=mns, max_num_batched_tokens=mnbt
@@ -367,8 +370,9 @@ class Calibration:
             flags=flags,
             coefficients=StepCoefficients(),
             memory=memory,
-            error=MeasuredError(median_pct=0.0, worst_pct=0.0),
+            fit_error=UNFITTED,
+            model=model,
         )
-        fitted = fit_best(base, samples, polish_evals=self.polish_evals)
+        fitted = calibrate(base, samples, polish_evals=self.polish_evals)
         fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
         return save_profile(fitted, self.data_dir)

@@ -3,7 +3,7 @@
 A held-out case is a command line (flag overrides on the calibrated server's) and a load.
 Each runs on the real server (launched per distinct command line, warmed, the prefix cache
 reset before every load, ``repeats`` times so the real server's own repeat-to-repeat
-spread is measured in the same run) and on the twin (:func:`tui.sim.twin.predict`, before
+spread is measured in the same run) and on the twin (:func:`tui.twin.predict.predict`, before
 the real run: a prediction, not a replay). ``benchmarks/sim_fidelity.py`` and the
 ``realvllm`` regression test print and bound :func:`summarize`'s figures.
 """
@@ -19,14 +19,15 @@ from typing import Any
 import httpx
 
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.prediction import Prediction
 from tui.domain.profile import Profile, abs_pct_error
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
-from tui.sim.twin import TwinRun, predict
-from tui.tune.calibrate import reset_prefix_cache
+from tui.twin.calibrate import reset_prefix_cache
+from tui.twin.predict import predict
 
-#: The metrics compared, bench serve's keys (the twin's :class:`TwinRun` has the same).
+#: The metrics compared, bench serve's keys (a :class:`Prediction` has the same).
 METRICS = (
     "output_throughput",
     "mean_ttft_ms",
@@ -103,7 +104,7 @@ class CaseResult:
 
     case: HeldOut
     real: list[BenchResult] = field(default_factory=list)
-    twin: TwinRun | None = None
+    twin: Prediction | None = None
     twin_failure: str | None = None
     real_failure: str | None = None
 
@@ -129,11 +130,13 @@ class CaseResult:
 
 @dataclass(frozen=True)
 class Summary:
-    """Per metric: median and worst absolute % error; the real servers' median spread."""
+    """Per metric: median and worst absolute % error; the real servers' median spread;
+    the share of held-out errors inside the profile's stated interval (``nan``: none)."""
 
     median: dict[str, float]
     worst: dict[str, float]
     spread: float
+    coverage: float = math.nan
 
     def last_line(self) -> str:
         """The benchmark's closing line (issue 20's wording)."""
@@ -144,12 +147,14 @@ class Summary:
 
         return (
             f"twin error: throughput {pair('output_throughput')}, e2el {pair('mean_e2el_ms')}, "
-            f"ttft {pair('mean_ttft_ms')}; real repeat spread {self.spread:.1f}%"
+            f"ttft {pair('mean_ttft_ms')}; real repeat spread {self.spread:.1f}%; "
+            f"inside the stated interval {100 * self.coverage:.0f}%"
         )
 
 
-def summarize(results: Sequence[CaseResult]) -> Summary:
-    """The figures of :class:`Summary` over ``results``."""
+def summarize(results: Sequence[CaseResult], profile: Profile | None = None) -> Summary:
+    """The figures of :class:`Summary` over ``results`` (``profile``: whose stated interval,
+    per metric, the coverage counts against)."""
     median: dict[str, float] = {}
     worst: dict[str, float] = {}
     for key in METRICS:
@@ -158,13 +163,27 @@ def summarize(results: Sequence[CaseResult]) -> Summary:
             median[key] = statistics.median(errs)
             worst[key] = max(errs)
     spreads = [s for r in results for k in METRICS if (s := r.spread(k)) is not None]
-    return Summary(median, worst, statistics.median(spreads) if spreads else math.nan)
+    spread = statistics.median(spreads) if spreads else math.nan
+    return Summary(median, worst, spread, coverage(results, profile) if profile else math.nan)
+
+
+def coverage(results: Sequence[CaseResult], profile: Profile) -> float:
+    """The share of held-out (case, metric) errors within the profile's stated interval
+    for that metric (the metrics a fit compares; ``nan``: none to count)."""
+    stated = profile.stated
+    inside = [
+        e <= stated.stated_for(key)
+        for r in results
+        for key in stated.interval_per_metric or METRICS
+        if (e := r.error(key)) is not None and math.isfinite(e)
+    ]
+    return sum(inside) / len(inside) if inside else math.nan
 
 
 def twin_side(profile: Profile, base: ServeFlags, case: HeldOut, result: CaseResult) -> None:
     """The twin's prediction of ``case`` into ``result``."""
     pred = predict(profile, case.flags(base), case.load)
-    result.twin = pred.run
+    result.twin = pred if pred.starts else None
     result.twin_failure = pred.failure
 
 

@@ -4,14 +4,18 @@
 :func:`tui.modes.common.assemble`). Its profile is the one named with ``--sim-profile``, or
 the newest profile in the data dir of the model the form names; a profile fitted on another
 model, device or vLLM is marked in every label (:func:`tui.domain.profile.identity_mismatch`).
-Every prediction runs the twin in a worker thread, never on the console's loop.
-:meth:`TwinService.calibrate` runs ``vtc calibrate``'s procedure on the server the console
-watches now, and the new profile becomes the twin.
+Profiles are read from disk once per model (not per keystroke), and a prediction is made
+once per distinct command line, load and server, in a worker thread, never on the
+console's loop: the same edit asked again (a redraw, a second widget) gets the same
+prediction. :meth:`TwinService.calibrate` runs ``vtc calibrate``'s procedure on the server
+the console watches now, and the new profile becomes the twin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -27,13 +31,15 @@ from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
 from tui.server.log_excerpt import LogReadError, read_log_excerpt
 from tui.session.loads import LoadRunnerLike
-from tui.sim.twin import predict
 from tui.store.profiles import list_profiles, load_profile
-from tui.tune.calibrate import Calibration
+from tui.twin.calibrate import Calibration
+from tui.twin.predict import predict, server_identity
 
 CONSOLE_POLISH = 40  # the fit's last step, kept short: the console waits for it
 CONSOLE_BUDGET_S = 240.0
 """The most a calibration from the console takes (its loads; the fit adds a few seconds)."""
+CACHED_PREDICTIONS = 64
+"""Predictions kept (the form's recent edits, the board's runs)."""
 
 
 class WatchedServer(Protocol):
@@ -43,51 +49,6 @@ class WatchedServer(Protocol):
     def base_url(self) -> str | None: ...
     @property
     def current(self) -> RunRecord | None: ...
-
-
-def to_prediction(
-    profile: Profile, flags: ServeFlags, load: LoadSpec, server: RunRecord | None = None
-) -> Prediction:
-    """The twin's prediction as the domain carries it (blocking: run it in a thread).
-
-    ``server``: the run watched now; its model, and its GPU and vLLM version where the
-    machine reported them (not a simulator's), are checked against the profile's identity,
-    and what differs is carried in the prediction's label.
-    """
-    made = predict(profile, flags, load)
-    run = made.run
-    caveat = "; ".join(identity_mismatch(profile.identity, server_identity(profile, flags, server)))
-    return Prediction(
-        profile=f"{profile.name} r{profile.revision}",
-        error_pct=profile.error.median_pct,
-        starts=made.starts,
-        failure=made.failure,
-        kv_tokens=made.kv_tokens,
-        output_throughput=run.output_throughput if run else None,
-        mean_ttft_ms=run.mean_ttft_ms if run else None,
-        p99_ttft_ms=run.p99_ttft_ms if run else None,
-        mean_tpot_ms=run.mean_tpot_ms if run else None,
-        mean_e2el_ms=run.mean_e2el_ms if run else None,
-        p99_e2el_ms=run.p99_e2el_ms if run else None,
-        caveat=caveat,
-    )
-
-
-def server_identity(
-    profile: Profile, flags: ServeFlags, server: RunRecord | None
-) -> ProfileIdentity:
-    """What is known of the server ``flags`` run on, in the profile's terms (unknown fields
-    are the profile's own, so they never read as a difference)."""
-    ident = profile.identity.model_copy(update={"model": flags.model})
-    repro = server.repro if server is not None else None
-    if repro is None or (repro.gpu_name or "").endswith("(simulated)"):
-        return ident  # a simulator: the demo of this very profile
-    update: dict[str, object] = {}
-    if repro.vllm_version:
-        update["vllm_version"] = repro.vllm_version.split("+")[0]
-    if repro.gpu_name and ident.device_kind == "gpu":
-        update["device"] = repro.gpu_name
-    return ident.model_copy(update=update)
 
 
 class _SessionTarget:
@@ -125,7 +86,11 @@ class TwinService:
         self._data_dir = data_dir
         self._named = profile
         self._client = client
-        self._profile: Profile | None = None
+        self._profile: Profile | None = None  # the named (or calibrated) one, once read
+        self._by_model: dict[str, Profile | None] = {}  # the newest per model, once read
+        self._reading = threading.Lock()  # one worker reads; the others find its result
+        self._made: OrderedDict[tuple[str, ...], asyncio.Future[Prediction | None]]
+        self._made = OrderedDict()
         self._session: WatchedServer | None = None
         self.problem: str | None = None  # why no profile is used (one line)
         self.calibrating = False
@@ -135,8 +100,14 @@ class TwinService:
         self._session = session
 
     def _find(self, model: str) -> Profile | None:
+        with self._reading:
+            return self._read(model)
+
+    def _read(self, model: str) -> Profile | None:
         if self._profile is not None:
             return self._profile
+        if model in self._by_model:
+            return self._by_model[model]
         try:
             if self._named:
                 self._profile = load_profile(self._named, self._data_dir)
@@ -147,23 +118,41 @@ class TwinService:
                     p = load_profile(summary.name, self._data_dir)
                     if p.identity.model == model:
                         fits.append(p)
-            return max(fits, key=lambda p: p.created, default=None)
         except ProfileError as exc:
             self.problem = exc.one_line()
             return None
+        found = max(fits, key=lambda p: p.created, default=None)
+        self._by_model[model] = found
+        return found
 
     def profile_for(self, model: str) -> Profile | None:
-        """The profile the twin uses for ``model`` (blocking: it may read files)."""
+        """The profile the twin uses for ``model`` (blocking the first time: it reads files)."""
         return self._find(model)
 
     async def predict(self, flags: ServeFlags, load: LoadSpec) -> Prediction | None:
-        """The twin's prediction for ``flags`` and ``load`` (``None``: no profile)."""
+        """The twin's prediction for ``flags`` and ``load`` (``None``: no profile); made once
+        per profile, command line, load and server (see the module docstring)."""
         profile = await asyncio.to_thread(self._find, flags.model)
         if profile is None:
             return None
         server = self._session.current if self._session is not None else None
+        ident = server_identity(profile, flags, server)
+        key = (profile.ref, flags.model_dump_json(), load.model_dump_json(), ident.describe())
+        made = self._made.get(key)
+        if made is None:
+            made = asyncio.ensure_future(self._predict(profile, flags, load, server))
+            self._made[key] = made
+            while len(self._made) > CACHED_PREDICTIONS:
+                self._made.popitem(last=False)
+        else:
+            self._made.move_to_end(key)
+        return await asyncio.shield(made)
+
+    async def _predict(
+        self, profile: Profile, flags: ServeFlags, load: LoadSpec, server: RunRecord | None
+    ) -> Prediction | None:
         try:
-            return await asyncio.to_thread(to_prediction, profile, flags, load, server)
+            return await asyncio.to_thread(predict, profile, flags, load, server)
         except Exception as exc:  # a command line the twin cannot read: no prediction
             self.problem = one_line(exc)
             return None
@@ -193,13 +182,25 @@ class TwinService:
         finally:
             self.calibrating = False
         self._profile, self._named, self.problem = profile, profile.name, None
-        return (
-            f"twin {profile.name} r{profile.revision} saved: {profile.identity.describe()}; "
-            f"fit error ±{profile.error.median_pct:.0f}% (worst {profile.error.worst_pct:.0f}%)"
-        )
+        self._made.clear()
+        return f"twin {profile.ref} saved: {profile.identity.describe()}; {saved_errors(profile)}"
 
     def identity_note(self, server: ProfileIdentity) -> str:
         """What differs between the twin's profile and ``server`` ("" when it is the same)."""
         if self._profile is None:
             return ""
         return "; ".join(identity_mismatch(self._profile.identity, server))
+
+
+def saved_errors(profile: Profile) -> str:
+    """``validation error ±12% (median 5%, worst 31%); fit error ±7%; server's own spread
+    3%``: what a calibration found, each error named by where it was measured."""
+    val = profile.validation
+    first = (
+        f"validation error {val.label()} (median {val.median_pct:.0f}%, worst {val.worst_pct:.0f}%)"
+        if val is not None
+        else "not validated (too few load families)"
+    )
+    spread = profile.repeat_spread_pct
+    floor = f"; server's own spread {spread:.0f}%" if spread is not None else ""
+    return f"{first}; fit error {profile.fit_error.label()}{floor}"
