@@ -268,6 +268,9 @@ async def fail_fix_load(pilot: Pilot[None]) -> None:
     await pilot.pause()
     cards = list(screen.query(RunCard))
     screen.board.scroll_to_widget(cards[0], animate=False)
+    # the toasts of f and of the ready server expire after seconds: how many are still up
+    # would depend on this machine's speed, so none is kept on the picture
+    app.clear_notifications()
     await pilot.pause()
 
 
