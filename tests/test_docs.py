@@ -119,6 +119,15 @@ def test_every_page_is_linked_from_the_readme() -> None:
         assert f"](docs/{page.name}" in readme, page.name
 
 
+def test_every_relative_link_resolves() -> None:
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.name}: {target}")
+    assert not broken
+
+
 def test_screenshots_are_current(tmp_path: Path) -> None:
     """A committed screenshot that differs from what the console renders now is stale:
     ``python tools/screenshots.py`` rewrites it."""
