@@ -11,7 +11,9 @@ diagnosis of that log (``tui.server.diagnose``), and a load served by the simula
 scheduler and cost model (``tui.sim.whatif``, seeded) with ``vtc bench``'s statistics. So
 every number on the picture is one the demo computes, and nothing depends on this machine's
 speed or clock: the console's clock is frozen (``clock=None``), the log's clock is a fixed
-instant in UTC, the server's pid is fixed. ``tests/test_docs.py`` regenerates each scene
+instant in UTC moved on by the simulated stages, the start-up code's own timings (``took
+N s``, the CUDA-graph rates) read that virtual clock too, the server's pid is fixed, and the
+toasts that expire after seconds are cleared before the picture. ``tests/test_docs.py`` regenerates each scene
 and fails when the committed file differs.
 
 The scripted session is the UI tests' ``FakeSession`` (``tests/ui/ui_fakes.py``, the one
@@ -29,6 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
+from unittest import mock
 
 from textual.pilot import Pilot
 
@@ -43,6 +46,7 @@ from tui.modes.demo import DEMO_PRESET, demo_label
 from tui.server.diagnose import diagnose
 from tui.server.stages import StageTracker
 from tui.session.port import LoadFinished
+from tui.sim import startup as startup_module
 from tui.sim.argv import SimCommand, parse_command
 from tui.sim.logs import VllmLog
 from tui.sim.startup import Checked, EngineStartup, check_command
@@ -190,6 +194,21 @@ class DemoScene(FakeSession):
         return GpuSample(t=0.0, source="dcgm", status=SourceStatus.OK, devices=(device,))
 
 
+class VirtualTime:
+    """The ``time`` module as the simulator's start-up code sees it here: ``monotonic`` reads
+    the virtual clock, so the durations and rates its log prints are simulated seconds."""
+
+    def __init__(self, log: FixedLog) -> None:
+        self._log = log
+
+    def monotonic(self) -> float:
+        """The simulated seconds since the start."""
+        return self._log.now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+
 async def engine_log(
     command: SimCommand, checked: Checked
 ) -> tuple[list[tuple[str, float]], int | None]:
@@ -201,9 +220,9 @@ async def engine_log(
         return [(line, 0.0) for line in lines], 1
     assert checked.cfg is not None and checked.plan is not None
     startup = EngineStartup(log, command, checked.cfg, checked.plan, log.pause, lambda: "SIGTERM")
-    code = await startup.run()
-    # the engine's own "took N s" line reads the wall clock: left out, it would never repeat
-    return [(line, t) for line, t in log.lines if "init engine" not in line], code
+    with mock.patch.object(startup_module, "time", VirtualTime(log)):
+        code = await startup.run()
+    return log.lines, code
 
 
 def idle_metrics() -> ServerMetrics:
@@ -274,6 +293,13 @@ async def fail_fix_load(pilot: Pilot[None]) -> None:
     await pilot.pause()
 
 
+async def as_table(pilot: Pilot[None]) -> None:
+    """The same minute, then ``t``: the board as a table, one row per run."""
+    await fail_fix_load(pilot)
+    await pilot.press("t")
+    await pilot.pause()
+
+
 @dataclass(frozen=True)
 class Scene:
     """One screenshot: its file under docs/images, terminal size and the keys that make it."""
@@ -283,7 +309,10 @@ class Scene:
     play: Callable[[Pilot[None]], Awaitable[None]]
 
 
-SCENES = (Scene("console-80x24.svg", (80, 24), fail_fix_load),)
+SCENES = (
+    Scene("console-80x24.svg", (80, 24), fail_fix_load),
+    Scene("board-table-120x40.svg", (120, 40), as_table),
+)
 
 
 async def render(scene: Scene) -> str:
