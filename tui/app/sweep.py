@@ -95,7 +95,9 @@ def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
     if strategy == "auto_tune":
         spec = auto_tune_from_env(env, spec)
     if spec is None:
-        raise SetupError("name a sweep spec", hint="e.g. vtc sweep presets/sweeps/003-*.toml")
+        raise SetupError(
+            "name a sweep spec", hint="e.g. vtc sweep presets/sweeps/llama3b-auto-tune.toml"
+        )
     changes: dict[str, Any] = {"strategy": strategy or spec.strategy}
     if args.max_starts:
         changes["budget"] = spec.budget.model_copy(update={"max_starts": args.max_starts})

@@ -175,7 +175,7 @@ BOARD_KEYS: tuple[BoardKey, ...] = (
         "v",
         "before_after",
         "Before/After",
-        "Seed 003's Before / After table: the baseline against the selected run.",
+        "The Before / After table: the baseline against the selected run, metric by metric.",
     ),
     BoardKey(
         "g",
