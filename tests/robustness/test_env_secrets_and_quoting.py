@@ -11,8 +11,9 @@ import pytest
 import yaml
 from fakes.kubelet import kubelet_expand
 from fakes.runs import served_run
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from tui.domain.errors import VtcError
 from tui.domain.export import export_run
@@ -37,10 +38,12 @@ EXAMPLES = settings(max_examples=80, deadline=None)
 
 
 def _run(env: dict[str, str], argv0: str = "/opt/venv/bin/vllm", **flags: object) -> RunRecord:
+    try:
+        served = ServeFlags(model="m", **flags)  # type: ignore[arg-type]
+    except ValidationError:
+        assume(False)  # a name vLLM itself refuses (blank): not an export's case
     repro = Reproduction(argv=[argv0, "serve", "m"], env=env, vllm_version="0.32.0")
-    return served_run(3).model_copy(
-        update={"repro": repro, "flags": ServeFlags(model="m", **flags)}
-    )  # type: ignore[arg-type]
+    return served_run(3).model_copy(update={"repro": repro, "flags": served})  # type: ignore[arg-type]
 
 
 def test_secrets_are_found_by_the_shape_of_their_value() -> None:

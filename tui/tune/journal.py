@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
 from tui.store.bounded_read import UntrustedFileError, read_json_lines
-from tui.store.journal_file import JournalWriteError, append_records
+from tui.store.journal_file import append_records
 
 SWEEPS_DIR = "sweeps"
 
