@@ -158,7 +158,7 @@ def test_an_attach_log_that_is_not_a_regular_file_is_one_line(
             main(["calibrate", "http://127.0.0.1:9", "--name", "x", "--attach-log", str(path)]) == 2
         )
         err = capsys.readouterr().err.strip()
-        assert err.startswith("vtc: cannot use --attach-log") and why in err
+        assert err.startswith("vtc: cannot read --attach-log") and why in err
         assert len(err.splitlines()) == 1
 
 

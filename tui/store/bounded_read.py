@@ -53,7 +53,7 @@ def _refuse(what: str, path: str | os.PathLike[str], why: str) -> UntrustedFileE
     name = os.fspath(path)
     if len(name) > 200:
         name = name[:199] + "…"
-    return UntrustedFileError(f"cannot use {what} {name!r}: {why}")
+    return UntrustedFileError(f"cannot read {what} {name!r}: {why}")
 
 
 def read_bytes(
@@ -123,18 +123,20 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+def parse_json(text: str | bytes, *, max_depth: int | None = MAX_DEPTH) -> Any:
     """``text`` as strict JSON (finite numbers, bounded depth); ``ValueError`` otherwise.
 
     Also the parser of JSON a server sends (a ``/version`` body): the caller wraps the one
-    ``ValueError`` into its own one-line error.
+    ``ValueError`` into its own one-line error. ``max_depth`` ``None``: no scan before
+    parsing (a dataset of hundreds of MiB); a nesting past the parser's own limit is then
+    the same ``ValueError``.
     """
-    depth = json_depth(text)
-    if depth > max_depth:
+    depth = json_depth(text) if max_depth is not None else 0
+    if max_depth is not None and depth > max_depth:
         raise ValueError(f"nested {depth} levels deep (at most {max_depth})")
     try:
         return json.loads(text, parse_float=_float, parse_int=_int, parse_constant=_constant)
-    except RecursionError:  # not reachable after the depth check; kept as the contract
+    except RecursionError:  # only without the scan (max_depth None)
         raise ValueError("nested too deep") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
@@ -144,7 +146,7 @@ def read_json(
     path: str | os.PathLike[str],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = MAX_DEPTH,
+    max_depth: int | None = MAX_DEPTH,
     what: str = "file",
 ) -> Any:
     """The JSON value in ``path``, or :class:`UntrustedFileError` with one line."""
