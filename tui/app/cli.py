@@ -93,10 +93,7 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's simulated machine (and the twin's profile)."""
     parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
     parser.add_argument(
-        "--sim-speed",
-        type=positive_float,
-        default=4.0,
-        help="demo: simulator time scale (default 4)",
+        "--sim-speed", type=positive_float, default=4.0, help="demo: simulator time scale (4)"
     )
     parser.add_argument(
         "--sim-host",
@@ -121,10 +118,7 @@ def _add_watch_arguments(parser: argparse.ArgumentParser) -> None:
         help="read the GPU from DCGM-exporter gauges at URL instead of local NVML",
     )
     parser.add_argument(
-        "--startup-timeout",
-        type=positive_float,
-        default=900.0,
-        help="seconds before a start is failed",
+        "--startup-timeout", type=positive_float, default=900.0, help="seconds to a failed start"
     )
     parser.add_argument(
         "--no-autostart",

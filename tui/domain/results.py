@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.prediction import Prediction
+from tui.domain.secret_names import holds_secret
 from tui.domain.telemetry import LatencyQuantiles, SeriesPoint, ServerLatency
 from tui.domain.workload import Endpoint, LoadSpec
 
@@ -212,6 +213,24 @@ class Reproduction(BaseModel):
     driver_version: str | None = None
     cuda_version: str | None = None
     host: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_by_value(cls, data: Any) -> Any:
+        """A variable holding a secret by its value's shape (``https://u:p@host``, a DSN),
+        stored by an older vtc, is read back as a secret: its name kept, its value gone."""
+        if not isinstance(data, dict) or not isinstance(data.get("env"), dict):
+            return data
+        env = data["env"]
+        hidden = [k for k, v in env.items() if isinstance(v, str) and holds_secret(str(k), v)]
+        if not hidden:
+            return data
+        names = list(data.get("secret_env") or [])
+        return {
+            **data,
+            "env": {k: v for k, v in env.items() if k not in hidden},
+            "secret_env": names + [k for k in hidden if k not in names],
+        }
 
 
 class SweepTag(BaseModel):

@@ -23,7 +23,6 @@ generator, so with the same tokenizer the same requests come out in the same ord
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,11 +32,25 @@ from typing import Any
 from tui.domain.workload import LoadSpec
 from tui.load.errors import LoadError
 from tui.load.prompts import PromptRequest, Tokenizer
+from tui.store.bounded_read import UntrustedFileError, parse_json, read_text
 
 #: bench serve's ``--custom-output-len`` default.
 DEFAULT_CUSTOM_OUTPUT_LEN = 256
 #: ``is_valid_sequence`` limits (``datasets.py:340-363``).
 MIN_LEN, MAX_PROMPT_LEN, MAX_TOTAL_LEN = 4, 1024, 2048
+
+
+MAX_DATASET_BYTES = 4 * 2**30
+"""The largest dataset file read (ShareGPT's cleaned split is about 650 MiB)."""
+
+
+def _dataset_text(path: str | Path) -> str:
+    """The dataset file as text, through the one bounded reader (a FIFO, a folder, a file
+    that is not UTF-8: one line)."""
+    try:
+        return read_text(path, max_bytes=MAX_DATASET_BYTES, what="dataset")
+    except UntrustedFileError as exc:
+        raise DatasetError(exc.message) from None
 
 
 class DatasetError(LoadError):
@@ -112,17 +125,14 @@ def custom_prompts(
     takes every line. ``prompt_len`` counts the prompt with the special tokens.
     """
     rows: list[dict[str, Any]] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    lines = _dataset_text(path).splitlines()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            row = parse_json(line)
+        except ValueError as exc:
+            raise DatasetError(f"{path}:{number}: not JSON ({exc})") from None
         if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
             raise DatasetError(f"{path}:{number}: each line needs a string 'prompt'")
         rows.append(row)
@@ -177,11 +187,9 @@ def sharegpt_prompts(
 ) -> list[PromptRequest]:
     """Prompts from a ShareGPT-format JSON file, as ``ShareGPTDataset.sample`` picks them."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DatasetError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        data = parse_json(_dataset_text(path), max_depth=None)  # hundreds of MiB: no scan
+    except ValueError as exc:
+        raise DatasetError(f"{path}: not JSON ({exc})") from None
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a JSON list of conversations")
     entries = [

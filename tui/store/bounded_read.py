@@ -53,7 +53,7 @@ def _refuse(what: str, path: str | os.PathLike[str], why: str) -> UntrustedFileE
     name = os.fspath(path)
     if len(name) > 200:
         name = name[:199] + "…"
-    return UntrustedFileError(f"cannot use {what} {name!r}: {why}")
+    return UntrustedFileError(f"cannot read {what} {name!r}: {why}")
 
 
 def read_bytes(
@@ -123,18 +123,27 @@ def _constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+def _constant_kept(name: str) -> float:
+    return float(name.replace("Infinity", "inf"))
+
+
+def parse_json(text: str | bytes, *, max_depth: int | None = MAX_DEPTH, finite: bool = True) -> Any:
     """``text`` as strict JSON (finite numbers, bounded depth); ``ValueError`` otherwise.
 
     Also the parser of JSON a server sends (a ``/version`` body): the caller wraps the one
-    ``ValueError`` into its own one-line error.
+    ``ValueError`` into its own one-line error. ``max_depth`` ``None``: no scan before
+    parsing (a dataset of hundreds of MiB); a nesting past the parser's own limit is then
+    the same ``ValueError``. ``finite`` ``False``: ``NaN``/``Infinity`` read as Python
+    writes them (a journal vtc wrote itself with ``json.dumps``: ``request_rate`` inf).
     """
-    depth = json_depth(text)
-    if depth > max_depth:
+    depth = json_depth(text) if max_depth is not None else 0
+    if max_depth is not None and depth > max_depth:
         raise ValueError(f"nested {depth} levels deep (at most {max_depth})")
     try:
+        if not finite:
+            return json.loads(text, parse_int=_int, parse_constant=_constant_kept)
         return json.loads(text, parse_float=_float, parse_int=_int, parse_constant=_constant)
-    except RecursionError:  # not reachable after the depth check; kept as the contract
+    except RecursionError:  # only without the scan (max_depth None)
         raise ValueError("nested too deep") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"not UTF-8 text (byte {exc.start})") from None
@@ -144,7 +153,7 @@ def read_json(
     path: str | os.PathLike[str],
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
-    max_depth: int = MAX_DEPTH,
+    max_depth: int | None = MAX_DEPTH,
     what: str = "file",
 ) -> Any:
     """The JSON value in ``path``, or :class:`UntrustedFileError` with one line."""
@@ -178,8 +187,10 @@ def read_json_lines(
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_depth: int = MAX_DEPTH,
     what: str = "journal",
+    finite: bool = True,
 ) -> JsonLines:
-    """The records of the JSON-lines file ``path``: one per newline-terminated line."""
+    """The records of the JSON-lines file ``path``: one per newline-terminated line
+    (``finite``: as :func:`parse_json`)."""
     raw = read_bytes(path, max_bytes=max_bytes, what=what)
     end = raw.rfind(b"\n") + 1
     torn_at = end if end < len(raw) else None
@@ -189,7 +200,7 @@ def read_json_lines(
         if not line.strip():
             continue
         try:
-            records.append(parse_json(line, max_depth=max_depth))
+            records.append(parse_json(line, max_depth=max_depth, finite=finite))
         except ValueError:
             bad += 1
     return JsonLines(records, bad, torn_at)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
 from tui.store.bounded_read import UntrustedFileError, read_json_lines
-from tui.store.journal_file import JournalWriteError, append_records
+from tui.store.journal_file import append_records
 
 SWEEPS_DIR = "sweeps"
 
@@ -58,7 +58,7 @@ class Journal:
     def _read(self) -> None:
         """The journal's whole records (a line torn by a kill is cut off the file)."""
         try:
-            lines = read_json_lines(self.path, what="sweep journal")
+            lines = read_json_lines(self.path, what="sweep journal", finite=False)
         except UntrustedFileError as exc:
             raise UntrustedFileError(exc.message, hint="start over with --fresh") from None
         if lines.torn_at is not None:

@@ -115,7 +115,7 @@ def read_journal(path: Path, flags: ServeFlags) -> dict[str, JournalLine]:
     if not path.exists():
         return done
     try:
-        journal = read_json_lines(path, what="calibration journal")
+        journal = read_json_lines(path, what="calibration journal", finite=False)
     except UntrustedFileError as exc:
         raise CalibrationError(exc.message, hint="run it again with --fresh") from None
     if journal.torn_at is not None:
