@@ -35,7 +35,7 @@ from tui.domain.sweep.slo import objective_value
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost
+from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost, LaneRefused
 from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe, request_model
 
@@ -353,6 +353,11 @@ class SweepContext:
             except LaneLost as exc:
                 start = None
                 outcome = self._lost(base, exc, None, started_at)
+            except LaneRefused as exc:  # never started: the cluster cannot hold it
+                start = None
+                outcome = TrialOutcome(
+                    **{**base, "started": False}, state=TrialState.PRUNED, diagnosis=exc.one_line()
+                )
             if self._stop:
                 raise SweepStopped()
             if start is not None:  # where it ran, once the lane placed it
@@ -373,7 +378,7 @@ class SweepContext:
         finally:
             self._reserved -= 1
         outcome = outcome.model_copy(update={"ended_at": datetime.now(UTC)})
-        if self._journal is not None and outcome.state is not TrialState.LOST:
+        if self._journal is not None and outcome.state not in (TrialState.LOST, TrialState.PRUNED):
             # before it is reported: a crash now keeps it (a lost trial runs again instead)
             await asyncio.to_thread(self._journal.record, outcome)
         self._finish(outcome)

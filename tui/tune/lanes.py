@@ -38,6 +38,12 @@ class LaneLost(LaneError):
         self.node = node
 
 
+class LaneRefused(LaneError):
+    """The cluster as it is now can never hold the trial (no alive node has the GPUs it
+    needs): it is refused before anything starts, with the reason, and not journaled (a
+    resumed sweep asks again: the cluster may have grown)."""
+
+
 @dataclass(frozen=True)
 class StartResult:
     """How a trial's start went: up, or the diagnosis of why not."""
