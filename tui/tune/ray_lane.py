@@ -66,7 +66,7 @@ LOST_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.NodeDiedError,
     ray.exceptions.ObjectLostError,
 )
-OPEN_ERRORS = (*LOST_ERRORS, TimeoutError)  # a worker that died or hung while it opened
+OPEN_ERRORS: tuple[type[BaseException], ...] = (*LOST_ERRORS, TimeoutError)  # a worker that died or hung while it opened
 PLACE_ROUND_S = 2.0  # how often a waiting placement reads the cluster again
 IDLE_PLACEMENT_S = 300.0  # waiting with none of the sweep's trials placed: given up after
 OPEN_DEADLINE_S = 180.0  # a placed worker builds its lane (a session, no server yet)
@@ -298,22 +298,33 @@ class RayLane:
             with contextlib.suppress(*LOST_ERRORS):
                 await _result(self._actor.abort.remote())
 
+    async def pids(self) -> dict[str, int]:
+        """The worker's process id and its server's, on their node (empty without a
+        worker): what an operator or a test looks for after a worker is killed."""
+        if self._actor is None:
+            return {}
+        found: dict[str, int] = await _result(self._actor.pids.remote())
+        return found
+
     async def release(self) -> None:
         """The trial is over: its worker goes (server stopped, GPUs back to the cluster)."""
         await self.close()
 
     async def close(self) -> None:
-        """Stop the worker's server, write its last run states, let worker and group go."""
-        actor = self._forget()
-        if actor is None:
-            return
+        """Stop the worker's server, write its last run states, let worker and group go
+        (the group last: removing it kills the actors placed in it)."""
+        actor, group = self._forget()
         try:
-            reply: HostReply = await _result(actor.close.remote())
-            await self._land(reply.records)
+            if actor is not None:
+                reply: HostReply = await _result(actor.close.remote())
+                await self._land(reply.records)
         except LOST_ERRORS:
             pass  # gone already: nothing more to write
         finally:
-            ray.kill(actor, no_restart=True)
+            if actor is not None:
+                ray.kill(actor, no_restart=True)
+            if group is not None:
+                self._placer.free(group)
 
     def _need(self) -> Any:
         if self._actor is None:
@@ -359,24 +370,24 @@ class RayLane:
         if self._on_progress is not None and text:
             self._on_progress(f"{self.name}: {text}")
 
-    def _forget(self) -> Any:
-        """Let go of the worker's group and progress stream; the worker (to be killed)."""
+    def _forget(self) -> tuple[Any, PlacementGroup | None]:
+        """Let go of the worker's progress stream; the worker and its group, to end."""
         actor, self._actor, self._placement = self._actor, None, None
         group, self._group = self._group, None
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.cancel()
-        if group is not None:
-            self._placer.free(group)
-        return actor
+        return actor, group
 
     def _lost(self, exc: BaseException) -> LaneLost:
         """The worker or its node died: forgotten, so the retry asks for a new one."""
         node = self._placement.node if self._placement is not None else "unplaced"
-        actor = self._forget()
+        actor, group = self._forget()
         if actor is not None:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
+        if group is not None:
+            self._placer.free(group)
         return LaneLost(f"node {node} or its worker died mid-trial: {_cause(exc)}", node=node)
 
     async def _land(self, records: Sequence[RunRecord]) -> dict[int, int]:
