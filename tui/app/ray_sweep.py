@@ -24,7 +24,8 @@ from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions
-from tui.modes.ray_cluster import node_gpus, open_cluster, smallest_trial
+from tui.modes.ray_cluster import node_gpus, open_cluster
+from tui.tune.gpus import smallest_trial
 from tui.tune.prune import Pruner
 from tui.tune.run import SweepRun
 

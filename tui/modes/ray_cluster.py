@@ -37,9 +37,9 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.ray_host import HostConfig, TrialHost
 from tui.store.history import RunStore
-from tui.tune.gpus import Unplaceable
+from tui.tune.gpus import trials_at_once
 from tui.tune.lanes import ClusterRun, Lane
-from tui.tune.ray_lane import HeadWriter, Placer, RayLane, refusal
+from tui.tune.ray_lane import HeadWriter, Placer, RayLane
 
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024  # replies are small: a few runs' records
 LOCAL_CPUS = 1  # the workers ask for none; Ray keeps this many idle workers ready
@@ -85,34 +85,10 @@ def node_gpus() -> dict[str, float]:
     }
 
 
-def smallest_trial(spec: SweepSpec) -> int:
-    """The fewest GPUs a trial of the spec needs: tensor x pipeline parallel, each at its
-    smallest over the space."""
-
-    def least(name: str) -> int:
-        values = [spec.base.flags.get(name)]
-        if name in spec.parameters:
-            values += list(spec.values(name))
-        return min((int(v) for v in values if isinstance(v, int) and v > 0), default=1)
-
-    return least("tensor_parallel_size") * least("pipeline_parallel_size")
-
-
 def lane_count(spec: SweepSpec, nodes: dict[str, float]) -> int:
-    """How many lanes: the trials the alive nodes hold at once, plus the spare ones.
-
-    Raises :class:`Unplaceable` (one line) when no alive node can hold even the smallest
-    trial of the spec: nothing could run.
-    """
-    need = smallest_trial(spec)
-    why = refusal(need, nodes)
-    if why is not None:
-        raise Unplaceable(
-            f"no trial of the sweep fits the Ray cluster: {why.removeprefix('refused: ')}",
-            hint="add GPUs to a node (--ray-gpus on a local instance), or narrow the spec's "
-            "parallel sizes",
-        )
-    return sum(int(count // need) for count in nodes.values()) + SPARE_LANES
+    """How many lanes: the trials the alive nodes hold at once now, plus the spare ones.
+    Raises :class:`tui.tune.gpus.Unplaceable` when no alive node holds any trial."""
+    return trials_at_once(nodes, spec) + SPARE_LANES
 
 
 def ray_lanes(

@@ -56,6 +56,7 @@ from tui.tune.lanes import (
     LaneRefused,
     StartResult,
 )
+from tui.tune.gpus import refusal
 from tui.tune.session_lane import STOPPED_BEFORE_START
 
 #: What Ray raises when the worker or its node is gone (the actor's process died, its node
@@ -146,18 +147,6 @@ NodeGpus = Callable[[], Mapping[str, float]]
 Spawn = Callable[[PlacementGroup, int], Any]
 """A new worker (a Ray actor handle) taking the ``int`` GPUs of the trial's placement
 group."""
-
-
-def refusal(need: int, nodes: Mapping[str, float]) -> str | None:
-    """Why no alive node can hold a trial of ``need`` GPUs (``None``: one can)."""
-    largest = max(nodes.values(), default=0.0)
-    if largest >= need:
-        return None
-    where = f"the largest alive node has {largest:g}" if nodes else "no node is alive"
-    return (
-        f"refused: the trial needs {need} GPU(s) on one node (tensor_parallel_size x "
-        f"pipeline_parallel_size) and {where}"
-    )
 
 
 @dataclass
