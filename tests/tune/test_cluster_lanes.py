@@ -25,8 +25,8 @@ from tui.domain.results import RunRecord, SweepTag
 from tui.domain.sweep import SweepSpec, SweepState, TrialState
 from tui.domain.sweep.outcome import Placement
 from tui.tune.gpus import Unplaceable, refusal, trials_at_once
-from tui.tune.lanes import LaneRefused, StartResult
 from tui.tune.journal import Journal, journal_path
+from tui.tune.lanes import LaneRefused, StartResult
 from tui.tune.report import sweep_json, trial_line
 from tui.tune.run import SweepRun
 

@@ -121,7 +121,8 @@ async def test_a_worker_killed_mid_trial_takes_its_server_and_the_trial_runs_aga
     took = await gone([pids["server"]], deadline_s=60)  # its warden stopped the server
     status = await asyncio.wait_for(sweep, 240)
     await asyncio.gather(*(lane.close() for lane in lanes))
-    print(f"\nSIGKILLed worker: server gone in {took:.1f} s, sweep {time.monotonic() - began:.0f} s")
+    wall = time.monotonic() - began
+    print(f"\nSIGKILLed worker: server gone in {took:.1f} s, sweep {wall:.0f} s")
     assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
     lost, again = status.trials
     assert lost.placement is not None and lost.placement.node in lost.diagnosis

@@ -48,6 +48,7 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, SweepTag
 from tui.domain.sweep.outcome import Placement
 from tui.domain.workload import LoadSpec
+from tui.tune.gpus import refusal
 from tui.tune.lanes import (
     BenchRun,
     LaneError,
@@ -56,7 +57,6 @@ from tui.tune.lanes import (
     LaneRefused,
     StartResult,
 )
-from tui.tune.gpus import refusal
 from tui.tune.session_lane import STOPPED_BEFORE_START
 
 #: What Ray raises when the worker or its node is gone (the actor's process died, its node
@@ -67,7 +67,8 @@ LOST_ERRORS: tuple[type[BaseException], ...] = (
     ray.exceptions.NodeDiedError,
     ray.exceptions.ObjectLostError,
 )
-OPEN_ERRORS: tuple[type[BaseException], ...] = (*LOST_ERRORS, TimeoutError)  # a worker that died or hung while it opened
+#: A worker that died or hung while it opened.
+OPEN_ERRORS: tuple[type[BaseException], ...] = (*LOST_ERRORS, TimeoutError)
 PLACE_ROUND_S = 2.0  # how often a waiting placement reads the cluster again
 IDLE_PLACEMENT_S = 300.0  # waiting with none of the sweep's trials placed: given up after
 OPEN_DEADLINE_S = 180.0  # a placed worker builds its lane (a session, no server yet)
