@@ -354,10 +354,7 @@ class SweepContext:
                 start = None
                 outcome = self._lost(base, exc, None, started_at)
             except LaneRefused as exc:  # never started: the cluster cannot hold it
-                start = None
-                outcome = TrialOutcome(
-                    **{**base, "started": False}, state=TrialState.PRUNED, diagnosis=exc.one_line()
-                )
+                start, outcome = None, _refused(base, exc)
             if self._stop:
                 raise SweepStopped()
             if start is not None:  # where it ran, once the lane placed it
@@ -493,6 +490,13 @@ class SweepContext:
         done = sum(1 for t in trials if t.state is not TrialState.PRUNED and not t.predicted)
         left = max(0, self.planned - done)
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
+
+
+def _refused(base: dict[str, Any], exc: LaneRefused) -> TrialOutcome:
+    """A trial the cluster as it is now can never hold: not started, not journaled."""
+    return TrialOutcome(
+        **{**base, "started": False}, state=TrialState.PRUNED, diagnosis=exc.one_line()
+    )
 
 
 def _failure_kind(outcome: TrialOutcome) -> str:
