@@ -177,7 +177,9 @@ def verdict(gate: QuietGate, lane: Run, ray: Run, gpus: int) -> int:
         f"Ray start-up: {ray.ray_start_s:.1f} s of the Ray run's {ray.wall_s:.1f} s; "
         f"without it the ratio is {(ray.wall_s - ray.ray_start_s) / lane.wall_s:.2f}"
     )
-    floor = ray.cpu_s / cores
+    # The same 12 servers and loads ran in both: the larger count is the nearer (a Ray
+    # run's workers are reaped by its raylet, so part of their CPU is not counted).
+    floor = max(ray.cpu_s, lane.cpu_s) / cores
     limit = " (the cores are the limit)" if floor / lane.wall_s > 1 / gpus else ""
     print(
         f"cores: the Ray run used {ray.cpu_s:.0f} CPU-s (one lane {lane.cpu_s:.0f}); on "

@@ -16,7 +16,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from tui.domain.errors import VtcError
@@ -35,7 +35,7 @@ from tui.domain.sweep.slo import objective_value
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost, LaneRefused
+from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost, LaneRefused, StartResult
 from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe, request_model
 
@@ -357,10 +357,9 @@ class SweepContext:
                 start, outcome = None, _refused(base, exc)
             if self._stop:
                 raise SweepStopped()
-            if start is not None:  # where it ran, once the lane placed it
-                base.update(
-                    lane=lane.name, placement=start.placement, log_excerpt=start.log_excerpt
-                )
+            if start is not None:  # where it ran, once placed (a wait for GPUs is not its time)
+                started_at += start.waited_s
+                base.update(_placed(lane.name, start, base["started_at"]))
             if start is not None and not start.ok:
                 outcome = TrialOutcome(
                     **base,
@@ -490,6 +489,16 @@ class SweepContext:
         done = sum(1 for t in trials if t.state is not TrialState.PRUNED and not t.predicted)
         left = max(0, self.planned - done)
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
+
+
+def _placed(lane: str, start: StartResult, began: datetime) -> dict[str, Any]:
+    """Where the trial ran and when it began there (after any wait for the cluster)."""
+    return {
+        "lane": lane,
+        "placement": start.placement,
+        "log_excerpt": start.log_excerpt,
+        "started_at": began + timedelta(seconds=start.waited_s),
+    }
 
 
 def _refused(base: dict[str, Any], exc: LaneRefused) -> TrialOutcome:

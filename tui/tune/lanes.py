@@ -55,6 +55,7 @@ class StartResult:
     kv_tokens: int | None = None
     placement: Placement | None = None  # where it started (a cluster lane; None: here)
     log_excerpt: str = ""  # the start's last log lines, where the log is on another node
+    waited_s: float = 0.0  # waiting for a cluster to place it: not the trial's own time
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -253,7 +254,9 @@ class RayLane:
         await self.close()
         if self._aborted:  # stopped while the previous server stopped: nothing starts
             raise LaneInterrupted(STOPPED_BEFORE_START)
+        asked = time.monotonic()
         actor = await self._open(trial_gpus(flags))
+        waited = time.monotonic() - asked  # placement and the worker's opening
         where = self._placement.describe() if self._placement is not None else ""
         reply = await self._call(actor.start.remote(flags, tag.model_copy(update={"where": where})))
         ids = await self._land(reply.records)
@@ -264,6 +267,7 @@ class RayLane:
             reply.start,
             run_id=ids.get(local) if local is not None else None,
             placement=self._placement,
+            waited_s=waited,
         )
 
     async def bench(
