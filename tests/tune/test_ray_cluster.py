@@ -85,7 +85,7 @@ async def test_a_node_lost_mid_trial_takes_its_server_and_the_trial_runs_again_e
 ) -> None:
     node_a, node_b = _gpu_node(cluster, nodes, 1), _gpu_node(cluster, nodes, 1)
     a_id, b_id = node_a.node_id[:6], node_b.node_id[:6]  # type: ignore[attr-defined]
-    spec = spec_from(demo_spec(seqs=[8, 16, 32], num_prompts=40, rate=4.0))  # ~10 s loads
+    spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=40, rate=4.0))  # ~10 s loads
     choice = ClusterChoice(address=cluster.address)
     lanes = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
     began = time.monotonic()
@@ -141,7 +141,7 @@ async def test_a_node_that_joins_mid_sweep_takes_trials(
 ) -> None:
     node_a = _gpu_node(cluster, nodes, 1)
     a_id = node_a.node_id[:6]  # type: ignore[attr-defined]
-    spec = spec_from(demo_spec(seqs=[8, 16, 32], num_prompts=24, rate=4.0))  # ~6 s loads
+    spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=24, rate=4.0))  # ~6 s loads
     choice = ClusterChoice(address=cluster.address)
     lanes = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
     began = time.monotonic()
@@ -153,7 +153,7 @@ async def test_a_node_that_joins_mid_sweep_takes_trials(
     await asyncio.gather(*(lane.close() for lane in lanes))
     print(f"\nnode added mid-sweep: sweep {time.monotonic() - began:.0f} s")
     assert status.state is SweepState.DONE, status.message
-    assert [t.state for t in status.trials] == [TrialState.MEASURED] * 3
+    assert [t.state for t in status.trials] == [TrialState.MEASURED] * 2
     where = [t.placement.node for t in status.trials if t.placement is not None]
     assert any(b_id in node for node in where)  # the new node took a trial
     assert all(a_id in node or b_id in node for node in where)
