@@ -161,12 +161,15 @@ class Placer:
     idle_deadline_s: float = IDLE_PLACEMENT_S
     placed: int = 0
 
-    async def reserve(self, need: int, say: Callable[[str], None]) -> PlacementGroup:
+    async def reserve(
+        self, need: int, say: Callable[[str], None], stopped: Callable[[], bool] = lambda: False
+    ) -> PlacementGroup:
         """A ready placement group of one ``need``-GPU bundle on one node.
 
         Raises :class:`LaneRefused` when no alive node can hold it (before asking, and at
         every round: a node may leave meanwhile), :class:`LaneLost` when it is not placed
-        within the idle deadline while no trial of this sweep holds GPUs.
+        within the idle deadline while no trial of this sweep holds GPUs,
+        :class:`LaneInterrupted` when ``stopped()`` turns true meanwhile (a stop).
         """
         await self._check(need)
         group = placement_group([{"GPU": float(need)}], strategy="STRICT_PACK")
@@ -180,6 +183,8 @@ class Placer:
                     ready.result()
                     self.placed += 1
                     return group
+                if stopped():
+                    raise LaneInterrupted(STOPPED_BEFORE_START)
                 await self._check(need)
                 idle = idle + self.round_s if self.placed == 0 else 0.0
                 if idle >= self.idle_deadline_s:
@@ -328,7 +333,7 @@ class RayLane:
     async def _open(self, need: int) -> Any:
         """A worker placed in a group holding ``need`` GPUs, its progress streamed."""
         self._say(f"reserving {need} GPU(s) on one node")
-        group = await self._placer.reserve(need, self._say)
+        group = await self._placer.reserve(need, self._say, lambda: self._aborted)
         actor = self._spawn(group, need)
         try:
             opening = _result(actor.open.remote())
