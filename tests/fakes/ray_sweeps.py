@@ -2,8 +2,8 @@
 
 Shared by the Ray tests (they skip without the ``ray`` extra). Every wait is on a state the
 head wrote (a run in its store, a line in its journal), bounded by a deadline that only a
-hung process reaches; nothing waits on a guessed duration. Servers a killed worker or node
-left behind (vtc's servers have their own process group) are stopped by their state files.
+hung process reaches; nothing waits on a guessed duration. What a worker started ends with
+it (its warden stops it): the tests check that by the processes' ids, never by files.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.sweep import SweepSpec
 from tui.modes.options import ConsoleOptions
-from tui.modes.sweep import CLUSTER_DIR
-from tui.server.adopted import stop_recorded_server
 from tui.store.history import RunStore
-from tui.store.server_state import ServerStateFile
 
 DEADLINE_S = 240.0  # a bound for a hung process on a busy machine, never reached otherwise
 
@@ -95,13 +94,20 @@ def serving_on(fragment: str) -> Callable[[RunRecord], bool]:
     )
 
 
-def left_servers(data_dir: Path) -> list[Path]:
-    """State files the cluster's workers left (their servers possibly still running)."""
-    return sorted((data_dir / CLUSTER_DIR).rglob("*.json"))
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its parent does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
-def stop_left_servers(data_dir: Path) -> None:
-    """Stop every server a worker's state file still names (a killed worker's, a lost
-    node's): the test leaves no process behind."""
-    for path in left_servers(data_dir):
-        stop_recorded_server(ServerStateFile(path), grace_s=5.0)
+async def gone(pids: list[int], *, deadline_s: float = DEADLINE_S) -> float:
+    """Wait until none of ``pids`` runs; the seconds it took (the deadline: a failure)."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    while any(running(pid) for pid in pids):
+        if loop.time() - began > deadline_s:
+            raise AssertionError(f"still running after {deadline_s:g} s: {pids}")
+        await asyncio.sleep(0.1)
+    return loop.time() - began

@@ -2,14 +2,16 @@
 
 The trial loop marks a trial whose node or worker died ``lost`` (naming the node), runs it
 once more and never journals the lost attempt; a second loss is not retried again. The
-count of trials a cluster runs at once, and the refusal when no node holds one trial's
-GPUs, come from its nodes' GPUs alone. ``--json`` and the progress lines say when and where
+count of trials a cluster runs at once, and the refusal when no node holds a trial's GPUs
+(the whole sweep before anything starts, or one trial alone, never started nor journaled),
+come from its alive nodes' GPUs alone. ``--json`` and the progress lines say when and where
 each trial ran.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -22,8 +24,9 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, SweepTag
 from tui.domain.sweep import SweepSpec, SweepState, TrialState
 from tui.domain.sweep.outcome import Placement
-from tui.tune.gpus import Unplaceable, trials_at_once
+from tui.tune.gpus import Unplaceable, refusal, trials_at_once
 from tui.tune.journal import Journal, journal_path
+from tui.tune.lanes import LaneRefused, StartResult
 from tui.tune.report import sweep_json, trial_line
 from tui.tune.run import SweepRun
 
@@ -88,24 +91,58 @@ async def test_a_trial_lost_twice_is_not_retried_a_third_time() -> None:
     assert status.state is SweepState.DONE  # the sweep goes on: no failure streak either
 
 
-def test_trials_at_once_divides_each_nodes_gpus_by_what_one_trial_needs() -> None:
+def test_trials_at_once_divides_each_nodes_gpus_by_the_smallest_trial() -> None:
     spec = grid_spec(base={"model": "m", "flags": {"tensor_parallel_size": 2}})
     assert trials_at_once({"a": 4.0, "b": 3.0, "c": 0.0}, spec) == 3  # 2 + 1, b's third idle
     assert trials_at_once({"a": 4.0}, grid_spec()) == 4
+    mixed = grid_spec(parameters={"tensor_parallel_size": [1, 8]})
+    assert trials_at_once({"a": 4.0}, mixed) == 4  # tp=1 trials run; tp=8 is refused alone
 
 
-def test_a_trial_no_node_can_hold_is_refused_in_one_line_naming_the_need() -> None:
+def test_a_sweep_no_node_can_hold_is_refused_in_one_line_naming_the_need() -> None:
     spec = grid_spec(
         base={"model": "m", "flags": {"pipeline_parallel_size": 2}},
-        parameters={"tensor_parallel_size": [1, 4]},
+        parameters={"tensor_parallel_size": [4, 8]},
     )
     with pytest.raises(Unplaceable) as caught:
         trials_at_once({"a": 4.0, "b": 4.0}, spec)
     line = caught.value.one_line()
     assert "\n" not in line
-    assert "8 GPU(s) one trial needs" in line and "the largest node has 4" in line
-    with pytest.raises(Unplaceable, match="no alive node"):
+    assert "needs 8 GPU(s) on one node" in line and "the largest alive node has 4" in line
+    with pytest.raises(Unplaceable, match="no node is alive"):
         trials_at_once({}, grid_spec())
+    assert refusal(4, {"a": 4.0}) is None and refusal(5, {"a": 4.0, "b": 4.0}) is not None
+
+
+@dataclass
+class RefusingLane(ScriptedLane):
+    """A cluster lane that refuses trials needing more than ``largest`` GPUs."""
+
+    largest: int = 1
+
+    async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
+        need = flags.tensor_parallel_size or 1
+        why = refusal(need, {"node": float(self.largest)})
+        if why is not None:
+            raise LaneRefused(why)
+        return await super().start(flags, tag)
+
+
+async def test_a_refused_trial_is_never_started_nor_journaled_and_the_rest_run(
+    tmp_path: Path,
+) -> None:
+    spec = grid_spec(parameters={"tensor_parallel_size": [1, 4, 2]})
+    path = journal_path(tmp_path, spec.sweep_id())
+    lane = RefusingLane(name="node-a", largest=2)
+    status = await SweepRun(spec, [lane], journal=Journal(path, spec)).run()
+    assert status.state is SweepState.DONE
+    by_tp = {t.params["tensor_parallel_size"]: t for t in status.trials}
+    assert by_tp[1].state is by_tp[2].state is TrialState.MEASURED
+    refused = by_tp[4]
+    assert refused.state is TrialState.PRUNED and not refused.started
+    assert "needs 4 GPU(s) on one node" in refused.diagnosis
+    assert status.starts == 2 and len(lane.starts) == 2
+    assert len(Journal(path, spec).finished) == 2  # a resume asks the cluster again
 
 
 async def test_json_and_lines_say_when_and_where_each_trial_ran() -> None:

@@ -1,17 +1,17 @@
 """``vtc sweep SPEC --demo --ray --ray-gpus 2`` in real processes: the head killed, restarted.
 
 The head (the ``vtc sweep`` process, which started the local Ray instance) is SIGKILLed
-once a trial finished. Its workers die with it; the servers they ran live on (their own
-process groups). The second run resumes from the journal: the finished trials are replayed,
-not run again (the same runs); the servers the killed head left are stopped by the new
-workers before any trial starts again, so no trial runs twice at once; the runs the killed
-head left live on the board are closed as lost with the reason. ``--json`` carries when
-and where each trial ran.
+once a trial finished. Its workers die with it, and what they started with them (each
+worker's warden stops its server and load): no server is left running beside the rerun.
+The second run resumes from the journal: the finished trials are replayed, not run again
+(the same runs); the runs the killed head left live on the board are closed as lost with
+the reason. ``--json`` carries when and where each trial ran.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -21,39 +21,33 @@ import pytest
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
 
-from fakes.ray_sweeps import (  # noqa: E402
-    DEADLINE_S,
-    demo_spec,
-    head_runs,
-    left_servers,
-    stop_left_servers,
-)
+from fakes.ray_sweeps import DEADLINE_S, demo_spec, head_runs, running  # noqa: E402
 from fakes.sweep_process import start_sweep  # noqa: E402
 
 from tui.domain.results import RunStatus  # noqa: E402
 from tui.modes.ray_cluster import LEFT_BY_A_KILLED_HEAD  # noqa: E402
-from tui.store.server_state import ServerStateError, ServerStateFile  # noqa: E402
 
 ARGS = ["--demo", "--sim-speed", "20", "--startup-timeout", "120", "--ray", "--ray-gpus", "2"]
 
 
-def _pids(files: list[Path]) -> list[int]:
+def _servers(family: list[psutil.Process]) -> list[int]:
+    """The simulated servers among the killed head's processes."""
     out = []
-    for path in files:
+    for proc in family:
         try:
-            record = ServerStateFile(path).read()
-        except ServerStateError:
+            if "tui.sim" in " ".join(proc.cmdline()):
+                out.append(proc.pid)
+        except psutil.Error:
             continue
-        if record is not None:
-            out.append(record.pid)
     return out
 
 
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+def _wait_gone(pids: list[int], deadline_s: float) -> float:
+    began = time.monotonic()
+    while any(running(pid) for pid in pids):
+        assert time.monotonic() - began < deadline_s, f"still running: {pids}"
+        time.sleep(0.1)
+    return time.monotonic() - began
 
 
 def test_a_killed_head_resumes_without_repeating_or_doubling_trials(tmp_path: Path) -> None:
@@ -69,12 +63,14 @@ def test_a_killed_head_resumes_without_repeating_or_doubling_trials(tmp_path: Pa
         first.kill()
         before = first.finished_trials()
         assert len(before) < 4, "the sweep finished before it was killed: nothing to resume"
-        left = _pids(left_servers(data))  # servers the killed head's workers still ran
+        servers = _servers(family)
+        assert servers, "no server ran when the head was killed"
+        took = _wait_gone(servers, 60)  # they went with their workers: nothing to stop later
+        print(f"\nkilled head: its servers gone in {took:.1f} s")
 
         second = start_sweep(spec, data, [*ARGS, "--json", str(out)], n=2)
         assert second.wait(DEADLINE_S) == 0, second.text()
         assert f"resuming: {len(before)} finished trial(s)" in second.text()
-        assert not any(_running(pid) for pid in left)  # stopped, never running beside a rerun
 
         report = json.loads(out.read_text(encoding="utf-8"))
         trials = report["trials"]
@@ -93,7 +89,6 @@ def test_a_killed_head_resumes_without_repeating_or_doubling_trials(tmp_path: Pa
         closed = [r for r in runs if r.ended_because == LEFT_BY_A_KILLED_HEAD]
         assert all(r.status is RunStatus.LOST for r in closed)
     finally:
-        stop_left_servers(data)
         for proc in family:  # what the killed head started and nothing stopped
             if proc.is_running():
                 proc.kill()

@@ -1,12 +1,14 @@
 """A cluster sweep on a local Ray instance that declares GPUs this machine does not have.
 
 Ray hands out GPU ids it does not check, so the whole path runs here with the simulator:
-each trial's worker gets its own GPU ids from Ray, launches the server pinned to them
-(``CUDA_VISIBLE_DEVICES``), runs the load on its node and returns the typed result and the
-runs, which the head writes into the board's store; progress comes back while trials run.
-A worker killed mid-trial marks the trial lost, naming the node, and the trial runs again.
-A trial no node can hold is refused before anything starts. One instance (4 GPUs) serves
-the module, started small and shut down at its end.
+each trial reserves its GPUs in a placement group, its worker gets their ids from Ray,
+launches the server pinned to them (``CUDA_VISIBLE_DEVICES``), runs the load on its node
+and returns the typed result and the runs, which the head writes into the board's store;
+progress streams back while trials run. A worker SIGKILLed mid-trial marks the trial lost,
+naming the node, the trial runs again, and the killed worker's server is gone (its warden
+stopped it). A trial no node can hold is refused with the reason while the others run; a
+sweep none of whose trials fits is refused before anything starts. One instance (4 GPUs)
+serves the module, started small and shut down at its end.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 pytestmark = pytest.mark.ray
@@ -26,21 +28,21 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed: pip ins
 from fakes.ray_sweeps import (  # noqa: E402
     demo_options,
     demo_spec,
+    gone,
     head_runs,
-    left_servers,
     serving_on,
     spec_from,
-    stop_left_servers,
     wait_for_run,
 )
 
 from tui.domain.results import RunStatus  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
-from tui.modes.ray_cluster import connect, disconnect, ray_lanes, sweep_up  # noqa: E402
-from tui.store.server_state import ServerStateFile  # noqa: E402
+from tui.modes.ray_cluster import SPARE_LANES, connect, disconnect, ray_lanes  # noqa: E402
+from tui.modes.sweep import CLUSTER_DIR  # noqa: E402
 from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.journal import Journal, journal_path  # noqa: E402
+from tui.tune.ray_lane import RayLane  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
 FOUR = ClusterChoice(gpus=4)
@@ -56,10 +58,8 @@ def instance() -> Iterator[ClusterChoice]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    data = tmp_path / "data"  # a local instance's workers are given the head's data dir
-    yield data
-    stop_left_servers(data)
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "data"  # a local instance's workers are given the head's data dir
 
 
 async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
@@ -68,7 +68,7 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
     spec = spec_from(demo_spec(seqs=[8, 16, 32, 64]))
     progress: list[str] = []
     lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, progress.append)
-    assert len(lanes) == 4  # 4 GPUs, one per trial: the batch of 4 runs at once
+    assert len(lanes) == 4 + SPARE_LANES  # 4 GPUs, one per trial, and the spare lanes
     journal = Journal(journal_path(data_dir, spec.sweep_id()), spec)
     status = await SweepRun(spec, lanes, journal=journal).run()
     await asyncio.gather(*(lane.close() for lane in lanes))
@@ -95,39 +95,34 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
         assert run_record.bench is not None and run_record.series  # the load and telemetry
         assert run_record.status is RunStatus.STOPPED  # each worker stopped its server
     assert len(Journal(journal_path(data_dir, spec.sweep_id()), spec).finished) == 4
-    assert any("load" in line or "starting" in line for line in progress)
+    assert any("load" in line or "starting" in line for line in progress)  # streamed
+    assert not list((data_dir / CLUSTER_DIR).rglob("*"))[1:]  # scratch folders cleared
 
 
-def _workers() -> list[psutil.Process]:
-    """This instance's trial workers (the raylet this process started runs them)."""
-    out = []
-    for proc in psutil.Process(os.getpid()).children(recursive=True):
-        try:
-            if "ray::TrialHost" in " ".join(proc.cmdline()):
-                out.append(proc)
-        except psutil.NoSuchProcess:
-            continue
-    return out
+async def _busy_lane(lanes: list[RayLane]) -> RayLane:
+    """The lane whose worker runs a server now (waited for: the head wrote it READY)."""
+    for lane in lanes:
+        if lane.placement is not None:
+            return lane
+    raise AssertionError("no lane holds a worker although a run is ready")
 
 
-async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(
+async def test_a_worker_killed_mid_trial_takes_its_server_and_the_trial_runs_again(
     instance: ClusterChoice, data_dir: Path
 ) -> None:
     spec = spec_from(demo_spec(seqs=[8], num_prompts=40, rate=4.0))  # a ~10 s load
     lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    began = time.monotonic()
     sweep = asyncio.create_task(SweepRun(spec, lanes).run())
     await wait_for_run(data_dir, serving_on("gpu"))  # the trial's load is running now
-    (worker,) = _workers()
-    (state,) = [p for p in left_servers(data_dir) if f"-w{worker.pid}" in p.name]
-    record = ServerStateFile(state).read()
-    assert record is not None
-    worker.send_signal(signal.SIGKILL)
+    pids = await (await _busy_lane(lanes)).pids()
+    assert set(pids) == {"worker", "server"}
+    os.kill(pids["worker"], signal.SIGKILL)
+    took = await gone([pids["server"]], deadline_s=60)  # its warden stopped the server
     status = await asyncio.wait_for(sweep, 240)
     await asyncio.gather(*(lane.close() for lane in lanes))
-    # The killed worker's server outlived it: the retry's worker stopped it before its own
-    # start (or the sweep's end does), so nothing is left running.
-    await asyncio.to_thread(sweep_up, spec, data_dir)
-    assert left_servers(data_dir) == [] and not psutil.pid_exists(record.pid)
+    wall = time.monotonic() - began
+    print(f"\nSIGKILLed worker: server gone in {took:.1f} s, sweep {wall:.0f} s")
     assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
     lost, again = status.trials
     assert lost.placement is not None and lost.placement.node in lost.diagnosis
@@ -135,7 +130,25 @@ async def test_a_worker_killed_mid_trial_marks_it_lost_and_runs_it_again(
     assert any(f"trial 1 lost on {lost.placement.node}" in note for note in status.notes)
 
 
-def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
+async def test_a_trial_no_node_can_hold_is_refused_with_the_reason_and_the_rest_run(
+    instance: ClusterChoice, data_dir: Path
+) -> None:
+    text = demo_spec(seqs=[8]).replace("max_num_seqs = [8]", "tensor_parallel_size = [1, 8]")
+    spec = spec_from(text.replace("[base.flags]", "[base.flags]\nmax_num_seqs = 8"))
+    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    began = time.monotonic()
+    status = await asyncio.wait_for(SweepRun(spec, lanes).run(), 240)
+    await asyncio.gather(*(lane.close() for lane in lanes))
+    print(f"\ntrial larger than any node: sweep {time.monotonic() - began:.0f} s")
+    by_tp = {t.params["tensor_parallel_size"]: t for t in status.trials}
+    assert by_tp[1].state is TrialState.MEASURED
+    refused = by_tp[8]
+    assert refused.state is TrialState.PRUNED and not refused.started
+    assert "needs 8 GPU(s) on one node" in refused.diagnosis
+    assert "the largest alive node has 4" in refused.diagnosis
+
+
+def test_a_sweep_no_node_can_hold_is_refused_before_anything_starts(
     instance: ClusterChoice, data_dir: Path
 ) -> None:
     text = demo_spec(seqs=[8]).replace(
@@ -144,5 +157,5 @@ def test_a_trial_no_node_can_hold_is_refused_before_anything_starts(
     with pytest.raises(Unplaceable) as caught:
         ray_lanes(spec_from(text), demo_options(data_dir), instance, data_dir, lambda _: None)
     line = caught.value.one_line()
-    assert "8 GPU(s) one trial needs" in line and "the largest node has 4" in line
+    assert "needs 8 GPU(s) on one node" in line and "the largest alive node has 4" in line
     assert not (data_dir / "demo-runs.sqlite").exists()  # nothing started, nothing written

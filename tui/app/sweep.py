@@ -13,21 +13,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from tui.app.arg_types import positive_float, positive_int
-from tui.app.output import raw_stream
+from tui.app.sweep_common import Printer, open_journal, stop_on_signals
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
-from tui.domain.inert import inert
 from tui.domain.sweep.outcome import SweepStatus
 from tui.domain.sweep.spec import STRATEGIES, SweepSpec
 from tui.load.result_file import strict_json
@@ -36,10 +33,10 @@ from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
-from tui.tune.journal import Journal, journal_path
+from tui.tune.journal import journal_path
 from tui.tune.lock import SweepLock
 from tui.tune.prune import Pruner
-from tui.tune.report import closing_line, progress_line, result_txt, sweep_json, trial_line
+from tui.tune.report import closing_line, progress_line, result_txt, sweep_json
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane
 from tui.tune.spec_file import auto_tune_from_env, load_spec
@@ -102,44 +99,6 @@ def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
     if args.max_starts:
         changes["budget"] = spec.budget.model_copy(update={"max_starts": args.max_starts})
     return spec.model_copy(update=changes)
-
-
-class Printer:
-    """Progress: a line per finished trial; on a terminal one line updated in place too."""
-
-    def __init__(self, out: TextIO, tty: bool) -> None:
-        # The updating line's own CSI goes to the terminal itself; the text is made inert.
-        self._out, self._tty = raw_stream(out), tty
-        self._seen: set[int] = set()
-        self._last = ""
-
-    def show(self, status: SweepStatus) -> None:
-        """Print what is new in ``status``."""
-        # A twin's predictions are counted on the progress line, not printed one by one: a
-        # twin-first sweep ranks the whole space (hundreds of candidates) before its first
-        # start, and re-ranks it after each.
-        fresh = [t for t in status.trials if t.index not in self._seen and not t.predicted]
-        for trial in fresh:
-            self._seen.add(trial.index)
-            self._print(trial_line(trial, status.objective))
-        line = progress_line(status)
-        if self._tty:
-            text = f"{line} · {status.message}" if status.message else line
-            self._out.write("\r\x1b[2K" + inert(text)[:200])
-            self._out.flush()
-        elif fresh and line != self._last:
-            self._print(line)
-        self._last = line
-
-    def _print(self, text: str) -> None:
-        prefix = "\r\x1b[2K" if self._tty else ""
-        self._out.write(prefix + inert(text) + "\n")
-        self._out.flush()
-
-    def end(self) -> None:
-        """Leave the updating line behind."""
-        if self._tty:
-            self._out.write("\n")
 
 
 def run_sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -219,28 +178,6 @@ async def _locked_sweep(
     printer.end()
     _outputs(final, spec, args, data_dir, started, out)
     return 0 if final.best is not None and final.best.slo_met else 1
-
-
-def open_journal(data_dir: Path, spec: SweepSpec, fresh: bool) -> Journal:
-    path = journal_path(data_dir, spec.sweep_id())
-    if fresh and path.exists():
-        path.replace(path.with_suffix(f".{datetime.now():%Y%m%d%H%M%S}.old"))
-    return Journal(path, spec)
-
-
-@contextlib.contextmanager
-def stop_on_signals(run: SweepRun) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, run.stop)
-            installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def _write_output(path: Path, text: str, what: str) -> None:

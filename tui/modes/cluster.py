@@ -7,7 +7,6 @@ console without it runs as before and says, in one line, what to install.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from tui.domain.errors import VtcError
 from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions
-from tui.tune.lanes import ClusterLanes, ClusterRun, Lane
+from tui.tune.lanes import ClusterLanes, ClusterRun
 
 NO_RAY = "Ray is not installed here: a sweep on a cluster needs it"
 
@@ -30,22 +29,6 @@ def cluster_lanes(options: ConsoleOptions, data_dir: Path) -> ClusterLanes:
             from tui.modes import ray_cluster  # Ray: imported only when a sweep asks for it
         except ImportError as exc:
             raise VtcError(NO_RAY, hint="pip install 'vtc[ray]'") from exc
-        await asyncio.to_thread(ray_cluster.connect, choice)
-        try:
-            built = await asyncio.to_thread(
-                ray_cluster.ray_lanes, spec, options, choice, data_dir, on_progress
-            )
-        except BaseException:
-            await asyncio.to_thread(ray_cluster.disconnect)
-            raise
-        lanes: list[Lane] = list(built)
-
-        async def close() -> None:
-            await asyncio.gather(*(lane.close() for lane in built), return_exceptions=True)
-            if choice.address is None:  # this machine is the only node: no server left
-                await asyncio.to_thread(ray_cluster.sweep_up, spec, data_dir)
-            await asyncio.to_thread(ray_cluster.disconnect)
-
-        return ClusterRun(lanes, close)
+        return await ray_cluster.open_cluster(spec, options, choice, data_dir, on_progress)
 
     return build

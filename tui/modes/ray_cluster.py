@@ -1,37 +1,49 @@
-"""The Ray side of ``vtc sweep --ray``: join or start the cluster, count and place the lanes.
+"""The Ray side of ``vtc sweep --ray``: join or start the cluster, its lanes, let them go.
 
 With an address (``--ray ADDRESS``: ``auto``, ``host:6379``, ``ray://host:10001``) the head
 joins that cluster; without one it starts a local instance, small and quiet (its object
 store at :data:`LOCAL_OBJECT_STORE_BYTES`, no dashboard) with the GPUs ``--ray-gpus``
 declares (a CPU machine declares them too: Ray hands out GPU ids it does not check, which
-is how ``--demo`` and the tests run the whole path without a GPU). Each lane's worker asks
-for ``tp x pp`` GPUs and no CPU (the server and its load use the node's cores; Ray's CPU
-count would only cap how many trials a node takes). How many lanes: every alive node's
-GPUs divided by what one trial needs; none is refused before anything starts
-(:func:`tui.tune.gpus.trials_at_once`).
+is how ``--demo`` and the tests run the whole path without a GPU). Each trial reserves its
+``tp x pp`` GPUs in a placement group and its worker asks for no CPU (the server and its
+load use the node's cores; Ray's CPU count would only cap how many trials a node takes).
+
+The cluster is read live, never counted once: there are as many lanes as the alive nodes
+hold trials now plus :data:`SPARE_LANES`, whose trials wait for placement (a node that joins
+mid-sweep takes them at once; Ray places a waiting group as soon as GPUs are free), and
+each placement reads the alive nodes again (:class:`tui.tune.ray_lane.Placer`), so a node
+that left stops counting. A sweep none of whose trials any alive node can hold is refused
+before anything starts; a single trial too large for every node is refused when its turn
+comes, with the reason, while the others run.
+
+:func:`open_cluster` is the one way in and out (connect, lanes, close, disconnect), used by
+``vtc sweep --ray`` and the console's sweep composer alike.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ray
+from ray.util.placement_group import PlacementGroup
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from tui.domain.results import RunStatus
 from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
-from tui.modes.ray_host import HostConfig, TrialHost, stop_left_servers
-from tui.modes.sweep import CLUSTER_DIR
+from tui.modes.ray_host import HostConfig, TrialHost
 from tui.store.history import RunStore
-from tui.tune.gpus import gpus_per_trial, trials_at_once
-from tui.tune.ray_lane import HeadWriter, RayLane
+from tui.tune.gpus import trials_at_once
+from tui.tune.lanes import ClusterRun, Lane
+from tui.tune.ray_lane import HeadWriter, Placer, RayLane
 
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024  # replies are small: a few runs' records
 LOCAL_CPUS = 1  # the workers ask for none; Ray keeps this many idle workers ready
+SPARE_LANES = 4  # trials waiting for placement beyond what the alive nodes hold now
 LEFT_BY_A_KILLED_HEAD = "the sweep's head was killed while it ran; its trial runs again"
 
 
@@ -58,8 +70,14 @@ def connect(choice: ClusterChoice) -> None:
         ) from exc
 
 
+def disconnect() -> None:
+    """Leave the cluster (a local instance stops with it)."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 def node_gpus() -> dict[str, float]:
-    """Every alive node's GPUs (its id -> how many the cluster declares)."""
+    """Every alive node's GPUs now (its id -> how many the cluster declares; blocking)."""
     return {
         str(node["NodeID"]): float(node.get("Resources", {}).get("GPU", 0.0))
         for node in ray.nodes()
@@ -67,17 +85,10 @@ def node_gpus() -> dict[str, float]:
     }
 
 
-def sweep_up(spec: SweepSpec, data_dir: Path) -> list[str]:
-    """After a sweep on a local instance: stop what its gone workers left on this machine
-    (a killed worker's server). A joined cluster's nodes do it when a worker next opens
-    there. Blocking."""
-    return stop_left_servers(data_dir / CLUSTER_DIR / spec.sweep_id(), head_run="")
-
-
-def disconnect() -> None:
-    """Leave the cluster (a local instance stops with it)."""
-    if ray.is_initialized():
-        ray.shutdown()
+def lane_count(spec: SweepSpec, nodes: dict[str, float]) -> int:
+    """How many lanes: the trials the alive nodes hold at once now, plus the spare ones.
+    Raises :class:`tui.tune.gpus.Unplaceable` when no alive node holds any trial."""
+    return trials_at_once(nodes, spec) + SPARE_LANES
 
 
 def ray_lanes(
@@ -87,17 +98,15 @@ def ray_lanes(
     data_dir: Path,
     on_progress: Callable[[str], None],
 ) -> list[RayLane]:
-    """One lane per trial the cluster holds at once, each spawning its own worker.
+    """The sweep's lanes on the connected cluster, sharing one placer and the head's store.
 
-    Raises :class:`tui.tune.gpus.Unplaceable` (one line) when no node has a trial's GPUs.
-    The head's run store is where every lane writes the nodes' runs.
+    Raises :class:`tui.tune.gpus.Unplaceable` (one line) when no alive node can hold any
+    trial of the spec. Blocking.
     """
-    width = trials_at_once(node_gpus(), spec)
-    per_trial = gpus_per_trial(spec)
+    width = lane_count(spec, node_gpus())
     config = HostConfig(
         spec=spec,
         options=options,
-        head_run=f"head{os.getpid()}-{uuid.uuid4().hex[:6]}",
         data_dir=None if choice.address else str(data_dir),
         ready_timeout_s=options.startup_timeout,
     )
@@ -105,18 +114,52 @@ def ray_lanes(
     store = RunStore(data_dir / ("demo-runs.sqlite" if options.demo else "runs.sqlite"))
     close_left_runs(store, spec.sweep_id())
     writer = HeadWriter(store)
+    placer = Placer(node_gpus)
 
-    def spawn() -> object:
+    def spawn(group: PlacementGroup, gpus: int) -> Any:
         return host.options(
-            num_gpus=per_trial, num_cpus=0, max_restarts=0, max_task_retries=0
+            num_gpus=gpus,
+            num_cpus=0,
+            max_restarts=0,
+            max_task_retries=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
         ).remote(config)
 
-    return [RayLane(spawn, writer, name=f"slot{i}", on_progress=on_progress) for i in range(width)]
+    return [
+        RayLane(spawn, writer, placer, name=f"slot{i}", on_progress=on_progress)
+        for i in range(width)
+    ]
+
+
+async def open_cluster(
+    spec: SweepSpec,
+    options: ConsoleOptions,
+    choice: ClusterChoice,
+    data_dir: Path,
+    on_progress: Callable[[str], None],
+) -> ClusterRun:
+    """Connect, build the lanes; their ``close`` lets the lanes and the cluster go. Raises
+    ``VtcError`` (one line) when the cluster cannot be reached or hold a trial."""
+    await asyncio.to_thread(connect, choice)
+    try:
+        built = await asyncio.to_thread(ray_lanes, spec, options, choice, data_dir, on_progress)
+    except BaseException:
+        await asyncio.to_thread(disconnect)
+        raise
+
+    async def close() -> None:
+        try:
+            await asyncio.gather(*(lane.close() for lane in built), return_exceptions=True)
+        finally:
+            await asyncio.to_thread(disconnect)
+
+    lanes: list[Lane] = list(built)
+    return ClusterRun(lanes, close)
 
 
 def close_left_runs(store: RunStore, sweep_id: str) -> int:
-    """The sweep's runs an earlier head left live (killed, its workers went with it, their
-    servers are stopped by the new workers): closed as lost, saying why. How many."""
+    """The sweep's runs an earlier head left live (killed: its workers and their servers
+    went with it): closed as lost, saying why. How many."""
     closed = 0
     for run in store.list(limit=100_000):
         if run.sweep is None or run.sweep.sweep_id != sweep_id or not run.status.live:

@@ -1,19 +1,26 @@
 """The worker a cluster sweep places on a node: one trial slot's server and its loads there.
 
-:class:`TrialHost` is a Ray actor (async, so the head can ask for its progress while a
-start or a load runs), created with ``num_gpus = tp x pp``. It builds the node's lane the
-way ``vtc sweep`` builds a local one (:meth:`tui.modes.sweep.SweepMode.node_lane`: the
-simulator in ``--demo``, else the node's vLLM), pinned with ``CUDA_VISIBLE_DEVICES`` to the
-GPU ids Ray gave it (``ray.get_gpu_ids()``), and drives it through the same
+:class:`TrialHost` is a Ray actor (async, so it streams its progress while a start or a
+load runs), scheduled into its trial's placement group (``tp x pp`` GPUs on one node). It
+builds the node's lane the way ``vtc sweep`` builds a local one
+(:meth:`tui.modes.sweep.SweepMode.node_lane`: the simulator in ``--demo``, else the node's
+vLLM), pinned with ``CUDA_VISIBLE_DEVICES`` to the GPU ids Ray gave it
+(``ray.get_gpu_ids()``), and drives it through the same
 :class:`~tui.tune.session_lane.SessionLane` a local sweep uses. The session records its runs
 in a scratch store on the node; every reply carries the runs recorded or changed since the
 previous one, and the head writes them into the board's store (the one writer).
 
-A server outlives its worker (vtc's servers have their own process group), so a killed head
-or a killed worker leaves servers on the nodes: each worker first stops the servers that
-gone workers of the same sweep left on its node (their state files name the head's run and
-the worker's pid), so a trial that was running when its head or worker died never runs
-twice at once; a local instance's head does the same once the sweep ends.
+What the worker starts ends with it. vtc's servers and loads run in sessions of their own
+(a terminal's ^C never reaches them), so neither a process group Ray cleans up nor Ray's
+default of killing a worker's direct children on its exit catches a worker that is
+SIGKILLed (Ray's subreaper option is deprecated in 2.60 and, tried here, left such
+children running). So each worker starts a warden (:mod:`tui.modes.ray_warden`, a plain
+script) holding the read end of a pipe only the worker writes: the worker names each child
+it starts (server, log relay, load), the warden holds a pidfd on each (no PID reuse), and
+when the pipe closes (the worker gone, however it went) it stops every one still running
+(their process groups, vLLM's engine processes with them) and removes the worker's scratch
+folder. A node that goes takes its processes with it; nothing is left to find later, so
+there are no state files to sweep and no pid probes.
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import re
-import shutil
 import socket
+import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import httpx
 import psutil
@@ -35,26 +43,24 @@ import ray
 
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
-from tui.domain.events import Ready, StageReached
+from tui.domain.events import Launched, Ready, StageReached
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.inert import inert
 from tui.domain.results import RunRecord, SweepTag
 from tui.domain.sweep.outcome import Placement
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadProgress, LoadSpec
-from tui.modes.adapters import STOP_GRACE_S
+from tui.modes import ray_warden
 from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import local_client
 from tui.modes.sweep import CLUSTER_DIR, NodeLane, SweepMode
-from tui.server.adopted import stop_recorded_server
 from tui.session.facade import Session
 from tui.session.port import LoadFinished, SessionEvent
 from tui.store.history import default_data_dir
 from tui.store.private import private_dir
-from tui.store.server_state import ServerStateFile
-from tui.tune.lanes import BenchRun, LaneError, LaneInterrupted, StartResult
-from tui.tune.ray_lane import HostReply
+from tui.tune.lanes import BenchRun, LaneError, StartResult
+from tui.tune.ray_lane import HostFailure, HostReply
 from tui.tune.session_lane import SessionLane
 
 LOG_EXCERPT_LINES = 20
@@ -66,7 +72,6 @@ class HostConfig:
 
     spec: SweepSpec
     options: ConsoleOptions
-    head_run: str  # this head process's id: servers an earlier head left are stopped
     data_dir: str | None = None  # a local instance: the head's; a joined cluster: the node's own
     ready_timeout_s: float = 900.0
 
@@ -76,66 +81,69 @@ def node_name() -> str:
     return f"{socket.gethostname()}:{ray.get_runtime_context().get_node_id()[:6]}"
 
 
-def worker_id(head_run: str) -> str:
-    """``<head run>-w<pid>``: names a worker's state file and scratch store on its node, so
-    whoever looks later can tell whether the worker that wrote them still runs."""
-    return f"{head_run}-w{os.getpid()}"
+class Warden:
+    """The worker's warden process: told each child the worker starts, it stops those
+    still running once the worker is gone (its pipe closed), and removes ``scratch``."""
 
+    def __init__(self, scratch: Path) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, ray_warden.__file__, str(scratch)],
+            stdin=subprocess.PIPE,
+            start_new_session=True,  # deaf to a terminal's ^C, like the servers it watches
+        )
+        self._told: set[int] = {self._proc.pid}
 
-def _owner_gone(path: Path, head_run: str) -> bool:
-    """Whether the worker that wrote ``path`` is gone: another head's (killed, or ended),
-    or this head's whose process died (a killed worker, its trial lost)."""
-    if not path.name.startswith(head_run):
-        return True
-    found = re.search(r"-w(\d+)", path.name)
-    return found is None or not psutil.pid_exists(int(found.group(1)))
+    def watch_children(self) -> None:
+        """Name every child of this worker not named yet (they are its own, alive now)."""
+        stdin: IO[bytes] | None = self._proc.stdin
+        if stdin is None or stdin.closed:
+            return
+        fresh = [c.pid for c in psutil.Process().children() if c.pid not in self._told]
+        if not fresh:
+            return
+        self._told.update(fresh)
+        stdin.write("".join(f"{pid}\n" for pid in fresh).encode())
+        stdin.flush()
 
-
-def stop_left_servers(folder: Path, head_run: str) -> list[str]:
-    """Stop the servers gone workers left in ``folder`` (their own process groups outlive
-    them); their files go. What each stop said (blocking: up to the stop grace each)."""
-    said: list[str] = []
-    if not folder.is_dir():
-        return said
-    for path in sorted(folder.iterdir()):
-        if not _owner_gone(path, head_run):
-            continue
-        if path.suffix == ".json":
-            said.append(stop_recorded_server(ServerStateFile(path), grace_s=STOP_GRACE_S).message)
-        elif path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-    return said
+    def end(self) -> None:
+        """The worker is closing: the warden stops what is left and clears up (blocking)."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=ray_warden.GRACE_S * 2 + 5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
 
 
 class TrialHost:
-    """One trial slot on a node (a Ray actor): its server, its loads, its runs."""
+    """One trial on a node (a Ray actor): its server, its loads, its runs."""
 
     def __init__(self, config: HostConfig) -> None:
         self._config = config
         self._session: Session | None = None
         self._lane: SessionLane | None = None
         self._client: httpx.AsyncClient | None = None
+        self._warden: Warden | None = None
         self._activity = "placed"
+        self._changed = asyncio.Event()
+        self._closed = False
         self._sent: dict[int, RunRecord] = {}
-        self._scratch: Path | None = None
         self._placement: Placement | None = None
 
     async def open(self) -> Placement:
         """Build the node's lane on the GPUs Ray gave this worker; where it is."""
         cfg = self._config
         gpus = tuple(str(g) for g in ray.get_gpu_ids())
-        node = node_name()
         data_dir = Path(cfg.data_dir) if cfg.data_dir else default_data_dir()
         folder = private_dir(data_dir / CLUSTER_DIR / cfg.spec.sweep_id())
-        await asyncio.to_thread(stop_left_servers, folder, cfg.head_run)
-        worker = worker_id(cfg.head_run)
-        self._scratch = Path(tempfile.mkdtemp(prefix=f"{worker}-", dir=folder))
-        self._placement = Placement(node=node, gpu_ids=list(gpus))
+        scratch = Path(tempfile.mkdtemp(prefix="trial-", dir=folder))
+        self._warden = Warden(scratch)  # first: whatever starts next is watched
+        self._placement = Placement(node=node_name(), gpu_ids=list(gpus))
         lane = NodeLane(
             name=self._placement.describe(),
             gpus=gpus,
-            state=folder / f"{worker}.json",
-            store=self._scratch / "runs.sqlite",
+            state=scratch / "server.json",
+            store=scratch / "runs.sqlite",
         )
         parts = await asyncio.to_thread(SweepMode(cfg.spec).node_lane, cfg.options, data_dir, lane)
         session = assemble(parts.info, parts.services, poll_interval_s=cfg.options.poll_interval_s)
@@ -154,7 +162,9 @@ class TrialHost:
         try:
             result = await lane.start(flags, tag)
         except LaneError as exc:
-            return self._reply(error=exc.one_line(), interrupted=isinstance(exc, LaneInterrupted))
+            return self._reply(failure=HostFailure.of(exc))
+        finally:
+            self._watch_children()
         facts = self._facts()
         excerpt = "" if result.ok else self._excerpt()
         return self._reply(start=dataclasses.replace(result, placement=facts, log_excerpt=excerpt))
@@ -167,7 +177,7 @@ class TrialHost:
         try:
             run = await lane.bench(load, model=model, goodput=goodput)
         except LaneError as exc:
-            return self._reply(error=exc.one_line(), interrupted=isinstance(exc, LaneInterrupted))
+            return self._reply(failure=HostFailure.of(exc))
         return self._reply(bench=run)
 
     async def reset_prefix_cache(self) -> HostReply:
@@ -179,19 +189,33 @@ class TrialHost:
         if self._lane is not None:
             await self._lane.abort()
 
-    async def progress(self) -> str:
-        """What the worker is doing now (one line)."""
-        return self._activity
+    async def watch(self) -> AsyncIterator[str]:
+        """What the worker is doing, one line each time it changes (a streaming generator
+        the head consumes; it ends when the worker closes)."""
+        while not self._closed:
+            await self._changed.wait()
+            self._changed.clear()
+            if not self._closed:
+                yield self._activity
+
+    def pids(self) -> dict[str, int]:
+        """This worker's process and its server's (a test kills the one, finds the other
+        gone)."""
+        current = self._session.current if self._session is not None else None
+        server = current.server_pid if current is not None else None
+        return {"worker": os.getpid(), **({"server": server} if server else {})}
 
     async def close(self) -> HostReply:
-        """Stop the server; the runs' last states; the scratch store goes."""
+        """Stop the server; the runs' last states; the warden clears the scratch folder."""
         if self._session is not None:
             await self._session.close()
         if self._client is not None:
             await self._client.aclose()
         reply = self._reply()
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        self._closed = True
+        self._changed.set()
+        if self._warden is not None:
+            await asyncio.to_thread(self._warden.end)
         return reply
 
     def _need(self) -> SessionLane:
@@ -199,17 +223,28 @@ class TrialHost:
             raise VtcError("the worker was not opened")
         return self._lane
 
+    def _watch_children(self) -> None:
+        if self._warden is not None:
+            self._warden.watch_children()
+
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, StageReached):
-            self._activity = f"starting: {event.stage.value} ({event.elapsed:.0f} s)"
+        if isinstance(event, Launched):
+            self._watch_children()  # the server (and its log relay), the moment it exists
+        elif isinstance(event, StageReached):
+            self._tell(f"starting: {event.stage.value} ({event.elapsed:.0f} s)")
         elif isinstance(event, Ready):
-            self._activity = "server ready"
+            self._tell("server ready")
         elif isinstance(event, LoadProgress):
-            self._activity = (
+            self._watch_children()  # the load's process
+            self._tell(
                 f"load {event.done}/{event.total} done, {event.output_tokens_per_s:.0f} tok/s"
             )
         elif isinstance(event, LoadFinished):
-            self._activity = "load finished" if event.error is None else "load failed"
+            self._tell("load finished" if event.error is None else "load failed")
+
+    def _tell(self, activity: str) -> None:
+        self._activity = activity
+        self._changed.set()
 
     def _facts(self) -> Placement | None:
         """Where the trial runs, with the GPU model, vLLM and driver its run recorded."""
@@ -231,8 +266,7 @@ class TrialHost:
         start: StartResult | None = None,
         bench: BenchRun | None = None,
         reset: bool = False,
-        error: str = "",
-        interrupted: bool = False,
+        failure: HostFailure | None = None,
     ) -> HostReply:
         """The call's result and the runs recorded or changed since the last reply."""
         changed = []
@@ -242,10 +276,5 @@ class TrialHost:
                 changed.append(run)
                 self._sent[run.id] = run
         return HostReply(
-            records=tuple(changed),
-            start=start,
-            bench=bench,
-            reset=reset,
-            error=error,
-            interrupted=interrupted,
+            records=tuple(changed), start=start, bench=bench, reset=reset, failure=failure
         )

@@ -29,16 +29,22 @@ def visible_gpus(env: Mapping[str, str], count: Callable[[], int]) -> list[str]:
     return out
 
 
+def _sizes(spec: SweepSpec, name: str) -> list[int]:
+    """Every value ``name`` takes over the spec (its base value and swept ones; 1 unset)."""
+    values = [spec.base.flags.get(name)]
+    if name in spec.parameters:
+        values += list(spec.values(name))
+    return [int(v) for v in values if isinstance(v, int) and v > 0] or [1]
+
+
 def gpus_per_trial(spec: SweepSpec) -> int:
     """The most GPUs one trial needs: tensor x pipeline parallel, over the whole space."""
+    return max(_sizes(spec, "tensor_parallel_size")) * max(_sizes(spec, "pipeline_parallel_size"))
 
-    def largest(name: str) -> int:
-        values = [spec.base.flags.get(name)]
-        if name in spec.parameters:
-            values += list(spec.values(name))
-        return max((int(v) for v in values if isinstance(v, int)), default=1)
 
-    return largest("tensor_parallel_size") * largest("pipeline_parallel_size")
+def smallest_trial(spec: SweepSpec) -> int:
+    """The fewest GPUs a trial of the spec needs: tensor x pipeline parallel at their least."""
+    return min(_sizes(spec, "tensor_parallel_size")) * min(_sizes(spec, "pipeline_parallel_size"))
 
 
 def lanes(gpus: Sequence[str], per_trial: int) -> list[str]:
@@ -53,26 +59,40 @@ def lanes(gpus: Sequence[str], per_trial: int) -> list[str]:
 
 
 class Unplaceable(VtcError):
-    """No node of the cluster has the GPUs one trial needs: refused before anything starts."""
+    """No alive node of the cluster has the GPUs any trial needs: refused before anything
+    starts."""
 
 
-def trials_at_once(node_gpus: Mapping[str, float], spec: SweepSpec) -> int:
-    """How many trials a cluster runs side by side: per node, its GPUs // ``tp x pp``.
+def refusal(need: int, nodes: Mapping[str, float]) -> str | None:
+    """Why no alive node can hold a trial of ``need`` GPUs (``None``: one can).
 
-    ``node_gpus``: each alive node's GPUs (its name -> count, as the cluster declares them).
-    Raises :class:`Unplaceable` (one line, the reason) when no node can hold one trial:
-    a trial never spans nodes (vLLM's tensor and pipeline groups are placed on one node
-    here, its load run beside it).
+    ``nodes``: each alive node's GPUs now (its name -> count, as the cluster declares them).
+    A trial's GPUs are on one node: vtc starts one ``vllm serve`` per trial, on one node.
     """
-    per_trial = gpus_per_trial(spec)
-    width = sum(int(count // per_trial) for count in node_gpus.values())
-    if width > 0:
-        return width
-    largest = max(node_gpus.values(), default=0.0)
-    where = f"the largest node has {largest:g}" if node_gpus else "the cluster has no alive node"
-    raise Unplaceable(
-        f"no node of the Ray cluster has the {per_trial} GPU(s) one trial needs "
-        f"(tensor_parallel_size x pipeline_parallel_size over the spec): {where}",
-        hint="add GPUs to a node (--ray-gpus on a local instance), or narrow the spec's "
-        "parallel sizes",
+    largest = max(nodes.values(), default=0.0)
+    if largest >= need:
+        return None
+    where = f"the largest alive node has {largest:g}" if nodes else "no node is alive"
+    return (
+        f"refused: the trial needs {need} GPU(s) on one node (tensor_parallel_size x "
+        f"pipeline_parallel_size) and {where}"
     )
+
+
+def trials_at_once(nodes: Mapping[str, float], spec: SweepSpec) -> int:
+    """How many of the spec's smallest trials the alive ``nodes`` hold side by side now:
+    per node, its GPUs // the smallest ``tp x pp``.
+
+    Raises :class:`Unplaceable` (one line, the reason) when no alive node can hold even the
+    smallest trial: nothing of the sweep could run. (A larger trial that no node holds is
+    refused alone when its turn comes.)
+    """
+    need = smallest_trial(spec)
+    why = refusal(need, nodes)
+    if why is not None:
+        raise Unplaceable(
+            f"no trial of the sweep fits the Ray cluster: {why.removeprefix('refused: ')}",
+            hint="add GPUs to a node (--ray-gpus on a local instance), or narrow the spec's "
+            "parallel sizes",
+        )
+    return sum(int(count // need) for count in nodes.values())

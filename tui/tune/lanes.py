@@ -38,6 +38,12 @@ class LaneLost(LaneError):
         self.node = node
 
 
+class LaneRefused(LaneError):
+    """The cluster as it is now can never hold the trial (no alive node has the GPUs it
+    needs): it is refused before anything starts, with the reason, and not journaled (a
+    resumed sweep asks again: the cluster may have grown)."""
+
+
 @dataclass(frozen=True)
 class StartResult:
     """How a trial's start went: up, or the diagnosis of why not."""
@@ -49,6 +55,7 @@ class StartResult:
     kv_tokens: int | None = None
     placement: Placement | None = None  # where it started (a cluster lane; None: here)
     log_excerpt: str = ""  # the start's last log lines, where the log is on another node
+    waited_s: float = 0.0  # waiting for a cluster to place it: not the trial's own time
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import NoReturn, Protocol
 
 from tui.domain.flags.serve import ServeFlags
@@ -31,7 +31,7 @@ from tui.domain.sweep.slo import objective_value
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost
+from tui.tune.lanes import Lane, LaneError, LaneInterrupted, LaneLost, LaneRefused, StartResult
 from tui.tune.space import Choice, request_model
 from tui.tune.stops import SweepStopped
 
@@ -289,12 +289,16 @@ class TrialRunner:
             except LaneLost as exc:
                 start = None
                 outcome = self._lost(head, exc, None, started_at)
+            except LaneRefused as exc:  # never started: the cluster as it is cannot hold it
+                start = None
+                outcome = dataclasses.replace(head, started=False).ended(
+                    TrialState.PRUNED, diagnosis=exc.one_line()
+                )
             if self._host.stop_requested:
                 raise SweepStopped()
-            if start is not None:  # where it ran, once the lane placed it
-                head = dataclasses.replace(
-                    head, lane=lane.name, placement=start.placement, log_excerpt=start.log_excerpt
-                )
+            if start is not None:  # where it ran, once placed (a wait for GPUs is not its time)
+                started_at += start.waited_s
+                head = _placed(head, lane.name, start)
             if start is not None and not start.ok:
                 outcome = head.ended(
                     TrialState.FAILED_START,
@@ -308,7 +312,7 @@ class TrialRunner:
         finally:
             self.reserved -= 1
         outcome = outcome.model_copy(update={"ended_at": datetime.now(UTC)})
-        if self._journal is not None and outcome.state is not TrialState.LOST:
+        if self._journal is not None and outcome.state not in (TrialState.LOST, TrialState.PRUNED):
             # before it is reported: a crash now keeps it (a lost trial runs again instead)
             await asyncio.to_thread(self._journal.record, outcome)
         # a probe fails by design until a utilization fits: not a repeated failure
@@ -349,3 +353,15 @@ class TrialRunner:
         """A trial cut short from outside: the whole sweep stops (it resumes later)."""
         self._host.interrupted(f"stopped: {exc.one_line()}")
         raise SweepStopped() from exc
+
+
+def _placed(head: TrialHead, lane: str, start: StartResult) -> TrialHead:
+    """Where the trial ran and when it began there (after any wait for the cluster)."""
+    began = head.started_at + timedelta(seconds=start.waited_s) if head.started_at else None
+    return dataclasses.replace(
+        head,
+        lane=lane,
+        placement=start.placement,
+        log_excerpt=start.log_excerpt,
+        started_at=began,
+    )
