@@ -298,23 +298,6 @@ class SweepContext:
         return math.fsum(ran) / len(ran) * left / len(self.lanes)
 
 
-def _placed(lane: str, start: StartResult, began: datetime) -> dict[str, Any]:
-    """Where the trial ran and when it began there (after any wait for the cluster)."""
-    return {
-        "lane": lane,
-        "placement": start.placement,
-        "log_excerpt": start.log_excerpt,
-        "started_at": began + timedelta(seconds=start.waited_s),
-    }
-
-
-def _refused(base: dict[str, Any], exc: LaneRefused) -> TrialOutcome:
-    """A trial the cluster as it is now can never hold: not started, not journaled."""
-    return TrialOutcome(
-        **{**base, "started": False}, state=TrialState.PRUNED, diagnosis=exc.one_line()
-    )
-
-
 def _failure_kind(outcome: TrialOutcome) -> str:
     return outcome.diagnosis_kind or outcome.diagnosis or outcome.state.value
 
