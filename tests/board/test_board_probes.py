@@ -24,7 +24,9 @@ def test_a_probe_is_never_the_automatic_baseline() -> None:
     assert chosen is not None and chosen.run.id == 5  # the trial's run, not the newer probes
     hand = served_run(3, tput=650, workload=LoadSpec(request_rate=4.0))
     chosen = choose_baseline([hand, *runs])
-    assert chosen is not None and chosen.run.id == 5  # the newest load that is no probe
+    assert chosen is not None and chosen.run.id == 3  # the first load, a hand run's
+    chosen = choose_baseline([*runs, hand.model_copy(update={"id": 8, "label": "#8"})])
+    assert chosen is not None and chosen.run.id == 5  # the first load that is no probe
 
 
 def test_probes_say_so_in_every_format() -> None:
