@@ -53,7 +53,8 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
     )
     assert main(["runs", "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert "| #1 | failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
+    assert "| failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
+    assert "| run | changed | out tok/s | TTFT p99 | state |" in md
     assert (
         main(["runs", "--format", "csv", "--show", "served", "--sort", "out tok/s", "--desc"]) == 0
     )

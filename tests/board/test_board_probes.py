@@ -50,5 +50,12 @@ def test_the_sweep_column_comes_after_the_flags_and_metrics() -> None:
         served_run(4, tput=750, max_num_seqs=128).model_copy(update={"sweep": long}),
     ]
     keys = [c.key for c in build_board(runs).table.columns]
-    assert keys[:3] == ["label", "state", "flag:max_num_seqs"]
+    assert keys[:5] == [
+        "label",
+        "change",
+        "metric:output_throughput",
+        "metric:p99_ttft_ms",
+        "state",
+    ]
+    assert keys[5] == "flag:max_num_seqs"
     assert keys[-1] == "sweep" and any(k.startswith("metric:") for k in keys)
