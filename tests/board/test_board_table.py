@@ -47,7 +47,7 @@ def test_one_column_per_flag_that_differs_anywhere_in_declaration_order() -> Non
     assert changes == {
         "#1": "max-model-len 30576 +1",
         "#2": "",
-        "#3": "block-sz 32",
+        "#3": "block-size 32",
         "#4": "same",
     }
     assert table.rows[0].state == "failed: kv_cache_too_small"

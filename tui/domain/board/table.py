@@ -337,17 +337,19 @@ def _row(
 
 
 CHANGE_TITLE = "changed"
+CHANGE_NAME_CAP = 14  # a longer flag name is shortened by word (gpu-memory-utilization)
 
 
 def change_text(changes: Sequence[FlagChange]) -> str:
     """What a run changed against the baseline, compact: ``max-num-seqs 4``, ``gpu-mem-util
     0.95 +2`` (two more flags: their columns and the run's card show them), ``same`` for
-    none. The value is never cut (issue 17); the flag's name is shortened by word."""
+    none. The value is never cut (issue 17); a long flag name is shortened by word."""
     if not changes:
         return "same"
     first = changes[0]
     more = f" +{len(changes) - 1}" if len(changes) > 1 else ""
-    name = short_title(first.name).replace("_", "-")
+    name = first.name if len(first.name) <= CHANGE_NAME_CAP else short_title(first.name)
+    name = name.replace("_", "-")
     return f"{name} {format_value(first.new)}{more}"
 
 
