@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tui.domain.board.baseline import run_label
 from tui.domain.events import ServerState
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags.serve import FlagProblem
+from tui.domain.flags.serve import FlagProblem, ServeFlags, diff_flags
 from tui.session.port import SessionPort
 from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.run_requests import ask_and_save_preset
@@ -67,7 +68,24 @@ class LoopKeys(_Base):
         if flags is None:
             _point_at_problems(self.form, problems, "Not restarted: invalid flags")
             return
+        self._say_if_unchanged(flags)
         run_guarded(self, "Restart", lambda: self.session.restart(flags), key="r")
+
+    def _say_if_unchanged(self, flags: ServeFlags) -> None:
+        """A restart of the very flags the server runs makes a run identical to it: said,
+        so an operator who meant to change something (the README's story: ``f``, then
+        ``r`` again) learns it before the junk run lands on the board (issue 29)."""
+        current = self.session.current
+        if current is None or self.session.state is not ServerState.READY:
+            return  # stopped or failed: the same flags again is a fresh start, not a repeat
+        if diff_flags(current.flags, flags):
+            return
+        self.notify(
+            f"The form's flags are {run_label(current)}'s: this run repeats it (n repeats a run "
+            "on purpose; change a flag first to compare).",
+            title="Nothing changed",
+            severity="warning",
+        )
 
     def action_bench(self) -> None:
         """Run the form's workload, if the server is ready."""
