@@ -109,7 +109,10 @@ class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
 
     def restore(self, saved: SavedBoard) -> None:
         """Take up the pin and view a previous console left (a filter that no longer
-        reads is dropped); the runs are drawn again under them."""
+        reads is dropped); the runs are drawn again under them. Nothing saved, or what
+        is shown already: nothing is redrawn (the board may have been scrolled meanwhile)."""
+        if saved == self._kept:
+            return
         try:
             row_filter = parse_filter(saved.filter)
         except BoardError:
