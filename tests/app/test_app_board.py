@@ -11,6 +11,8 @@ import pytest
 from fakes.runs import failed_run, served_run
 
 from tui.app.cli import main
+from tui.domain.board.saved import SavedBoard
+from tui.store.console_files import ConsoleFiles
 from tui.store.history import RunStore
 
 
@@ -51,7 +53,8 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
     )
     assert main(["runs", "--format", "md"]) == 0
     md = capsys.readouterr().out
-    assert "| #1 | failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
+    assert "| failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
+    assert "| run | changed | out tok/s | TTFT p99 | state |" in md
     assert (
         main(["runs", "--format", "csv", "--show", "served", "--sort", "out tok/s", "--desc"]) == 0
     )
@@ -75,6 +78,7 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
         (["runs", "--where", "max_num_seqs"], "expected NAME=VALUE"),
         (["runs", "--baseline", "#42"], "no run '#42'"),
         (["export", "9", "--as", "yaml"], "no run '9'"),
+        (["runs", "--compare", "4", "5"], "no run '4'"),
     ],
 )
 def test_bad_requests_are_one_line_and_exit_2(
@@ -101,3 +105,34 @@ def test_export_and_report_write_files(data_dir: Path, capsys: pytest.CaptureFix
     assert html.startswith("<!doctype html>") and "<svg" in html and "#2" in html
     assert main(["report", "--demo", "-o", str(data_dir / "missing" / "x.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_compare_on_an_empty_history_is_one_line_and_exit_2(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["runs", "--demo", "--compare", "4", "5"]) == 2  # issue 29: printed nothing, 0
+    err = capsys.readouterr().err
+    assert err.startswith("vtc: no demo runs") and err.count("\n") == 1
+
+
+def test_the_console_pin_is_every_surface_s_baseline(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _store(data_dir / "demo-runs.sqlite", [served_run(1), served_run(2), served_run(3)])
+    assert main(["runs", "--demo", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["label"] == "#1" and doc["baseline"]["reason"] == "first load"
+    # what the console writes when the operator pins #2 (its ConsoleFiles, the same file)
+    ConsoleFiles(data_dir, history="demo-runs", demo=True).write_board(SavedBoard(pinned=2))
+    assert main(["runs", "--demo", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["baseline"]["label"] == "#2" and doc["baseline"]["reason"] == "pinned"
+    assert main(["runs", "--demo", "--format", "md"]) == 0
+    assert "vs #2 (pinned)" in capsys.readouterr().out
+    page = data_dir / "board.html"
+    assert main(["report", "--demo", "-o", str(page)]) == 0
+    assert "vs #2 (pinned)" in page.read_text()
+    assert main(["runs", "--demo", "--format", "json", "--baseline", "3"]) == 0  # the flag wins
+    assert json.loads(capsys.readouterr().out)["baseline"]["label"] == "#3"
+    assert main(["runs", "--format", "json"]) == 0  # the console's own history: no pin there
+    capsys.readouterr()

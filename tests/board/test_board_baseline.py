@@ -1,6 +1,7 @@
-"""The baseline: pinned, else the newest completed like-for-like load (issue 17: the board
+"""The baseline: pinned, else the first completed like-for-like load (issue 17: the board
 compared nothing by default: its baseline was a launch run with no load, a cancelled load,
-or another model's sweep probe)."""
+or another model's sweep probe; issue 29: with the newest load as the default, the newest
+run was its own baseline and the change showed on the old run, sign reversed)."""
 
 from __future__ import annotations
 
@@ -25,16 +26,32 @@ def cut(run: RunRecord, **bench: object) -> RunRecord:
     return run.model_copy(update={"bench": run.bench.model_copy(update=bench)})
 
 
-def test_the_newest_completed_load_is_the_baseline_never_a_launch_run_without_one() -> None:
+def test_the_first_completed_load_is_the_baseline_never_a_launch_run_without_one() -> None:
     runs = [failed_run(1), no_load(2), served_run(3, tput=800), served_run(4, tput=900)]
     chosen = choose_baseline(runs)
-    assert chosen is not None and chosen.run.id == 4
-    assert chosen.reason is BaselineReason.NEWEST_COMPLETED_LOAD
+    assert chosen is not None and chosen.run.id == 3
+    assert chosen.reason is BaselineReason.FIRST_LOAD
     board = build_board(runs)
-    assert board.header() == "4 runs · vs #4 (newest completed load)"
+    assert board.header() == "4 runs · vs #3 (first load)"
     tput = board.table.index("metric:output_throughput")
-    third = {r.label: r for r in board.table.rows}["#3"].cells[tput].comparison
-    assert third is not None and third.reference == 900 and third.verdict.value != "other load"
+    rows = {r.label: r for r in board.table.rows}
+    newest = rows["#4"].cells[tput].comparison
+    assert newest is not None and newest.reference == 800 and newest.verdict.value != "other load"
+    assert rows["#3"].is_baseline and rows["#3"].cells[tput].comparison is not None
+
+
+def test_the_newest_run_reads_as_the_change_issue_29_story() -> None:
+    # max_num_seqs 128 -> 4, restarted, loaded: the new run carries the loss, not the old one
+    before = served_run(4, tput=1578.8, max_num_seqs=128)
+    after = served_run(5, tput=821.4, max_num_seqs=4)
+    board = build_board([before, after])
+    assert board.baseline is not None and board.baseline.run.id == 4
+    rows = {r.label: r for r in board.table.rows}
+    tput = board.table.index("metric:output_throughput")
+    change = rows["#5"].cells[tput].comparison
+    assert change is not None and change.percent is not None and round(change.percent, 1) == -48.0
+    assert [(c.name, c.old, c.new) for c in rows["#5"].flag_changes] == [("max_num_seqs", 128, 4)]
+    assert rows["#4"].is_baseline and not rows["#4"].flag_changes
 
 
 def test_no_load_yet_means_no_baseline_and_the_header_says_so() -> None:
@@ -75,7 +92,7 @@ def test_another_model_or_workload_is_never_the_baseline_and_rows_say_why() -> N
         served_run(4, tput=850),
     ]
     board = build_board(runs)
-    assert board.baseline is not None and board.baseline.run.id == 4
+    assert board.baseline is not None and board.baseline.run.id == 1  # #4's workload, first
     rows = {r.label: r for r in board.table.rows}
     assert rows["#2"].like_for_like is not None
     assert rows["#2"].like_for_like.reasons[0].startswith("other model: meta-llama/Llama-3.2-3B")
@@ -90,7 +107,7 @@ def test_a_sweep_probe_of_another_model_never_takes_over_a_hand_board() -> None:
     )
     runs = [served_run(1, tput=700), served_run(2, tput=800), probe]
     chosen = choose_baseline(runs)
-    assert chosen is not None and chosen.run.id == 2
+    assert chosen is not None and chosen.run.id == 1
 
 
 def test_another_machine_is_not_like_for_like() -> None:
@@ -100,6 +117,9 @@ def test_another_machine_is_not_like_for_like() -> None:
     cancelled_h100 = cut(served_run(3, repro=h100), cancelled=True)
     chosen = choose_baseline([*runs, cancelled_h100])
     assert chosen is not None and chosen.run.id == 2  # like the newest load: same machine
+    later_h100 = served_run(4, repro=h100)
+    chosen = choose_baseline([*runs, cancelled_h100, later_h100])
+    assert chosen is not None and chosen.run.id == 2  # the first H100 load, not the A100's
 
 
 def test_a_baseline_without_a_load_says_so_when_pinned() -> None:
@@ -114,7 +134,7 @@ def test_pin_wins_and_a_missing_pin_says_so() -> None:
     pinned = choose_baseline(runs, pinned=1)
     assert pinned is not None and pinned.run.id == 1 and pinned.reason is BaselineReason.PINNED
     gone = choose_baseline(runs, pinned=99)
-    assert gone is not None and gone.run.id == 3 and "#99" in gone.note
+    assert gone is not None and gone.run.id == 1 and "#99" in gone.note
     assert choose_baseline([failed_run(1)]) is None
 
 

@@ -37,7 +37,8 @@ def test_every_line_fits_and_what_is_left_out_is_named(width: int) -> None:
     lines = text.splitlines()
     assert all(len(line) <= width for line in lines), max(lines, key=len)
     header = lines[1].split()
-    assert header[:2] == ["run", "state"] and "out" in header  # the run, its state, a metric
+    # the run, what it changed, an objective metric first (issue 29), its state kept
+    assert header[:3] == ["run", "changed", "out"] and "state" in header
     full = board_text(board).splitlines()[1]
     if len(full) > width:
         assert "--wide shows every column" in text

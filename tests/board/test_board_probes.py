@@ -24,7 +24,9 @@ def test_a_probe_is_never_the_automatic_baseline() -> None:
     assert chosen is not None and chosen.run.id == 5  # the trial's run, not the newer probes
     hand = served_run(3, tput=650, workload=LoadSpec(request_rate=4.0))
     chosen = choose_baseline([hand, *runs])
-    assert chosen is not None and chosen.run.id == 5  # the newest load that is no probe
+    assert chosen is not None and chosen.run.id == 3  # the first load, a hand run's
+    chosen = choose_baseline([*runs, hand.model_copy(update={"id": 8, "label": "#8"})])
+    assert chosen is not None and chosen.run.id == 5  # the first load that is no probe
 
 
 def test_probes_say_so_in_every_format() -> None:
@@ -48,5 +50,12 @@ def test_the_sweep_column_comes_after_the_flags_and_metrics() -> None:
         served_run(4, tput=750, max_num_seqs=128).model_copy(update={"sweep": long}),
     ]
     keys = [c.key for c in build_board(runs).table.columns]
-    assert keys[:3] == ["label", "state", "flag:max_num_seqs"]
+    assert keys[:5] == [
+        "label",
+        "change",
+        "metric:output_throughput",
+        "metric:p99_ttft_ms",
+        "state",
+    ]
+    assert keys[5] == "flag:max_num_seqs"
     assert keys[-1] == "sweep" and any(k.startswith("metric:") for k in keys)

@@ -36,11 +36,12 @@ def test_markdown_is_the_seed_table_with_failures_and_their_cause() -> None:
     text = board_markdown(_board())
     rows = _md_rows(text)
     header = rows[0]
-    assert header[:4] == ["run", "state", "`max_model_len`", "`max_num_seqs`"]
+    assert header[:5] == ["run", "changed", "out tok/s", "TTFT p99", "state"]
+    assert header[5:7] == ["`max_model_len`", "`max_num_seqs`"]
     assert header[-1] == "notes" and "prompts" in header
     assert all(len(r) == len(header) for r in rows[2:])  # escaped pipes split nothing
     failed = rows[2]
-    assert failed[1] == "failed: kv_cache_too_small" and "max seq len \\| pipes" in failed[-1]
+    assert failed[4] == "failed: kv_cache_too_small" and "max seq len \\| pipes" in failed[-1]
     assert rows[3][0] == "#2 (base)" and "~+1.2%" in rows[4][header.index("out tok/s")]
     assert "+18.8%" in rows[5][header.index("out tok/s")]
     assert "(other load)" in rows[6][header.index("out tok/s")]
@@ -66,5 +67,5 @@ def test_plain_text_lines_up_and_lists_causes() -> None:
     text = board_text(_board())
     lines = text.splitlines()
     assert lines[0].startswith("5 runs · vs #2")
-    assert lines[1].split()[:2] == ["run", "state"]
+    assert lines[1].split()[:2] == ["run", "changed"]
     assert "causes:" in lines and any("#1: max seq len" in line for line in lines)

@@ -34,7 +34,22 @@ def test_one_column_per_flag_that_differs_anywhere_in_declaration_order() -> Non
     table = build_table(runs)
     flags = [c.name for c in table.columns if c.kind is ColumnKind.FLAG]
     assert flags == ["max_model_len", "block_size", "max_num_seqs"]
-    assert _keys(table)[:2] == ["label", "state"]
+    assert _keys(table)[:2] == ["label", "metric:output_throughput"]  # no baseline: no change
+    based = build_table(runs, baseline=runs[1])
+    assert _keys(based)[:5] == [
+        "label",
+        "change",
+        "metric:output_throughput",
+        "metric:p99_ttft_ms",
+        "state",
+    ]
+    changes = {r.label: r.cells[1].text for r in based.rows}
+    assert changes == {
+        "#1": "max-model-len 30576 +1",
+        "#2": "",
+        "#3": "block-size 32",
+        "#4": "same",
+    }
     assert table.rows[0].state == "failed: kv_cache_too_small"
     assert table.rows[0].cause and "30576" in table.rows[0].cause
 

@@ -24,6 +24,7 @@ from ui_fakes import (
 )
 
 from tui.domain.board.baseline import BaselineReason
+from tui.domain.board.saved import SavedBoard
 from tui.domain.events import ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.log_tail import LogTail
@@ -98,11 +99,10 @@ async def test_issue_10_done_when_three_sessions_by_keys_at_80x24() -> None:
         assert grid_of(app).row_count == 3
         states = [r.state for r in table.rows]
         assert states[2] == "failed: kv_cache_too_small"
-        # the default baseline: the newest completed load (this session, s3, has none), and
-        # the title says so
+        # the default baseline: the first completed load, and the title says so
         assert board.board is not None and board.board.baseline is not None
-        assert board.board.baseline.label == "#2"
-        assert "vs #2 (newest completed load)" in str(board.border_title)
+        assert board.board.baseline.label == "#1"
+        assert "vs #1 (first load)" in str(board.border_title)
 
         # sort by output throughput, descending: #2 (905), #1 (640), the failure (N/A) last
         await cursor_to_column(pilot, "metric:output_throughput")
@@ -171,10 +171,12 @@ async def test_the_table_shows_at_least_eight_rows_at_80x24_and_its_columns_scro
 
 async def test_cards_select_and_scroll_by_keyboard() -> None:
     session = board_session()
+    session.tools.board = SavedBoard(pinned=2)  # a pin the last console left: #3's diff is long
     app = create_app(session, clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
+        await settle(pilot)
         board = board_of(app)
+        assert board.view.pinned == 2  # restored
         assert board.has_focus_within  # its focus holder: the board's keys act
         cards = list(app.query(RunCard))
         assert [c.has_class("-selected") for c in cards] == [False, False, True]
@@ -265,18 +267,18 @@ async def test_v_opens_before_after_for_the_baseline_and_the_selected_run() -> N
     app = create_app(session, clock=None)
     notes = NoteLog(app)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press("left")  # #2, the baseline
+        await pilot.press("home")  # #1, the baseline (the first load)
         await pilot.press("v")
         await pilot.pause()
         assert app.screen is app.main_screen
         assert "is the baseline" in notes.text()
-        await pilot.press("left")  # #1
+        await pilot.press("right")  # #2
         await pilot.press("v")
         await pilot.pause()
         text = str(app.screen.query_one("#ba-table").render())
-        assert "Before #2" in text and "After #1" in text
-        assert "out tok/s" in text and "29.3% decrease" in text  # 905 -> 640
-        assert "max_num_seqs 256 → 128" in text
+        assert "Before #1" in text and "After #2" in text
+        assert "out tok/s" in text and "41.4% increase" in text  # 640 -> 905
+        assert "max_num_seqs 128 → 256" in text
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.main_screen
@@ -409,7 +411,7 @@ async def test_g_plots_the_served_runs_with_the_frontier_and_x_switches_the_late
         assert scatter.latency.key == "p99_ttft_ms"
         assert {p.label for p in scatter.frontier} == {"#1", "#2"}  # neither dominates
         notes = str(screen.query_one("#plot-notes").render())
-        assert "frontier #1 → #2" in notes and "baseline #2" in notes
+        assert "frontier #1 → #2" in notes and "baseline #1" in notes
         await pilot.press("x")
         await pilot.pause()
         assert screen.scatter.latency.key == "p99_e2el_ms"  # type: ignore[attr-defined]

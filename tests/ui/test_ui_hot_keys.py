@@ -5,15 +5,20 @@ help and the run detail opened and closed, the console makes no blocking call on
 loop (file, socket, process, sleep: Python's audit events), rebuilds no widget of the work
 area, restyles none of the form's widgets, rebuilds no board for a toggle, clears no table
 and rewrites no cell on a selection move (the mark is drawn over the line), rebuilds no key
-bar when the keys it shows stay the same, and composes help only once.
+bar when the keys it shows stay the same, and composes help only once. What arrives on the
+same frame as a key costs no whole-screen layout either (a GPU sample each second, a load's
+progress tick: issue 29's tail), and the heap built at start is out of the garbage
+collector's full passes (``tui.ui.gc_pause``).
 ``benchmarks/console_latency.py`` measures the time these keys take in a real terminal.
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,7 +26,15 @@ from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.pilot import Pilot
 from textual.widget import Widget
-from ui_fakes import board_session, many_runs
+from ui_fakes import (
+    BOARD_LOAD,
+    board_session,
+    gpu_sample,
+    host_sample,
+    load_progress,
+    many_runs,
+    server_metrics,
+)
 
 from tui.domain.board.view import Board, build_board
 from tui.ui.app import VtcApp, create_app
@@ -30,6 +43,7 @@ from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.widgets import results_board
 from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.load_panel import LoadPanel
 from tui.ui.widgets.results_board import ResultsBoard
 from tui.ui.widgets.run_card import RunCard
 
@@ -226,3 +240,45 @@ def test_a_lone_escape_is_not_held_for_textual_default_100_ms() -> None:
     waits 25 ms unless the operator set ESCDELAY (issue 22: Esc keys measured ~145 ms)."""
     assert _escape_delay_s({}) == 0.025
     assert _escape_delay_s({"ESCDELAY": "80"}) == 0.08
+
+
+async def test_telemetry_and_load_ticks_lay_out_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each second's GPU sample asked for a layout of the whole screen (its reactive said
+    ``layout=True``), each load tick two more (``Static.update``'s default): on the frame of a
+    key pressed then, the key waited for them."""
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = app.main_screen
+        screen.query_one(LoadPanel).start(BOARD_LOAD)
+        screen.apply(gpu_sample())  # the first of each: the panels take their shape
+        screen.apply(host_sample())
+        screen.apply(server_metrics())
+        screen.apply(load_progress(1, 300.0))
+        await pilot.pause()
+        layouts: list[str] = []
+        refresh = Widget.refresh
+
+        def counting(self: Widget, *regions: Any, **kwargs: Any) -> Widget:
+            if kwargs.get("layout"):
+                layouts.append(f"{type(self).__name__}#{self.id}")
+            return refresh(self, *regions, **kwargs)
+
+        monkeypatch.setattr(Widget, "refresh", counting)
+        for tick in range(2, 8):
+            sample = gpu_sample()
+            screen.apply(replace(sample, t=sample.t + tick))
+            screen.apply(host_sample())
+            screen.apply(server_metrics())
+            screen.apply(load_progress(tick, 300.0 + 10 * tick))
+            await pilot.pause()
+        assert layouts == []
+
+
+async def test_the_heap_built_at_start_is_out_of_the_collectors_full_passes() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert app.frozen > 10_000  # the widget tree, styles, stylesheet: walked never again
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0  # handed back when the console ends

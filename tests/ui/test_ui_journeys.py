@@ -148,7 +148,7 @@ async def test_a_cancelled_load_is_marked_on_its_card_and_never_the_baseline(
         assert "no completed load yet" in board.header()
 
 
-async def test_the_baseline_after_a_launch_run_and_two_loads_is_the_newest_load(
+async def test_the_baseline_after_a_launch_run_and_two_loads_is_the_first_load(
     demo: Session,
 ) -> None:
     app = create_app(demo, clock=None)
@@ -176,11 +176,11 @@ async def test_the_baseline_after_a_launch_run_and_two_loads_is_the_newest_load(
         assert launch.bench is None and launch.status is RunStatus.REPLACED
         board = app.main_screen.board.board
         assert board is not None and board.baseline is not None
-        assert board.baseline.run.id == second.id
-        assert f"vs {second.label} (newest completed load)" in board.header()
-        assert "the board's baseline" in card_of(app, second.label)
-        text = card_of(app, first.label)
-        assert "max_num_seqs 32 -> 64" in text and "%" in text  # compared: a delta, not
+        assert board.baseline.run.id == first.id  # the newest run reads as the change
+        assert f"vs {first.label} (first load)" in board.header()
+        assert "the board's baseline" in card_of(app, first.label)
+        text = card_of(app, second.label)
+        assert "max_num_seqs 64 -> 32" in text and "%" in text  # compared: a delta, not
         assert "other load" not in text  # "(other load)"
 
 

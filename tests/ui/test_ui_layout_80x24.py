@@ -128,7 +128,7 @@ async def test_cards_show_every_value_whole_the_model_id_wrapped_at_its_slash() 
             for card in app.query(RunCard)
         }
         assert not any("…" in line for lines in bodies.values() for line in lines), bodies
-        base = bodies["#3"]
+        base = bodies["#1"]  # the baseline: the first load
         at = base.index("meta-llama/")
         assert base[at + 1] == "Llama-3.1-8B-Instruct"
 
@@ -140,11 +140,11 @@ async def test_the_boards_title_is_whole_at_80_columns() -> None:
         await settle(pilot)
         top = painted(app.main_screen.board)[0]
         assert "…" not in top, top
-        assert "Runs · vs #3 (newest load)" in top, top
+        assert "Runs · vs #1 (first load)" in top, top
     async with create_app(populated_session(), clock=None).run_test(size=(160, 40)) as pilot:
         await settle(pilot)
         top = painted(pilot.app.main_screen.board)[0]  # type: ignore[attr-defined]
-        assert "Runs · 3 runs · vs #3 (newest completed load)" in top, top
+        assert "Runs · 3 runs · vs #1 (first load)" in top, top
 
 
 async def test_a_failed_starts_line_in_the_server_panel_is_whole() -> None:

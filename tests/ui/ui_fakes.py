@@ -22,6 +22,7 @@ from rich.console import Console
 from textual.app import App
 from textual.widgets import Static
 
+from tui.domain.board.saved import SavedBoard
 from tui.domain.calibration import Progress
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
@@ -66,6 +67,8 @@ class FakeTools:
         self.saved: list[Preset] = []
         self.logs: dict[int, LogTail] = {}
         self.log_reads: list[int | None] = []
+        self.board = SavedBoard()  # the board's lasting choices, as the files would keep them
+        self.board_saves: list[SavedBoard] = []
 
     async def repeat(self, run: RunRecord, times: int) -> list[RunRecord]:
         """Record the request (no runs are made)."""
@@ -86,6 +89,15 @@ class FakeTools:
         """The scripted log of ``run``, else what the real tools say without a log."""
         self.log_reads.append(run.id)
         return self.logs.get(run.id or 0, LogTail((), "no log file recorded for this run"))
+
+    async def saved_board(self) -> SavedBoard:
+        """The choices a previous console left (set by the test)."""
+        return self.board
+
+    async def save_board(self, saved: SavedBoard) -> None:
+        """Keep ``saved`` as the files would (recorded)."""
+        self.board = saved
+        self.board_saves.append(saved)
 
 
 class FakeSession:

@@ -31,6 +31,7 @@ from tui.domain.errors import VtcError
 from tui.domain.export import EXPORT_FORMATS, export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.results import RunRecord
+from tui.store.board_file import board_path, read_board
 from tui.store.history import RunStore, default_data_dir
 from tui.store.report import report_html, write_report
 from tui.store.run_liveness import settle_gone_runs
@@ -66,6 +67,11 @@ def read_history(path: Path) -> list[RunRecord]:
         return runs
     finally:
         store.close()
+
+
+def saved_pin(demo: bool) -> int | None:
+    """The baseline the console pinned on this history (``None``: none pinned)."""
+    return read_board(board_path(history_path(demo))).pinned
 
 
 def empty_message(demo: bool) -> str:
@@ -155,7 +161,8 @@ def _view_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         metavar="RUN",
-        help="pin the baseline (default: the first served run of the newest session)",
+        help="the baseline (default: the one pinned in the console, else the first completed "
+        "load of the newest run's workload)",
     )
     parser.add_argument(
         "--latency",
@@ -199,7 +206,8 @@ def _board(
     row_filter: RowFilter | None = None,
     selected: int | None = None,
 ) -> Board:
-    pinned = find_run(runs, args.baseline).id if args.baseline else None
+    # --baseline wins; else the pin the console keeps beside this history (issue 29)
+    pinned = find_run(runs, args.baseline).id if args.baseline else saved_pin(args.demo)
     view = BoardView(
         pinned=pinned,
         sort=getattr(args, "sort", None),
@@ -216,6 +224,8 @@ def _runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
+    if not runs and args.compare:  # two runs asked for, none there: an error, as export's
+        raise VtcError(empty_message(args.demo))
     if not runs:
         print(f"vtc runs: {empty_message(args.demo)}", file=sys.stderr)
         return 0

@@ -123,7 +123,10 @@ class MachineReproducer:
     ``launch_env``: what launches set for the server (secrets by name only); ``version``:
     the vLLM version the server runs (asked once, lazily: it may start a subprocess);
     ``versions``: the driver and CUDA versions (local NVML), ``None`` where there is no
-    driver; ``gpu_name``: a name to record when no GPU sample can say (the simulated GPU).
+    driver; ``gpu_name``: the name to record whatever the GPU sample says (the simulated
+    GPU: before its first sample there is none, after it the sample names the real card; one
+    name for both, or the demo's first run read as "other machine" beside every later one
+    and was never compared with them, issue 29).
     """
 
     def __init__(
@@ -151,8 +154,8 @@ class MachineReproducer:
             self._version = self._version_fn()
         driver, cuda = self._versions() if self._versions is not None else (None, None)
         facts = gpu_facts(gpu, driver_version=driver, cuda_version=cuda)
-        if facts.name is None and self._gpu_name is not None:
-            facts = GpuFacts(self._gpu_name, 1, driver, cuda)
+        if self._gpu_name is not None:
+            facts = GpuFacts(self._gpu_name, facts.count or 1, driver, cuda)
         return capture_reproduction(
             argv,
             launch_env=self._launch_env,

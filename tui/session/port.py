@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.domain.advice import Advice
+from tui.domain.board.saved import SavedBoard
 from tui.domain.calibration import Progress
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
@@ -192,6 +193,14 @@ class SessionTools(Protocol):
 
     async def log_tail(self, run: RunRecord) -> LogTail:
         """The end of ``run``'s server log file (bounded, read off the event loop)."""
+        ...
+
+    async def saved_board(self) -> SavedBoard:
+        """The board's pin and view as the last console left them."""
+        ...
+
+    async def save_board(self, saved: SavedBoard) -> None:
+        """Keep the board's pin and view for the next console and ``vtc runs``."""
         ...
 
 

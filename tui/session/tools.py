@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tui.domain.board.baseline import run_label
+from tui.domain.board.saved import SavedBoard
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.log_tail import LogTail
@@ -36,6 +37,8 @@ class RunFiles(Protocol):
     def write_export(self, run: RunRecord, fmt: str) -> Path: ...
     def save_preset(self, preset: Preset) -> Path: ...
     def log_tail(self, path: str) -> LogTail: ...
+    def read_board(self) -> SavedBoard: ...
+    def write_board(self, saved: SavedBoard) -> None: ...
 
 
 class Driver(Protocol):
@@ -155,3 +158,19 @@ class RunTools:
         if self._files is None:
             return LogTail((), "this console keeps no files")
         return await asyncio.to_thread(self._files.log_tail, run.log_path)
+
+    # -- the board's lasting choices ----------------------------------------------------------
+    async def saved_board(self) -> SavedBoard:
+        """The pin and view the last console left (the defaults without files)."""
+        if self._files is None:
+            return SavedBoard()
+        return await asyncio.to_thread(self._files.read_board)
+
+    async def save_board(self, saved: SavedBoard) -> None:
+        """Keep the pin and view for the next console and ``vtc runs`` (in a thread)."""
+        if self._files is None:
+            return
+        try:
+            await asyncio.to_thread(self._files.write_board, saved)
+        except OSError as exc:
+            raise VtcError(f"cannot keep the board's pin and view: {exc.strerror or exc}") from exc

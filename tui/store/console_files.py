@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tui.domain.board.saved import SavedBoard
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.inert import inert
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
+from tui.store.board_file import board_path, read_board, write_board
 from tui.store.presets import save_user_preset
 from tui.store.regular_file import open_regular
 
@@ -41,6 +43,7 @@ class ConsoleFiles:
         presets_dir: Path | None = None,
     ) -> None:
         self.exports_dir = data_dir / "exports" / history
+        self.board_file = board_path(data_dir / f"{history}.sqlite")
         self._options = ExportOptions(demo=demo)
         self._presets_dir = presets_dir
 
@@ -59,6 +62,14 @@ class ConsoleFiles:
     def log_tail(self, path: str) -> LogTail:
         """The last lines of the file at ``path`` (bounded: :func:`read_tail`)."""
         return read_tail(Path(path))
+
+    def read_board(self) -> SavedBoard:
+        """The board's choices saved beside this history (the defaults when none)."""
+        return read_board(self.board_file)
+
+    def write_board(self, saved: SavedBoard) -> None:
+        """Save the board's choices beside this history."""
+        write_board(self.board_file, saved)
 
 
 def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:

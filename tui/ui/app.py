@@ -19,6 +19,7 @@ from textual.notifications import SeverityLevel
 from tui.domain.errors import retry_line
 from tui.domain.inert import inert
 from tui.session.port import SessionEvent, SessionPort
+from tui.ui.gc_pause import freeze_heap, thaw_heap
 from tui.ui.keys import QUIT_HELP
 from tui.ui.messages import SessionEventArrived
 from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
@@ -85,6 +86,7 @@ class VtcApp(App[None]):
         self._autostart = autostart
         self._quitting = False
         self._signals: list[int] = []
+        self.frozen = 0  # objects kept out of the collector's full passes (gc_pause)
         self._signal_task: asyncio.Future[None] | None = None
         self.main_screen = MainScreen(session, clock=clock)
 
@@ -119,8 +121,13 @@ class VtcApp(App[None]):
         if self._autostart:
             self.run_worker(self._start(), group="session", exit_on_error=False)
 
+    def on_ready(self) -> None:
+        """The first screen is drawn: its widgets leave the collector's full passes."""
+        self.frozen = freeze_heap()
+
     def on_unmount(self) -> None:
-        """Give the signals back."""
+        """Give the signals (and the frozen heap) back."""
+        thaw_heap()
         loop = asyncio.get_running_loop()
         for sig in self._signals:
             loop.remove_signal_handler(sig)

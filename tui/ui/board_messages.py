@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
+from tui.domain.board.saved import SavedBoard
 from tui.domain.board.table import Row
 from tui.domain.board.view import Board
 from tui.domain.results import RunRecord
@@ -43,3 +44,12 @@ class ExportRun(Message):
     def __init__(self, run: RunRecord, fmt: str) -> None:
         super().__init__()
         self.run, self.fmt = run, fmt
+
+
+class KeepView(Message):
+    """The operator pinned, sorted, filtered or switched views: ``saved`` is what a
+    relaunch (and ``vtc runs``, for the pin) should find."""
+
+    def __init__(self, saved: SavedBoard) -> None:
+        super().__init__()
+        self.saved = saved

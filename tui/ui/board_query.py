@@ -61,7 +61,7 @@ def describe_view(board: Board, *, bare: bool = False) -> str:
 
 def board_title(board: Board, width: int) -> str:
     """The board's title, whole in ``width`` cells (its border's corners left out): the full
-    header where it fits (``Runs · 3 runs · vs #3 (newest completed load) · sort ...``), else
+    header where it fits (``Runs · 3 runs · vs #3 (first load) · sort ...``), else
     shorter by meaning (the reason in short, then without the count, then the baseline
     alone), never cut mid-word (``vs #3 (newest com…`` at 80 columns)."""
     view = describe_view(board)
@@ -75,7 +75,7 @@ def board_title(board: Board, width: int) -> str:
             "Runs · no baseline yet",
         ]
     else:
-        short = "newest load" if base.reason.value == "newest completed load" else base.reason.value
+        short = base.reason.value
         vs = f"vs {base.label}"
         forms = [
             f"Runs · {board.header()}{view}",

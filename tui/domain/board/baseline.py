@@ -1,10 +1,14 @@
 """The one baseline every delta and every flag diff on the board is measured against.
 
-The operator pins one (``p`` in the console, ``--baseline`` headless). Otherwise it is the
-**newest completed like-for-like load**: the newest run whose load finished whole (not
+The operator pins one (``p`` in the console, ``--baseline`` headless; the console keeps the
+pin beside the history, so a relaunch and ``vtc runs`` read the same one). Otherwise it is
+the **first completed like-for-like load**: the earliest run whose load finished whole (not
 cancelled, not partial: :mod:`.load_mark`) with the same model, workload and machine as the
 board's newest load (a hand run's before a sweep trial's, so a sweep's probe of another
-model never takes over an 8B board). A run without a load, a cancelled or partial load,
+model never takes over an 8B board). So the newest run reads as the change: changed a flag,
+restarted, loaded, its row shows the change against where the operator started (issue 29:
+with the newest load as the default, the new run was its own baseline and the change showed
+on the old run, sign reversed). A run without a load, a cancelled or partial load,
 a sweep's probe (a further load on a trial's server: ``RunRecord.probe``) and another model
 are never chosen automatically: a board with no such load has no baseline
 and says so, rather than comparing every row with a launch run that has no numbers.
@@ -36,7 +40,7 @@ class BaselineReason(StrEnum):
     """Why this run is the baseline (the header says so)."""
 
     PINNED = "pinned"
-    NEWEST_COMPLETED_LOAD = "newest completed load"
+    FIRST_LOAD = "first load"
 
 
 NO_BASELINE = "no completed load yet: no baseline"
@@ -56,7 +60,7 @@ class Baseline:
         return run_label(self.run)
 
     def header(self) -> str:
-        """``vs #3 (pinned)``: what a board header says."""
+        """``vs #3 (pinned)``, ``vs #3 (first load)``: what a board header says."""
         return f"vs {self.label} ({self.reason.value})"
 
 
@@ -91,7 +95,7 @@ def choose_baseline(
     anchor = _anchor(runs)
     if anchor is None:
         return None
-    for run in reversed(runs):
+    for run in runs:  # oldest first: the first load of this workload
         if (
             run.served
             and not run.probe
@@ -99,5 +103,5 @@ def choose_baseline(
             and run.flags.model == anchor.flags.model
             and like_for_like(run, anchor).ok
         ):
-            return Baseline(run, BaselineReason.NEWEST_COMPLETED_LOAD, note)
+            return Baseline(run, BaselineReason.FIRST_LOAD, note)
     return None

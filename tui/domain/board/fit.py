@@ -5,7 +5,8 @@ that wrap into noise on an 80-column terminal. :func:`fit_grid` narrows it in st
 only as far as needed: flag titles abbreviated (``gpu_memory_utilization`` ->
 ``gpu_mem_util``), a failed run's state cut to its status (its cause is listed under the
 table), long text cells ended with an ellipsis, then whole columns left out from the right
-(the last metrics first; the run and its state always stay). What was left out is named, and
+(the last metrics first, the objective ones and the run's change last; the run and its
+state always stay). What was left out is named, and
 ``vtc runs --wide`` prints every column at full width.
 """
 
@@ -14,27 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tui.domain.board.metrics import HEADLINE_METRICS
+from tui.domain.board.short_names import short_title
 from tui.domain.board.table import Column, ColumnKind
+
+__all__ = ["FittedGrid", "fit_grid", "short_title"]
 
 GAP = 2  # blanks between columns
 TEXT_CAP = 16  # longest flag or workload value kept whole once the table must narrow
 ELLIPSIS = "…"
-_WORDS = {
-    "memory": "mem",
-    "utilization": "util",
-    "batched": "batch",
-    "tokens": "tok",
-    "num": "n",
-    "length": "len",
-    "parallel": "par",
-    "prefix": "pfx",
-    "caching": "cache",
-    "enable": "en",
-    "chunked": "chunk",
-    "pipeline": "pp",
-    "tensor": "tp",
-    "size": "sz",
-}
 
 
 @dataclass(frozen=True)
@@ -44,12 +33,6 @@ class FittedGrid:
     columns: tuple[Column, ...]
     grid: tuple[tuple[str, ...], ...]
     dropped: tuple[str, ...] = ()
-
-
-def short_title(title: str) -> str:
-    """A flag's name with its long words shortened (``max_num_batched_tokens`` ->
-    ``max_n_batch_tok``)."""
-    return "_".join(_WORDS.get(word, word) for word in title.split("_"))
 
 
 def _cut(text: str, cap: int) -> str:
@@ -85,18 +68,32 @@ def fit_grid(columns: Sequence[Column], grid: Sequence[Sequence[str]], width: in
         return FittedGrid(tuple(cols), tuple(tuple(r) for r in rows))
     rows = _narrowed(cols, rows)
     dropped: list[str] = []
-    # The run and its state always stay; metrics go first (rightmost first), then flags.
-    dropping = (ColumnKind.PREDICTED, ColumnKind.METRIC)
-    for kinds in (dropping, (ColumnKind.WORKLOAD, ColumnKind.SWEEP, ColumnKind.FLAG)):
+    # The run and its state always stay; the other metrics go first (rightmost first), then
+    # flags, then the objective metrics and the run's change (what the board is for).
+    for drop in (_minor_metric, _detail, _headline):
         for i in range(len(cols) - 1, -1, -1):
             if _total(rows) <= width:
                 break
-            if cols[i].kind in kinds and _keeps_one(cols, i):
+            if drop(cols[i]) and _keeps_one(cols, i):
                 dropped.insert(0, cols[i].title)
                 del cols[i]
                 for row in rows:
                     del row[i]
     return FittedGrid(tuple(cols), tuple(tuple(r) for r in rows), tuple(dropped))
+
+
+def _minor_metric(column: Column) -> bool:
+    if column.kind is ColumnKind.PREDICTED:
+        return True
+    return column.kind is ColumnKind.METRIC and column.metric not in HEADLINE_METRICS
+
+
+def _detail(column: Column) -> bool:
+    return column.kind in (ColumnKind.WORKLOAD, ColumnKind.SWEEP, ColumnKind.FLAG)
+
+
+def _headline(column: Column) -> bool:
+    return column.kind in (ColumnKind.METRIC, ColumnKind.CHANGE)
 
 
 def _keeps_one(columns: Sequence[Column], index: int) -> bool:

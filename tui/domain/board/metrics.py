@@ -102,6 +102,11 @@ TABLE_METRICS: tuple[MetricSpec, ...] = (
     GOODPUT,
 )
 
+#: The objective metrics: what "did my change help?" is answered with (a sweep's default
+#: objective and the latency its SLOs bound). The table shows them, with their change,
+#: right after the run and what it changed, before anything else (issue 29 item 2).
+HEADLINE_METRICS: tuple[MetricSpec, ...] = (OUTPUT_THROUGHPUT, TTFT_P99)
+
 #: Seed 003's Before / After rows, plus output throughput (the first seed's one number).
 BEFORE_AFTER_METRICS: tuple[MetricSpec, ...] = (
     TTFT_MEAN,

@@ -5,6 +5,12 @@ report all render the same :class:`BoardTable`. Columns, in order: the run's lab
 state (a failed start shows its diagnosis kind), one column per flag whose effective value
 differs anywhere among the listed runs and the baseline (seed 000's parameter table), one
 per workload field when the runs' workloads differ, then :func:`~.metrics.table_metrics`.
+
+Ordered so the table answers first (issue 29): the run, what it changed against the
+baseline in one compact column (``max-num-seqs 4``), the objective metrics with their
+change (:data:`~.metrics.HEADLINE_METRICS`); then its state, each differing flag and
+workload field in full, the other metrics. At 80 columns the first four show; the rest are
+scrolled to, and the board names them.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from typing import Any
 
 from tui.domain.board.baseline import run_label, same_run
 from tui.domain.board.load_mark import load_mark
-from tui.domain.board.metrics import MetricSpec, table_metrics
+from tui.domain.board.metrics import HEADLINE_METRICS, MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
+from tui.domain.board.short_names import short_title
 from tui.domain.errors import VtcError
 from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import flag_spec, flag_specs, format_value
@@ -35,6 +42,7 @@ class ColumnKind(StrEnum):
     """What a column holds."""
 
     LABEL = "label"
+    CHANGE = "change"  # the flags that differ from the baseline's, compact, in one cell
     STATE = "state"
     SWEEP = "sweep"  # which sweep and trial a run belongs to (shown when any run has one)
     FLAG = "flag"
@@ -267,18 +275,22 @@ def build_table(
 def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Column, ...]:
     listed = baseline is None or any(same_run(r, baseline) for r in runs)
     everyone = runs if listed or baseline is None else [*runs, baseline]
-    columns = [Column("label", "run", ColumnKind.LABEL), Column("state", "state", ColumnKind.STATE)]
-    columns += [
-        Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in differing_flags(everyone)
+    flags = differing_flags(everyone)
+    metrics = [
+        Column(f"metric:{m.key}", m.label, ColumnKind.METRIC, m.key, m)
+        for m in table_metrics(list(runs))
     ]
+    columns = [Column("label", "run", ColumnKind.LABEL)]
+    if flags and baseline is not None:
+        columns.append(Column("change", CHANGE_TITLE, ColumnKind.CHANGE))
+    columns += [c for c in metrics if c.metric in HEADLINE_METRICS]
+    columns.append(Column("state", "state", ColumnKind.STATE))
+    columns += [Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in flags]
     columns += [
         Column(f"load:{name}", WORKLOAD_TITLES.get(name, name), ColumnKind.WORKLOAD, name)
         for name in differing_workload(everyone)
     ]
-    columns += [
-        Column(f"metric:{m.key}", m.label, ColumnKind.METRIC, m.key, m)
-        for m in table_metrics(list(runs))
-    ]
+    columns += [c for c in metrics if c.metric not in HEADLINE_METRICS]
     if any(r.prediction is not None for r in runs):
         columns.append(Column("predicted", "predicted (twin)", ColumnKind.PREDICTED))
     # Last: the run column already reads ``t7 p2``; the sweep's id is long (a console sweep's
@@ -325,7 +337,29 @@ def _row(
     )
 
 
+CHANGE_TITLE = "changed"
+CHANGE_NAME_CAP = 14  # a longer flag name is shortened by word (gpu-memory-utilization)
+
+
+def change_text(changes: Sequence[FlagChange]) -> str:
+    """What a run changed against the baseline, compact: ``max-num-seqs 4``, ``gpu-mem-util
+    0.95 +2`` (two more flags: their columns and the run's card show them), ``same`` for
+    none. The value is never cut (issue 17); a long flag name is shortened by word."""
+    if not changes:
+        return "same"
+    first = changes[0]
+    more = f" +{len(changes) - 1}" if len(changes) > 1 else ""
+    name = first.name if len(first.name) <= CHANGE_NAME_CAP else short_title(first.name)
+    name = name.replace("_", "-")
+    return f"{name} {format_value(first.new)}{more}"
+
+
 def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Groups) -> Cell:
+    if column.kind is ColumnKind.CHANGE:
+        if baseline is None or same_run(run, baseline):
+            return Cell("", None)
+        text = change_text(diff_flags(baseline.flags, run.flags))
+        return Cell(text, text, differs=text != "same")
     if column.kind is ColumnKind.LABEL:
         return Cell(run_label(run), run.id if run.id is not None else run_label(run))
     if column.kind is ColumnKind.STATE:

@@ -71,7 +71,8 @@ PANELS: tuple[tuple[str, str], ...] = (
         "Runs",
         "Every run as cards (oldest left) or a table (t), each with its own end state "
         "(ready, stopped, replaced, lost, failed with its cause). The title says the baseline: "
-        "pinned (p), else the newest completed load of the same model, workload and machine "
+        "pinned (p, kept across relaunches), else the first completed load of the newest run's "
+        "model, workload and machine, so the newest run shows the change you made "
         "(never a run without a load, nor a cancelled or partial one). "
         "Yellow flags differ from it. "
         "Numbers carry their change against it: green better, red worse, ~ noise (inside the "

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Select
 
 from tui.domain.board.baseline import run_label
-from tui.domain.errors import one_line
+from tui.domain.errors import VtcError, one_line
 from tui.domain.events import (
     Failed,
     Launched,
@@ -23,8 +23,7 @@ from tui.domain.events import (
     ServerState,
     Unanswered,
 )
-from tui.domain.fix_loop import choose_fix
-from tui.domain.flags.serve import FlagProblem, ServeFlags
+from tui.domain.flags.serve import ServeFlags
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (
@@ -39,13 +38,13 @@ from tui.ui import board_messages
 from tui.ui.attached_form import AttachedForm
 from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
-from tui.ui.run_detail_text import fix_settings_text
-from tui.ui.run_requests import ask_and_save_preset, export_run, repeat_run
+from tui.ui.run_requests import export_run, repeat_run
 from tui.ui.screens.help import show_help
+from tui.ui.screens.loop_keys import LoopKeys
 from tui.ui.screens.run_detail import RunDetailScreen
 from tui.ui.server_view import project
 from tui.ui.sweep_controller import SweepController
-from tui.ui.telemetry_control import NO_ADVICE, TelemetryControl
+from tui.ui.telemetry_control import TelemetryControl
 from tui.ui.twin_controller import TwinController
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.flag_search import CliStatus, cli_status
@@ -61,23 +60,7 @@ Clock = Callable[[], float]
 PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
 
 
-def _point_at_problems(
-    form: FlagForm, problems: list[FlagProblem], title: str, prefix: str = ""
-) -> None:
-    """Focus the first field a problem names; every problem in one notification."""
-    name = form.first_problem_field(problems, prefix=prefix)
-    if name is not None:
-        form.focus_field(name)
-    form.notify(_problem_summary(problems), title=title, severity="error")
-
-
-def _problem_summary(problems: list[FlagProblem]) -> str:
-    first = problems[0].message
-    more = len(problems) - 1
-    return first + (f" (and {more} more)" if more else "")
-
-
-class MainScreen(Screen[None]):
+class MainScreen(LoopKeys, Screen[None]):
     """Server, GPU, Metrics and Load on top; the flags form and the results board below."""
 
     BINDINGS: ClassVar[list[BindingType]] = screen_bindings()
@@ -147,6 +130,7 @@ class MainScreen(Screen[None]):
         self.server_panel.view = self._view
         self.server_panel.tail.set_lines(self.session.log_lines)
         self._show_runs()
+        self._restore_board()
         self._attached.refresh(self.form)
         if self._clock is not None:
             self.set_interval(1.0, self._tick)
@@ -158,11 +142,6 @@ class MainScreen(Screen[None]):
     def server_panel(self) -> ServerPanel:
         """The Server panel."""
         return self.query_one(ServerPanel)
-
-    @property
-    def form(self) -> FlagForm:
-        """The flags form."""
-        return self.query_one(FlagForm)
 
     @property
     def board(self) -> ResultsBoard:
@@ -270,80 +249,9 @@ class MainScreen(Screen[None]):
         await self._twin.predict(flags)  # the twin's figures for the edited flags
 
     # -- commands ---------------------------------------------------------------------------
-    def action_restart(self) -> None:
-        """Validate the form; if it holds, restart the server with it (the session refuses
-        a second restart while one is under way: its one line is shown)."""
-        if self._sweeps.refuses("r"):
-            return
-        flags, problems = self.form.validate_flags()
-        if flags is None:
-            _point_at_problems(self.form, problems, "Not restarted: invalid flags")
-            return
-        run_guarded(self, "Restart", lambda: self.session.restart(flags), key="r")
-
-    def action_bench(self) -> None:
-        """Run the form's workload, if the server is ready."""
-        if self._sweeps.refuses("b"):
-            return
-        state = self.session.state
-        if state is not ServerState.READY:
-            self.notify(
-                f"The server is {state.value}; b needs it ready (r starts it).",
-                title="No load run",
-                severity="warning",
-            )
-            return
-        spec, problems = self.form.validate_workload()
-        if spec is None:
-            _point_at_problems(self.form, problems, "No load run: invalid workload", "load-")
-            return
-        if self.session.load_running:  # the session refuses a second load: say it before
-            self.notify("A load is already running (c cancels it).", severity="warning")
-            return
-        self.query_one(LoadPanel).start(spec)
-        run_guarded(self, "Load", lambda: self.session.run_load(spec), key="b")
-
-    def action_fix(self) -> None:
-        """One-key fix: the next untried fix into the form, then restart; after a failed
-        fix, the next one of the failure it came from; says why when none is left
-        (``tui.domain.fix_loop``): never loops."""
-        if self._sweeps.refuses("f"):
-            return
-        choice = choose_fix(list(self.session.runs))
-        if choice.fix is None or choice.run is None:
-            self.notify(choice.reason, title="No fix applied", severity="warning", timeout=10)
-            return
-        fix = choice.fix
-        self.form.apply_settings(choice.settings)
-        settings = fix_settings_text(fix, choice.settings)
-        title = f"Fix from run {choice.run.label}: restarting"
-        self.notify(f"{fix.title}\n{settings}", title=title)
-        self.action_restart()
-
-    def action_apply_advice(self) -> None:
-        """Put the first piece of advice's flags into the form (r then restarts with them)."""
-        found = self._telemetry.advice_fix()
-        if found is None:
-            self.notify(NO_ADVICE, severity="warning")
-            return
-        fix, message = found
-        self.form.apply_settings(fix.set)
-        self.notify(message, title="Advice in the form")
-
     def action_history(self) -> None:
         """The last minutes of every chart, every GPU, the advice in full."""
         self.app.push_screen(self._telemetry.history_screen(self.query_one(GpuPanel)))
-
-    def action_cancel_load(self) -> None:
-        """Cancel the running load."""
-        if not self.session.load_running:
-            self.notify("No load is running.", severity="warning")
-            return
-        run_guarded(self, "Cancel", self.session.cancel_load)
-
-    def action_stop_server(self) -> None:
-        """Stop the server this console started (attached: not offered, ``check_action``)."""
-        run_guarded(self, "Stop", self.session.stop_server, key="s")
 
     def action_calibrate(self) -> None:
         """Calibrate the twin of the ready server (``k``)."""
@@ -408,6 +316,22 @@ class MainScreen(Screen[None]):
         shown = "" if self.form.display else " (t shows the form)"
         self.notify(f"r restarts with them{shown}.", title=f"{run_label(run)}'s {what} loaded")
 
+    @work(group="board-view", exit_on_error=False, description="board view")
+    async def _restore_board(self) -> None:
+        """The pin and view the last console left (read off the event loop)."""
+        try:
+            saved = await self.session.tools.saved_board()
+        except VtcError:
+            return  # unreadable: the board keeps its defaults
+        self.board.restore(saved)
+
+    @on(ResultsBoard.KeepView)
+    def _keep_board(self, message: board_messages.KeepView) -> None:
+        """Keep the pin and view for the next console and ``vtc runs``."""
+        run_guarded(
+            self, "Keep the board's view", lambda: self.session.tools.save_board(message.saved)
+        )
+
     @on(ResultsBoard.ShowDetail)
     def _detail(self, message: board_messages.ShowDetail) -> None:
         """The run in full (its log read through the session's tools)."""
@@ -420,13 +344,3 @@ class MainScreen(Screen[None]):
     @on(ResultsBoard.ExportRun)
     def _export(self, message: board_messages.ExportRun) -> None:
         export_run(self, self.session.tools, message.run, message.fmt)
-
-    def action_save_preset(self) -> None:
-        """Ask a name, then save the form's flags and workload as one of the user's presets."""
-        flags, problems = self.form.validate_flags()
-        if flags is None:
-            self.notify(
-                _problem_summary(problems), title="Not saved: invalid flags", severity="error"
-            )
-            return
-        ask_and_save_preset(self, self.session, self.form, flags)

@@ -42,7 +42,10 @@ def _server_memory(row: GpuRow) -> str:
 class GpuPanel(Widget):
     """Renders the latest :class:`GpuSample` and :class:`HostSample` (``None``: N/A)."""
 
-    sample: reactive[GpuSample | None] = reactive(None, layout=True)
+    # Repaint only: the panel's size is the strip's, whatever it shows. A layout here made
+    # every second's sample lay out the whole screen, on the frame of a key that came with
+    # it (issue 29: the key-latency tail).
+    sample: reactive[GpuSample | None] = reactive(None)
     host: reactive[HostSample | None] = reactive(None)
     fresh: reactive[Freshness | None] = reactive(None)
     server_gpus: reactive[frozenset[int]] = reactive(frozenset())

@@ -84,11 +84,15 @@ class LoadPanel(Vertical):
         if not self.is_mounted:
             return
         summary, latency = self._lines()
-        self.query_one("#load-summary", Static).update(summary)
-        self.query_one("#load-latency", Static).update(latency)
+        # Their heights are fixed (the stylesheet's): a tick repaints them, it lays out
+        # nothing (a layout per progress tick was a whole-screen layout under load, issue 29).
+        self.query_one("#load-summary", Static).update(summary, layout=False)
+        self.query_one("#load-latency", Static).update(latency, layout=False)
         spark = self.query_one("#load-spark", Sparkline)
         spark.data = list(self._rates)
-        spark.display = bool(self._rates)  # an empty sparkline reads as "zero"
+        shown = bool(self._rates)  # an empty sparkline reads as "zero"
+        if spark.display != shown:  # unchanged: no layout
+            spark.display = shown
 
     def _lines(self) -> tuple[Content, Content]:
         width = self.size.width

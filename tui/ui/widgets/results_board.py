@@ -20,24 +20,22 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import DataTable, Static
 
-from tui.domain.board.baseline import run_label
+from tui.domain.board.saved import SavedBoard
 from tui.domain.board.table import BoardError, ColumnKind, flag_value
 from tui.domain.board.view import Board, BoardView, build_board
-from tui.domain.export.command import command_line
-from tui.domain.export.launch import launch_spec
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
 from tui.ui import board_messages
 from tui.ui.board_cells import out_of_view_text
-from tui.ui.board_dialogs import ask_export_format, ask_filter, ask_repeats
-from tui.ui.board_query import board_title, describe_view, parse_filter
+from tui.ui.board_dialogs import ask_filter
+from tui.ui.board_query import board_title, describe_view, filter_text, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
-from tui.ui.screens.before_after import BeforeAfterScreen
 from tui.ui.screens.board_plot import PlotScreen
 from tui.ui.widgets.board_focus import BoardFocus
 from tui.ui.widgets.board_frame import BoardFrame
 from tui.ui.widgets.board_grid import BoardGrid
+from tui.ui.widgets.board_run_keys import BoardRunKeys
 from tui.ui.widgets.card_strip import CardStrip
 from tui.ui.widgets.run_card import CardContext
 
@@ -61,7 +59,7 @@ CARD_KEYS: list[BindingType] = [
 ]
 
 
-class ResultsBoard(BoardFrame, Vertical, can_focus=False):
+class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
     """Cards or a table of runs, a selected run, a pinned baseline; the board's keys.
 
     Its focus is held by a :class:`BoardFocus` inside it in card view, by its table in
@@ -75,6 +73,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
     ShowDetail = board_messages.ShowDetail
     RepeatRun = board_messages.RepeatRun
     ExportRun = board_messages.ExportRun
+    KeepView = board_messages.KeepView
 
     def __init__(
         self, *, can_launch: bool = True, id: str | None = None, classes: str | None = None
@@ -87,6 +86,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
         self._board: Board | None = None
         self._table_mode = False
         self._fingerprint: tuple[object, ...] | None = None
+        self._kept = SavedBoard()  # the pin and view as last saved
 
     def compose(self) -> ComposeResult:
         """The focus holder, the empty-board hint, the card strip and the (hidden) table."""
@@ -106,6 +106,39 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
     def board(self) -> Board | None:
         """The board as last drawn."""
         return self._board
+
+    def restore(self, saved: SavedBoard) -> None:
+        """Take up the pin and view a previous console left (a filter that no longer
+        reads is dropped); the runs are drawn again under them. Nothing saved, or what
+        is shown already: nothing is redrawn (the board may have been scrolled meanwhile)."""
+        if saved == self._kept:
+            return
+        try:
+            row_filter = parse_filter(saved.filter)
+        except BoardError:
+            row_filter = self._view.filter
+        self._view = replace(
+            self._view,
+            pinned=saved.pinned,
+            sort=saved.sort,
+            descending=saved.descending,
+            filter=row_filter,
+        )
+        self._kept = saved
+        if saved.table != self._table_mode:
+            self.action_toggle_table()  # draws the board
+        else:
+            self._redraw()
+
+    def _keep(self) -> None:
+        """Say what a relaunch should find, when the operator changed it."""
+        view = self._view
+        saved = SavedBoard(
+            view.pinned, self._table_mode, view.sort, view.descending, filter_text(view.filter)
+        )
+        if saved != self._kept:
+            self._kept = saved
+            self.post_message(self.KeepView(saved))
 
     @property
     def selected_run(self) -> RunRecord | None:
@@ -272,21 +305,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
         self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild
         self.fit_form()
         self.focus()
-
-    def _need_selected(self) -> RunRecord | None:
-        run = self.selected_run
-        if run is None:
-            self.notify("No run selected: the board is empty.", severity="warning")
-        return run
-
-    def action_detail(self) -> None:
-        """The selected run in full."""
-        run = self._need_selected()
-        board = self._board
-        if run is None or board is None:
-            return
-        row = next(r for r in board.table.rows if r.run.id == run.id)
-        self.post_message(self.ShowDetail(board, row))
+        self._keep()
 
     def action_pin(self) -> None:
         """Pin the selected run as the baseline; on the pinned run, unpin."""
@@ -296,37 +315,15 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
         pinned = None if self._view.pinned == run.id else run.id
         self._view = replace(self._view, pinned=pinned)
         self._redraw()
+        self._keep()
         board = self._board
         header = board.header() if board is not None else ""
         self.notify(header, title="Baseline pinned" if pinned else "Baseline unpinned")
-
-    def action_before_after(self) -> None:
-        """Seed 003's Before / After: the baseline against the selected run."""
-        run, board = self._need_selected(), self._board
-        if run is None or board is None:
-            return
-        if board.baseline is None:
-            self.notify("No baseline: nothing has served yet.", severity="warning")
-            return
-        if board.baseline.run.id == run.id:
-            self.notify(
-                f"{run_label(run)} is the baseline: select another run (or p pins "
-                "one), then v compares them.",
-                severity="warning",
-            )
-            return
-        self.app.push_screen(BeforeAfterScreen(board.before_after(board.baseline.run, run)))
 
     def action_plot(self) -> None:
         """Throughput against latency, the Pareto frontier, for the runs shown."""
         if self._board is not None:
             self.app.push_screen(PlotScreen(self._runs, self._view))
-
-    def action_load_run(self) -> None:
-        """Ask the screen to put the selected run's flags and workload into the form."""
-        run = self._need_selected()
-        if run is not None:
-            self.post_message(self.LoadIntoForm(run))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A key's key-bar copy (``shown``) is enabled where the terminal is wide enough;
@@ -340,16 +337,6 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
     async def action_shown(self, action: str) -> None:
         """A board key pressed through its key-bar copy: as its own key."""
         await self.run_action(action)
-
-    def action_copy_command(self) -> None:
-        """Copy the selected run's ``vllm serve`` command with OSC 52 (the terminal's
-        clipboard: works over SSH and in tmux), and say so."""
-        run = self._need_selected()
-        if run is None:
-            return
-        line = command_line(launch_spec(run))
-        self.app.copy_to_clipboard(line)
-        self.notify(line, title=f"{run_label(run)}'s vllm serve command copied (OSC 52)")
 
     def action_filter(self) -> None:
         """Ask which runs to show (all, served, failed, NAME=VALUE...)."""
@@ -366,6 +353,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
             return
         self._view = replace(self._view, filter=parse_filter(text))
         self._redraw()
+        self._keep()
 
     def action_sort(self, descending: bool) -> None:
         """Sort by the table's cursor column (cards: the current sort column, else tok/s)."""
@@ -382,30 +370,7 @@ class ResultsBoard(BoardFrame, Vertical, can_focus=False):
         else:
             self._view = replace(self._view, sort=key, descending=descending)
         self._redraw()
-
-    def action_repeat(self) -> None:
-        """Ask how many times, then repeat the selected run (same flags, same workload)."""
-        run = self._need_selected()
-        if run is None:
-            return
-        label = run_label(run)
-        if run.bench is None or run.workload is None:
-            self.notify(
-                f"{label} ran no load: n repeats a run with its flags and workload.",
-                severity="warning",
-            )
-            return
-
-        ask_repeats(self.app, label, lambda times: self.post_message(self.RepeatRun(run, times)))
-
-    def action_export(self) -> None:
-        """Choose a format; the selected run is written under the data dir."""
-        run = self._need_selected()
-        if run is None:
-            return
-        ask_export_format(
-            self.app, run_label(run), lambda fmt: self.post_message(self.ExportRun(run, fmt))
-        )
+        self._keep()
 
 
 def fix_hint(runs: list[RunRecord]) -> tuple[int | None, str | None]:

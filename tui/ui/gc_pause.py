@@ -1,0 +1,27 @@
+"""The console's heap kept out of the garbage collector's full passes.
+
+A full (generation 2) collection walks every object the process holds; the console's are
+mostly its widget tree, styles and stylesheet, built once at start. Walking them took tens
+of milliseconds, on whichever frame it fell: a key pressed then waited for it (issue 29, the
+key-latency tail). Frozen after the first screen is drawn (CPython's ``gc.freeze``, as
+vLLM's ``freeze_gc_heap`` and this project's load runner do), they are never walked again;
+what the console creates later is collected as usual. Unfrozen when the console ends, so a
+process that runs many consoles (the tests) frees them.
+"""
+
+from __future__ import annotations
+
+import gc
+
+
+def freeze_heap() -> int:
+    """Collect once, then move every object alive now out of the collector's reach; the
+    number of objects frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def thaw_heap() -> None:
+    """Hand the frozen objects back to the collector (the console is ending)."""
+    gc.unfreeze()
