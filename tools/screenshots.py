@@ -13,8 +13,8 @@ every number on the picture is one the demo computes, and nothing depends on thi
 speed or clock: the console's clock is frozen (``clock=None``), the log's clock is a fixed
 instant in UTC moved on by the simulated stages, the start-up code's own timings (``took
 N s``, the CUDA-graph rates) read that virtual clock too, the server's pid is fixed, and the
-toasts that expire after seconds are cleared before the picture. ``tests/test_docs.py`` regenerates each scene
-and fails when the committed file differs.
+toasts that expire after seconds are cleared before the picture. ``tests/test_docs.py``
+regenerates each scene and fails when the committed file differs.
 
 The scripted session is the UI tests' ``FakeSession`` (``tests/ui/ui_fakes.py``, the one
 stand-in for the session port), with ``restart`` and ``run_load`` answered by the simulator.
