@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from tui.domain.board.baseline import run_label
 from tui.domain.events import ServerState
 from tui.domain.fix_loop import choose_fix
-from tui.domain.flags.serve import FlagProblem, ServeFlags, diff_flags
+from tui.domain.flags.serve import FlagProblem, ServeFlags
+from tui.domain.flags.serve_diff import diff_flags
 from tui.session.port import SessionPort
 from tui.ui.run_detail_text import fix_settings_text
 from tui.ui.run_requests import ask_and_save_preset
