@@ -31,4 +31,7 @@ def test_a_saved_profile_is_described_with_its_coefficients_and_error(tmp_path: 
     assert lines[0].startswith("profile tiny-cpu r1: ")
     assert "step time = 4.000 ms + 30.00 us/prefill token + 300.0 us/decode token" in lines[1]
     assert "KV 131,072 tokens, block 128" in lines[2]
-    assert "median 5.0%, worst 12.0%" in lines[3]
+    assert "fit error (calibration loads, in-sample): median 2.0%, worst 6.0%" in lines[3]
+    # The validation error, named as such, with the interval a prediction states.
+    assert lines[4].startswith("  validation error (loads left out of the fit): ±5.0% covers 80%")
+    assert "(median 3.0%, worst 12.0%)" in lines[4]

@@ -212,5 +212,6 @@ def test_a_profile_of_another_model_is_marked_in_every_prediction(tmp_path: Path
     same = ProfileTwin(profile, model=profile.identity.model)
     other = ProfileTwin(profile, model="Qwen/Qwen2.5-0.5B-Instruct")
     assert same.label == profile.label()
-    assert other.label.startswith(profile.label())
-    assert "model Qwen/Qwen2.5-0.5B-Instruct (profile: " in other.label
+    # One label: the caveat inside it, as every other prediction of another server.
+    assert other.label.startswith(profile.label().removesuffix(")"))
+    assert "; profile of another server: model Qwen/Qwen2.5-0.5B-Instruct (profile: " in other.label

@@ -204,7 +204,8 @@ class MeasuredError(BaseModel):
     in). ``source`` says whether the residuals were the fit's own loads or held out.
     """
 
-    model_config = ConfigDict(frozen=True)
+    # An unfitted or unmeasurable error is infinite: saved as "Infinity", not as null.
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
     median_pct: float
     worst_pct: float
@@ -292,7 +293,7 @@ class Profile(BaseModel):
     ``validation``: they load, and say they were never validated.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, ser_json_inf_nan="strings")
 
     schema_version: int = PROFILE_SCHEMA
     name: str
