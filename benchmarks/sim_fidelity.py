@@ -191,10 +191,11 @@ class Reference:
 def judge(
     gate: QuietGate,
     results: list[CaseResult],
-    profile: Profile,
+    interval_pct: float,
     spread: RepeatSpread | None,
 ) -> Summary:
-    """Print the validation error per metric and the coverage; check the goals."""
+    """Print the validation error per metric and the coverage of the stated interval
+    (+- ``interval_pct``); check the goals with ``gate``."""
     summary = summarize(results)
     print(f"validation error over {len(results)} held-out cases (median / worst abs % error):")
     for key in METRICS:
@@ -205,9 +206,10 @@ def judge(
             print(
                 f"  {SHORT[key]:8} {summary.median[key]:6.1f}% / {summary.worst[key]:6.1f}%{floor}"
             )
-    interval = stated_error(profile).interval_pct
-    covered, judged = coverage_pct(results, interval)
-    print(f"stated interval +-{interval:.1f}% holds {covered:.0f}% of {judged} held-out outcomes")
+    covered, judged = coverage_pct(results, interval_pct)
+    print(
+        f"stated interval +-{interval_pct:.1f}% holds {covered:.0f}% of {judged} held-out outcomes"
+    )
     for key, goal in GOALS.items():
         gate.check(
             f"median held-out {SHORT[key]} error %", summary.median.get(key, math.inf), goal=goal
@@ -262,7 +264,7 @@ async def main_async(args: argparse.Namespace) -> int:
     assert ref.profile is not None
     if args.save:
         _save(args.save, ref.profile, results)
-    summary = judge(gate, results, ref.profile, ref.spread)
+    summary = judge(gate, results, stated_error(ref.profile).interval_pct, ref.spread)
     print(f"took {time.monotonic() - t0:.0f} s; {_loadavg()}")
     print(summary.last_line())
     return gate.finish()
@@ -305,7 +307,7 @@ def replay(path: Path) -> int:
         _print_case(r)
         results.append(r)
     gate = QuietGate("sim_fidelity --replay")
-    print(judge(gate, results, refit, None).last_line())
+    print(judge(gate, results, stated_error(refit).interval_pct, None).last_line())
     return gate.finish()
 
 
