@@ -40,7 +40,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,29 +100,39 @@ class StatedError:
 
     fit: str
     validation: str
-    interval_pct: float  # a prediction's stated interval: +- this percent
+    interval_pct: dict[str, float]  # per metric: a prediction states +- this percent
 
 
 def stated_error(profile: Profile) -> StatedError:
     """The profile's error figures (the ONE place this benchmark reads that API).
 
-    Issue 27 (item 2, the ``twin`` branch) gives the profile typed ``fit_error`` and
-    ``validation_error`` fields and an interval; until then the label's figure is the
-    in-sample median (``profile.error``) and the interval is that median.
+    On main the profile has one in-sample error (``profile.error``) and a prediction
+    states its median. Issue 27's ``twin`` branch types them apart; with it this reads::
+
+        stated = profile.stated
+        validation = profile.validation.summary() if profile.validation else "not validated"
+        StatedError(profile.fit_error.summary(), validation,
+                    {k: stated.stated_for(k) for k in GOALS})
     """
     err = profile.error
     fit = f"median {err.median_pct:.1f}%, worst {err.worst_pct:.1f}% ({err.source})"
-    return StatedError(fit=fit, validation="none stated", interval_pct=err.median_pct)
+    return StatedError(fit, "none stated", {k: err.median_pct for k in GOALS})
 
 
-def coverage_pct(results: Sequence[CaseResult], interval_pct: float) -> tuple[float, int]:
+def coverage_pct(
+    results: Sequence[CaseResult], interval_pct: Mapping[str, float]
+) -> tuple[float, int]:
     """The share (percent) of held-out outcomes of :data:`GOALS`' metrics whose error is
-    inside the stated interval, and how many outcomes were judged."""
-    errors = [e for r in results for k in GOALS if (e := r.error(k)) is not None]
-    finite = [e for e in errors if math.isfinite(e)]
-    if not errors:
-        return math.nan, 0
-    return 100.0 * sum(e <= interval_pct for e in finite) / len(errors), len(errors)
+    inside the interval stated for that metric, and how many outcomes were judged."""
+    inside = judged = 0
+    for r in results:
+        for key in GOALS:
+            error = r.error(key)
+            if error is None:
+                continue
+            judged += 1
+            inside += math.isfinite(error) and error <= interval_pct[key]
+    return (100.0 * inside / judged if judged else math.nan), judged
 
 
 def _fmt(value: float | None) -> str:
@@ -182,7 +192,8 @@ class Reference:
         profile = await self.calibrate.run(lambda p: print(f"\r  {p.line()}", end="", flush=True))
         said = stated_error(profile)
         print(f"\n  calibrated in {time.monotonic() - t0:.0f} s: fit error {said.fit}")
-        print(f"  validation error: {said.validation}; interval +-{said.interval_pct:.1f}%")
+        shown = ", ".join(f"{SHORT[k]} +-{v:.1f}%" for k, v in said.interval_pct.items())
+        print(f"  validation error: {said.validation}; stated interval {shown}")
         print(f"  coefficients: {profile.coefficients}")
         self.profile = profile
         return profile
@@ -191,11 +202,11 @@ class Reference:
 def judge(
     gate: QuietGate,
     results: list[CaseResult],
-    interval_pct: float,
+    interval_pct: Mapping[str, float],
     spread: RepeatSpread | None,
 ) -> Summary:
     """Print the validation error per metric and the coverage of the stated interval
-    (+- ``interval_pct``); check the goals with ``gate``."""
+    (+- ``interval_pct[metric]``); check the goals with ``gate``."""
     summary = summarize(results)
     print(f"validation error over {len(results)} held-out cases (median / worst abs % error):")
     for key in METRICS:
@@ -207,9 +218,7 @@ def judge(
                 f"  {SHORT[key]:8} {summary.median[key]:6.1f}% / {summary.worst[key]:6.1f}%{floor}"
             )
     covered, judged = coverage_pct(results, interval_pct)
-    print(
-        f"stated interval +-{interval_pct:.1f}% holds {covered:.0f}% of {judged} held-out outcomes"
-    )
+    print(f"the stated interval holds {covered:.0f}% of {judged} held-out outcomes")
     for key, goal in GOALS.items():
         gate.check(
             f"median held-out {SHORT[key]} error %", summary.median.get(key, math.inf), goal=goal

@@ -80,15 +80,18 @@ def _quiet_gate(monkeypatch: pytest.MonkeyPatch) -> QuietGate:
 def test_coverage_counts_outcomes_inside_the_stated_interval() -> None:
     real = _result(100.0, 1000.0, 50.0)
     results = [_case(real, 1.05), _case(real, 1.30)]
-    covered, judged = coverage_pct(results, interval_pct=10.0)
+    covered, judged = coverage_pct(results, interval_pct=dict.fromkeys(GOALS, 10.0))
     assert judged == 2 * len(GOALS)
     assert covered == pytest.approx(50.0)
+    # Each metric against its own interval: the 30 % miss is inside a throughput +-40 %.
+    wider = {**dict.fromkeys(GOALS, 10.0), "output_throughput": 40.0}
+    assert coverage_pct(results, wider)[0] == pytest.approx(100.0 * 4 / 6)
 
 
 def test_a_twin_within_the_goals_meets_them(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = _quiet_gate(monkeypatch)
     real = _result(100.0, 1000.0, 50.0)
-    judge(gate, [_case(real, f) for f in (1.02, 0.97, 1.05)], 8.0, None)
+    judge(gate, [_case(real, f) for f in (1.02, 0.97, 1.05)], dict.fromkeys(GOALS, 8.0), None)
     assert gate.finish() == Verdict.MET
 
 
@@ -96,7 +99,7 @@ def test_a_twin_within_the_goals_meets_them(monkeypatch: pytest.MonkeyPatch) -> 
 def test_a_broken_twin_misses_them(monkeypatch: pytest.MonkeyPatch, factor: float) -> None:
     gate = _quiet_gate(monkeypatch)
     real = _result(100.0, 1000.0, 50.0)
-    judge(gate, [_case(real, factor)] * 3, 8.0, None)
+    judge(gate, [_case(real, factor)] * 3, dict.fromkeys(GOALS, 8.0), None)
     assert gate.finish() == Verdict.MISSED
     assert len(gate.missed) == len(GOALS) + 1  # every metric, and the coverage
 
@@ -104,6 +107,6 @@ def test_a_broken_twin_misses_them(monkeypatch: pytest.MonkeyPatch, factor: floa
 def test_an_interval_that_holds_too_few_outcomes_misses(monkeypatch: pytest.MonkeyPatch) -> None:
     gate = _quiet_gate(monkeypatch)
     real = _result(100.0, 1000.0, 50.0)
-    judge(gate, [_case(real, f) for f in (1.02, 1.04, 1.06)], 3.0, None)
+    judge(gate, [_case(real, f) for f in (1.02, 1.04, 1.06)], dict.fromkeys(GOALS, 3.0), None)
     assert gate.finish() == Verdict.MISSED
     assert gate.missed == ["coverage of the stated interval %"]
