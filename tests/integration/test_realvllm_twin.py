@@ -17,8 +17,9 @@ it must: the reference's noise passes it (each repeat against the repeats' mean:
 twin predicting the mean exactly would score), and a broken fit fails it (the calibrated
 profile with its step costs x3, and /3, predicting the same held-out loads: 3x off).
 ``benchmarks/sim_fidelity.py`` measures the accuracy goal itself (10 %) on a quiet
-machine; this bound is what CI can hold on a shared one. 4-6 minutes here, most of it the
-server's start. Run it under the shared lock: ``flock /tmp/vtc-realvllm.lock pytest -q -m
+machine; this bound is what CI can hold on a shared one. One start of the small model and
+about twenty short loads (the small model is compute-bound: on a loaded machine it slows
+many-fold). Run it under the shared lock: ``flock /tmp/vtc-realvllm.lock pytest -q -m
 realvllm tests/integration/test_realvllm_twin.py``.
 """
 
