@@ -59,6 +59,7 @@ from benchmarks._reference import (  # noqa: E402
     reference_model,
 )
 from tui.domain.calibration import design  # noqa: E402
+from tui.domain.errors import VtcError  # noqa: E402
 from tui.domain.flags.serve import ServeFlags  # noqa: E402
 from tui.domain.profile import Profile  # noqa: E402
 from tui.domain.results import BenchResult  # noqa: E402
@@ -169,7 +170,25 @@ class Reference:
     spread: RepeatSpread | None = None
 
     async def cases(self, flags: ServeFlags, cases: list[HeldOut]) -> list[CaseResult]:
-        """``cases`` on a server of ``flags`` (the first one: spread, then calibration)."""
+        """``cases`` on a server of ``flags`` (the first one: spread, then calibration).
+
+        A held-out command line the real server refuses to start (a KV cache too small for
+        the model, say) is an outcome too: its cases say so beside the twin's prediction.
+        """
+        try:
+            return await self._served(flags, cases)
+        except VtcError as exc:
+            if self.profile is None:
+                raise  # the calibrated command line itself must start
+            results = []
+            for case in cases:
+                r = CaseResult(case, real_failure=f"did not start: {exc}")
+                twin_side(self.profile, self.profile.flags, case, r)
+                _print_case(r)
+                results.append(r)
+            return results
+
+    async def _served(self, flags: ServeFlags, cases: list[HeldOut]) -> list[CaseResult]:
         results = []
         async with launched(self.vllm, flags, self.data_dir, startup_timeout_s=600) as target:
             profile = self.profile or await self._first(target)
