@@ -1,15 +1,19 @@
-"""Twin-first against the full grid: starts and the gap to the grid's best (issue 20, item 5).
+"""Twin-first against the full grid: starts and the gap to the grid's best (issues 20, 27).
 
-    python benchmarks/twin_sweep.py [--quick] [--sim-only | --real-only]
+    python benchmarks/twin_sweep.py [--quick] [--sim-only | --real-only] [--model tiny]
 
-**Real** (the CPU build of vLLM 0.32 provisioned by ``vtc setup-cpu-vllm``: its tiny Llama,
-``--enforce-eager --kv-cache-memory-bytes 64M``): a grid small enough to run in full is the
-reference. Each grid trial is one server start and one full benchmark; the grid's best is
-then confirmed as the twin-first sweep confirms its own (re-measured under the
-confirmation seeds, reported by the worst; :func:`confirm_like_search`, those starts not
-counted as the grid's). The twin-first sweep starts with no profile: a cold one of the
-base command, calibrated on its first real start (three short loads on that server, no
-extra start), refitted with every real trial. Its starts count every server it started.
+**Real** (the CPU build of vLLM 0.32 provisioned by ``vtc setup-cpu-vllm``: its
+compute-bound small Llama by default, ``model_small``, ~51M parameters; ``--model tiny``
+for the tiny one, whose timings are noise; ``--enforce-eager --kv-cache-memory-bytes
+64M``): first the real server's own repeat spread, the sweep's workload five times on the
+base command (``benchmarks/_reference.py``; one start, not counted), the floor under any
+gap. Then a grid small enough to run in full is the reference. Each grid trial is one
+server start and one full benchmark; the grid's best is then confirmed as the twin-first
+sweep confirms its own (re-measured under the confirmation seeds, reported by the worst;
+:func:`confirm_like_search`, those starts not counted as the grid's). The twin-first sweep
+starts with no profile: a cold one of the base command, calibrated on its first real start
+(three short loads on that server, no extra start), refitted with every real trial. Its
+starts count every server it started.
 
 Then both bests are judged back to back: each configuration started once more and measured
 under the same seeds (worst seed), one after the other, so the machine's drift falls on
@@ -25,14 +29,18 @@ Ends with ONE line (the real comparison when it ran, else the simulator's)::
 
     twin sweep: starts ratio R, gap G%
 
-Goal: G <= 2% with R <= 1/5 (issue 20; the search's figures on the simulator's quick
-spaces, 0.609 and 3.16%, are the ones to beat).
+Goal: G <= 2% with R <= 1/5 (issues 20 and 27; the search's figures on the simulator's
+quick spaces, 0.609 and 3.16%, are the ones to beat). The load average is printed before
+and after (``benchmarks/_quiet.py``). Exit 0 when met, 1 when missed, 3 when the machine
+was too busy for the figures to count (load average above 1.5), 2 when the real vLLM is
+not provisioned.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import statistics
@@ -48,6 +56,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._procs import load_average  # noqa: E402
+from benchmarks._quiet import QuietGate  # noqa: E402
+from benchmarks._reference import (  # noqa: E402
+    RepeatSpread,
+    add_model_option,
+    measure_spread,
+    reference_model,
+)
 from benchmarks.sweep_efficiency import confirm_like_search  # noqa: E402
 from tui.domain.credentials import Credentials  # noqa: E402
 from tui.domain.profile import MemorySide, Profile, ProfileIdentity, StepCoefficients  # noqa: E402
@@ -57,6 +72,7 @@ from tui.domain.sweep.outcome import (  # noqa: E402
     TrialOutcome,
     TrialState,
 )
+from tui.modes.calibrate import launched  # noqa: E402
 from tui.modes.common import assemble  # noqa: E402
 from tui.modes.options import ConsoleOptions  # noqa: E402
 from tui.modes.sources import local_client  # noqa: E402
@@ -67,11 +83,14 @@ from tui.tune.lanes import Lane  # noqa: E402
 from tui.tune.prune import Pruner  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 from tui.tune.session_lane import SessionLane  # noqa: E402
-from tui.tune.space import describe  # noqa: E402
+from tui.tune.space import base_load, describe  # noqa: E402
 from tui.tune.strategies.search import confirm_procedure  # noqa: E402
 from tui.tune.whatif_lane import WhatIfLane  # noqa: E402
+from tui.twin.calibrate import reset_prefix_cache  # noqa: E402
 
 KV_BYTES = 64 * 2**20
+RATIO_GOAL = 1 / 5  # of the grid's starts
+GAP_GOAL = 2.0  # percent below the grid's best
 
 
 def real_spec(model: Path, quick: bool, strategy: str, itl_ms: float | None) -> SweepSpec:
@@ -131,8 +150,8 @@ class Outcome:
 
     @property
     def ratio(self) -> float:
-        """The twin's starts over the grid's."""
-        return self.twin_starts / self.grid_starts
+        """The twin's starts over the grid's (inf when the grid's are not known)."""
+        return self.twin_starts / self.grid_starts if self.grid_starts else math.inf
 
     @property
     def raw_gap(self) -> float | None:
@@ -297,6 +316,18 @@ async def twin_against(name: str, spec: SweepSpec, lanes: list[Lane], ref: Refer
         judged,
         time.perf_counter() - t0,
     )
+
+
+async def real_spread(spec: SweepSpec, vllm: Path) -> RepeatSpread:
+    """The sweep's workload five times on its base command: the real server's own spread."""
+    flags = spec.base.flags_for({})
+    with tempfile.TemporaryDirectory(prefix="vtc-twin-spread-") as tmp:
+        async with launched(str(vllm), flags, Path(tmp), startup_timeout_s=600) as target:
+
+            async def reset() -> bool:
+                return await reset_prefix_cache(target.base_url, target.client)
+
+            return await measure_spread(target.base_url, flags.model, reset, base_load(spec))
 
 
 async def run_real(
@@ -491,9 +522,10 @@ def _table(rows: list[Outcome]) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    """The simulator's scenarios, then the real CPU comparison; the last line."""
+    """The simulator's scenarios, then the real CPU comparison; the last line and the goal."""
     found = find_provisioned()
     model = str(found.model) if found is not None else None
+    gate = QuietGate("twin_sweep")
     real: Outcome | None = None
     sim: list[Outcome] = []
     if not args.real_only:
@@ -505,25 +537,38 @@ async def main_async(args: argparse.Namespace) -> int:
         _table(sim)
         r, g = summary(sim)
         print(f"simulator (cold twin): starts ratio {r:.3f}, gap {g:.2f}%")
+        gate.sample()
+    spread: RepeatSpread | None = None
     if not args.sim_only:
         if found is None:
             print("the real CPU build of vLLM is not provisioned (vtc setup-cpu-vllm)")
             return 2
-        print(f"real: vLLM 0.32 CPU build at {found.vllm}, {load_average()}", flush=True)
+        reference = reference_model(found, args.model)
+        print(f"real: vLLM 0.32 CPU build at {found.vllm}, {reference.name}; {load_average()}")
+        spec = real_spec(reference, args.quick, "grid", args.itl_ms)
+        spread = await real_spread(spec, found.vllm)
+        print(spread.report(), flush=True)
+        gate.sample()
         ref = parse_reference(args.reference, args.reference_starts) if args.reference else None
-        real = await run_real(args.quick, found.vllm, found.model, args.itl_ms, ref)
+        real = await run_real(args.quick, found.vllm, reference, args.itl_ms, ref)
         _table([real])
     rows = [real] if real is not None else sim
     r, g = summary(rows)
     print(f"{load_average()} (the machine is shared: read every figure beside it)")
+    if spread is not None:
+        floor = spread.floor_pct("output_throughput")
+        print(f"the gap beside the real server's own throughput spread: {g:.2f}% vs {floor:.1f}%")
     print(f"twin sweep: starts ratio {r:.3f}, gap {g:.2f}%")
-    return 0
+    gate.check("starts ratio (twin-first / grid)", r, goal=RATIO_GOAL)
+    gate.check("gap to the grid's best %", g, goal=GAP_GOAL)
+    return gate.finish()
 
 
 def main() -> int:
     """Parse the options and run."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller spaces")
+    add_model_option(parser)
     parser.add_argument(
         "--itl-ms", type=float, default=None, help="add a p99 ITL limit (ms) to the real grid's SLO"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Callable
@@ -152,7 +153,7 @@ def _fake_files(root: Path) -> prov._Layout:
         exe.write_text("#!/bin/sh\n")
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     write_shim(layout.venv / "lib" / "python3.11" / "site-packages")
-    for model in (layout.model, layout.model_long):
+    for model in (layout.model, layout.model_long, layout.model_small):
         model.mkdir(parents=True, exist_ok=True)
         (model / "config.json").write_text("{}")
     return layout
@@ -175,6 +176,7 @@ def test_find_provisioned_accepts_complete_tree(tmp_path: Path) -> None:
         vllm=root / "venv" / "bin" / "vllm",
         model=root / "models" / "tiny-llama",
         model_long=root / "models" / "tiny-llama-long",
+        model_small=root / "models" / "small-llama",
         version=VLLM_VERSION,
     )
     assert found.to_json() == {
@@ -183,6 +185,7 @@ def test_find_provisioned_accepts_complete_tree(tmp_path: Path) -> None:
         "vllm": str(root / "venv/bin/vllm"),
         "model": str(root / "models/tiny-llama"),
         "model_long": str(root / "models/tiny-llama-long"),
+        "model_small": str(root / "models/small-llama"),
         "version": "0.32.0",
     }
 
@@ -203,6 +206,7 @@ def test_find_provisioned_empty_dir(tmp_path: Path) -> None:
         "no_vllm",
         "vllm_not_executable",
         "no_model_long",
+        "no_model_small",
         "no_shim",
     ],
 )
@@ -226,6 +230,8 @@ def test_find_provisioned_rejects_incomplete_tree(tmp_path: Path, damage: str) -
         (root / "venv/bin/vllm").chmod(0o644)
     elif damage == "no_model_long":
         (root / "models/tiny-llama-long/config.json").unlink()
+    elif damage == "no_model_small":
+        (root / "models/small-llama/config.json").unlink()
     elif damage == "no_shim":
         (root / f"venv/lib/python3.11/site-packages/{SHIM_DIST_INFO}/METADATA").unlink()
     assert find_provisioned(root) is None
@@ -261,7 +267,7 @@ def test_provision_resumes_after_the_last_completed_step(
             if name == "deps" and fail_deps:  # only the first attempt fails
                 fail_deps.clear()
                 raise prov.ProvisionError("network down")
-            if name == "models":  # leave what find_provisioned checks
+            if name == "model_small":  # leave what find_provisioned checks
                 _fake_files(lay.root)
 
         return run
@@ -269,7 +275,7 @@ def test_provision_resumes_after_the_last_completed_step(
     steps = [(name, title, fake_step(name)) for name, title, _ in prov._STEPS]
     monkeypatch.setattr(prov, "_STEPS", steps)
 
-    with pytest.raises(prov.ProvisionError, match=r"step 4/8 deps.*network down"):
+    with pytest.raises(prov.ProvisionError, match=r"step 4/9 deps.*network down"):
         prov.provision(root, log=lambda _: None)
     assert calls == ["venv", "torch", "vllm", "deps"]
     assert not (root / MARKER_NAME).exists()
@@ -277,7 +283,7 @@ def test_provision_resumes_after_the_last_completed_step(
 
     calls.clear()
     found = prov.provision(root, log=lambda _: None)
-    assert calls == ["deps", "triton", "shim", "check", "models"]
+    assert calls == ["deps", "triton", "shim", "check", "models", "model_small"]
     assert found is not None and found.venv == root / "venv"
     assert json.loads((root / MARKER_NAME).read_text())["recipe"] == RECIPE_VERSION
 
@@ -290,6 +296,35 @@ def test_provision_resumes_after_the_last_completed_step(
     assert calls == [name for name, _, _ in prov._STEPS]
     assert not (root / "venv" / "stale-file").exists()
     assert find_provisioned(root) == found
+
+
+def test_a_cache_from_before_the_small_model_builds_only_that(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Provisioned by the recipe before the small model: every earlier step marked, the
+    # marker written, the tiny models there, no small-llama.
+    root = _fake_tree(tmp_path / "cache")
+    layout = prov._Layout(root)
+    shutil.rmtree(layout.model_small)
+    for name in prov._STEP_NAMES[:-1]:
+        prov._mark_step(layout, name, 1.0)
+    assert find_provisioned(root) is None
+    calls: list[str] = []
+
+    def fake_step(name: str) -> Callable[[prov._Layout, prov.LogFn], None]:
+        def run(lay: prov._Layout, log: prov.LogFn) -> None:
+            calls.append(name)
+            lay.model_small.mkdir(parents=True)
+            (lay.model_small / "config.json").write_text("{}")
+
+        return run
+
+    steps = [(name, title, fake_step(name)) for name, title, _ in prov._STEPS]
+    monkeypatch.setattr(prov, "_STEPS", steps)
+    found = prov.provision(root, log=lambda _: None)
+    assert calls == ["model_small"]
+    assert found.model_small == root / "models" / "small-llama"
+    assert json.loads((root / MARKER_NAME).read_text())["model_small"] == str(found.model_small)
 
 
 def test_step_markers_of_another_recipe_count_as_absent(tmp_path: Path) -> None:

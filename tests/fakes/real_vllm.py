@@ -12,6 +12,8 @@ from tui.server.parser_env import find_parser_env
 from tui.server.provision import ProvisionedVllm, find_provisioned
 
 NOT_PROVISIONED = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
+ENV_REFERENCE_MODEL = "VTC_REFERENCE_MODEL"
+"""A model directory to judge timings against in place of the provisioned small Llama."""
 
 
 def provisioned_vllm() -> ProvisionedVllm:
@@ -22,6 +24,17 @@ def provisioned_vllm() -> ProvisionedVllm:
             pytest.fail(NOT_PROVISIONED)
         pytest.skip(NOT_PROVISIONED)
     return found
+
+
+def reference_model(found: ProvisionedVllm) -> Path:
+    """The model of the tests whose figures are timings (the twin's error, agreement):
+    the compute-bound small Llama (``model_small``; the tiny one is bound by Python and
+    the OS scheduler, its timings noise), or ``$VTC_REFERENCE_MODEL`` when set."""
+    override = os.environ.get(ENV_REFERENCE_MODEL)
+    model = Path(override).expanduser().absolute() if override else found.model_small
+    if not (model / "config.json").is_file():
+        pytest.fail(f"the reference model {model} has no config.json")
+    return model
 
 
 PARSER_ENV_MISSING = (

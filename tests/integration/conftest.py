@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from fakes.real_vllm import provisioned_vllm
+from fakes.real_vllm import provisioned_vllm, reference_model
 from fakes.supervisor import Supervisor
 from realvllm_support import EventRecorder, SupervisorFactory, make_supervisor
 
@@ -19,6 +19,13 @@ def real_vllm() -> ProvisionedVllm:
     """The provisioned vLLM venv and tiny models; skips (or fails in CI) when absent."""
     found = provisioned_vllm()
     return found
+
+
+@pytest.fixture(scope="session")
+def reference(real_vllm: ProvisionedVllm) -> Path:
+    """The compute-bound model for tests whose figures are timings (``model_small`` of
+    the provisioned JSON, or ``$VTC_REFERENCE_MODEL``)."""
+    return reference_model(real_vllm)
 
 
 @pytest_asyncio.fixture

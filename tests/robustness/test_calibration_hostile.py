@@ -13,15 +13,6 @@ from pathlib import Path
 import httpx
 import pytest
 from fakes.load import FakeVllm, serve_fake
-from tui.tune.calibrate import (
-    Calibration,
-    CalibrationError,
-    _append,
-    calibration_lock,
-    journal_path,
-    read_journal,
-    server_facts,
-)
 
 from tui.app.cli import main
 from tui.domain.calibration import JournalLine, design
@@ -32,7 +23,16 @@ from tui.domain.profile import FitSample
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 from tui.modes.calibrate import AttachedTarget
-from tui.tune.lock import SweepLocked
+from tui.store.lock import SweepLocked
+from tui.twin.calibrate import (
+    Calibration,
+    CalibrationError,
+    _append,
+    calibration_lock,
+    journal_path,
+    read_journal,
+    server_facts,
+)
 
 FLAGS = ServeFlags(model="m")
 

@@ -22,8 +22,8 @@ import pytest
 from fakes.sweep_process import start_sweep
 
 from tui.domain.sweep.outcome import TrialOutcome, TrialState
+from tui.store.lock import SweepLock, SweepLocked, lock_holder, lock_path_for
 from tui.tune.journal import Journal, journal_path
-from tui.tune.lock import SweepLock, SweepLocked, lock_holder, lock_path_for
 from tui.tune.spec_file import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ HOLD = """
 import sys, time
 from pathlib import Path
 from tui.tune.spec_file import load_spec
-from tui.tune.lock import SweepLock
+from tui.store.lock import SweepLock
 lock = SweepLock.for_journal(Path(sys.argv[1]))
 lock.acquire()
 print("held", flush=True)

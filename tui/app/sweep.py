@@ -33,8 +33,8 @@ from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
+from tui.store.lock import SweepLock
 from tui.tune.journal import journal_path
-from tui.tune.lock import SweepLock
 from tui.tune.prune import Pruner
 from tui.tune.report import closing_line, progress_line, result_txt, sweep_json
 from tui.tune.run import SweepRun

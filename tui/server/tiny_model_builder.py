@@ -4,14 +4,23 @@ Standalone script, run with the vLLM venv's own python (transformers, tokenizers
 torch live only there); it must not import ``tui``. ``tui.server.provision`` runs it as::
 
     <venv>/bin/python tiny_model_builder.py --out DIR --long-out DIR
+    <venv>/bin/python tiny_model_builder.py --shape small --out DIR
 
-It writes two model directories with identical weights and tokenizer that differ only in
-``max_position_embeddings`` (4096 and 131072 by default), and prints one JSON line with
-what it built. Everything is deterministic for a given ``--seed``; nothing is downloaded.
+The first writes two model directories with identical weights and tokenizer that differ
+only in ``max_position_embeddings`` (4096 and 131072 by default); the second one
+compute-bound model of about 50M parameters. Each prints one JSON line with what it
+built. Everything is deterministic for a given ``--seed``; nothing is downloaded.
+
+Why two shapes: the tiny one (449k parameters) is bound by Python and OS scheduling, not
+compute, so its timings are noise (five identical loads read 2,498-4,809 tok/s on a 2-core
+host, issue 27); the small one (hidden 768, 8 layers) spends its time in matrix
+multiplies like a GPU server does, and repeats within a few percent, so a model of the
+server (the twin) can be tested against it.
 
 Shape constraints (from measurements on the CPU build of vLLM 0.32.0): head_dim must be
 one of the CPU attention sizes (32, 64, 80, ...); head_dim 16 passes startup but kills the
-engine on the first request. We use hidden 128 / 4 heads = head_dim 32.
+engine on the first request. Tiny: hidden 128 / 4 heads = head_dim 32; small: hidden
+768 / 12 heads = head_dim 64.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import argparse
 import json
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +80,30 @@ Red orange yellow green blue indigo violet black white grey brown pink purple.
 """
 
 
+@dataclass(frozen=True)
+class Shape:
+    """The transformer's sizes (the vocabulary is the tokenizer's)."""
+
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head width: must be a CPU attention size (32, 64, 80, ...)."""
+        return self.hidden // self.heads
+
+
+SHAPES: dict[str, Shape] = {
+    # Startup in seconds, timings bound by Python: for tests of behaviour.
+    "tiny": Shape(hidden=128, intermediate=256, layers=2, heads=4, kv_heads=2),
+    # ~51M parameters (~100 MB in bfloat16), compute-bound: for tests of timing.
+    "small": Shape(hidden=768, intermediate=2048, layers=8, heads=12, kv_heads=4),
+}
+
+
 def build_tokenizer(vocab_size: int, max_length: int) -> Any:
     """Train a byte-level BPE tokenizer on CORPUS and wrap it for transformers."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
@@ -114,8 +148,10 @@ def build_tokenizer(vocab_size: int, max_length: int) -> Any:
     return wrapped
 
 
-def build_model(tokenizer: Any, max_positions: int, seed: int, dtype_name: str) -> Any:
-    """Create a random-weight LlamaForCausalLM sized for the tokenizer."""
+def build_model(
+    tokenizer: Any, max_positions: int, seed: int, dtype_name: str, shape: Shape = SHAPES["tiny"]
+) -> Any:
+    """Create a random-weight LlamaForCausalLM of ``shape`` sized for the tokenizer."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -124,12 +160,12 @@ def build_model(tokenizer: Any, max_positions: int, seed: int, dtype_name: str) 
         # Exactly the tokenizer's size: a larger vocab lets the random model sample ids
         # that have no token, which breaks detokenisation.
         vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=32,
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        head_dim=shape.head_dim,
         max_position_embeddings=max_positions,
         rms_norm_eps=1e-5,
         tie_word_embeddings=False,
@@ -192,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-positions", type=int, default=4096)
     parser.add_argument("--long-max-positions", type=int, default=131072)
     parser.add_argument("--vocab-size", type=int, default=600)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="tiny")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     args = parser.parse_args(argv)
@@ -201,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{out} exists and is not empty")
 
     tokenizer = build_tokenizer(args.vocab_size, args.max_positions)
-    model = build_model(tokenizer, args.max_positions, args.seed, args.dtype)
+    shape = SHAPES[args.shape]
+    model = build_model(tokenizer, args.max_positions, args.seed, args.dtype, shape)
     checked = _check(tokenizer, model)
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -215,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": str(args.out),
         "vocab_size": len(tokenizer),
         "dtype": args.dtype,
+        "shape": args.shape,
         "max_position_embeddings": args.max_positions,
         "parameters": sum(p.numel() for p in model.parameters()),
         **checked,

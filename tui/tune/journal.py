@@ -5,7 +5,7 @@ it finishes, and a ``done`` line at the end. A trial is written only once it has
 so after a crash (a SIGKILL included) the journal holds exactly the finished trials; a
 half-written last line is ignored. Trials are found again by their key (the strategy's
 note and the exact argv), so a resumed sweep replays them without starting a server. One
-process writes a journal: the sweep's lock beside it (:mod:`tui.tune.lock`).
+process writes a journal: the sweep's lock beside it (:mod:`tui.store.lock`).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Journal:
 
         A trial already in the journal (its key: kind, note, exact argv) is not written again:
         the journal never holds one trial finished twice. Returns whether it was written.
-        One process writes a sweep's journal (:class:`tui.tune.lock.SweepLock`); this guard
+        One process writes a sweep's journal (:class:`tui.store.lock.SweepLock`); this guard
         also covers a strategy that finishes the same trial twice.
         """
         if outcome.key in self.finished:

@@ -21,6 +21,7 @@ from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.outcome import SweepState, SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.session.port import SessionEvent, SweepUpdated
+from tui.store.lock import SweepLock
 from tui.tune.journal import (
     Journal,
     journal_path,
@@ -29,7 +30,6 @@ from tui.tune.journal import (
     read_summary,
 )
 from tui.tune.lanes import ClusterLanes, ClusterRun, Lane
-from tui.tune.lock import SweepLock
 from tui.tune.prune import Estimator, Pruner
 from tui.tune.run import SweepRun
 from tui.tune.session_lane import SessionLane, SweepTarget

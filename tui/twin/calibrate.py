@@ -50,9 +50,9 @@ from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import model_facts, resolved_batch
 from tui.store.bounded_read import UntrustedFileError, json_object, parse_json, read_json_lines
 from tui.store.journal_file import JournalWriteError, append_records
+from tui.store.lock import SweepLock
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
-from tui.tune.lock import SweepLock
 from tui.twin.numerics import POLISH_EVALS
 from tui.twin.validation import calibrate
 
