@@ -25,13 +25,15 @@ from tui.store.presets import load_presets
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The README's commands and its pages' (the README is short; the pages under docs/ hold the rest)
+PAGES = [README] + [p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md"))]
 CAPTURES = ROOT / "tests" / "captures"
 # Subcommands that need no server, GPU or network: run here. Their documented exit codes.
 RUNNABLE = {"presets": 0, "runs": 0, "export": 0, "report": 0, "diagnose": 0, "stop": 1}
 
 
 def _shell_lines() -> list[str]:
-    blocks = re.findall(r"```bash\n(.*?)```", README, flags=re.S)
+    blocks = [b for page in PAGES for b in re.findall(r"```bash\n(.*?)```", page, flags=re.S)]
     return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
 
 

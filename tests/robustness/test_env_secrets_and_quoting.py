@@ -96,10 +96,14 @@ def test_the_command_names_the_vllm_the_run_used_by_absolute_path() -> None:
     line = export_run(run, "command").text.splitlines()[-1]
     words = shlex.split(line)
     assert words[0] == "PATH=/tmp/evil:/usr/bin" and words[1] == "/opt/venv/bin/vllm"
-    bare = _run({}, argv0="python")  # not a recorded vllm: the configured absolute path
+    # not a recorded vllm, and a PATH exported: the configured absolute path, never a lookup
+    pathed = _run({"PATH": "/tmp/evil:/usr/bin"}, argv0="python")
     assert (
-        shlex.split(export_run(bare, "command").text.splitlines()[-1])[0] == "/usr/local/bin/vllm"
+        shlex.split(export_run(pathed, "command").text.splitlines()[-1])[1] == "/usr/local/bin/vllm"
     )
+    # not a recorded vllm, no PATH exported: the bare name the operator's own shell finds
+    bare = _run({}, argv0="python")
+    assert shlex.split(export_run(bare, "command").text.splitlines()[-1])[0] == "vllm"
 
 
 def test_an_export_refuses_a_control_character_with_one_line() -> None:

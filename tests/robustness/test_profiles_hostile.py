@@ -19,7 +19,7 @@ from tui.sim.cli import run as sim_run
 from tui.store.profiles import profiles_dir, save_profile
 from tui.tune.spec_file import load_spec
 
-SPEC = Path(__file__).resolve().parents[2] / "presets/sweeps/000-rtx3080-8b-fp8-exploration.toml"
+SPEC = Path(__file__).resolve().parents[2] / "presets/sweeps/rtx3080-8b-fp8-exploration.toml"
 
 
 @pytest.fixture

@@ -58,7 +58,7 @@ class LaunchSpec:
     gpus: int
     port: int
     notes: tuple[str, ...]
-    executable: str = "/usr/local/bin/vllm"  # absolute: a PATH in the env cannot swap it
+    executable: str = "vllm"  # absolute when recorded or when the env sets PATH
 
     @property
     def serve_args(self) -> list[str]:
@@ -97,15 +97,16 @@ def refuse_control_characters(argv: list[str], env: dict[str, str]) -> None:
             )
 
 
-def executable_of(run: RunRecord, options: ExportOptions) -> str:
-    """The vllm the run executed, by absolute path (its recorded argv[0] when that is an
-    absolute ``vllm``), else :attr:`ExportOptions.executable`: a bare ``vllm`` would be
-    looked up in the exported ``PATH`` and could run another one."""
+def executable_of(run: RunRecord, options: ExportOptions, env: dict[str, str]) -> str:
+    """The vllm the run executed: its recorded argv[0] when that is an absolute ``vllm``;
+    else, when the exported environment sets ``PATH``, :attr:`ExportOptions.executable` (a
+    bare ``vllm`` would be looked up in that ``PATH`` and could run another one); else the
+    bare ``vllm`` the operator's own shell finds (nothing in the export can swap it)."""
     argv = run.repro.argv if run.repro is not None else []
     first = argv[0] if argv else ""
     if first.startswith("/") and first.rsplit("/", 1)[-1] == "vllm":
         return first
-    return options.executable
+    return options.executable if "PATH" in env else "vllm"
 
 
 def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchSpec:
@@ -137,7 +138,7 @@ def launch_spec(run: RunRecord, options: ExportOptions | None = None) -> LaunchS
     if flags.host not in (None, "", "0.0.0.0", "::"):
         notes.append(f"--host {flags.host}: a container listening there is unreachable")
     return LaunchSpec(
-        executable=executable_of(run, options),
+        executable=executable_of(run, options, env),
         run=run,
         label=run_label(run),
         flags=flags,
