@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -93,29 +93,6 @@ __all__ = [
 ]
 
 # vLLM 0.32.0 config/cache.py:39-59
-KV_CACHE_DTYPES = (
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_ds_mla",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_per_token_head",
-    "int4_per_token_head",
-    "int8_per_token_head",
-    "nvfp4",
-    "nvfp4_4over6",
-    "nvfp4_ds_mla",
-    "turboquant_3bit_nc",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_k8v4",
-    "ultraquant_4bit",
-)
-# vLLM 0.32.0 config/model.py:99
-DTYPES = ("auto", "bfloat16", "float", "float16", "float32", "half")
 KvCacheDtype = Literal[
     "auto",
     "bfloat16",
@@ -137,7 +114,11 @@ KvCacheDtype = Literal[
     "turboquant_k8v4",
     "ultraquant_4bit",
 ]
+# vLLM 0.32.0 config/model.py:99
 ModelDtype = Literal["auto", "bfloat16", "float", "float16", "float32", "half"]
+# the same values as tuples, read from the Literals (declared once)
+KV_CACHE_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
+DTYPES: tuple[str, ...] = get_args(ModelDtype)
 
 _STORED = "vtc_stored_record"
 _INT_FIELDS = (
