@@ -200,3 +200,39 @@ async def test_a_run_this_book_writes_is_never_overwritten_from_the_store() -> N
     assert await book.refresh() == 0
     assert book.current is not None and book.current.status is RunStatus.READY
     await book.close()
+
+
+class GatedStore(MemoryRunStore):
+    """A store whose updates wait until the test lets them through (a slow disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered, self.gate = threading.Event(), threading.Event()
+
+    def update(self, record: RunRecord) -> None:
+        self.entered.set()
+        assert self.gate.wait(timeout=30), "never let through"
+        super().update(record)
+
+
+async def test_a_load_is_in_the_store_before_record_load_returns() -> None:
+    # A sweep journals a trial as soon as its load returns; a kill right after must not leave
+    # a journaled trial whose run holds no load (CI met it on real vLLM).
+    from tui.domain.record import LoadRecorded
+    from tui.domain.results import BenchResult, TelemetryPeaks
+    from tui.domain.workload import LoadSpec
+
+    store = GatedStore()
+    book = RunBook(store, [], lambda u: None)
+    server = await book.open(record())
+    assert server.id is not None
+    load = LoadRecorded(BenchResult(completed=8), LoadSpec(num_prompts=8), TelemetryPeaks())
+    kept = asyncio.create_task(book.record_load(server.id, load))
+    assert await asyncio.to_thread(store.entered.wait, 30)  # the write has begun
+    await asyncio.sleep(0)
+    assert not kept.done(), "returned while its write was still pending"
+    store.gate.set()
+    stored = await kept
+    assert stored is not None and stored.bench is not None
+    assert store.records[server.id].bench == stored.bench
+    await book.close()

@@ -117,12 +117,17 @@ class RunBook:
 
     async def record_load(self, run_id: int, event: LoadRecorded) -> RunRecord | None:
         """A load on run ``run_id``'s server: on that run if it holds none yet, else stored
-        as a run of its own (nothing measured is ever overwritten). The run it is on."""
+        as a run of its own (nothing measured is ever overwritten). The run it is on, once it
+        is in the store."""
         target = self._find(run_id)
         if target is None:
             return None
         if target.bench is None:
-            return self.apply(event, run_id)
+            changed = self.apply(event, run_id)
+            # in the store before the caller goes on: a sweep journals the trial next, and a
+            # kill then must not leave a journaled trial whose run holds no load
+            await self.flush()
+            return changed
         record = target.another_load()
         if record.sweep is not None:  # a sweep trial's probe: which load of its server
             earlier = sum(1 for r in self._runs if r.load_of == run_id)
