@@ -253,7 +253,9 @@ class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
     def _columns_out_of_view(self, event: BoardGrid.ColumnsOutOfView) -> None:
         """Name the columns the table leaves out, on the line under it."""
         line = self.query_one("#board-columns", Static)
-        note = out_of_view_text(event.left, event.right, line.size.width or self.size.width - 4)
+        # the line spans the board's content box; it is hidden (width 0) until the first note,
+        # so its own width would name fewer columns on the first event than on later ones
+        note = out_of_view_text(event.left, event.right, self.content_size.width)
         shown = self._table_mode and bool(note)
         if line.display != shown:
             line.display = shown
