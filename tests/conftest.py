@@ -7,9 +7,17 @@ import os
 import pytest
 
 
+SERIAL = ("realvllm", "ray")
+"""Markers whose tests run one at a time on one xdist worker (``--dist loadgroup``): real
+servers and Ray instances measured or sized against each other must not overlap."""
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Defer real-vLLM tests (VTC_DEFER_REAL_VLLM=1) and Ray tests (VTC_DEFER_RAY=1) when CI
-    runs them in their own stage."""
+    runs them in their own stage; put every real-server test in one xdist group."""
+    for item in items:
+        if any(marker in item.keywords for marker in SERIAL):
+            item.add_marker(pytest.mark.xdist_group("real-servers"))
     deferred = {
         "realvllm": (
             os.environ.get("VTC_DEFER_REAL_VLLM") == "1",
