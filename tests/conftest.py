@@ -6,7 +6,6 @@ import os
 
 import pytest
 
-
 SERIAL = ("realvllm", "ray")
 """Markers whose tests run one at a time on one xdist worker (``--dist loadgroup``): real
 servers and Ray instances measured or sized against each other must not overlap."""
