@@ -52,6 +52,7 @@ __all__ = ["DETECTORS", "diagnose", "port_in_use_diagnosis", "preflight_checker"
 
 DETECTORS: Final[tuple[Detector, ...]] = (
     # argparse and config validation fail first, in the API-server process, before any engine.
+    speculative.speculative_json_error,  # before invalid_type: argparse's json.loads refusal
     args.unknown_flag,
     args.invalid_choice,
     args.invalid_type,

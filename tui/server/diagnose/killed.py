@@ -52,12 +52,30 @@ _SHELL: Final = re.compile(
 )
 _OOM_KILLER: Final = tolerant(
     r"killed by the OOM killer|SIGKILL by OOM killer|killed due to memory pressure|OOMKilled|"
-    r"exited with code 137|Out of memory: Killed process",
+    r"exited with code 137|Out of memory: Killed process|oom-kill(?:er)?\b.{0,80}?python|"
+    r"killed due to the node running low on memory|Ray killed this worker",
     "OOM killer",
     "memory pressure",
     "OOMKilled",
     "code 137",
     "Killed process",
+    "oom-kill",
+    "running low on memory",
+    "Ray killed this worker",
+)
+# A process's death the parent noticed without an exit code (V1 0.9+ core_client.py: "Engine
+# core proc EngineCore_DP0 died unexpectedly, shutting down client."; multiproc_executor.py:
+# "Worker proc VllmWorker-0 died unexpectedly"): with no Python exception anywhere in the log,
+# the process was ended by a signal, which at start-up is the host's (vLLM issue 27549).
+_DIED_SILENTLY: Final = tolerant(
+    r"(?:Engine core proc|Worker proc) \S{1,40} died unexpectedly", "died unexpectedly"
+)
+_EXCEPTION: Final = tolerant(
+    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception): \S",
+    "Traceback",
+    "Error:",
+    "Exception:",
+    ignore_case=False,
 )
 _SHELL_SIGNAL: Final = {
     "Killed": 9,
@@ -90,6 +108,9 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
         shell = _SHELL.match(line.message)
         if shell:
             return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw
+    silent = log.find(_DIED_SILENTLY)
+    if silent is not None and log.find(_EXCEPTION) is None:
+        return 9, silent[1]
     # An exit code alone is not enough: vtc's own stop (and an operator's kill) send SIGKILL
     # too; the fallback names the signal without blaming the host.
     return None

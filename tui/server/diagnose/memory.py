@@ -137,8 +137,15 @@ def insufficient_free_memory(log: LogView) -> Diagnosis | None:
     return None
 
 
+# 0.32's own message; 0.11's linear.py while creating a layer's weights (vLLM issue 28143:
+# "Failed to create unquantized linear weights: CUDA out of memory. ...").
+LARGEST_COMMON_GPU_GIB: Final = 80.0
+"""Weights above this on one GPU do not fit an 80 GB-class card (H100, A100-80GB)."""
 _WEIGHTS_OOM: Final = tolerant(
-    r"Failed to load model - not enough GPU memory", "Failed to load model - not enough"
+    r"Failed to load model - not enough GPU memory|Failed to create \w+ linear weights: "
+    r"CUDA out of memory",
+    "Failed to load model - not enough",
+    "linear weights",
 )
 _TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)", "Tried to allocate")
 _CAPACITY: Final = tolerant(
@@ -158,16 +165,18 @@ _CAPACITY_OLD: Final = tolerant(
 # memory", e.g. a quantized kernel repacking its weights with cuMemAlloc).
 _CUDA_OOM: Final = tolerant(
     r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA (?:driver )?error: out of memory|"
-    r"HIP out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+    r"HIP out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|\bCUDA OOM\b",
     "out of memory",
     "OutOfMemoryError",
+    "cudaoom",
 )
 # Frames of the weight load (V0 and V1 model runners, the loaders) and the lines that say it
 # finished: an OOM with the first and without the second happened while loading the weights.
 _LOAD_FRAMES: Final = tolerant(
     r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.|"
-    r"in process_weights_after_loading|_repack|repack_",
+    r"in process_weights_after_loading|_repack|repack_|method load_model|in create_weights",
     "load_model",
+    "create_weights",
     "load_weights",
     "model_loader",
     "_initialize_model",
@@ -185,7 +194,7 @@ _LOAD_FRAMES: Final = tolerant(
 _CAPTURE: Final = tolerant(
     r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
     r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
-    r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|"
+    r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|\.capture_model\(|"
     r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture",
     "Capturing",
     "capture_model",
@@ -224,13 +233,28 @@ def oom_facts(log: LogView) -> dict[str, Any]:
     return facts
 
 
-def _legacy_weights_fixes(log: LogView) -> list[Fix]:
-    """Without the arithmetic (no model size or no GPU size in the log): the usual remedies."""
+# A quantized checkpoint's own layers in the traceback: fp8 on load cannot apply to it.
+_QUANTIZED: Final = tolerant(
+    r"quantization[/\\.](?:gptq|awq|marlin|bitsandbytes|gguf|compressed_tensors|fp8|"
+    r"modelopt|mxfp4)|gptq_marlin|awq_marlin",
+    "quantization",
+    "marlin",
+)
+
+
+def _legacy_weights_fixes(log: LogView, f: Fit) -> list[Fix]:
+    """Without the arithmetic (no model size or no GPU size in the log): the usual remedies,
+    more GPUs only where the log shows the box has them."""
     tp = positive_int(log, "tensor_parallel_size")
-    fixes = [
-        Fix(title=f"Split the weights over {tp * 2} GPUs", set={"tensor_parallel_size": tp * 2})
-    ]
-    if log.value("quantization") is None:
+    fixes: list[Fix] = []
+    if f.gpus_on_box is not None and f.gpus_on_box >= tp * 2:
+        fixes.append(
+            Fix(
+                title=f"Split the weights over {tp * 2} GPUs (this box has {f.gpus_on_box})",
+                set={"tensor_parallel_size": tp * 2},
+            )
+        )
+    if log.value("quantization") is None and f.bytes_per_param >= 2 and not log.find(_QUANTIZED):
         fixes.append(Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"}))
     return fixes
 
@@ -238,7 +262,7 @@ def _legacy_weights_fixes(log: LogView) -> list[Fix]:
 def _weights_fixes(log: LogView, f: Fit) -> list[Fix]:
     """Fixes that the arithmetic says can fit the weights: fewer bytes, or more GPUs here."""
     if not f.known:
-        return _legacy_weights_fixes(log)
+        return _legacy_weights_fixes(log, f)
     fixes: list[Fix] = []
     if f.bytes_per_param >= 4 and f.fits(bytes_per_param=2):
         fixes.append(
@@ -291,8 +315,14 @@ def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
         return None  # the weights were loaded: whatever ran out, it was not them
     if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
         return oom
-    before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
-    return oom if _LOAD_FRAMES.search(before) else None
+    if not f.known and f.params_b is not None and f.tensor_parallel_size == 1:
+        # No GPU size in the log, but weights above the largest common card (80 GB class)
+        # on one GPU: a 72B model in 16 bits (vLLM issue 11560).
+        if f.params_b * f.bytes_per_param * 1e9 / 2**30 > LARGEST_COMMON_GPU_GIB:
+            return oom
+    # Order-free: a worker's load_model frames may follow another worker's OOM line (vLLM
+    # issue 14095), and nothing says the weights finished loading.
+    return oom if _LOAD_FRAMES.search(log.flat) else None
 
 
 def weights_oom(log: LogView) -> Diagnosis | None:
@@ -304,6 +334,8 @@ def weights_oom(log: LogView) -> Diagnosis | None:
         return None
     facts = oom_facts(log)
     facts["tensor_parallel_size"] = positive_int(log, "tensor_parallel_size")
+    if f.params_b is not None:
+        facts["params_b"] = f.params_b
     if f.known:
         facts.update(
             weights_gib_estimate=f.weights_gib,
@@ -374,7 +406,7 @@ def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
 
 
 _CAPTURE_FRAMES: Final = tolerant(
-    r"capture_end\(\)|in capture_end|in capture_model|in _capture_cudagraphs|"
+    r"capture_end\(\)|in capture_end|in capture_model|\.capture_model\(|in _capture_cudagraphs|"
     r"torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture",
     "capture_end",
     "capture_model",

@@ -14,7 +14,8 @@ a C compiler and ``Python.h``) and torch.compile's Inductor (a C++ compiler). Th
 - Triton: ``RuntimeError: Failed to find C compiler. Please specify via CC environment
   variable.`` (vLLM 0.3 issue 2997, 0.8 issue 15329), ``Python.h: No such file or directory``;
 - Inductor: ``InvalidCxxCompiler: No working C++ compiler found``;
-- the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (WSL2 keeps the driver's
+- the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (Triton 2.x before linking:
+  ``AssertionError: libcuda.so cannot found!``, vLLM 0.4 issue 3808) (WSL2 keeps the driver's
   ``libcuda.so`` in ``/usr/lib/wsl/lib``; ``TRITON_LIBCUDA_PATH`` points Triton there).
 
 What helps depends on who compiled: the FlashInfer sampler is optional
@@ -41,7 +42,7 @@ _MISSING: Final = tolerant(
         r"CUDA_HOME environment variable is not set)|"
         r"(?P<cc>Failed to find C compiler|No working C\+?\+? compiler found|InvalidCxxCompiler|"
         r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)|"
-        r"(?P<libcuda>cannot find -lcuda\b)"
+        r"(?P<libcuda>cannot find -lcuda\b|libcuda\.so cannot found)"
     ),
     "nvcc",
     "CUDA_HOME environment variable is not set",
@@ -52,6 +53,7 @@ _MISSING: Final = tolerant(
     "cc: not found",
     "g++: not found",
     "cannot find -lcuda",
+    "libcuda.so cannot found",
 )
 _WSL: Final = tolerant(r"microsoft-standard-WSL|/usr/lib/wsl/|\bWSL2?\b", "WSL", "wsl")
 WSL_LIBCUDA: Final = "/usr/lib/wsl/lib"
