@@ -6,7 +6,10 @@ numbers varied, so that the arithmetic, not a copy of one log, is what is checke
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from diagnosis_corpus import CORPUS, HERE, ISSUES, Fixture, everything, load_all
 
 from tui.domain.flags.serve import ServeFlags
 from tui.server.diagnose import diagnose
@@ -122,3 +125,59 @@ def test_the_kv_line_is_read_by_its_numbers_not_its_punctuation(paste: str) -> N
     d = diagnose("ValueError: To serve at least one request with the model's " + paste + "\n")
     assert d.kind == "kv_cache_too_small"
     assert d.facts["estimated_max_model_len"] == 2048
+
+
+# -- every cited log, the held-out set and their mangled pastes --------------------------------
+# The rules below read the log text themselves (not the diagnosis' facts), so a detector that
+# forgot a fact cannot hide a fix the log rules out.
+# The run's own record (a config dump, the non-default args, a command line), not vLLM's advice
+# "set 'enforce_eager=True' or use '--enforce-eager' in the CLI" in its capture notice.
+_EAGER_ON = re.compile(r"enforce_eager=True,|'enforce_eager': True|(?<!')--enforce-eager(?![\w'-])")
+_CAPTURE_TEXT = re.compile(r"capture_end|capture_model|Capturing|cudagraph", re.I)
+_GPU_COUNT = (
+    re.compile(r"^\W*GPU (\d+): ", re.M),  # collect_env's "GPU n: NVIDIA ..." lines
+    re.compile(r"CUDA_VISIBLE_DEVICES\W{0,3}(\d+(?:,\d+)*)"),
+)
+_MEMORY_KINDS = frozenset(
+    {"weights_oom", "out_of_memory", "kv_cache_too_small", "no_kv_cache_memory"}
+)
+_QUANTIZED_TEXT = re.compile(r"gptq|awq|marlin|bnb|bitsandbytes|gguf|int4|w4a16", re.I)
+
+
+def _gpus_shown(text: str) -> int:
+    """The GPUs the log itself shows (0 when it shows none)."""
+    listed = {int(n) for n in _GPU_COUNT[0].findall(text)}
+    visible = [len(v.split(",")) for v in _GPU_COUNT[1].findall(text)]
+    return max([len(listed), *visible, 0])
+
+
+def _ruled_out(fixture: Fixture, kind: str, fix_set: dict[str, object], text: str) -> str | None:
+    """Why the log text rules this fix out, or ``None``."""
+    if "gpu_memory_utilization" in fix_set and (
+        kind == "weights_oom" or (kind == "out_of_memory" and _CAPTURE_TEXT.search(text))
+    ):
+        return "a lower utilization for weights or CUDA graphs"
+    eager_run = _EAGER_ON.search(text) or (fixture.flags or {}).get("enforce_eager") is True
+    if fix_set.get("enforce_eager") is True and eager_run:
+        return "eager mode for a run already eager"
+    tp = fix_set.get("tensor_parallel_size")
+    raises_tp = kind in _MEMORY_KINDS  # elsewhere a TP fix lowers the run's size
+    if raises_tp and isinstance(tp, int) and tp > 1 and tp > _gpus_shown(text):
+        return f"tensor_parallel_size {tp} with {_gpus_shown(text)} GPUs shown"
+    quantize = kind == "weights_oom" and fix_set.get("quantization") == "fp8"
+    if quantize and _QUANTIZED_TEXT.search(text):
+        return "fp8 on load for a checkpoint already quantized"
+    return None
+
+
+_ALL = [*load_all(CORPUS), *load_all(ISSUES), *load_all(HERE / "heldout")]
+
+
+@pytest.mark.parametrize("mangle", [False, True], ids=["clean", "mangled"])
+@pytest.mark.parametrize("fixture", _ALL, ids=lambda f: f.name)
+def test_no_offered_fix_is_one_the_log_rules_out(fixture: Fixture, mangle: bool) -> None:
+    text = everything(fixture.text) if mangle else fixture.text
+    d = fixture.diagnose(text)
+    for fix in d.fixes:
+        assert not fix.is_empty, fix
+        assert _ruled_out(fixture, d.kind, fix.set, fixture.text) is None, (fix.title, d.kind)

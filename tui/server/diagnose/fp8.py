@@ -71,9 +71,10 @@ _KV_FRAMES: Final = tolerant(
     "kv-cache",
     "backends",
 )
-# An fp8 checkpoint named in the log: "Llama4 Maverick FP8", "--model /models/X-FP8" (upper case:
-# Triton's own message says "fp8 dtypes"; not "FP8 KV cache", not a dtype's "FP8E4M3"), and the families published in fp8 only
-# (DeepSeek-V3/R1 and their 671B size, vLLM issue 15336; Kimi-K2).
+# An fp8 checkpoint named in the log: "Llama4 Maverick FP8", "--model /models/X-FP8" (upper
+# case: Triton's own message says "fp8 dtypes"; not "FP8 KV cache", not a dtype's "FP8E4M3"),
+# and the families published in fp8 only (DeepSeek-V3/R1 and their 671B size, vLLM issue
+# 15336; Kimi-K2).
 _FP8_CHECKPOINT: Final = tolerant(
     r"[-_ /]FP8(?![-_ ]?[Ee]\d|\s*KV)|\bDeepSeek[-_ ]?(?:V3|R1)(?![-_ ]?Distill)|\b671B\b|"
     r"\bKimi[-_ ]?K2\b",

@@ -42,7 +42,7 @@ _DIED: Final = tolerant(
 )
 # 0.9+: the API server's wrapper names each dead core process with its exit code.
 _CORE_PROCS: Final = tolerant(
-    r"Failed core proc\(s\): \{[^{}]{0,200}?: ?(?P<code>-\d+)", "Failed core proc"
+    loose(r"Failed core proc\(?s?\)?: \{?[^{}]{0,200}?: ?(?P<code>-\d+)"), "Failed core proc"
 )
 # The shell's report, or Python's faulthandler ("Fatal Python error: Segmentation fault").
 _SHELL: Final = re.compile(

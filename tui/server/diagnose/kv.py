@@ -47,8 +47,8 @@ _KV_TOO_SMALL: Final = tolerant(
 )
 _KV_TOO_SMALL_OLD: Final = tolerant(
     loose(
-        r"The model's max seq len \((?P<mml>\d+)\) is larger than the maximum number of tokens "
-        r"that can be stored in KV cache \((?P<tokens>\d+)\)"
+        r"(?:The model'?s'? )?max seq len \((?P<mml>\d+)\) is larger than the maximum number of "
+        r"tokens that can be stored in KV cache \((?P<tokens>\d+)\)"
     ),
     "can be stored in KV cache",
 )

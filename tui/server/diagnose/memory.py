@@ -192,10 +192,12 @@ _LOAD_FRAMES: Final = tolerant(
 # backends.py entering torch.cuda.graph, torch's graphs.py capture_end) and 0.32's estimate.
 # "Graph capturing finished" means it ended.
 _CAPTURE: Final = tolerant(
-    r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
-    r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
-    r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|\.capture_model\(|"
-    r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture",
+    loose(
+        r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
+        r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
+        r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|\.capture_model\(|"
+        r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture"
+    ),
     "Capturing",
     "capture_model",
     "_capture_cudagraphs",
@@ -305,6 +307,14 @@ def _weights_summary(f: Fit, tried: str) -> str:
     )
 
 
+def _above_any_card(f: Fit) -> bool:
+    """No GPU size in the log, but one GPU's weights above the largest common card (80 GB
+    class): a 72B model in 16 bits with tensor_parallel_size 1 (vLLM issue 11560)."""
+    if f.known or f.params_b is None or f.tensor_parallel_size != 1:
+        return False
+    return f.params_b * f.bytes_per_param * 1e9 / 2**30 > LARGEST_COMMON_GPU_GIB
+
+
 def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
     """0.32's own message, an OOM under the weight load, or one whose weights exceed the GPU."""
     found = log.find(_WEIGHTS_OOM, "not enough GPU memory")
@@ -315,11 +325,8 @@ def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
         return None  # the weights were loaded: whatever ran out, it was not them
     if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
         return oom
-    if not f.known and f.params_b is not None and f.tensor_parallel_size == 1:
-        # No GPU size in the log, but weights above the largest common card (80 GB class)
-        # on one GPU: a 72B model in 16 bits (vLLM issue 11560).
-        if f.params_b * f.bytes_per_param * 1e9 / 2**30 > LARGEST_COMMON_GPU_GIB:
-            return oom
+    if _above_any_card(f):
+        return oom
     # Order-free: a worker's load_model frames may follow another worker's OOM line (vLLM
     # issue 14095), and nothing says the weights finished loading.
     return oom if _LOAD_FRAMES.search(log.flat) else None
@@ -406,8 +413,10 @@ def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
 
 
 _CAPTURE_FRAMES: Final = tolerant(
-    r"capture_end\(\)|in capture_end|in capture_model|\.capture_model\(|in _capture_cudagraphs|"
-    r"torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture",
+    loose(
+        r"capture_end\(\)|in capture_end|in capture_model|\.capture_model\(|"
+        r"in _capture_cudagraphs|torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture"
+    ),
     "capture_end",
     "capture_model",
     "_capture_cudagraphs",

@@ -1,0 +1,104 @@
+"""The held-out style set: real logs from GitHub issues kept apart from the corpus, and the
+corpus's GPU-era classes pasted the ways chat apps, trackers and terminals mangle them.
+
+``heldout/`` holds logs taken from issue threads that neither ``corpus/`` nor ``issues/`` cites
+(each file's header names its source issue); they check that the patterns generalise beyond the
+wordings they were written from. The mangling transforms below are applied to every fixture of
+the GPU-era classes (graph-capture OOM, fp8 on a GPU without fp8, a toolchain missing at JIT time,
+a worker killed by the host, speculative decoding settings, weights that cannot fit, the KV
+capacity line): each mangled paste must give the same kind and the same fixes as the clean one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from diagnosis_corpus import (
+    CORPUS,
+    HERE,
+    ISSUES,
+    Fixture,
+    coloured,
+    crlf,
+    everything,
+    fix_sets,
+    hard_wrap_80,
+    load_all,
+    mismatches,
+    quoted,
+    strip_punctuation,
+)
+
+HELDOUT = load_all(HERE / "heldout")
+
+GPU_ERA_KINDS = frozenset(
+    {
+        "out_of_memory",
+        "unsupported_gpu",
+        "unsupported_dtype",
+        "toolchain_missing",
+        "worker_killed",
+        "speculative_config_error",
+        "weights_oom",
+        "kv_cache_too_small",
+    }
+)
+TRANSFORMS: dict[str, Callable[[str], str]] = {
+    "no-punctuation": strip_punctuation,
+    "wrap-80": hard_wrap_80,
+    "quoted": quoted,
+    "ansi": coloured,
+    "crlf": crlf,
+    "all": everything,
+}
+GPU_ERA = [f for f in load_all(CORPUS) + load_all(ISSUES) + HELDOUT if f.kind in GPU_ERA_KINDS]
+
+
+@pytest.mark.parametrize("fixture", HELDOUT, ids=lambda f: f.name)
+def test_heldout_log_diagnoses_as_its_issue_shows(fixture: Fixture) -> None:
+    d = fixture.diagnose()
+    assert mismatches(fixture, d) == [], d.summary
+
+
+def test_every_heldout_log_cites_an_issue_the_corpus_does_not() -> None:
+    cited = {f.source for f in load_all(CORPUS) + load_all(ISSUES)}
+    for fixture in HELDOUT:
+        first = fixture.path.read_text(encoding="utf-8").splitlines()[0]
+        assert first.startswith("# source: https://github.com/"), fixture.name
+        assert fixture.source not in cited, fixture.name
+
+
+def test_the_heldout_set_covers_each_class() -> None:
+    by_class: dict[str, int] = {}
+    for fixture in HELDOUT:
+        key = "fp8" if fixture.kind in ("unsupported_gpu", "unsupported_dtype") else fixture.kind
+        by_class[key] = by_class.get(key, 0) + 1
+    assert set(by_class) == {
+        "out_of_memory",
+        "fp8",
+        "toolchain_missing",
+        "worker_killed",
+        "speculative_config_error",
+        "weights_oom",
+        "kv_cache_too_small",
+    }
+    assert min(by_class.values()) >= 3, by_class
+
+
+@pytest.mark.parametrize("name", sorted(TRANSFORMS))
+@pytest.mark.parametrize("fixture", GPU_ERA, ids=lambda f: f.name)
+def test_a_mangled_paste_keeps_kind_and_fixes(fixture: Fixture, name: str) -> None:
+    clean = fixture.diagnose()
+    mangled_text = TRANSFORMS[name](fixture.text)
+    assert mangled_text != fixture.text or name == "ansi"
+    d = fixture.diagnose(mangled_text)
+    assert d.kind == clean.kind, (name, d.summary, mangled_text[-500:])
+    assert fix_sets(d) == fix_sets(clean), (name, mangled_text[-500:])
+
+
+def test_the_transforms_really_mangle() -> None:
+    text = "ERROR 01-01 [x.py:1] ValueError: max seq len (4096) `gpu_memory_utilization` 'a'\n"
+    out = everything(text * 3)
+    assert "(" not in out and "`" not in out and "'" not in out
+    assert "\x1b[" in out and "\r\n> " in out
