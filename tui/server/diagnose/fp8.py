@@ -10,6 +10,8 @@ torch's ``torch._scaled_mm is only supported on CUDA devices with compute capabi
 or 8.9``. Which fp8 failed decides the fix: the KV cache's (``kv_cache_dtype=auto`` keeps it
 in the model's dtype) or the weights' (``--quantization fp8`` unset; a checkpoint stored in
 fp8 needs a non-fp8 checkpoint of the same model: no flag helps, and the diagnosis says so).
+Other kernels word it "... (is only) supported on ... compute capability >= 8.9 / 90" (torch's
+Float8 types, ktransformers' ``f8e4m3nv is only supported on compute capability >= 90``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ _NO_FP8: Final = tolerant(
         r"(?P<text>type (?P<dtype>fp8e\w+) (?:is )?not supported in this architecture|"
         r"fp8e4nv data type is not supported on CUDA arch < ?89|"
         r"_scaled_mm is only supported on CUDA devices with compute capability >= ?9\.0 or 8\.9|"
-        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device))"
+        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device)|"
+        r"(?:fp8|f8e4m3|float8)\w*[^.\n]{0,60}?(?:is )?(?:only )?supported on[^.\n]{0,60}?"
+        r"compute capability[^.\n]{0,12}?(?:8\.9|89|9\.0|90))"
     ),
     "not supported in this architecture",
     "not supported on CUDA arch",
     "_scaled_mm is only supported",
     "does not support fp8 kv-cache",
+    "compute capability",
 )
 # Frames of an fp8 *weight* kernel (block-quantized linear layers, MoE, MLA's dequantization)
 # and of the KV cache's attention kernels.

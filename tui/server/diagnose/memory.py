@@ -249,10 +249,12 @@ def _legacy_weights_fixes(log: LogView, f: Fit) -> list[Fix]:
     more GPUs only where the log shows the box has them."""
     tp = positive_int(log, "tensor_parallel_size")
     fixes: list[Fix] = []
-    if f.gpus_on_box is not None and f.gpus_on_box >= tp * 2:
+    # More GPUs only where the box has them: shown in the log, or (the console's own run) left
+    # to the pre-flight check of the machine, which the policy requires to pass.
+    if (f.gpus_on_box or 0) >= tp * 2 or (f.gpus_on_box is None and log.flags is not None):
         fixes.append(
             Fix(
-                title=f"Split the weights over {tp * 2} GPUs (this box has {f.gpus_on_box})",
+                title=f"Split the weights over {tp * 2} GPUs",
                 set={"tensor_parallel_size": tp * 2},
             )
         )
@@ -287,6 +289,13 @@ def _weights_fixes(log: LogView, f: Fit) -> list[Fix]:
 
 
 def _weights_summary(f: Fit, tried: str) -> str:
+    if not f.known and f.params_b is not None:
+        gib_total = round(f.params_b * f.bytes_per_param * 1e9 / 2**30 / f.tensor_parallel_size, 1)
+        return (
+            f"the model weights do not fit in GPU memory{tried}: about {gib_total} GiB per GPU "
+            f"({f.params_b:g}B parameters x {f.bytes_per_param:g} bytes); the log does not give "
+            "the GPU's size; a lower gpu_memory_utilization cannot help"
+        )
     if not f.known:
         return "the model weights do not fit in GPU memory" + tried
     head = (
