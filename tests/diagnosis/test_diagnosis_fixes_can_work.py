@@ -181,3 +181,46 @@ def test_no_offered_fix_is_one_the_log_rules_out(fixture: Fixture, mangle: bool)
     for fix in d.fixes:
         assert not fix.is_empty, fix
         assert _ruled_out(fixture, d.kind, fix.set, fixture.text) is None, (fix.title, d.kind)
+
+
+@pytest.mark.parametrize(
+    ("took_line", "failure", "dtype", "first_fix"),
+    [
+        (  # V1 gpu_model_runner.py; a 7B in 16 bits on a 16 GB card
+            "Model loading took {took} GiB and 5.2 seconds",
+            _TORCH_OOM.format(total="{total}"),
+            "auto",
+            {"quantization": "fp8"},
+        ),
+        (  # 0.6.4-0.10 worker.py's profile; a 7B in fp32 on a 32 GB card
+            "model weights take {took}GiB; non_torch_memory takes 0.39GiB; PyTorch activation "
+            "peak memory takes 2.53GiB; the rest of the memory reserved for KV Cache is -3.2GiB.",
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine.\n"
+            "GPU 0 has a total capacity of {total} GiB of which 20.00 MiB is free.",
+            "float32",
+            {"dtype": "float16"},
+        ),
+    ],
+)
+def test_weights_that_loaded_but_fill_the_gpu_get_no_utilization_fix(
+    took_line: str, failure: str, dtype: str, first_fix: dict[str, object]
+) -> None:
+    took, total = (14.9, 15.69) if dtype == "auto" else (28.4, 31.5)
+    log = (
+        f"INFO 01-01 00:00:00 [api_server.py:1] non-default args: {{'model': 'm', "
+        f"'dtype': '{dtype}'}}\n"
+        + took_line.format(took=took)
+        + "\n"
+        + failure.format(total=total)
+        + "\n"
+    )
+    d = diagnose(log)
+    assert d.kind == "weights_oom" and d.facts["weights_gib"] == took
+    assert d.fixes and d.fixes[0].set == first_fix
+    assert all("gpu_memory_utilization" not in f.set for f in d.fixes)
+
+
+def test_weights_with_room_to_spare_are_not_blamed() -> None:
+    log = "Model loading took 6.1 GiB and 2.0 seconds\n" + _TORCH_OOM.format(total=79.1) + "\n"
+    assert diagnose(log).kind == "out_of_memory"

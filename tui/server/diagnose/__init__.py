@@ -39,6 +39,7 @@ from tui.server.diagnose import (
     parallel,
     platform,
     quant,
+    room,
     runner,
     speculative,
     toolchain,
@@ -82,6 +83,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
     memory.weights_oom,
+    room.weights_leave_no_room,  # loaded, but nearly the whole GPU: no utilization helps
     memory.out_of_memory,
     kv.kv_cache_too_small,
     kv.no_kv_cache_memory,

@@ -249,6 +249,11 @@ _AVAILABLE_KV: Final = tolerant(
 )
 
 
+def no_kv_found(log: LogView) -> tuple[Any, str] | None:
+    """vLLM's "no memory left for the cache blocks" (or 0.32's auto-fit refusal), if shown."""
+    return log.find(_NO_KV)
+
+
 def no_kv_cache_memory(log: LogView) -> Diagnosis | None:
     """Nothing left for the KV cache after weights and activations."""
     found = log.find(_NO_KV)

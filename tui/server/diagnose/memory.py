@@ -244,6 +244,16 @@ _QUANTIZED: Final = tolerant(
 )
 
 
+def quantized(log: LogView) -> bool:
+    """Whether the traceback runs through a quantized checkpoint's own layers."""
+    return log.find(_QUANTIZED) is not None
+
+
+def cuda_oom(log: LogView) -> tuple[Any, str] | None:
+    """The first out-of-memory the log shows (torch's, the runtime's, the driver's)."""
+    return log.find(_CUDA_OOM)
+
+
 def _legacy_weights_fixes(log: LogView, f: Fit) -> list[Fix]:
     """Without the arithmetic (no model size or no GPU size in the log): the usual remedies,
     more GPUs only where the log shows the box has them."""
@@ -258,7 +268,7 @@ def _legacy_weights_fixes(log: LogView, f: Fit) -> list[Fix]:
                 set={"tensor_parallel_size": tp * 2},
             )
         )
-    if log.value("quantization") is None and f.bytes_per_param >= 2 and not log.find(_QUANTIZED):
+    if log.value("quantization") is None and f.bytes_per_param >= 2 and not quantized(log):
         fixes.append(Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"}))
     return fixes
 
@@ -330,7 +340,7 @@ def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
     if found is not None:
         return found
     oom = log.find(_CUDA_OOM)
-    if oom is None or log.find(_LOADED) is not None or _capturing(log):
+    if oom is None or log.find(_LOADED) is not None or capturing(log):
         return None  # the weights were loaded: whatever ran out, it was not them
     if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
         return oom
@@ -435,7 +445,7 @@ _CAPTURE_FRAMES: Final = tolerant(
 )
 
 
-def _capturing(log: LogView) -> bool:
+def capturing(log: LogView) -> bool:
     """The OOM struck while capturing: a capture frame in its traceback, or a capture begun
     and never finished. Order-free on purpose: a log pasted newest line first works too."""
     if log.find(_CAPTURE_FRAMES) is not None:
@@ -469,7 +479,7 @@ def out_of_memory(log: LogView) -> Diagnosis | None:
     found = log.find(_CUDA_OOM)
     if not found:
         return None
-    if _capturing(log):
+    if capturing(log):
         return _capture_oom(log, found[1])
     util_fix = lower_util_fix(log)
     fixes = [util_fix] if util_fix else []
