@@ -30,6 +30,8 @@ from diagnosis_corpus import (
     strip_punctuation,
 )
 
+from tui.server.diagnose import diagnose
+
 HELDOUT = load_all(HERE / "heldout")
 
 GPU_ERA_KINDS = frozenset(
@@ -102,3 +104,30 @@ def test_the_transforms_really_mangle() -> None:
     out = everything(text * 3)
     assert "(" not in out and "`" not in out and "'" not in out
     assert "\x1b[" in out and "\r\n> " in out
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        # Python's multiprocessing repr of a dead EngineCore (BaseProcess.__repr__).
+        ("<SpawnProcess name='EngineCore_0' pid=12 parent=1 stopped exitcode=-SIGKILL>", "k"),
+        # torch.distributed.elastic's report of a signalled rank.
+        ("Signal 9 (SIGKILL) received by PID 4242", "k"),
+        # systemd's journal for a service the kernel killed.
+        ("vllm.service: Main process exited, code=killed, status=9/KILL", "k"),
+        # torch/utils/cpp_extension.py verify_ninja_availability.
+        ("RuntimeError: Ninja is required to load C++ extensions", "t"),
+        # setuptools when no compiler is installed.
+        ("error: command 'gcc' failed: No such file or directory", "t"),
+        ("FileNotFoundError: [Errno 2] No such file or directory: 'gcc'", "t"),
+        # vLLM 0.8-0.9 EngineArgs: --speculative-config typed json.loads (argparse's wording).
+        ("vllm: error: argument --speculative-config: invalid loads value: '{model: x}'", "s"),
+        # vLLM 0.5 SpeculativeConfig.
+        ("ValueError: Speculative decoding requires usage of the V2 block manager.", "s"),
+    ],
+)
+def test_other_wordings_of_the_gpu_era_classes(line: str, kind: str) -> None:
+    kinds = {"k": "worker_killed", "t": "toolchain_missing", "s": "speculative_config_error"}
+    d = diagnose(line + "\n")
+    assert d.kind == kinds[kind], d.summary
+    assert diagnose(everything(line) + "\n").kind == kinds[kind]

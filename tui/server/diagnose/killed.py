@@ -40,6 +40,20 @@ _DIED: Final = tolerant(
     ),
     "died",
 )
+# A signal named by number elsewhere: multiprocessing's repr ("<SpawnProcess name='EngineCore_0'
+# ... exitcode=-SIGKILL>", "exitcode=-9"), torch elastic ("Signal 9 (SIGKILL) received by PID"),
+# systemd ("Main process exited, code=killed, status=9/KILL").
+_SIGNAL_NAMED: Final = tolerant(
+    loose(
+        r"exitcode=-(?:(?P<num>\d+)|SIG(?P<name>KILL|ILL|BUS|SEGV))\b|"
+        r"Signal (?P<num2>\d+) \(SIG\w+\) received by PID|"
+        r"code=killed, status=(?P<num3>\d+)"
+    ),
+    "exitcode=-",
+    "received by PID",
+    "code=killed",
+)
+_SIGNAL_NAMES: Final = {"KILL": 9, "ILL": 4, "BUS": 7, "SEGV": 11}
 # 0.9+: the API server's wrapper names each dead core process with its exit code.
 _CORE_PROCS: Final = tolerant(
     loose(r"Failed core proc\(?s?\)?: \{?[^{}]{0,200}?: ?(?P<code>-\d+)"), "Failed core proc"
@@ -104,6 +118,12 @@ def _signal_seen(log: LogView) -> tuple[int, str] | None:
     found = log.find(_OOM_KILLER)
     if found is not None:
         return 9, found[1]
+    for m, evidence, _ in log.find_all(_SIGNAL_NAMED):
+        name = m.group("name")
+        number = m.group("num") or m.group("num2") or m.group("num3")
+        sig = _SIGNAL_NAMES[name.upper()] if name else int(number)
+        if sig in HOST_SIGNALS:
+            return sig, evidence
     for line in log.physical:
         shell = _SHELL.match(line.message)
         if shell:

@@ -76,6 +76,8 @@ _RULES: Final = tolerant(
         r"(?P<budget>max_num_scheduled_tokens is set to (?P<budgetn>-?\d+), which does not allow "
         r"any tokens to be scheduled)|"
         r"(?P<other>Unsupported speculative method: \S{1,40}|"
+        r"Speculative decoding (?:does not (?:yet )?support|is not (?:yet )?supported (?:with|for|"
+        r"on)|requires) [^.]{1,80}|"
         r"Either prompt_lookup_max or prompt_lookup_min must be provided|"
         r"Arctic Inference is required for suffix decoding)|"
         r"(?P<vocab>assert all\(vocab_sizes\[0\] == vocab_size for vocab_size in vocab_sizes\)|"
@@ -95,16 +97,18 @@ _RULES: Final = tolerant(
     "vocab_sizes",
     "vocabulary size",
 )
-# argparse refusing --speculative-config's JSON (0.10+ parse it with json.loads): "argument
+# argparse refusing --speculative-config's JSON: 0.8-0.9 (type=json.loads) "argument
+# --speculative-config: invalid loads value: '{model: x}'", 0.10+ "argument
 # --speculative-config: Value {...} cannot be converted to <function loads at 0x...>." (a
 # launcher that escaped or dropped the JSON's quotes; eugr/spark-vllm-docker issues 111, 163).
 _JSON: Final = tolerant(
     loose(
         r"(?P<text>(?:argument (?:--speculative[-_]config|-sc)\S{0,10}: )?Value \S?\{"
         r"[^{}]{0,400}?(?:speculative|method|\"?model)[^{}]{0,400}?\}? cannot be converted to "
-        r"<function)"
+        r"<function|argument (?:--speculative[-_]config|-sc)\S{0,10}: invalid loads value)"
     ),
     "cannot be converted to",
+    "invalid loads value",
 )
 
 

@@ -13,7 +13,9 @@ a C compiler and ``Python.h``) and torch.compile's Inductor (a C++ compiler). Th
 - torch's ``CUDA_HOME environment variable is not set`` (``torch/utils/cpp_extension.py``);
 - Triton: ``RuntimeError: Failed to find C compiler. Please specify via CC environment
   variable.`` (vLLM 0.3 issue 2997, 0.8 issue 15329), ``Python.h: No such file or directory``;
-- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``;
+- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``; torch's C++ extension
+  builder: ``RuntimeError: Ninja is required to load C++ extensions``, ``error: command 'gcc'
+  failed: No such file or directory``, ``FileNotFoundError: ... 'gcc'``;
 - the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (Triton 2.x before linking:
   ``AssertionError: libcuda.so cannot found!``, vLLM 0.4 issue 3808) (WSL2 keeps the driver's
   ``libcuda.so`` in ``/usr/lib/wsl/lib``; ``TRITON_LIBCUDA_PATH`` points Triton there).
@@ -37,11 +39,14 @@ from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 
 _MISSING: Final = tolerant(
     loose(
-        r"(?P<nvcc>Could not find nvcc|nvcc: not found|"
+        r"(?P<nvcc>Could not find nvcc|nvcc:? (?:was |is )?not found|"
         r"No such file or directory: \W{0,2}[\w/.-]{0,80}nvcc\b|"
         r"CUDA_HOME environment variable is not set)|"
         r"(?P<cc>Failed to find C compiler|No working C\+?\+? compiler found|InvalidCxxCompiler|"
-        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)|"
+        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found|"
+        r"No such file or directory: \W{0,2}[\w/.-]{0,80}?\b(?:gcc|g\+\+|cc|c\+\+|clang)(?![\w+])|"
+        r"command \W?[\w/.-]{0,40}?\b(?:gcc|g\+\+|cc)\W? failed: No such file|"
+        r"Ninja is required to load C\+\+ extensions)|"
         r"(?P<libcuda>cannot find -lcuda\b|libcuda\.so cannot found)"
     ),
     "nvcc",
@@ -54,6 +59,8 @@ _MISSING: Final = tolerant(
     "g++: not found",
     "cannot find -lcuda",
     "libcuda.so cannot found",
+    "gcc",
+    "Ninja is required",
 )
 _WSL: Final = tolerant(r"microsoft-standard-WSL|/usr/lib/wsl/|\bWSL2?\b", "WSL", "wsl")
 WSL_LIBCUDA: Final = "/usr/lib/wsl/lib"
