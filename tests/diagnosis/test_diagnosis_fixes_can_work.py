@@ -224,3 +224,46 @@ def test_weights_that_loaded_but_fill_the_gpu_get_no_utilization_fix(
 def test_weights_with_room_to_spare_are_not_blamed() -> None:
     log = "Model loading took 6.1 GiB and 2.0 seconds\n" + _TORCH_OOM.format(total=79.1) + "\n"
     assert diagnose(log).kind == "out_of_memory"
+
+
+@pytest.mark.parametrize(
+    ("before", "eager_offered"),
+    [
+        ("$ vllm serve m --enforce-eager\n", False),  # the run's own command line
+        ("llm = LLM(model='m', enforce_eager=True)\n", False),  # the Python call
+        # vLLM's advice in its capture notice (0.4-0.10 model_runner.py), quoted or not.
+        (
+            "INFO Capturing the model for CUDA graphs. To run the model in eager mode, set "
+            "'enforce_eager=True' or use '--enforce-eager' in the CLI.\n",
+            True,
+        ),
+        (
+            "INFO Capturing the model for CUDA graphs. To run the model in eager mode, set "
+            "enforce_eager=True or use --enforce-eager in the CLI.\n",
+            True,
+        ),
+    ],
+)
+def test_eager_is_read_from_a_pasted_command_not_from_vllms_advice(
+    before: str, eager_offered: bool
+) -> None:
+    d = diagnose(before + _CAPTURE)
+    assert ({"enforce_eager": True} in [f.set for f in d.fixes]) is eager_offered
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "".join(
+            f"|   {i}  NVIDIA A100-SXM4-80GB          On  | 00000000:0{i}:00.0 Off |\n"
+            for i in range(8)
+        ),
+        "".join("NVIDIA A100 80GB PCIe, 8.0, 81920 MiB\n" for _ in range(8)),
+        "INFO [parallel_state.py:1] rank 0 in world size 8 is assigned as DP rank 0, PP rank 0, "
+        "TP rank 0\n",
+    ],
+)
+def test_the_box_is_read_from_nvidia_smi_and_the_world_size(listing: str) -> None:
+    d = diagnose(listing + _load_oom("meta-llama/Llama-3.1-70B-Instruct", 79.1))
+    assert d.facts["gpus_on_box"] == 8
+    assert {"tensor_parallel_size": 2} in [f.set for f in d.fixes]

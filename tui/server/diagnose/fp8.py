@@ -91,9 +91,15 @@ _FP8_CHECKPOINT: Final = tolerant(
 )
 
 
+# A pasted command line's "--kv-cache-dtype fp8" / "--kv_cache_dtype=fp8_e5m2".
+_KV_ARG: Final = tolerant(r"--kv[-_]cache[-_]dtype[= ]\W?fp8", "cache")
+
+
 def _kv_fp8(log: LogView) -> bool:
     dtype = log.value("kv_cache_dtype")
-    return isinstance(dtype, str) and dtype.lower().startswith("fp8")
+    if isinstance(dtype, str):
+        return dtype.lower().startswith("fp8")
+    return log.find(_KV_ARG) is not None
 
 
 def _weights_fp8(log: LogView) -> tuple[bool, bool]:

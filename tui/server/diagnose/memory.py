@@ -15,7 +15,16 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.flags.humanint import format_human_bytes
-from tui.server.diagnose.common import GIB, MIB, effective_util, floor2, gib, make, positive_int
+from tui.server.diagnose.common import (
+    GIB,
+    MIB,
+    effective_util,
+    floor2,
+    gib,
+    make,
+    positive_int,
+    run_was_eager,
+)
 from tui.server.diagnose.fit import Fit, fit
 from tui.server.diagnose.reading import LogView, loose, tolerant
 
@@ -405,7 +414,7 @@ def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
     (or fewer captured batch sizes, which a lower ``max_num_seqs`` caps) removes it.
     """
     fixes: list[Fix] = []
-    if log.value("enforce_eager") is not True:
+    if not run_was_eager(log):
         fixes.append(
             Fix(
                 title="Run eagerly (--enforce-eager): no CUDA graphs to capture",

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from tui.domain.diagnosis import Diagnosis, Fix, FixChecker
 from tui.domain.flags.humanint import format_human_bytes
 from tui.domain.flags.serve import ServeFlags
-from tui.server.diagnose.common import spec_by_name, without_flag
+from tui.server.diagnose.common import run_was_eager, spec_by_name, without_flag
 from tui.server.diagnose.reading import LogView
 
 _MEMORY_KINDS: Final = frozenset(
@@ -174,7 +174,7 @@ def _cannot_help(diagnosis: Diagnosis, log: LogView, fix: Fix) -> str | None:
             return "the weights alone do not fit the GPU: no utilization makes room for them"
         if facts.get("stage") == "cuda_graph_capture":
             return "the CUDA graphs' memory ran out, which the utilization does not size"
-    if fix.set.get("enforce_eager") is True and log.value("enforce_eager") is True:
+    if fix.set.get("enforce_eager") is True and run_was_eager(log):
         return "the run was already eager (enforce_eager=True)"
     tp = fix.set.get("tensor_parallel_size")
     box = facts.get("gpus_on_box")

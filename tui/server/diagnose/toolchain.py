@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.server.diagnose.common import before, extra_with, make
+from tui.server.diagnose.common import before, extra_with, make, run_was_eager
 from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 
 _MISSING: Final = tolerant(
@@ -117,7 +117,7 @@ def _fixes(log: LogView, nvcc: bool) -> tuple[list[Fix], str]:
         ], "FlashInfer's sampler"
     if nvcc and log.find(_FI_ATTENTION) is not None:
         return [_attention_fix(log)], "FlashInfer's attention kernels"
-    if log.find(_INDUCTOR) is not None and log.value("enforce_eager") is not True:
+    if log.find(_INDUCTOR) is not None and not run_was_eager(log):
         return [
             Fix(
                 title="Run eagerly (--enforce-eager): torch.compile needs no compiler then",
