@@ -10,8 +10,10 @@ torch's ``torch._scaled_mm is only supported on CUDA devices with compute capabi
 or 8.9``. Which fp8 failed decides the fix: the KV cache's (``kv_cache_dtype=auto`` keeps it
 in the model's dtype) or the weights' (``--quantization fp8`` unset; a checkpoint stored in
 fp8 needs a non-fp8 checkpoint of the same model: no flag helps, and the diagnosis says so).
-Other kernels word it "... (is only) supported on ... compute capability >= 8.9 / 90" (torch's
-Float8 types, ktransformers' ``f8e4m3nv is only supported on compute capability >= 90``).
+vLLM 0.8's V1 FlashAttention backend refuses an fp8 KV cache outright (``FlashAttention V1
+with FP8 KV cache not yet supported``, vLLM PR 14221). Other kernels word it "... (is only)
+supported on ... compute capability >= 8.9 / 90" (torch's Float8 types, ktransformers'
+``f8e4m3nv is only supported on compute capability >= 90``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ _NO_FP8: Final = tolerant(
         r"(?P<text>type (?P<dtype>fp8e\w+) (?:is )?not supported in this architecture|"
         r"fp8e4nv data type is not supported on CUDA arch < ?89|"
         r"_scaled_mm is only supported on CUDA devices with compute capability >= ?9\.0 or 8\.9|"
-        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device)|"
+        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device|"
+        r"\w+(?: V1)? with FP8 KV cache (?:is )?not (?:yet )?supported)|"
         r"(?:fp8|f8e4m3|float8)\w*[^.\n]{0,60}?(?:is )?(?:only )?supported on[^.\n]{0,60}?"
         r"compute capability[^.\n]{0,12}?(?:8\.9|89|9\.0|90))"
     ),
@@ -35,6 +38,7 @@ _NO_FP8: Final = tolerant(
     "not supported on CUDA arch",
     "_scaled_mm is only supported",
     "does not support fp8 kv-cache",
+    "with FP8 KV cache",
     "compute capability",
 )
 # Frames of an fp8 *weight* kernel (block-quantized linear layers, MoE, MLA's dequantization)
@@ -68,13 +72,20 @@ _GPU_NAME: Final = tolerant(
 )
 
 
-# The KV cache's own kernels: writing the cache (reshape_and_cache*), the attention backends.
+# The KV cache's own kernels: writing the cache (reshape_and_cache*), the attention backends,
+# the Triton prefill/decode kernels that read it (chunked prefill on Ampere, vLLM issue 7714).
 # Not the config dump's "kv_cache_dtype=auto": the run's value is read from its arguments.
 _KV_FRAMES: Final = tolerant(
-    r"reshape_and_cache|fp8 kv-cache|attention[/\\]backends",
+    r"reshape_and_cache|fp8 kv-cache|attention[/\\]backends|prefix_prefill|stride_k_cache|"
+    r"unified_attention|paged_attention|FP8 KV cache",
     "reshape_and_cache",
     "kv-cache",
     "backends",
+    "prefix_prefill",
+    "stride_k_cache",
+    "unified_attention",
+    "paged_attention",
+    "kvcache",
 )
 # An fp8 checkpoint named in the log: "Llama4 Maverick FP8", "--model /models/X-FP8" (upper
 # case: Triton's own message says "fp8 dtypes"; not "FP8 KV cache", not a dtype's "FP8E4M3"),
