@@ -159,6 +159,20 @@ def strip_punctuation(text: str) -> str:
     )
 
 
+_MD_SPECIAL = re.compile(r"([_()`*\[\]])")
+
+
+def markdown_escaped(text: str) -> str:
+    """Markdown's backslash before the punctuation it would format (a chat app's copy)."""
+    return "\n".join(_MD_SPECIAL.sub(r"\\\1", line) for line in text.splitlines())
+
+
+def html_entities(text: str) -> str:
+    """A web page's copy: quotes and angle brackets as HTML entities."""
+    table = {"'": "&#39;", '"': "&quot;", "<": "&lt;", ">": "&gt;"}
+    return "".join(table.get(c, c) for c in text)
+
+
 def hard_wrap_80(text: str) -> str:
     """A terminal's hard wrap at 80 columns, mid-word."""
     out: list[str] = []
