@@ -135,3 +135,23 @@ def test_other_wordings_of_the_gpu_era_classes(line: str, kind: str) -> None:
     d = diagnose(line + "\n")
     assert d.kind == kinds[kind], d.summary
     assert diagnose(everything(line) + "\n").kind == kinds[kind]
+
+
+def test_a_speculative_key_under_its_old_name_is_renamed_in_the_runs_config() -> None:
+    """vLLM 0.8's SpeculativeConfig took ``prompt_lookup_max``; 0.6-0.7 called it
+    ``ngram_prompt_lookup_max`` (their EngineArgs), which 0.8 refuses by name."""
+    from tui.domain.flags.serve import ServeFlags
+
+    config = '{"method":"ngram","num_speculative_tokens":5,"ngram_prompt_lookup_max":5}'
+    flags = ServeFlags(model="m", extra_args=("--speculative-config", config))
+    line = (
+        "TypeError: SpeculativeConfig.__init__() got an unexpected keyword argument "
+        "'ngram_prompt_lookup_max'\n"
+    )
+    for text in (line, everything(line)):
+        d = diagnose(text, flags=flags)
+        assert d.kind == "speculative_config_error"
+        renamed = d.fixes[0].set["extra_args"]
+        assert '"prompt_lookup_max":5' in renamed[1] and "ngram_" not in renamed[1]
+    bug = "AttributeError: 'SpeculativeConfig' object has no attribute 'get'\n"  # issue 24888
+    assert diagnose(bug).kind == "speculative_config_error"

@@ -35,6 +35,10 @@ after; ``vllm/config/vllm.py`` for the token budget):
   vocab_size=X. Draft model vocab_size=Y.`` (``config/speculative.py``
   ``verify_equal_vocab_size_if_draft_model``); ``'tensor_parallel_size' is not a valid
   argument in the speculative_config. Please pass 'draft_tensor_parallel_size' instead.``;
+- a key the version does not know: 0.8 ``SpeculativeConfig.__init__() got an unexpected
+  keyword argument 'ngram_prompt_lookup_max'`` (the 0.6-0.7 name of ``prompt_lookup_max``);
+  0.10.2's ``'SpeculativeConfig' object has no attribute 'get'`` (vLLM issue 24888, fixed by
+  PR 25142: upgrade);
 - a pydantic ``validation error for SpeculativeConfig`` block (0.10+).
 
 Fixes rewrite the run's own speculative settings (its ``--speculative-config`` JSON, or the
@@ -84,6 +88,8 @@ _RULES: Final = tolerant(
         r"Target and draft model should have the same vocabulary size|"
         r"draft model vocab(?:ulary)? size \S{0,20} does not match)|"
         r"(?P<tpkey>.?tensor_parallel_size.? is not a valid argument in the speculative_config)|"
+        r"(?P<key>SpeculativeConfig(?:\.__init__)?\(\) got an unexpected keyword argument "
+        r"\W?(?P<keyname>\w+)|.?SpeculativeConfig.? object has no attribute .?get)|"
         r"(?P<pyd>validation errors? for SpeculativeConfig)"
     ),
     "speculative",
@@ -181,6 +187,30 @@ def _without(log: LogView) -> Fix | None:
     )
 
 
+# Keys of the speculative config under their older (or mistaken) names, and today's names.
+_RENAMED: Final = {
+    "tensor_parallel_size": "draft_tensor_parallel_size",
+    "speculative_draft_tensor_parallel_size": "draft_tensor_parallel_size",
+    "ngram_prompt_lookup_max": "prompt_lookup_max",
+    "ngram_prompt_lookup_min": "prompt_lookup_min",
+    "speculative_model": "model",
+}
+
+
+def _renamed(log: LogView, key: str) -> Fix | None:
+    """The run's speculative config with ``key`` under the name this vLLM reads."""
+    cfg = spec_config(log) or {}
+    new_key = _RENAMED.get(key)
+    if new_key is None or key not in cfg:
+        return None
+    rest = {k: v for k, v in cfg.items() if k != key}
+    text = json.dumps({**rest, new_key: cfg[key]}, separators=(",", ":"))
+    return Fix(
+        title=f"Name {key} {new_key} in --speculative-config",
+        set=extra_with(log, _SPEC_OPTIONS, "--speculative-config", text),
+    )
+
+
 def _budget_fix(log: LogView, scheduled: int) -> Fix | None:
     """max_num_batched_tokens = the drafts' slots plus vLLM's smallest default budget."""
     mnbt = log.value("max_num_batched_tokens")
@@ -219,15 +249,9 @@ def _fixes(log: LogView, m: Any) -> tuple[list[Fix], dict[str, Any]]:
         facts["max_num_scheduled_tokens"] = scheduled
         fix = _budget_fix(log, scheduled)
     elif m.group("tpkey"):
-        cfg = spec_config(log) or {}
-        if "tensor_parallel_size" in cfg:
-            tp = cfg["tensor_parallel_size"]
-            rest = {k: v for k, v in cfg.items() if k != "tensor_parallel_size"}
-            text = json.dumps({**rest, "draft_tensor_parallel_size": tp}, separators=(",", ":"))
-            fix = Fix(
-                title="Name the draft's tensor parallel size draft_tensor_parallel_size",
-                set=extra_with(log, _SPEC_OPTIONS, "--speculative-config", text),
-            )
+        fix = _renamed(log, "tensor_parallel_size")
+    elif m.group("keyname"):
+        fix = _renamed(log, m.group("keyname"))
     elif m.group("draft") and before(log.version, (0, 10)):
         # 0.8-0.9 still ship the V0 engine, which runs a draft model.
         fix = Fix(
