@@ -108,29 +108,30 @@ _CAUSE: Final = {
 }
 
 
-def _signal_seen(log: LogView) -> tuple[int, str] | None:
-    """The host signal the log shows, with its evidence line."""
+def _signal_seen(log: LogView) -> tuple[int, str, bool] | None:
+    """The host signal the log shows, its evidence line, and whether the signal is inferred
+    (a death with no exit code and no exception) rather than named."""
     for pattern in (_DIED, _CORE_PROCS):
         for m, evidence, _ in log.find_all(pattern):
             code = int(m.group("code"))
             if -code in HOST_SIGNALS:
-                return -code, evidence
+                return -code, evidence, False
     found = log.find(_OOM_KILLER)
     if found is not None:
-        return 9, found[1]
+        return 9, found[1], False
     for m, evidence, _ in log.find_all(_SIGNAL_NAMED):
         name = m.group("name")
         number = m.group("num") or m.group("num2") or m.group("num3")
         sig = _SIGNAL_NAMES[name.upper()] if name else int(number)
         if sig in HOST_SIGNALS:
-            return sig, evidence
+            return sig, evidence, False
     for line in log.physical:
         shell = _SHELL.match(line.message)
         if shell:
-            return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw
+            return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw, False
     silent = log.find(_DIED_SILENTLY)
     if silent is not None and log.find(_EXCEPTION) is None:
-        return 9, silent[1]
+        return 9, silent[1], True
     # An exit code alone is not enough: vtc's own stop (and an operator's kill) send SIGKILL
     # too; the fallback names the signal without blaming the host.
     return None
@@ -229,8 +230,10 @@ def worker_killed(log: LogView) -> Diagnosis | None:
     seen = _signal_seen(log)
     if seen is None:
         return None
-    sig, evidence = seen
+    sig, evidence, inferred = seen
     facts: dict[str, Any] = {"signal": signal.Signals(sig).name, "signal_number": sig}
+    if inferred:  # no exit code: the signal is the likely one, not one the log names
+        facts["signal_inferred"] = True
     fixes = _host_ram_fixes(log) if sig == 9 else []
     cause = _CAUSE[sig]
     if sig == 9:
@@ -240,6 +243,9 @@ def worker_killed(log: LogView) -> Diagnosis | None:
             else "; no flag of this run holds host RAM: free memory on the host, add RAM or "
             "swap, or load a smaller model"
         )
-    return make(
-        log, "worker_killed", f"a vLLM process was killed by {cause}", evidence, facts, fixes
+    head = (
+        "a vLLM process died with no exception above it, so by a signal: most likely "
+        if inferred
+        else "a vLLM process was killed by "
     )
+    return make(log, "worker_killed", head + cause, evidence, facts, fixes)
