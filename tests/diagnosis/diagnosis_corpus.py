@@ -15,6 +15,7 @@ Each ``.log`` file starts with a header of ``# key: value`` lines, closed by ``#
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,60 @@ def mismatches(fixture: Fixture, d: Diagnosis) -> list[str]:
         if plain(d.facts.get(key)) != value:
             out.append(f"facts[{key!r}] = {d.facts.get(key)!r}, expected {value!r}")
     return out
+
+
+# -- pastes as chat apps, trackers and terminals mangle them ---------------------------------
+# The run's own argument records are left whole: they are Python literals the diagnosis parses,
+# and a paste that mangles them loses the flags, not the failure.
+_ARG_RECORD = re.compile(r"non-default args:|Namespace\(|with config:")
+_PUNCT = str.maketrans("", "", "()'\"`")
+_LEVEL = re.compile(r"\b(INFO|WARNING|ERROR)\b")
+
+
+def strip_punctuation(text: str) -> str:
+    """Parentheses, quotes and backticks dropped (markdown, chat apps)."""
+    return "\n".join(
+        line if _ARG_RECORD.search(line) else line.translate(_PUNCT) for line in text.splitlines()
+    )
+
+
+_MD_SPECIAL = re.compile(r"([_()`*\[\]])")
+
+
+def markdown_escaped(text: str) -> str:
+    """Markdown's backslash before the punctuation it would format (a chat app's copy)."""
+    return "\n".join(_MD_SPECIAL.sub(r"\\\1", line) for line in text.splitlines())
+
+
+def html_entities(text: str) -> str:
+    """A web page's copy: quotes and angle brackets as HTML entities."""
+    table = {"'": "&#39;", '"': "&quot;", "<": "&lt;", ">": "&gt;"}
+    return "".join(table.get(c, c) for c in text)
+
+
+def hard_wrap_80(text: str) -> str:
+    """A terminal's hard wrap at 80 columns, mid-word."""
+    out: list[str] = []
+    for line in text.splitlines():
+        out += [line[i : i + 80] for i in range(0, len(line), 80)] or [""]
+    return "\n".join(out)
+
+
+def quoted(text: str) -> str:
+    """Every line quoted with ``> `` (an email or tracker reply)."""
+    return "\n".join("> " + line for line in text.splitlines())
+
+
+def coloured(text: str) -> str:
+    """ANSI colour codes around the level names, as a terminal copy keeps them."""
+    return _LEVEL.sub("\x1b[1;31m\\1\x1b[0m", text)
+
+
+def crlf(text: str) -> str:
+    """Windows line ends."""
+    return text.replace("\n", "\r\n")
+
+
+def everything(text: str) -> str:
+    """All of the above at once."""
+    return crlf(quoted(coloured(hard_wrap_80(strip_punctuation(text)))))

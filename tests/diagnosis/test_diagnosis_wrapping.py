@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from diagnosis_corpus import CORPUS, ISSUES, Fixture, fix_sets, load_all, plain
+from diagnosis_corpus import CORPUS, HERE, ISSUES, Fixture, fix_sets, load_all, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +33,7 @@ def _captures() -> list[Fixture]:
     return out
 
 
-FIXTURES = load_all(CORPUS) + load_all(ISSUES) + _captures()
+FIXTURES = load_all(CORPUS) + load_all(ISSUES) + load_all(HERE / "heldout") + _captures()
 
 
 def _hard(line: str, width: int, prefix: str, trim: bool) -> list[str]:

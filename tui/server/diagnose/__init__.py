@@ -39,6 +39,7 @@ from tui.server.diagnose import (
     parallel,
     platform,
     quant,
+    room,
     runner,
     speculative,
     toolchain,
@@ -52,6 +53,7 @@ __all__ = ["DETECTORS", "diagnose", "port_in_use_diagnosis", "preflight_checker"
 
 DETECTORS: Final[tuple[Detector, ...]] = (
     # argparse and config validation fail first, in the API-server process, before any engine.
+    speculative.speculative_json_error,  # before invalid_type: argparse's json.loads refusal
     args.unknown_flag,
     args.invalid_choice,
     args.invalid_type,
@@ -81,6 +83,7 @@ DETECTORS: Final[tuple[Detector, ...]] = (
     # Engine start (EngineCore / worker root causes, before their wrappers).
     memory.insufficient_free_memory,
     memory.weights_oom,
+    room.weights_leave_no_room,  # loaded, but nearly the whole GPU: no utilization helps
     memory.out_of_memory,
     kv.kv_cache_too_small,
     kv.no_kv_cache_memory,

@@ -146,6 +146,22 @@ def before(version: str | None, bound: tuple[int, int]) -> bool:
     return m is not None and (int(m.group(1)), int(m.group(2))) < bound
 
 
+# The run's own eager switch where no argument record shows it: a pasted command line
+# ("--enforce-eager") or Python call ("LLM(..., enforce_eager=True)"); not vLLM's advice in its
+# capture notice ("set 'enforce_eager=True' or use '--enforce-eager' in the CLI"), quoted or not.
+_EAGER_TEXT: Final = re.compile(
+    r"(?<!['\w-])--enforce[-_]eager(?![\w'-])(?! in the CLI)|"
+    r"(?<!set )(?<!')\benforce_eager\s*=\s*True\b(?!')(?! or use)"
+)
+
+
+def run_was_eager(log: LogView) -> bool:
+    """Whether the run itself was eager: its flags or logged arguments, else its command line."""
+    if log.value("enforce_eager") is True:
+        return True
+    return any(_EAGER_TEXT.search(line) for line in log.logical)
+
+
 def positive_int(log: LogView, name: str, default: int = 1) -> int:
     """An integer flag's value in the run, ``default`` when unknown or not positive."""
     value = log.value(name)

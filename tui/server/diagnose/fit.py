@@ -59,6 +59,15 @@ _GPU_GIB: Final = (
 )
 _DTYPE_ARG: Final = re.compile(r"--dtype[= ]['\"]?(float32|float|float16|bfloat16|half|auto)\b")
 _GPU_LINE: Final = re.compile(r"^\s*GPU (\d+): (?:NVIDIA|Tesla|AMD|Quadro)", re.M)
+# nvidia-smi's table rows ("|   3  NVIDIA A100-SXM4-80GB  On  |") and its CSV query rows
+# ("NVIDIA A100 80GB PCIe, 8.0, 81920 MiB", vLLM issue 54318), one per GPU.
+_SMI_ROW: Final = re.compile(
+    r"^\|?\s*(\d+)\s+(?:NVIDIA|Tesla|Quadro|GeForce)\b[^|\n]*\|[^|\n]*\|[^|\n]*\|?$|"
+    r"^(?:NVIDIA|Tesla|Quadro) [\w -]+, \d\.\d, \d+ MiB$",
+    re.M,
+)
+# vLLM's distributed init: "rank 0 in world size 4 is assigned as DP rank 0, PP rank 0, TP rank 0".
+_WORLD: Final = re.compile(r"in world size (\d+) is assigned")
 _VISIBLE: Final = re.compile(r"CUDA_VISIBLE_DEVICES[=:]\s*['\"]?(\d+(?:,\d+)*)")
 _MODEL: Final = tolerant(
     r"(?:model=|Starting to load model |model_tag=|--model )['\"]?(?P<m>[\w./~-]+)", "model"
@@ -152,12 +161,18 @@ def gpu_total_gib(log: LogView) -> float | None:
 
 def gpus_on_box(log: LogView) -> int | None:
     """How many GPUs the box has, where the log shows it (collect_env's ``GPU n:`` lines,
-    ``CUDA_VISIBLE_DEVICES``); ``None`` when it does not."""
-    listed = {int(n) for n in _GPU_LINE.findall("\n".join(p.raw for p in log.physical))}
+    ``CUDA_VISIBLE_DEVICES``, nvidia-smi's rows, the world size vLLM's ranks joined);
+    ``None`` when it does not."""
+    raw = "\n".join(p.raw for p in log.physical)
+    listed = {int(n) for n in _GPU_LINE.findall(raw)}
     visible = _VISIBLE.search(log.flat)
     counts = [len(listed)] if listed else []
     if visible:
         counts.append(len(visible.group(1).split(",")))
+    smi = _SMI_ROW.findall(raw)
+    if smi:
+        counts.append(len(smi))
+    counts += [int(n) for n in _WORLD.findall(log.flat)]
     return max(counts) if counts else None
 
 

@@ -10,6 +10,10 @@ torch's ``torch._scaled_mm is only supported on CUDA devices with compute capabi
 or 8.9``. Which fp8 failed decides the fix: the KV cache's (``kv_cache_dtype=auto`` keeps it
 in the model's dtype) or the weights' (``--quantization fp8`` unset; a checkpoint stored in
 fp8 needs a non-fp8 checkpoint of the same model: no flag helps, and the diagnosis says so).
+vLLM 0.8's V1 FlashAttention backend refuses an fp8 KV cache outright (``FlashAttention V1
+with FP8 KV cache not yet supported``, vLLM PR 14221). Other kernels word it "... (is only)
+supported on ... compute capability >= 8.9 / 90" (torch's Float8 types, ktransformers'
+``f8e4m3nv is only supported on compute capability >= 90``).
 """
 
 from __future__ import annotations
@@ -25,24 +29,32 @@ _NO_FP8: Final = tolerant(
         r"(?P<text>type (?P<dtype>fp8e\w+) (?:is )?not supported in this architecture|"
         r"fp8e4nv data type is not supported on CUDA arch < ?89|"
         r"_scaled_mm is only supported on CUDA devices with compute capability >= ?9\.0 or 8\.9|"
-        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device))"
+        r"(?P<fa>FlashAttention does not support fp8 kv-cache on this device|"
+        r"\w+(?: V1)? with FP8 KV cache (?:is )?not (?:yet )?supported)|"
+        r"(?:fp8|f8e4m3|float8)\w*[^.\n]{0,60}?(?:is )?(?:only )?supported on[^.\n]{0,60}?"
+        r"compute capability[^.\n]{0,12}?(?:8\.9|89|9\.0|90))"
     ),
     "not supported in this architecture",
     "not supported on CUDA arch",
     "_scaled_mm is only supported",
     "does not support fp8 kv-cache",
+    "with FP8 KV cache",
+    "compute capability",
 )
 # Frames of an fp8 *weight* kernel (block-quantized linear layers, MoE, MLA's dequantization)
 # and of the KV cache's attention kernels.
 _WEIGHT_FRAMES: Final = tolerant(
-    r"fp8_utils|w8a8|per_token_group_quant|quantization[/\\]fp8|scaled_mm|fused_moe|dequant",
+    r"fp8_utils|w8a8|per_token_group_quant|quantization[/\\]fp8|scaled_mm|fused[_ ]moe|dequant|"
+    r"Marlin|CUTLASS|cutlass_scaled",
     "fp8_utils",
     "w8a8",
     "per_token_group_quant",
     "fp8",
     "scaled_mm",
-    "fused_moe",
+    "fused",
     "dequant",
+    "marlin",
+    "cutlass",
 )
 _GPU_NAME: Final = tolerant(
     r"(?P<name>(?:NVIDIA )?(?:GeForce )?(?:RTX ?(?:A?\d{4}|3\d{3})\w*|A100|A800|A10G?|A30|A40|"
@@ -60,9 +72,45 @@ _GPU_NAME: Final = tolerant(
 )
 
 
+# The KV cache's own kernels: writing the cache (reshape_and_cache*), the attention backends,
+# the Triton prefill/decode kernels that read it (chunked prefill on Ampere, vLLM issue 7714).
+# Not the config dump's "kv_cache_dtype=auto": the run's value is read from its arguments.
+_KV_FRAMES: Final = tolerant(
+    r"reshape_and_cache|fp8 kv-cache|attention[/\\]backends|prefix_prefill|stride_k_cache|"
+    r"unified_attention|paged_attention|FP8 KV cache",
+    "reshape_and_cache",
+    "kv-cache",
+    "backends",
+    "prefix_prefill",
+    "stride_k_cache",
+    "unified_attention",
+    "paged_attention",
+    "kvcache",
+)
+# An fp8 checkpoint named in the log: "Llama4 Maverick FP8", "--model /models/X-FP8" (upper
+# case: Triton's own message says "fp8 dtypes"; not "FP8 KV cache", not a dtype's "FP8E4M3"),
+# and the families published in fp8 only (DeepSeek-V3/R1 and their 671B size, vLLM issue
+# 15336; Kimi-K2).
+_FP8_CHECKPOINT: Final = tolerant(
+    r"[-_ /]FP8(?![-_ ]?[Ee]\d|\s*KV)|\bDeepSeek[-_ ]?(?:V3|R1)(?![-_ ]?Distill)|\b671B\b|"
+    r"\bKimi[-_ ]?K2\b",
+    "FP8",
+    "DeepSeek",
+    "671B",
+    "Kimi",
+    ignore_case=False,
+)
+
+
+# A pasted command line's "--kv-cache-dtype fp8" / "--kv_cache_dtype=fp8_e5m2".
+_KV_ARG: Final = tolerant(r"--kv[-_]cache[-_]dtype[= ]\W?fp8", "cache")
+
+
 def _kv_fp8(log: LogView) -> bool:
     dtype = log.value("kv_cache_dtype")
-    return isinstance(dtype, str) and dtype.lower().startswith("fp8")
+    if isinstance(dtype, str):
+        return dtype.lower().startswith("fp8")
+    return log.find(_KV_ARG) is not None
 
 
 def _weights_fp8(log: LogView) -> tuple[bool, bool]:
@@ -72,7 +120,25 @@ def _weights_fp8(log: LogView) -> tuple[bool, bool]:
         isinstance(quant, str) and quant.lower().startswith("fp8") and log.explicit("quantization")
     )
     name = str(log.value("model") or "")
-    return asked or "fp8" in name.lower() or log.find(_WEIGHT_FRAMES) is not None, asked
+    named = "fp8" in name.lower() or log.find(_FP8_CHECKPOINT) is not None
+    return asked or named or log.find(_WEIGHT_FRAMES) is not None, asked
+
+
+def _args_known(log: LogView) -> bool:
+    return log.flags is not None or bool(log.non_default_args) or bool(log.namespace_args)
+
+
+def _fp8_in_kv(log: LogView, weights: bool, flash_attention: bool) -> bool:
+    """Whether the fp8 that failed is the KV cache's (else the weights').
+
+    The run's own ``kv_cache_dtype`` and the KV kernels' frames say so; weight evidence
+    (an fp8 checkpoint, the flag, a weight kernel) says otherwise; with neither, the KV cache
+    only when the run's arguments are unknown (a run that shows them without an fp8 KV
+    cache did not ask for one).
+    """
+    if _kv_fp8(log) or flash_attention or log.find(_KV_FRAMES) is not None:
+        return True
+    return False if weights else not _args_known(log)
 
 
 def no_fp8_gpu(log: LogView) -> Diagnosis | None:
@@ -85,8 +151,7 @@ def no_fp8_gpu(log: LogView) -> Diagnosis | None:
     gpu_found = log.find(_GPU_NAME)
     gpu = group_text(gpu_found[0], "name") if gpu_found else "this GPU"
     weights, asked = _weights_fp8(log)
-    # No sign of fp8 weights (no fp8 checkpoint, flag or weight kernel): the KV cache's fp8.
-    kv = _kv_fp8(log) or not weights or m.group("fa") is not None
+    kv = _fp8_in_kv(log, weights, m.group("fa") is not None)
     facts: dict[str, Any] = {"error": text, "gpu": gpu if gpu_found else None}
     fixes: list[Fix] = []
     if kv:

@@ -40,9 +40,23 @@ _DIED: Final = tolerant(
     ),
     "died",
 )
+# A signal named by number elsewhere: multiprocessing's repr ("<SpawnProcess name='EngineCore_0'
+# ... exitcode=-SIGKILL>", "exitcode=-9"), torch elastic ("Signal 9 (SIGKILL) received by PID"),
+# systemd ("Main process exited, code=killed, status=9/KILL").
+_SIGNAL_NAMED: Final = tolerant(
+    loose(
+        r"exitcode=-(?:(?P<num>\d+)|SIG(?P<name>KILL|ILL|BUS|SEGV))\b|"
+        r"Signal (?P<num2>\d+) \(SIG\w+\) received by PID|"
+        r"code=killed, status=(?P<num3>\d+)"
+    ),
+    "exitcode=-",
+    "received by PID",
+    "code=killed",
+)
+_SIGNAL_NAMES: Final = {"KILL": 9, "ILL": 4, "BUS": 7, "SEGV": 11}
 # 0.9+: the API server's wrapper names each dead core process with its exit code.
 _CORE_PROCS: Final = tolerant(
-    r"Failed core proc\(s\): \{[^{}]{0,200}?: ?(?P<code>-\d+)", "Failed core proc"
+    loose(r"Failed core proc\(?s?\)?: \{?[^{}]{0,200}?: ?(?P<code>-\d+)"), "Failed core proc"
 )
 # The shell's report, or Python's faulthandler ("Fatal Python error: Segmentation fault").
 _SHELL: Final = re.compile(
@@ -52,12 +66,30 @@ _SHELL: Final = re.compile(
 )
 _OOM_KILLER: Final = tolerant(
     r"killed by the OOM killer|SIGKILL by OOM killer|killed due to memory pressure|OOMKilled|"
-    r"exited with code 137|Out of memory: Killed process",
+    r"exited with code 137|Out of memory: Killed process|oom-kill(?:er)?\b.{0,80}?python|"
+    r"killed due to the node running low on memory|Ray killed this worker",
     "OOM killer",
     "memory pressure",
     "OOMKilled",
     "code 137",
     "Killed process",
+    "oom-kill",
+    "running low on memory",
+    "Ray killed this worker",
+)
+# A process's death the parent noticed without an exit code (V1 0.9+ core_client.py: "Engine
+# core proc EngineCore_DP0 died unexpectedly, shutting down client."; multiproc_executor.py:
+# "Worker proc VllmWorker-0 died unexpectedly"): with no Python exception anywhere in the log,
+# the process was ended by a signal, which at start-up is the host's (vLLM issue 27549).
+_DIED_SILENTLY: Final = tolerant(
+    r"(?:Engine core proc|Worker proc) \S{1,40} died unexpectedly", "died unexpectedly"
+)
+_EXCEPTION: Final = tolerant(
+    r"Traceback \(most recent call last\)|\b[A-Z]\w*(?:Error|Exception): \S",
+    "Traceback",
+    "Error:",
+    "Exception:",
+    ignore_case=False,
 )
 _SHELL_SIGNAL: Final = {
     "Killed": 9,
@@ -76,20 +108,30 @@ _CAUSE: Final = {
 }
 
 
-def _signal_seen(log: LogView) -> tuple[int, str] | None:
-    """The host signal the log shows, with its evidence line."""
+def _signal_seen(log: LogView) -> tuple[int, str, bool] | None:
+    """The host signal the log shows, its evidence line, and whether the signal is inferred
+    (a death with no exit code and no exception) rather than named."""
     for pattern in (_DIED, _CORE_PROCS):
         for m, evidence, _ in log.find_all(pattern):
             code = int(m.group("code"))
             if -code in HOST_SIGNALS:
-                return -code, evidence
+                return -code, evidence, False
     found = log.find(_OOM_KILLER)
     if found is not None:
-        return 9, found[1]
+        return 9, found[1], False
+    for m, evidence, _ in log.find_all(_SIGNAL_NAMED):
+        name = m.group("name")
+        number = m.group("num") or m.group("num2") or m.group("num3")
+        sig = _SIGNAL_NAMES[name.upper()] if name else int(number)
+        if sig in HOST_SIGNALS:
+            return sig, evidence, False
     for line in log.physical:
         shell = _SHELL.match(line.message)
         if shell:
-            return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw
+            return _SHELL_SIGNAL[shell.group("job") or shell.group("what")], line.raw, False
+    silent = log.find(_DIED_SILENTLY)
+    if silent is not None and log.find(_EXCEPTION) is None:
+        return 9, silent[1], True
     # An exit code alone is not enough: vtc's own stop (and an operator's kill) send SIGKILL
     # too; the fallback names the signal without blaming the host.
     return None
@@ -188,8 +230,10 @@ def worker_killed(log: LogView) -> Diagnosis | None:
     seen = _signal_seen(log)
     if seen is None:
         return None
-    sig, evidence = seen
+    sig, evidence, inferred = seen
     facts: dict[str, Any] = {"signal": signal.Signals(sig).name, "signal_number": sig}
+    if inferred:  # no exit code: the signal is the likely one, not one the log names
+        facts["signal_inferred"] = True
     fixes = _host_ram_fixes(log) if sig == 9 else []
     cause = _CAUSE[sig]
     if sig == 9:
@@ -199,6 +243,9 @@ def worker_killed(log: LogView) -> Diagnosis | None:
             else "; no flag of this run holds host RAM: free memory on the host, add RAM or "
             "swap, or load a smaller model"
         )
-    return make(
-        log, "worker_killed", f"a vLLM process was killed by {cause}", evidence, facts, fixes
+    head = (
+        "a vLLM process died with no exception above it, so by a signal: most likely "
+        if inferred
+        else "a vLLM process was killed by "
     )
+    return make(log, "worker_killed", head + cause, evidence, facts, fixes)

@@ -47,8 +47,8 @@ _KV_TOO_SMALL: Final = tolerant(
 )
 _KV_TOO_SMALL_OLD: Final = tolerant(
     loose(
-        r"The model's max seq len \((?P<mml>\d+)\) is larger than the maximum number of tokens "
-        r"that can be stored in KV cache \((?P<tokens>\d+)\)"
+        r"(?:The model'?s'? )?max seq len \((?P<mml>\d+)\) is larger than the maximum number of "
+        r"tokens that can be stored in KV cache \((?P<tokens>\d+)\)"
     ),
     "can be stored in KV cache",
 )
@@ -247,6 +247,11 @@ _NO_KV: Final = tolerant(
 _AVAILABLE_KV: Final = tolerant(
     loose(r"Available KV cache memory: (?P<gib>-?[\d.]+) GiB"), "Available KV cache memory"
 )
+
+
+def no_kv_found(log: LogView) -> tuple[Any, str] | None:
+    """vLLM's "no memory left for the cache blocks" (or 0.32's auto-fit refusal), if shown."""
+    return log.find(_NO_KV)
 
 
 def no_kv_cache_memory(log: LogView) -> Diagnosis | None:

@@ -15,7 +15,16 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.flags.humanint import format_human_bytes
-from tui.server.diagnose.common import GIB, MIB, effective_util, floor2, gib, make, positive_int
+from tui.server.diagnose.common import (
+    GIB,
+    MIB,
+    effective_util,
+    floor2,
+    gib,
+    make,
+    positive_int,
+    run_was_eager,
+)
 from tui.server.diagnose.fit import Fit, fit
 from tui.server.diagnose.reading import LogView, loose, tolerant
 
@@ -137,8 +146,15 @@ def insufficient_free_memory(log: LogView) -> Diagnosis | None:
     return None
 
 
+# 0.32's own message; 0.11's linear.py while creating a layer's weights (vLLM issue 28143:
+# "Failed to create unquantized linear weights: CUDA out of memory. ...").
+LARGEST_COMMON_GPU_GIB: Final = 80.0
+"""Weights above this on one GPU do not fit an 80 GB-class card (H100, A100-80GB)."""
 _WEIGHTS_OOM: Final = tolerant(
-    r"Failed to load model - not enough GPU memory", "Failed to load model - not enough"
+    r"Failed to load model - not enough GPU memory|Failed to create \w+ linear weights: "
+    r"CUDA out of memory",
+    "Failed to load model - not enough",
+    "linear weights",
 )
 _TRIED: Final = tolerant(r"Tried to allocate (?P<n>[\d.]+) (?P<unit>GiB|MiB)", "Tried to allocate")
 _CAPACITY: Final = tolerant(
@@ -158,16 +174,18 @@ _CAPACITY_OLD: Final = tolerant(
 # memory", e.g. a quantized kernel repacking its weights with cuMemAlloc).
 _CUDA_OOM: Final = tolerant(
     r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA (?:driver )?error: out of memory|"
-    r"HIP out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
+    r"HIP out of memory|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|\bCUDA OOM\b",
     "out of memory",
     "OutOfMemoryError",
+    "cudaoom",
 )
 # Frames of the weight load (V0 and V1 model runners, the loaders) and the lines that say it
 # finished: an OOM with the first and without the second happened while loading the weights.
 _LOAD_FRAMES: Final = tolerant(
     r"in load_model|in load_weights|model_loader|in _initialize_model|Loading model weights\.\.\.|"
-    r"in process_weights_after_loading|_repack|repack_",
+    r"in process_weights_after_loading|_repack|repack_|method load_model|in create_weights",
     "load_model",
+    "create_weights",
     "load_weights",
     "model_loader",
     "_initialize_model",
@@ -183,10 +201,12 @@ _LOAD_FRAMES: Final = tolerant(
 # backends.py entering torch.cuda.graph, torch's graphs.py capture_end) and 0.32's estimate.
 # "Graph capturing finished" means it ended.
 _CAPTURE: Final = tolerant(
-    r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
-    r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
-    r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|"
-    r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture",
+    loose(
+        r"Capturing CUDA graphs?|Capturing the model for CUDA graphs|Capturing cudagraphs?|"
+        r"in capture_model|in _capture_cudagraphs|cudagraph_capture|CUDA graph capture|"
+        r"in _dummy_run.{0,80}cudagraph|capture_end\(\)|in capture_end|\.capture_model\(|"
+        r"torch\.cuda\.graph\(|cuda_graph\.py\W{1,4}line|graph_runner\.capture"
+    ),
     "Capturing",
     "capture_model",
     "_capture_cudagraphs",
@@ -224,13 +244,40 @@ def oom_facts(log: LogView) -> dict[str, Any]:
     return facts
 
 
-def _legacy_weights_fixes(log: LogView) -> list[Fix]:
-    """Without the arithmetic (no model size or no GPU size in the log): the usual remedies."""
+# A quantized checkpoint's own layers in the traceback: fp8 on load cannot apply to it.
+_QUANTIZED: Final = tolerant(
+    r"quantization[/\\.](?:gptq|awq|marlin|bitsandbytes|gguf|compressed_tensors|fp8|"
+    r"modelopt|mxfp4)|gptq_marlin|awq_marlin",
+    "quantization",
+    "marlin",
+)
+
+
+def quantized(log: LogView) -> bool:
+    """Whether the traceback runs through a quantized checkpoint's own layers."""
+    return log.find(_QUANTIZED) is not None
+
+
+def cuda_oom(log: LogView) -> tuple[Any, str] | None:
+    """The first out-of-memory the log shows (torch's, the runtime's, the driver's)."""
+    return log.find(_CUDA_OOM)
+
+
+def _legacy_weights_fixes(log: LogView, f: Fit) -> list[Fix]:
+    """Without the arithmetic (no model size or no GPU size in the log): the usual remedies,
+    more GPUs only where the log shows the box has them."""
     tp = positive_int(log, "tensor_parallel_size")
-    fixes = [
-        Fix(title=f"Split the weights over {tp * 2} GPUs", set={"tensor_parallel_size": tp * 2})
-    ]
-    if log.value("quantization") is None:
+    fixes: list[Fix] = []
+    # More GPUs only where the box has them: shown in the log, or (the console's own run) left
+    # to the pre-flight check of the machine, which the policy requires to pass.
+    if (f.gpus_on_box or 0) >= tp * 2 or (f.gpus_on_box is None and log.flags is not None):
+        fixes.append(
+            Fix(
+                title=f"Split the weights over {tp * 2} GPUs",
+                set={"tensor_parallel_size": tp * 2},
+            )
+        )
+    if log.value("quantization") is None and f.bytes_per_param >= 2 and not quantized(log):
         fixes.append(Fix(title="Quantize the weights to fp8 on load", set={"quantization": "fp8"}))
     return fixes
 
@@ -238,7 +285,7 @@ def _legacy_weights_fixes(log: LogView) -> list[Fix]:
 def _weights_fixes(log: LogView, f: Fit) -> list[Fix]:
     """Fixes that the arithmetic says can fit the weights: fewer bytes, or more GPUs here."""
     if not f.known:
-        return _legacy_weights_fixes(log)
+        return _legacy_weights_fixes(log, f)
     fixes: list[Fix] = []
     if f.bytes_per_param >= 4 and f.fits(bytes_per_param=2):
         fixes.append(
@@ -261,6 +308,13 @@ def _weights_fixes(log: LogView, f: Fit) -> list[Fix]:
 
 
 def _weights_summary(f: Fit, tried: str) -> str:
+    if not f.known and f.params_b is not None:
+        gib_total = round(f.params_b * f.bytes_per_param * 1e9 / 2**30 / f.tensor_parallel_size, 1)
+        return (
+            f"the model weights do not fit in GPU memory{tried}: about {gib_total} GiB per GPU "
+            f"({f.params_b:g}B parameters x {f.bytes_per_param:g} bytes); the log does not give "
+            "the GPU's size; a lower gpu_memory_utilization cannot help"
+        )
     if not f.known:
         return "the model weights do not fit in GPU memory" + tried
     head = (
@@ -281,18 +335,29 @@ def _weights_summary(f: Fit, tried: str) -> str:
     )
 
 
+def _above_any_card(f: Fit) -> bool:
+    """No GPU size in the log, but one GPU's weights above the largest common card (80 GB
+    class): a 72B model in 16 bits with tensor_parallel_size 1 (vLLM issue 11560)."""
+    if f.known or f.params_b is None or f.tensor_parallel_size != 1:
+        return False
+    return f.params_b * f.bytes_per_param * 1e9 / 2**30 > LARGEST_COMMON_GPU_GIB
+
+
 def _weights_found(log: LogView, f: Fit) -> tuple[Any, str] | None:
     """0.32's own message, an OOM under the weight load, or one whose weights exceed the GPU."""
     found = log.find(_WEIGHTS_OOM, "not enough GPU memory")
     if found is not None:
         return found
     oom = log.find(_CUDA_OOM)
-    if oom is None or log.find(_LOADED) is not None or _capturing(log):
+    if oom is None or log.find(_LOADED) is not None or capturing(log):
         return None  # the weights were loaded: whatever ran out, it was not them
     if f.known and not f.fits():  # the arithmetic decides: no load could have fitted
         return oom
-    before = log.flat[max(0, oom[0].start() - 200_000) : oom[0].start()]
-    return oom if _LOAD_FRAMES.search(before) else None
+    if _above_any_card(f):
+        return oom
+    # Order-free: a worker's load_model frames may follow another worker's OOM line (vLLM
+    # issue 14095), and nothing says the weights finished loading.
+    return oom if _LOAD_FRAMES.search(log.flat) else None
 
 
 def weights_oom(log: LogView) -> Diagnosis | None:
@@ -304,6 +369,8 @@ def weights_oom(log: LogView) -> Diagnosis | None:
         return None
     facts = oom_facts(log)
     facts["tensor_parallel_size"] = positive_int(log, "tensor_parallel_size")
+    if f.params_b is not None:
+        facts["params_b"] = f.params_b
     if f.known:
         facts.update(
             weights_gib_estimate=f.weights_gib,
@@ -347,7 +414,7 @@ def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
     (or fewer captured batch sizes, which a lower ``max_num_seqs`` caps) removes it.
     """
     fixes: list[Fix] = []
-    if log.value("enforce_eager") is not True:
+    if not run_was_eager(log):
         fixes.append(
             Fix(
                 title="Run eagerly (--enforce-eager): no CUDA graphs to capture",
@@ -374,8 +441,10 @@ def _capture_oom(log: LogView, evidence: str) -> Diagnosis:
 
 
 _CAPTURE_FRAMES: Final = tolerant(
-    r"capture_end\(\)|in capture_end|in capture_model|in _capture_cudagraphs|"
-    r"torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture",
+    loose(
+        r"capture_end\(\)|in capture_end|in capture_model|\.capture_model\(|"
+        r"in _capture_cudagraphs|torch\.cuda\.graph\(|graph_runner\.capture|cudagraph_capture"
+    ),
     "capture_end",
     "capture_model",
     "_capture_cudagraphs",
@@ -385,7 +454,7 @@ _CAPTURE_FRAMES: Final = tolerant(
 )
 
 
-def _capturing(log: LogView) -> bool:
+def capturing(log: LogView) -> bool:
     """The OOM struck while capturing: a capture frame in its traceback, or a capture begun
     and never finished. Order-free on purpose: a log pasted newest line first works too."""
     if log.find(_CAPTURE_FRAMES) is not None:
@@ -419,7 +488,7 @@ def out_of_memory(log: LogView) -> Diagnosis | None:
     found = log.find(_CUDA_OOM)
     if not found:
         return None
-    if _capturing(log):
+    if capturing(log):
         return _capture_oom(log, found[1])
     util_fix = lower_util_fix(log)
     fixes = [util_fix] if util_fix else []

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from tui.domain.diagnosis import Diagnosis, Fix, FixChecker
 from tui.domain.flags.humanint import format_human_bytes
 from tui.domain.flags.serve import ServeFlags
-from tui.server.diagnose.common import spec_by_name, without_flag
+from tui.server.diagnose.common import run_was_eager, spec_by_name, without_flag
 from tui.server.diagnose.reading import LogView
 
 _MEMORY_KINDS: Final = frozenset(
@@ -174,7 +174,7 @@ def _cannot_help(diagnosis: Diagnosis, log: LogView, fix: Fix) -> str | None:
             return "the weights alone do not fit the GPU: no utilization makes room for them"
         if facts.get("stage") == "cuda_graph_capture":
             return "the CUDA graphs' memory ran out, which the utilization does not size"
-    if fix.set.get("enforce_eager") is True and log.value("enforce_eager") is True:
+    if fix.set.get("enforce_eager") is True and run_was_eager(log):
         return "the run was already eager (enforce_eager=True)"
     tp = fix.set.get("tensor_parallel_size")
     box = facts.get("gpus_on_box")
@@ -241,6 +241,29 @@ def _first_line(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
+def _gpus_confirmed(
+    diagnosis: Diagnosis, log: LogView, fixes: list[Fix]
+) -> tuple[list[Fix], list[str]]:
+    """A fix that raises tensor_parallel_size for memory is kept only where more GPUs are
+    known to be there: the log shows the box's GPUs, or the pre-flight check of the machine
+    passed it."""
+    if diagnosis.facts.get("gpus_on_box") is not None or diagnosis.kind not in _MEMORY_KINDS:
+        return fixes, []
+    run_tp = log.value("tensor_parallel_size")
+    current = run_tp if isinstance(run_tp, int) and not isinstance(run_tp, bool) else 1
+    kept: list[Fix] = []
+    refused: list[str] = []
+    for fix in fixes:
+        tp = fix.set.get("tensor_parallel_size")
+        if isinstance(tp, int) and tp > current and fix.check != "passed":
+            refused.append(
+                f"{fix.title}: neither the log nor a pre-flight check shows {tp} GPUs on this box"
+            )
+        else:
+            kept.append(fix)
+    return kept, refused
+
+
 def finish(diagnosis: Diagnosis, log: LogView, check: FixChecker | None) -> Diagnosis:
     """The diagnosis with its fixes held to the four rules."""
     fixes = pass_through_removed(log, overrides_first(diagnosis, log))
@@ -248,6 +271,8 @@ def finish(diagnosis: Diagnosis, log: LogView, check: FixChecker | None) -> Diag
     fixes = [fix for fix in fixes if not fix.is_empty]  # a fix always changes something
     fixes, refused = refuse_what_cannot_help(diagnosis, log, fixes)
     offered, withheld = check_fixes(fixes, log.flags, check)
+    offered, unconfirmed = _gpus_confirmed(diagnosis, log, offered)
+    refused += unconfirmed
     facts = dict(diagnosis.facts)
     if refused:
         facts["refused_fixes"] = refused

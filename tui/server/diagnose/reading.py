@@ -8,7 +8,8 @@ continuation lines, trim timestamps, and leave colour codes and invisible charac
 :class:`LogView` undoes what it can, without guessing at the failure:
 
 - every physical line is cleaned (colour codes, control and zero-width characters, quote
-  marks, container, CI, journald and timestamp prefixes, torchrun's ``[rank0]:``) and split
+  marks, markdown's backslash escapes, a web page's HTML entities, container, CI, journald
+  and timestamp prefixes, torchrun's ``[rank0]:``) and split
   into vLLM's prefix and its message; a line that holds several records (a paste that lost
   its line breaks) is split at each ``(Process pid=N)`` prefix;
 - detection searches one *flat* text: the messages joined with nothing between them, with
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import html
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +49,9 @@ MAX_CHARS: Final = HEAD_CHARS + TAIL_CHARS
 _INVISIBLE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f\u200b-\u200f\u2060\ufeff\ufffd]")
 _SPACES: Final = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u2007": " ", "\t": "    "})
 _QUOTE: Final = re.compile(r"^(?:[ ]{0,3}>)+[ ]?")
+# A backslash markdown put before punctuation it would otherwise format; not a path's or a
+# JSON string's backslash (before a letter, a digit, a quote or another backslash).
+_MD_ESCAPE: Final = re.compile(r"\\([_*()\[\]`#.!<>|~-])")
 _CONTAINER: Final = re.compile(r"^[\w.-]+[ ]+\|[ ]")  # docker compose: "vllm-1  | "
 _OUTER_TIME: Final = re.compile(
     r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d)?(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ ]+"
@@ -98,8 +103,12 @@ def clean_line(line: str) -> PhysicalLine:
         text = inert(text, tabs=True)
     if not text.isascii() or not text.isprintable():  # the common line skips both passes
         text = _INVISIBLE.sub("", text).translate(_SPACES)
+    if "&" in text and ";" in text:  # a web page's copy: &gt; &#39; &quot;
+        text = html.unescape(text)
     if ">" in text[:8]:
         text = _QUOTE.sub("", text, count=1)
+    if "\\" in text:  # markdown's escapes: "gpu\_memory\_utilization", "len \(30576\)"
+        text = _MD_ESCAPE.sub(r"\1", text)
     width = len(text.rstrip())
     if "|" in text[:64]:
         text = _CONTAINER.sub("", text, count=1)

@@ -29,6 +29,16 @@ after; ``vllm/config/vllm.py`` for the token budget):
 - 0.26 (``config/vllm.py`` ``_set_max_num_scheduled_tokens``, vLLM issue 50708):
   ``max_num_scheduled_tokens is set to -1792, which does not allow any tokens to be
   scheduled`` (the drafts' slots, ``max_num_seqs`` of them, eat the whole token budget);
+- the draft's vocabulary: V0 (0.5-0.10 ``spec_decode/spec_decode_worker.py`` ``_vocab_size``)
+  ``assert all(vocab_sizes[0] == vocab_size for vocab_size in vocab_sizes)`` (vLLM issue 14939),
+  later ``Target and draft model should have the same vocabulary size. Target model
+  vocab_size=X. Draft model vocab_size=Y.`` (``config/speculative.py``
+  ``verify_equal_vocab_size_if_draft_model``); ``'tensor_parallel_size' is not a valid
+  argument in the speculative_config. Please pass 'draft_tensor_parallel_size' instead.``;
+- a key the version does not know: 0.8 ``SpeculativeConfig.__init__() got an unexpected
+  keyword argument 'ngram_prompt_lookup_max'`` (the 0.6-0.7 name of ``prompt_lookup_max``);
+  0.10.2's ``'SpeculativeConfig' object has no attribute 'get'`` (vLLM issue 24888, fixed by
+  PR 25142: upgrade);
 - a pydantic ``validation error for SpeculativeConfig`` block (0.10+).
 
 Fixes rewrite the run's own speculative settings (its ``--speculative-config`` JSON, or the
@@ -70,8 +80,16 @@ _RULES: Final = tolerant(
         r"(?P<budget>max_num_scheduled_tokens is set to (?P<budgetn>-?\d+), which does not allow "
         r"any tokens to be scheduled)|"
         r"(?P<other>Unsupported speculative method: \S{1,40}|"
+        r"Speculative decoding (?:does not (?:yet )?support|is not (?:yet )?supported (?:with|for|"
+        r"on)|requires) [^.]{1,80}|"
         r"Either prompt_lookup_max or prompt_lookup_min must be provided|"
         r"Arctic Inference is required for suffix decoding)|"
+        r"(?P<vocab>assert all\(vocab_sizes\[0\] == vocab_size for vocab_size in vocab_sizes\)|"
+        r"Target and draft model should have the same vocabulary size|"
+        r"draft model vocab(?:ulary)? size \S{0,20} does not match)|"
+        r"(?P<tpkey>.?tensor_parallel_size.? is not a valid argument in the speculative_config)|"
+        r"(?P<key>SpeculativeConfig(?:\.__init__)?\(\) got an unexpected keyword argument "
+        r"\W?(?P<keyname>\w+)|.?SpeculativeConfig.? object has no attribute .?get)|"
         r"(?P<pyd>validation errors? for SpeculativeConfig)"
     ),
     "speculative",
@@ -82,6 +100,21 @@ _RULES: Final = tolerant(
     "Eagle3",
     "max_num_scheduled_tokens",
     "Arctic Inference",
+    "vocab_sizes",
+    "vocabulary size",
+)
+# argparse refusing --speculative-config's JSON: 0.8-0.9 (type=json.loads) "argument
+# --speculative-config: invalid loads value: '{model: x}'", 0.10+ "argument
+# --speculative-config: Value {...} cannot be converted to <function loads at 0x...>." (a
+# launcher that escaped or dropped the JSON's quotes; eugr/spark-vllm-docker issues 111, 163).
+_JSON: Final = tolerant(
+    loose(
+        r"(?P<text>(?:argument (?:--speculative[-_]config|-sc)\S{0,10}: )?Value \S?\{"
+        r"[^{}]{0,400}?(?:speculative|method|\"?model)[^{}]{0,400}?\}? cannot be converted to "
+        r"<function|argument (?:--speculative[-_]config|-sc)\S{0,10}: invalid loads value)"
+    ),
+    "cannot be converted to",
+    "invalid loads value",
 )
 
 
@@ -154,6 +187,30 @@ def _without(log: LogView) -> Fix | None:
     )
 
 
+# Keys of the speculative config under their older (or mistaken) names, and today's names.
+_RENAMED: Final = {
+    "tensor_parallel_size": "draft_tensor_parallel_size",
+    "speculative_draft_tensor_parallel_size": "draft_tensor_parallel_size",
+    "ngram_prompt_lookup_max": "prompt_lookup_max",
+    "ngram_prompt_lookup_min": "prompt_lookup_min",
+    "speculative_model": "model",
+}
+
+
+def _renamed(log: LogView, key: str) -> Fix | None:
+    """The run's speculative config with ``key`` under the name this vLLM reads."""
+    cfg = spec_config(log) or {}
+    new_key = _RENAMED.get(key)
+    if new_key is None or key not in cfg:
+        return None
+    rest = {k: v for k, v in cfg.items() if k != key}
+    text = json.dumps({**rest, new_key: cfg[key]}, separators=(",", ":"))
+    return Fix(
+        title=f"Name {key} {new_key} in --speculative-config",
+        set=extra_with(log, _SPEC_OPTIONS, "--speculative-config", text),
+    )
+
+
 def _budget_fix(log: LogView, scheduled: int) -> Fix | None:
     """max_num_batched_tokens = the drafts' slots plus vLLM's smallest default budget."""
     mnbt = log.value("max_num_batched_tokens")
@@ -191,6 +248,10 @@ def _fixes(log: LogView, m: Any) -> tuple[list[Fix], dict[str, Any]]:
         scheduled = int(m.group("budgetn"))
         facts["max_num_scheduled_tokens"] = scheduled
         fix = _budget_fix(log, scheduled)
+    elif m.group("tpkey"):
+        fix = _renamed(log, "tensor_parallel_size")
+    elif m.group("keyname"):
+        fix = _renamed(log, m.group("keyname"))
     elif m.group("draft") and before(log.version, (0, 10)):
         # 0.8-0.9 still ship the V0 engine, which runs a draft model.
         fix = Fix(
@@ -201,6 +262,26 @@ def _fixes(log: LogView, m: Any) -> tuple[list[Fix], dict[str, Any]]:
     if without is not None:
         fixes.append(without)
     return fixes, facts
+
+
+def speculative_json_error(log: LogView) -> Diagnosis | None:
+    """argparse could not read ``--speculative-config`` as JSON (before the generic
+    invalid-value reader, which would name it an invalid flag value)."""
+    found = log.find(_JSON)
+    if found is None:
+        return None
+    m, evidence = found
+    text = group_text(m)
+    without = _without(log)
+    return make(
+        log,
+        "speculative_config_error",
+        f"--speculative-config is not valid JSON ({text}); quote the JSON whole for the shell "
+        "(single quotes around double-quoted keys), with no escaped quotes or commas",
+        evidence,
+        {"error": text},
+        [without] if without is not None else [],
+    )
 
 
 def speculative_config_error(log: LogView) -> Diagnosis | None:
@@ -215,6 +296,9 @@ def speculative_config_error(log: LogView) -> Diagnosis | None:
     remedy = (
         "the fix corrects it"
         if fixes
+        else "the draft must use the target's tokenizer (same vocabulary size): choose a draft "
+        "of the same model family, or remove --speculative-config"
+        if m.group("vocab")
         else "no flag computed from this log fixes it: correct or remove --speculative-config"
     )
     return make(

@@ -13,8 +13,11 @@ a C compiler and ``Python.h``) and torch.compile's Inductor (a C++ compiler). Th
 - torch's ``CUDA_HOME environment variable is not set`` (``torch/utils/cpp_extension.py``);
 - Triton: ``RuntimeError: Failed to find C compiler. Please specify via CC environment
   variable.`` (vLLM 0.3 issue 2997, 0.8 issue 15329), ``Python.h: No such file or directory``;
-- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``;
-- the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (WSL2 keeps the driver's
+- Inductor: ``InvalidCxxCompiler: No working C++ compiler found``; torch's C++ extension
+  builder: ``RuntimeError: Ninja is required to load C++ extensions``, ``error: command 'gcc'
+  failed: No such file or directory``, ``FileNotFoundError: ... 'gcc'``;
+- the linker under Triton: ``/usr/bin/ld: cannot find -lcuda`` (Triton 2.x before linking:
+  ``AssertionError: libcuda.so cannot found!``, vLLM 0.4 issue 3808) (WSL2 keeps the driver's
   ``libcuda.so`` in ``/usr/lib/wsl/lib``; ``TRITON_LIBCUDA_PATH`` points Triton there).
 
 What helps depends on who compiled: the FlashInfer sampler is optional
@@ -31,17 +34,20 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.server.diagnose.common import before, extra_with, make
+from tui.server.diagnose.common import before, extra_with, make, run_was_eager
 from tui.server.diagnose.reading import LogView, group_text, loose, tolerant
 
 _MISSING: Final = tolerant(
     loose(
-        r"(?P<nvcc>Could not find nvcc|nvcc: not found|"
+        r"(?P<nvcc>Could not find nvcc|nvcc:? (?:was |is )?not found|"
         r"No such file or directory: \W{0,2}[\w/.-]{0,80}nvcc\b|"
         r"CUDA_HOME environment variable is not set)|"
         r"(?P<cc>Failed to find C compiler|No working C\+?\+? compiler found|InvalidCxxCompiler|"
-        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found)|"
-        r"(?P<libcuda>cannot find -lcuda\b)"
+        r"Python\.h: No such file or directory|(?:gcc|cc|g\+\+): not found|"
+        r"No such file or directory: \W{0,2}[\w/.-]{0,80}?\b(?:gcc|g\+\+|cc|c\+\+|clang)(?![\w+])|"
+        r"command \W?[\w/.-]{0,40}?\b(?:gcc|g\+\+|cc)\W? failed: No such file|"
+        r"Ninja is required to load C\+\+ extensions)|"
+        r"(?P<libcuda>cannot find -lcuda\b|libcuda\.so cannot found)"
     ),
     "nvcc",
     "CUDA_HOME environment variable is not set",
@@ -52,6 +58,9 @@ _MISSING: Final = tolerant(
     "cc: not found",
     "g++: not found",
     "cannot find -lcuda",
+    "libcuda.so cannot found",
+    "gcc",
+    "Ninja is required",
 )
 _WSL: Final = tolerant(r"microsoft-standard-WSL|/usr/lib/wsl/|\bWSL2?\b", "WSL", "wsl")
 WSL_LIBCUDA: Final = "/usr/lib/wsl/lib"
@@ -108,7 +117,7 @@ def _fixes(log: LogView, nvcc: bool) -> tuple[list[Fix], str]:
         ], "FlashInfer's sampler"
     if nvcc and log.find(_FI_ATTENTION) is not None:
         return [_attention_fix(log)], "FlashInfer's attention kernels"
-    if log.find(_INDUCTOR) is not None and log.value("enforce_eager") is not True:
+    if log.find(_INDUCTOR) is not None and not run_was_eager(log):
         return [
             Fix(
                 title="Run eagerly (--enforce-eager): torch.compile needs no compiler then",
