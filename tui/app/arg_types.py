@@ -12,6 +12,7 @@ import argparse
 import math
 
 from tui.domain.inert import inert
+from tui.server.attached import attach_url
 
 
 def _shown(text: str) -> str:
@@ -49,3 +50,13 @@ def nonnegative_float(text: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {_shown(text)}")
     return value
+
+
+def server_url(text: str) -> str:
+    """``text`` unchanged (its credentials kept for the caller to split) when it is a
+    server's base URL (``http://host:8000``); refused at parse time otherwise."""
+    try:
+        attach_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--attach needs ")) from None
+    return text

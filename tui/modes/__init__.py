@@ -16,6 +16,8 @@ from tui.modes.local import LocalVllmMode
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
+from tui.store.history import default_data_dir
+from tui.store.profiles import profile_file
 
 
 class Mode(Protocol):
@@ -37,7 +39,14 @@ def mode_for(options: ConsoleOptions) -> Mode:
 
 
 def build_session(options: ConsoleOptions) -> Session:
-    """The session the options ask for (raises :class:`SetupError` with one line)."""
+    """The session the options ask for (raises :class:`SetupError` with one line).
+
+    A named ``--sim-profile`` is checked first, whatever the mode: the demo simulates it,
+    the others predict with it, and a name that is no profile must not leave the twin to
+    pick another one silently.
+    """
+    if options.sim_profile:
+        profile_file(options.sim_profile, options.data_dir or default_data_dir())
     return mode_for(options).build(options)
 
 

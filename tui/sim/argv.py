@@ -270,6 +270,8 @@ def split_sim_options(
     speed = _typed(raw, "--sim-speed", float, 1.0)
     used_gb = _typed(raw, "--sim-gpu-used-gb", float, 0.0)
     seed = _typed(raw, "--sim-seed", int, 0)
+    if not 0 <= seed < 2**63:
+        raise ArgvError("argument --sim-seed: must be a whole number, 0 or more")
     if not 1 <= num_gpus <= 1024:
         raise ArgvError("argument --sim-gpus: must be between 1 and 1024")
     if not 0 < speed < 1e6:  # also refuses nan and inf

@@ -78,11 +78,16 @@ def parse_families(text: str) -> list[Metric]:
         raise ScrapeError(f"malformed metrics page: {type(exc).__name__}: {exc}") from exc
 
 
+def _page(url: str) -> str:
+    """What the page at ``url`` is, for a message (the same reader fetches /version)."""
+    return "metrics page" if url.rstrip("/").endswith("/metrics") else "page"
+
+
 async def _read_capped(response: httpx.Response, url: str, max_bytes: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise ScrapeError(
-            f"metrics page at {url} is {int(declared) / 2**20:.1f} MiB, over the "
+            f"{_page(url)} at {url} is {int(declared) / 2**20:.1f} MiB, over the "
             f"{max_bytes / 2**20:g} MiB limit"
         )
     chunks: list[bytes] = []
@@ -91,7 +96,7 @@ async def _read_capped(response: httpx.Response, url: str, max_bytes: int) -> by
         size += len(chunk)
         if size > max_bytes:
             raise ScrapeError(
-                f"metrics page at {url} is over the {max_bytes / 2**20:g} MiB limit; "
+                f"{_page(url)} at {url} is over the {max_bytes / 2**20:g} MiB limit; "
                 "stopped reading"
             )
         chunks.append(chunk)
