@@ -631,6 +631,52 @@ def server_cases() -> tuple[list[Case], list[ThreadingHTTPServer]]:
                 ]
             ),
         },
+        "sse-usage-400-digits": {
+            "/version": _answer(200, '{"version":"0.32.0"}'),
+            "/v1/models": _answer(200, MODELS),
+            "/health": _answer(200, ""),
+            "/metrics": _answer(200, "", "text/plain"),
+            "/v1/completions": _sse(
+                [
+                    _chunk("a"),
+                    _chunk("b", '{"prompt_tokens": ' + "9" * 400 + ', "completion_tokens": 1e308}'),
+                ]
+            ),
+        },
+        "sse-usage-negative": {
+            "/version": _answer(200, '{"version":"0.32.0"}'),
+            "/v1/models": _answer(200, MODELS),
+            "/health": _answer(200, ""),
+            "/metrics": _answer(200, "", "text/plain"),
+            "/v1/completions": _sse(
+                [_chunk("a"), _chunk("b", '{"prompt_tokens": -7, "completion_tokens": -3}')]
+            ),
+        },
+        "sse-usage-nan": {
+            "/version": _answer(200, '{"version":"0.32.0"}'),
+            "/v1/models": _answer(200, MODELS),
+            "/health": _answer(200, ""),
+            "/metrics": _answer(200, "", "text/plain"),
+            "/v1/completions": _sse(
+                [_chunk("a"), _chunk("b", '{"prompt_tokens": NaN, "completion_tokens": Infinity}')]
+            ),
+        },
+        "sse-deep-chunk": {
+            "/version": _answer(200, '{"version":"0.32.0"}'),
+            "/v1/models": _answer(200, MODELS),
+            "/health": _answer(200, ""),
+            "/metrics": _answer(200, "", "text/plain"),
+            "/v1/completions": _sse([_chunk("a"), "[" * 200000]),
+        },
+        "huge-model-id-served": {
+            "/version": _answer(200, '{"version":"0.32.0"}'),
+            "/v1/models": _answer(200, esc_model),
+            "/health": _answer(200, ""),
+            "/metrics": _answer(200, "", "text/plain"),
+            "/v1/completions": _sse(
+                [_chunk("a"), _chunk("b", '{"prompt_tokens": 8, "completion_tokens": 2}')]
+            ),
+        },
         "sse-error-body": {
             "/version": _answer(200, '{"version":"0.32.0"}'),
             "/v1/models": _answer(200, MODELS),

@@ -133,10 +133,12 @@ async def served_models(
             session.get(url, headers=headers) as response,
         ):
             response.raise_for_status()
-            raw = await response.content.read(MODELS_MAX_BYTES + 1)
-        if len(raw) > MODELS_MAX_BYTES:
-            raise ValueError(f"its answer is over {MODELS_MAX_BYTES:,} bytes")
-        data = parse_json(raw)  # a server's JSON: bounded depth, finite numbers
+            raw = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                raw += chunk
+                if len(raw) > MODELS_MAX_BYTES:
+                    raise ValueError(f"its answer is over {MODELS_MAX_BYTES:,} bytes")
+        data = parse_json(bytes(raw))  # a server's JSON: bounded depth, finite numbers
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise BenchError(f"Failed to fetch models from server at {url}: {exc}") from exc
     models = data.get("data") if isinstance(data, dict) else None

@@ -29,6 +29,7 @@ from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.domain.flags.vllm_tables import series
+from tui.domain.json_text import loads_json
 from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import (
@@ -361,7 +362,7 @@ def parse_lora_modules(items: Sequence[Any]) -> tuple[LoraModule, ...]:
             out.append(LoraModule(name, path))
             continue
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except ValueError as exc:
             raise ArgvError(f"Invalid JSON format for --lora-modules: {text}") from exc
         entries = data if isinstance(data, list) else [data]

@@ -44,6 +44,7 @@ from tui.domain.flags.spec import FlagKind, FlagSpec
 from tui.domain.flags.validation import ValidationContext, ensure_valid
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.flags.vllm_tables import default_cli
+from tui.domain.json_text import loads_json
 
 # Declared flags whose vLLM option takes several values (nargs "+"); ServeFlags holds one.
 _MULTI_VALUE = frozenset({"served_model_name"})
@@ -541,7 +542,7 @@ def _typed_one(token: str, *, allow_json: bool) -> Any:
         pass
     if allow_json and token.startswith("{"):
         try:
-            parsed = json.loads(token)
+            parsed = loads_json(token)
         except ValueError:
             return token
         if isinstance(parsed, dict) and json.dumps(parsed) == token:
