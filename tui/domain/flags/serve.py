@@ -52,6 +52,7 @@ from tui.domain.flags.run_env import (
     as_pairs,
     env_problems,
     normalized,
+    text_problems,
     without_secrets,
 )
 from tui.domain.flags.secrets import find_secrets, secret_problems
@@ -432,6 +433,10 @@ class ServeFlags(BaseModel):
         )
         problems += [f"extra_args: {p.message}" for p in secret_problems(self.extra_args)]
         problems += extra_arg_problems(self.extra_args)
+        problems += text_problems("extra_args", self.extra_args)
+        problems += text_problems("model", [self.model])
+        for spec in flag_specs():
+            problems += text_problems(spec.cli, [getattr(self, spec.name)])
         if problems:
             raise ValueError(join_problems(problems))
         return self
