@@ -7,6 +7,7 @@ time in every subcommand."""
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 
@@ -273,3 +274,25 @@ def test_a_diagnosis_quotes_at_most_one_screen_line_of_evidence() -> None:
     diagnosis = Diagnosis(kind="unknown", summary="s", evidence="x" * 2**20)
     assert len(diagnosis.evidence) == EVIDENCE_CHARS and diagnosis.evidence.endswith("…")
     assert len(json.dumps(diagnosis.to_json_dict())) < 2 * EVIDENCE_CHARS
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "missing"])
+def test_the_console_refuses_an_attach_log_that_is_no_file_before_it_starts(
+    tmp_path: Path, kind: str
+) -> None:
+    log = {"device": Path("/dev/zero"), "folder": tmp_path, "missing": tmp_path / "no.log"}.get(
+        kind, tmp_path / "fifo"
+    )
+    if kind == "fifo":
+        os.mkfifo(log)
+    options = ConsoleOptions(attach="http://127.0.0.1:9", attach_log=log, data_dir=tmp_path)
+    with pytest.raises(VtcError) as caught:
+        build_session(options)  # at once: a FIFO is never opened for reading
+    assert "--attach-log" in _one_line(caught.value)
+
+
+def test_an_attach_log_without_attach_is_refused(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("INFO\n")
+    with pytest.raises(VtcError, match="--attach-log goes with --attach"):
+        build_session(ConsoleOptions(demo=True, attach_log=log, data_dir=tmp_path))
