@@ -296,3 +296,13 @@ def test_an_attach_log_without_attach_is_refused(tmp_path: Path) -> None:
     log.write_text("INFO\n")
     with pytest.raises(VtcError, match="--attach-log goes with --attach"):
         build_session(ConsoleOptions(demo=True, attach_log=log, data_dir=tmp_path))
+
+
+@pytest.mark.parametrize("executable", ["relative/vllm", "vllm", "/opt/\x1b[31m/vllm"])
+def test_systemd_exec_must_be_an_absolute_path(
+    executable: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["export", "--demo", "--as", "systemd", "--exec", executable, "last"])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and "must be an absolute path" in err and "\x1b" not in err

@@ -60,3 +60,11 @@ def server_url(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--attach needs ")) from None
     return text
+
+
+def absolute_path(text: str) -> str:
+    """``text`` when it is an absolute path free of control characters (a systemd unit's
+    ``ExecStart`` takes no relative one); refused at parse time otherwise."""
+    if not text.startswith("/") or inert(text) != text:
+        raise argparse.ArgumentTypeError(f"must be an absolute path, got {_shown(text)}")
+    return text
