@@ -9,6 +9,7 @@ non-zero exit. Usage: ``python tools/hostile_probe.py [-k SUBSTRING] [-v]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -55,10 +56,8 @@ def _answer(status: int, body: bytes | str, ctype: str = "application/json") -> 
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()
-        try:
+        with contextlib.suppress(OSError):
             h.wfile.write(data)
-        except OSError:
-            pass
 
     return send
 

@@ -306,3 +306,25 @@ def test_systemd_exec_must_be_an_absolute_path(
         main(["export", "--demo", "--as", "systemd", "--exec", executable, "last"])
     err = capsys.readouterr().err
     assert caught.value.code == 2 and "must be an absolute path" in err and "\x1b" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--demo", "--gpus", "a,,-1"], "argument --gpus: GPU indices like 0,1,2"),
+        (["--gpus", "0,0"], "argument --gpus: a GPU named twice"),
+        (["--demo", "--sim-gpu", "nosuch"], "argument --sim-gpu: unknown simulated GPU"),
+        (["--ray-gpus", "2"], "--ray-gpus goes with --ray"),
+        (["--demo", "--ray-gpus", "2"], "--ray-gpus goes with --ray"),
+        (["--sim-gpu", "h100-80gb"], "--sim-gpu is the demo's simulated GPU"),
+        (["--demo", "--gpus", "0"], "--gpus names real GPUs"),
+    ],
+)
+def test_sweep_options_are_checked_alike_in_every_mode(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        code = main(["sweep", *argv, str(tmp_path / "never-read.toml")])
+    except SystemExit as exc:  # argparse's own refusal
+        code = int(exc.code or 0)
+    assert code == 2 and said in capsys.readouterr().err
