@@ -21,6 +21,7 @@ from tui.app.cli import main
 from tui.domain.diagnosis import EVIDENCE_CHARS, Diagnosis
 from tui.domain.errors import VtcError
 from tui.domain.export import EXPORT_FORMATS, export_run
+from tui.domain.flags.config_yaml import ConfigYamlError, load_config_mapping
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.validation import flags_from_argv
 from tui.domain.json_text import loads_json
@@ -328,3 +329,17 @@ def test_sweep_options_are_checked_alike_in_every_mode(
     except SystemExit as exc:  # argparse's own refusal
         code = int(exc.code or 0)
     assert code == 2 and said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("a: " + "[" * DEEP, "nested deeper than"),
+        ("a: " + "[" * 5000 + "]" * 5000, "nested deeper than"),
+        ("a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n", "an alias"),
+    ],
+)
+def test_a_config_file_too_deep_or_an_alias_bomb_is_one_line(text: str, said: str) -> None:
+    with pytest.raises(ConfigYamlError) as caught:
+        load_config_mapping(text)  # at once: the event stream is read without recursion
+    assert said in _one_line(caught.value)
