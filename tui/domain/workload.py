@@ -25,9 +25,9 @@ Endpoint = Literal["completions", "chat"]
 WorkloadKind = Literal["int", "optional_int", "float", "optional_float", "rate", "choice", "bool"]
 
 
-MAX_TOKENS = 10_000_000
-"""The most tokens one prompt or answer may ask for: above any model's context (the longest
-are about ten million), below what a typo of 10^15 would try to build."""
+MAX_TOKENS = 1_000_000_000
+"""The most tokens one prompt or answer may ask for: a thousand times the longest contexts
+(a client-side memory check refuses far less), below what a typo of 10^15 would ask."""
 MAX_REQUESTS = 100_000_000
 """The most requests (or requests in flight) one load may have."""
 
