@@ -34,6 +34,8 @@ from tui.modes import ConsoleOptions, build_session
 from tui.server.relay import secrets_from_env
 from tui.server.repro import capture_reproduction
 from tui.store.board_file import read_board
+from tui.telemetry.scrape import parse_families
+from tui.telemetry.vllm_metrics import scrape_from_families
 from tui.tune.journal import load_spec_from_journal, read_summary
 from tui.tune.spec_file import SweepSpecError, load_spec
 
@@ -343,3 +345,19 @@ def test_a_config_file_too_deep_or_an_alias_bomb_is_one_line(text: str, said: st
     with pytest.raises(ConfigYamlError) as caught:
         load_config_mapping(text)  # at once: the event stream is read without recursion
     assert said in _one_line(caught.value)
+
+
+def test_a_metrics_sample_no_reader_may_use_is_dropped_at_the_parse() -> None:
+    page = (
+        'vllm:num_requests_running{model_name="m"} 1e308\n'
+        'vllm:num_requests_waiting{model_name="m"} -5\n'
+        'vllm:kv_cache_usage_perc{model_name="m"} NaN\n'
+        "# TYPE vllm:prompt_tokens counter\n"
+        f'vllm:prompt_tokens_total{{model_name="m"}} {"9" * 400}\n'
+        'vllm:num_preemptions_total{model_name="m"} 3\n'
+    )
+    # a 400-digit integer made math.isfinite raise OverflowError in every reading: top
+    # said "no complete answer" for a server that answered
+    values = {s.name: s.value for f in parse_families(page) for s in f.samples}
+    assert values == {"vllm:num_preemptions_total": 3}
+    assert scrape_from_families(parse_families(page), 0.0).num_waiting is None
