@@ -19,7 +19,7 @@ from tui.domain.errors import VtcError
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportRefused
 from tui.domain.flags.run_env import parse_env_text, without_secrets
-from tui.domain.flags.serve import ServeFlags
+from tui.domain.flags.serve import ServeFlags, stored_context
 from tui.domain.results import Reproduction, RunRecord
 from tui.domain.secret_names import holds_secret, secret_parts
 from tui.server.relay import secrets_from_env
@@ -107,9 +107,11 @@ def test_the_command_names_the_vllm_the_run_used_by_absolute_path() -> None:
 
 
 def test_an_export_refuses_a_control_character_with_one_line() -> None:
-    run = _run({}).model_copy(
-        update={"flags": ServeFlags(model="m", served_model_name="a\x1b]52;c;evil\x07")}
+    # refused at entry now; a record stored before that holds one (read back as stored)
+    stored = ServeFlags.model_validate(
+        {"model": "m", "served_model_name": "a\x1b]52;c;evil\x07"}, context=stored_context()
     )
+    run = _run({}).model_copy(update={"flags": stored})
     for fmt in ("command", "k8s"):
         with pytest.raises(ExportRefused) as caught:
             export_run(run, fmt)

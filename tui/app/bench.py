@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import signal
 import sys
 from dataclasses import dataclass
@@ -62,6 +61,8 @@ from tui.load.stats import (
     validate_percentiles,
 )
 from tui.load.tokenizer import APPROX_NAME, load_tokenizer
+from tui.server.attached_config import MODELS_MAX_BYTES
+from tui.store.bounded_read import parse_json
 
 __all__ = ["add_bench_arguments", "add_bench_parser", "main", "run_bench"]
 
@@ -132,8 +133,13 @@ async def served_models(
             session.get(url, headers=headers) as response,
         ):
             response.raise_for_status()
-            data = await response.json()
-    except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
+            raw = bytearray()
+            async for chunk in response.content.iter_chunked(64 * 1024):
+                raw += chunk
+                if len(raw) > MODELS_MAX_BYTES:
+                    raise ValueError(f"its answer is over {MODELS_MAX_BYTES:,} bytes")
+        data = parse_json(bytes(raw))  # a server's JSON: bounded depth, finite numbers
+    except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         raise BenchError(f"Failed to fetch models from server at {url}: {exc}") from exc
     models = data.get("data") if isinstance(data, dict) else None
     return [m for m in models or [] if isinstance(m, dict) and "id" in m]

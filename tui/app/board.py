@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from tui.app.arg_types import absolute_path
 from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.render import (
     before_after_markdown,
@@ -141,7 +142,9 @@ def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     export.add_argument("--demo", action="store_true", help="a run of the demo's history")
     export.add_argument("-o", "--output", type=Path, help="write to this file (default: stdout)")
-    export.add_argument("--exec", dest="executable", help="systemd: absolute path of vllm")
+    export.add_argument(
+        "--exec", dest="executable", type=absolute_path, help="systemd: absolute path of vllm"
+    )
 
     report = sub.add_parser(
         "report",

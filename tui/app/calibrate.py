@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from tui.app.arg_types import positive_float
+from tui.app.arg_types import positive_float, server_url
 from tui.domain.calibration import Progress, design
 from tui.domain.errors import VtcError
 from tui.domain.flags.validation import serve_command
@@ -48,7 +48,9 @@ def add_calibrate_parser(subparsers: Any) -> None:
         "prediction states), and save the profile (NAME) with its residuals and the server's "
         "own spread between passes. Interrupted, the same command resumes.",
     )
-    p.add_argument("url", nargs="?", help="a running server, e.g. http://127.0.0.1:8000")
+    p.add_argument(
+        "url", nargs="?", type=server_url, help="a running server, e.g. http://127.0.0.1:8000"
+    )
     p.add_argument("--name", required=True, help="the profile's name")
     p.add_argument(
         "--vllm",

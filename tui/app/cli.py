@@ -26,7 +26,7 @@ from typing import Any
 
 from tui import __version__
 from tui.app import top as top_cli
-from tui.app.arg_types import nonnegative_float, positive_float
+from tui.app.arg_types import nonnegative_float, positive_float, sim_gpu
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
@@ -91,7 +91,9 @@ def _add_launch_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's simulated machine (and the twin's profile)."""
-    parser.add_argument("--sim-gpu", help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)")
+    parser.add_argument(
+        "--sim-gpu", type=sim_gpu, help="demo: simulated GPU (e.g. rtx3080-10gb, h100-80gb)"
+    )
     parser.add_argument(
         "--sim-speed", type=positive_float, default=4.0, help="demo: simulator time scale (4)"
     )

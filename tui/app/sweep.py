@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from tui.app.arg_types import positive_float, positive_int
+from tui.app.arg_types import gpu_indices, positive_float, positive_int, sim_gpu
 from tui.app.sweep_common import Printer, open_journal, stop_on_signals
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
@@ -57,8 +57,10 @@ def add_sweep_parser(subparsers: Any) -> None:
     p.add_argument("--json", type=Path, metavar="FILE", help="write the results as JSON")
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming")
     p.add_argument("--vllm", default="vllm", metavar="PATH", help="the vllm executable")
-    p.add_argument("--gpus", help="GPUs to use, e.g. 0,1,2,3 (default: every visible one)")
-    p.add_argument("--sim-gpu", help="demo: the simulated GPU (default: the spec's)")
+    p.add_argument(
+        "--gpus", type=gpu_indices, help="GPUs to use, e.g. 0,1,2,3 (default: every visible one)"
+    )
+    p.add_argument("--sim-gpu", type=sim_gpu, help="demo: the simulated GPU (default: the spec's)")
     p.add_argument("--sim-gpus", type=positive_int, default=1, help="demo: simulated GPUs (lanes)")
     p.add_argument(
         "--sim-speed", type=positive_float, default=4.0, help="demo: simulator time scale"
@@ -85,6 +87,17 @@ def add_sweep_parser(subparsers: Any) -> None:
     )
 
 
+def check_options(args: argparse.Namespace) -> None:
+    """Options that only mean something beside another one, refused without it: the same
+    in every mode, before a spec is read or anything starts."""
+    if args.ray_gpus is not None and args.ray is None:
+        raise SetupError("--ray-gpus goes with --ray (the GPUs a local Ray instance declares)")
+    if args.demo and args.gpus is not None:
+        raise SetupError("--gpus names real GPUs; the demo's lanes are --sim-gpus N")
+    if not args.demo and args.sim_gpu is not None:
+        raise SetupError("--sim-gpu is the demo's simulated GPU: add --demo")
+
+
 def resolve_spec(args: argparse.Namespace, env: Mapping[str, str]) -> SweepSpec:
     """The spec file, the strategy override, auto_tune.sh's environment, the budget."""
     spec = load_spec(args.spec) if args.spec is not None else None
@@ -105,6 +118,7 @@ def run_sweep_command(args: argparse.Namespace, out: TextIO | None = None) -> in
     """``vtc sweep``: 0 when a configuration met the SLOs, 1 otherwise, 2 on setup errors."""
     out = out or sys.stdout
     try:
+        check_options(args)
         spec = resolve_spec(args, os.environ)
         return asyncio.run(_sweep(spec, args, out))
     except VtcError as exc:

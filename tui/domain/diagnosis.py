@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tui.domain.flags.run_env import applied
+from tui.domain.inert import clip
 
 if TYPE_CHECKING:
     from tui.domain.flags.serve import ServeFlags
@@ -96,6 +97,10 @@ class Fix(BaseModel):
         return ", ".join(parts)
 
 
+EVIDENCE_CHARS = 400
+"""The most of the deciding log line a diagnosis quotes."""
+
+
 class Diagnosis(BaseModel):
     """The cause of a failed start, as ``vtc diagnose --json`` prints it.
 
@@ -113,6 +118,13 @@ class Diagnosis(BaseModel):
     fixes: list[Fix] = Field(default_factory=list)
     evidence: str = ""
     failure_found: bool = Field(default=True, exclude=True)
+
+    @field_validator("evidence")
+    @classmethod
+    def _one_screen_line(cls, line: str) -> str:
+        # The deciding log line is quoted, not kept: a 1 MiB line is cut to what one
+        # terminal line shows, in the text and the JSON alike.
+        return clip(line, EVIDENCE_CHARS)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The ``{"kind", "summary", "facts", "fixes"}`` document (evidence included)."""

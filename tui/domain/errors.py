@@ -8,8 +8,15 @@ same line in a notification. Anything else that escapes is a bug, and is shown a
 
 from __future__ import annotations
 
-MAX_CHARS = 4000
-"""The most of a message or hint that is ever shown."""
+MAX_CHARS = 1000
+"""The most of a message or hint that is ever shown (a cut is marked with an ellipsis)."""
+
+
+def _head(text: str) -> str:
+    """``text`` on one line, cut to :data:`MAX_CHARS` with an ellipsis (only its head is
+    looked at: a message may quote a mebibyte of someone else's text)."""
+    line = " ".join(text[: MAX_CHARS + 1].split())
+    return line if len(line) <= MAX_CHARS else line[: MAX_CHARS - 1] + "…"
 
 
 class VtcError(Exception):
@@ -19,8 +26,8 @@ class VtcError(Exception):
         # One line, whatever the caller passed: a multi-line message breaks the CLI's
         # contract and the console's notification layout. Only the head is looked at (a
         # message may quote a huge input).
-        self.message = " ".join(str(message)[:MAX_CHARS].split()) or type(self).__name__
-        self.hint = " ".join(hint[:MAX_CHARS].split()) if hint else None
+        self.message = _head(str(message)) or type(self).__name__
+        self.hint = _head(hint) if hint else None
         super().__init__(self.message)
 
     def one_line(self) -> str:

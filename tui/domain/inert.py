@@ -61,3 +61,8 @@ def inert_lines(text: str) -> str:
 def is_inert(text: str, *, tabs: bool = False, newlines: bool = False) -> bool:
     """Whether ``text`` holds no escape and no control but those allowed (for checks)."""
     return inert(text, tabs=tabs, newlines=newlines) == text
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)] + "…"

@@ -29,6 +29,7 @@ from tui.domain.errors import VtcError
 from tui.domain.flags.problems import FlagError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.validation import ValidationContext, flags_from_values, type_word
+from tui.domain.toml_text import loads_toml
 from tui.domain.workload import LoadSpec
 
 _TEXT_KEYS = ("name", "description", "source")
@@ -67,7 +68,7 @@ def parse_preset(
     misspelt ``[flag]`` table would otherwise load a preset with no flags).
     """
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise PresetError(f"{origin}: not valid TOML: {exc}") from None
     unknown = sorted(set(data) - _KEYS)

@@ -19,9 +19,30 @@ MIN_SECRET_LEN = 6
 #: user information (``https://u:p@host``, a DSN ``postgresql://u:p@db/x``, a token as the
 #: user ``https://tok@host``), or a ``password=...`` / ``token: ...`` pair (a libpq
 #: connection string, a query string).
+#: A credential by its own well-known shape (the issuers document these prefixes so that
+#: scanners can find them): an ``Authorization`` scheme's token, a Hugging Face token, an
+#: OpenAI/Anthropic-style ``sk-`` key, an AWS access key id, GitHub, GitLab, Slack and
+#: Google API tokens, a JWT, a PEM private key. Anchored on a non-word character so an
+#: ordinary word holding the prefix ("task-list", "ask-...") is not one.
+_TOKENS = (
+    r"bearer\s+[A-Za-z0-9._~+/=-]{8,}",
+    r"basic\s+[A-Za-z0-9+/=]{12,}",
+    r"hf_[A-Za-z0-9]{20,}",
+    r"sk-[A-Za-z0-9_-]{16,}",
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+    r"(?:AKIA|ASIA)[A-Z0-9]{16}",
+    r"gh[pousr]_[A-Za-z0-9]{30,}",
+    r"github_pat_[A-Za-z0-9_]{30,}",
+    r"glpat-[A-Za-z0-9_-]{20,}",
+    r"xox[abprs]-[A-Za-z0-9-]{10,}",
+    r"AIza[A-Za-z0-9_-]{35}",
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
+)
 SECRET_VALUE = re.compile(
     r"[a-z][a-z0-9+.-]*://(?P<userinfo>[^/?#@\s]+)@"
-    r"|(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|auth)\s*[=:]\s*(?P<pair>[^\s&;,]+)",
+    r"|(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|auth)\s*[=:]\s*(?P<pair>[^\s&;,]+)"
+    rf"|(?<![A-Za-z0-9_-])(?P<token>{'|'.join(_TOKENS)})",
     re.I,
 )
 
@@ -36,10 +57,12 @@ def secret_parts(value: str) -> list[str]:
     redaction from text where the whole value may not appear (a log line)."""
     parts: list[str] = []
     for match in SECRET_VALUE.finditer(value):
-        userinfo, pair = match.group("userinfo"), match.group("pair")
+        userinfo, pair, token = match.group("userinfo"), match.group("pair"), match.group("token")
         if userinfo:
             user, _, password = userinfo.partition(":")
             parts += [p for p in (password or user, userinfo) if p]
         elif pair:
             parts.append(pair)
+        elif token:
+            parts.append(token.split()[-1])  # "Bearer abc...": the token, not the scheme
     return [p for p in dict.fromkeys(parts) if len(p) >= 3]

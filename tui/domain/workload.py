@@ -25,6 +25,13 @@ Endpoint = Literal["completions", "chat"]
 WorkloadKind = Literal["int", "optional_int", "float", "optional_float", "rate", "choice", "bool"]
 
 
+MAX_TOKENS = 1_000_000_000
+"""The most tokens one prompt or answer may ask for: a thousand times the longest contexts
+(a client-side memory check refuses far less), below what a typo of 10^15 would ask."""
+MAX_REQUESTS = 100_000_000
+"""The most requests (or requests in flight) one load may have."""
+
+
 def workload_field(
     default: Any,
     *,
@@ -39,6 +46,7 @@ def workload_field(
     ge: float | None = None,
     gt: float | None = None,
     lt: float | None = None,
+    le: float | None = None,
     finite: bool = False,
 ) -> Any:
     """A :class:`LoadSpec` field with everything the renderings need.
@@ -60,7 +68,7 @@ def workload_field(
         "blank": blank,
     }
     checks: dict[str, Any] = {
-        k: v for k, v in (("ge", ge), ("gt", gt), ("lt", lt)) if v is not None
+        k: v for k, v in (("ge", ge), ("gt", gt), ("lt", lt), ("le", le)) if v is not None
     }
     if finite:
         checks["allow_inf_nan"] = False
@@ -85,6 +93,7 @@ class LoadSpec(BaseModel):
     input_len: int = workload_field(
         128,
         ge=1,
+        le=MAX_TOKENS,
         label="input-len",
         help="Prompt tokens per request (random dataset).",
         bench_flag="--random-input-len",
@@ -95,6 +104,7 @@ class LoadSpec(BaseModel):
     output_len: int = workload_field(
         128,
         ge=1,
+        le=MAX_TOKENS,
         label="output-len",
         help="Output tokens per request (ignore_eos).",
         bench_flag="--random-output-len",
@@ -113,6 +123,7 @@ class LoadSpec(BaseModel):
     prefix_len: int = workload_field(
         0,
         ge=0,
+        le=MAX_TOKENS,
         label="prefix-len",
         help="Shared prefix tokens in front of every prompt (prefix caching).",
         bench_flag="--random-prefix-len",
@@ -121,6 +132,7 @@ class LoadSpec(BaseModel):
     num_prompts: int = workload_field(
         64,
         ge=1,
+        le=MAX_REQUESTS,
         label="num-prompts",
         help="Requests in the run.",
         bench_flag="--num-prompts",
@@ -130,6 +142,7 @@ class LoadSpec(BaseModel):
     max_concurrency: int | None = workload_field(
         16,
         ge=1,
+        le=MAX_REQUESTS,
         label="max-concurrency",
         help="Most requests in flight at once.",
         bench_flag="--max-concurrency",
@@ -154,7 +167,12 @@ class LoadSpec(BaseModel):
         bench_flag="--burstiness",
     )
     seed: int = workload_field(
-        0, label="seed", help="Seed of the prompts and the arrivals.", bench_flag="--seed"
+        0,
+        ge=0,
+        le=2**63 - 1,
+        label="seed",
+        help="Seed of the prompts and the arrivals.",
+        bench_flag="--seed",
     )
     ignore_eos: bool = workload_field(
         True,
@@ -193,6 +211,7 @@ class LoadSpec(BaseModel):
     num_warmups: int = workload_field(
         0,
         ge=0,
+        le=MAX_REQUESTS,
         label="num-warmups",
         help="Copies of the first prompt sent and awaited first, left out of the numbers.",
         bench_flag="--num-warmups",
@@ -263,6 +282,7 @@ class WorkloadField:
     ge: float | None = None
     gt: float | None = None
     lt: float | None = None
+    le: float | None = None
 
     def cli_text(self, value: Any) -> str:
         """``value`` as the command line spells it."""
@@ -280,6 +300,8 @@ class WorkloadField:
             return f"must be > {self.gt:g}"
         if self.lt is not None and not value < self.lt:
             return f"must be < {self.lt:g}"
+        if self.le is not None and not value <= self.le:
+            return f"must be <= {self.le:g}"
         return None
 
 
@@ -309,7 +331,7 @@ def workload_fields() -> tuple[WorkloadField, ...]:
         assert isinstance(extra, dict), name
         bounds: dict[str, float] = {}
         for meta in info.metadata:
-            for attr in ("ge", "gt", "lt"):
+            for attr in ("ge", "gt", "lt", "le"):
                 if isinstance(meta, getattr(annotated_types, attr.capitalize())):
                     bounds[attr] = getattr(meta, attr)
         kind, choices = _kind(info.annotation, info.default)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 import logging
 import re
 import time
@@ -26,6 +25,7 @@ from collections.abc import Callable
 from itertools import repeat
 from typing import Any
 
+from tui.domain.json_text import loads_json
 from tui.domain.workload import Endpoint, LoadProgress
 from tui.load.live import LiveStats
 from tui.load.prompts import PromptRequest
@@ -149,10 +149,10 @@ class StreamRecorder:
             return 1
         if payload == b"[DONE]":
             return 0
-        data = json.loads(payload)
+        data = loads_json(payload)
         if not isinstance(data, dict):
             return 0
-        if choices := data.get("choices"):
+        if isinstance(choices := data.get("choices"), list) and choices:
             # Non-empty choices (the text may be empty): a token chunk.
             self._keep(_choice_text(choices[0], self.endpoint))
             return 1
@@ -201,9 +201,9 @@ def _count(value: object) -> int | None:
 
 def _payload_text(payload: bytes, endpoint: Endpoint) -> str:
     """The text of a token chunk's payload (decoded after the stream)."""
-    data = json.loads(payload)
+    data = loads_json(payload)
     choices = data.get("choices") if isinstance(data, dict) else None
-    return _choice_text(choices[0], endpoint) if choices else ""
+    return _choice_text(choices[0], endpoint) if isinstance(choices, list) and choices else ""
 
 
 def _choice_text(choice: Any, endpoint: Endpoint) -> str:

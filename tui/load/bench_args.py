@@ -47,6 +47,34 @@ def _typed(field: WorkloadField, cast: Callable[[str], Any]) -> Callable[[str], 
     return parse
 
 
+def _whole(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number in ``[low, high]`` (one line otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value {text[:40]!r}") from None
+        if value < low or (high is not None and value > high):
+            bounds = f"from {low} to {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def _percent(text: str) -> float:
+    """An argparse type: a finite percentage in ``[0, 100)``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text[:40]!r}") from None
+    if not (math.isfinite(value) and 0.0 <= value < 100.0):
+        raise argparse.ArgumentTypeError(f"must be a percentage in [0, 100), got {text[:40]}")
+    return value
+
+
 def add_workload_arguments(group: Any) -> None:
     """One option per :class:`LoadSpec` field (dest: the field name)."""
     for field in workload_fields():
@@ -88,7 +116,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     target = parser.add_argument_group("server")
     target.add_argument("--base-url", default=None, help="Server base URL (else host/port).")
     target.add_argument("--host", default="127.0.0.1", help="Server host (default 127.0.0.1).")
-    target.add_argument("--port", type=int, default=8000, help="Server port (default 8000).")
+    target.add_argument(
+        "--port", type=_whole(1, 65535), default=8000, help="Server port (default 8000)."
+    )
     target.add_argument(
         "--backend",
         default="openai",
@@ -123,19 +153,19 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--dataset-path", default=None, help="JSONL (custom) or JSON (sharegpt).")
     data.add_argument(
         "--cache-hit-pct",
-        type=float,
+        type=_percent,
         default=50.0,
         help="shared-prefix: percent of --random-input-len shared by every prompt.",
     )
     data.add_argument(
         "--custom-output-len",
-        type=int,
+        type=_whole(1),
         default=DEFAULT_CUSTOM_OUTPUT_LEN,
         help=f"custom: output tokens per request (default {DEFAULT_CUSTOM_OUTPUT_LEN}).",
     )
     data.add_argument(
         "--sharegpt-output-len",
-        type=int,
+        type=_whole(1),
         default=None,
         help="sharegpt: output tokens per request (default: each conversation's answer).",
     )

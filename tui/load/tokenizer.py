@@ -21,13 +21,13 @@ client's prompt sizes were from the server's ``usage.prompt_tokens``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tui.load.prompts import ApproxTokenizer, Tokenizer
+from tui.store.bounded_read import parse_json, read_text
 from tui.store.hf_cache import find_snapshot_file
 from tui.store.regular_file import is_regular_file, local_path
 
@@ -120,7 +120,7 @@ class HfTokenizer:
         config: dict[str, Any] = {}
         config_path = folder / "tokenizer_config.json"
         if is_regular_file(config_path):
-            loaded = json.loads(config_path.read_text(encoding="utf-8"))
+            loaded = parse_json(read_text(config_path, what="tokenizer config"))
             config = loaded if isinstance(loaded, dict) else {}
         return cls(Backend.from_file(str(path)), config, name=str(folder))
 

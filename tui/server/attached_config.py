@@ -12,7 +12,6 @@ an attached server runs whatever this console can read of it.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import httpx
 from tui.domain.server_config import ServerConfig, cache_config_values, models_values, read_config
 from tui.server.diagnose.reading import LogView
 from tui.server.log_excerpt import LogReadError, read_log_excerpt
+from tui.store.bounded_read import parse_json
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
 from tui.telemetry.vllm_metrics import CACHE_CONFIG_INFO
 
@@ -59,7 +59,7 @@ class AttachedConfigReader:
     ) -> Mapping[str, Any]:
         try:
             text = await fetch_page(client, f"{url}/v1/models", DEADLINE_S, MODELS_MAX_BYTES)
-            data = json.loads(text).get("data")
+            data = parse_json(text).get("data")
         except (ScrapeError, ValueError, AttributeError) as exc:
             notes.append(f"/v1/models: {exc}"[:160])
             return {}

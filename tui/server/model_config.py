@@ -16,7 +16,6 @@ Nothing is downloaded. A model found nowhere gives ``shape=None`` and the reason
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Literal
 
 from tui.domain.budget import default_embedding_params
 from tui.domain.kv import ModelShape
+from tui.store.bounded_read import UntrustedFileError, parse_json, read_text
 from tui.store.hf_cache import find_snapshot_file, hub_cache_dir
 from tui.store.regular_file import is_directory, is_regular_file, local_path
 
@@ -78,10 +78,12 @@ def parse_config(model: str, config: dict[str, Any]) -> tuple[ModelShape, bool, 
 
 def _read(model: str, path: Path, source: ConfigSource) -> ModelConfig:
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = parse_json(read_text(path, what="model config"))
         if not isinstance(config, dict):
             raise ValueError("not a JSON object")
         shape, tied, quant = parse_config(model, config)
+    except UntrustedFileError as exc:  # a FIFO, too large, not UTF-8: its own one line
+        return ModelConfig(model, None, source, path, exc.one_line())
     except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
         detail = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
         return ModelConfig(model, None, source, path, f"cannot read {path}: {detail}")

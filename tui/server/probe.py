@@ -17,6 +17,7 @@ import httpx
 import psutil
 
 from tui.domain.url_credentials import UrlCredential, authorization_header
+from tui.store.bounded_read import parse_json
 
 
 class HealthProber(Protocol):
@@ -72,7 +73,7 @@ class HttpxProber:
             response = await self._http().get(url.rstrip("/") + "/v1/models")
             if response.status_code != 200:
                 return None  # e.g. 401 with an API key we were not given: cannot tell
-            data = response.json().get("data", [])
+            data = parse_json(response.content).get("data", [])
             return [str(entry["id"]) for entry in data if isinstance(entry, dict) and "id" in entry]
         except (httpx.HTTPError, ValueError, AttributeError, KeyError, TypeError):
             return None

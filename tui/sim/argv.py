@@ -29,6 +29,7 @@ from tui.domain.flags.serve import ArgvError, FlagKind, FlagSpec, flag_specs
 from tui.domain.flags.validation import ParsedServeArgs
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
 from tui.domain.flags.vllm_tables import series
+from tui.domain.json_text import loads_json
 from tui.domain.profile import Profile, ProfileError
 from tui.sim.catalog import DEFAULT_GPU, GpuSpec, UnknownGpuError, resolve_gpu
 from tui.sim.versions import (
@@ -270,6 +271,8 @@ def split_sim_options(
     speed = _typed(raw, "--sim-speed", float, 1.0)
     used_gb = _typed(raw, "--sim-gpu-used-gb", float, 0.0)
     seed = _typed(raw, "--sim-seed", int, 0)
+    if not 0 <= seed < 2**63:
+        raise ArgvError("argument --sim-seed: must be a whole number, 0 or more")
     if not 1 <= num_gpus <= 1024:
         raise ArgvError("argument --sim-gpus: must be between 1 and 1024")
     if not 0 < speed < 1e6:  # also refuses nan and inf
@@ -359,7 +362,7 @@ def parse_lora_modules(items: Sequence[Any]) -> tuple[LoraModule, ...]:
             out.append(LoraModule(name, path))
             continue
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except ValueError as exc:
             raise ArgvError(f"Invalid JSON format for --lora-modules: {text}") from exc
         entries = data if isinstance(data, list) else [data]

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.sim.tokenizer import GEN_WORDS, ChatTemplateError, message_text
+from tui.store.bounded_read import UntrustedFileError, parse_json, read_text
 
 NO_TEMPLATE = (
     "As of transformers v4.44, default chat template is no longer allowed, so you must "
@@ -60,8 +61,10 @@ def _read_json(path: Path) -> dict[str, Any]:
     if not _is_file(path):
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        data = parse_json(read_text(path, what="tokenizer file"))
+    except UntrustedFileError as exc:  # a FIFO, over the size bound, not UTF-8
+        raise TokenizerLoadError(exc.one_line()) from exc
+    except ValueError as exc:  # not JSON, nested too deep, a non-finite number
         raise TokenizerLoadError(f"cannot read {path}: {exc}") from exc
     return data if isinstance(data, dict) else {}
 

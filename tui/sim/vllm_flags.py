@@ -11,7 +11,6 @@ Flags the simulator does not model are accepted and ignored, as a drop-in must.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -20,6 +19,7 @@ from tui.domain.flags.humanint import parse_human_int, parse_human_int_or_auto
 from tui.domain.flags.serve import ArgvError
 from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 from tui.domain.flags.vllm_tables import table_for
+from tui.domain.json_text import loads_json
 from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 
 
@@ -58,7 +58,7 @@ def _convert(flag: CliFlag, text: str) -> Any:
         raise ArgvError(f"argument {action_name(flag)}: invalid {kind} value: {text!r}") from exc
     if kind.startswith("json") and text.lstrip().startswith(("{", "[")):
         try:
-            return json.loads(text)
+            return loads_json(text)
         except ValueError as exc:
             raise ArgvError(f"argument {action_name(flag)}: invalid loads value: {text!r}") from exc
     return text

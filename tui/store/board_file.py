@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from tui.domain.board.saved import SavedBoard
+from tui.store.bounded_read import parse_json
 from tui.store.private import private_dir
 from tui.store.regular_file import read_regular_text
 
@@ -30,7 +31,7 @@ def board_path(history: Path) -> Path:
 def read_board(path: Path) -> SavedBoard:
     """The choices saved at ``path``; the defaults when there are none readable."""
     try:
-        data = json.loads(read_regular_text(path, MAX_BOARD_BYTES))
+        data = parse_json(read_regular_text(path, MAX_BOARD_BYTES))
     except (OSError, ValueError):
         return SavedBoard()
     if not isinstance(data, dict):

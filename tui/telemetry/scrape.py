@@ -71,18 +71,45 @@ def parse_families(text: str) -> list[Metric]:
     """
     try:
         # The parser is a generator: errors surface while iterating, so materialise here.
-        return list(text_string_to_metric_families(text))
+        families = list(text_string_to_metric_families(text))
     except Exception as exc:
         # Any exception from the third-party parser fed an untrusted page means the page is
         # malformed (ValueError mostly; IndexError/TypeError on some truncated lines).
         raise ScrapeError(f"malformed metrics page: {type(exc).__name__}: {exc}") from exc
+    for family in families:
+        family.samples = [s for s in family.samples if _plausible(s.value)]
+    return families
+
+
+MAX_SAMPLE = float(2**63)
+"""The largest sample value taken from a page (a counter of 2^63 is no server's yet)."""
+
+
+def _plausible(value: object) -> bool:
+    """Whether a sample's value is a number any reader may use: finite, 0 or more, within
+    :data:`MAX_SAMPLE`. The parser hands back a 400-digit integer as an ``int`` (no float
+    holds it: ``math.isfinite`` raises), ``NaN``/``+Inf`` and negatives as they are; every
+    gauge, counter and bucket vLLM and DCGM export is none of these, so such a sample is
+    dropped here, once, and the metric reads as not reported."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return 0.0 <= number <= MAX_SAMPLE  # False for nan
+
+
+def _page(url: str) -> str:
+    """What the page at ``url`` is, for a message (the same reader fetches /version)."""
+    return "metrics page" if url.rstrip("/").endswith("/metrics") else "page"
 
 
 async def _read_capped(response: httpx.Response, url: str, max_bytes: int) -> bytes:
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise ScrapeError(
-            f"metrics page at {url} is {int(declared) / 2**20:.1f} MiB, over the "
+            f"{_page(url)} at {url} is {int(declared) / 2**20:.1f} MiB, over the "
             f"{max_bytes / 2**20:g} MiB limit"
         )
     chunks: list[bytes] = []
@@ -91,7 +118,7 @@ async def _read_capped(response: httpx.Response, url: str, max_bytes: int) -> by
         size += len(chunk)
         if size > max_bytes:
             raise ScrapeError(
-                f"metrics page at {url} is over the {max_bytes / 2**20:g} MiB limit; "
+                f"{_page(url)} at {url} is over the {max_bytes / 2**20:g} MiB limit; "
                 "stopped reading"
             )
         chunks.append(chunk)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tui.domain.errors import one_line
 from tui.domain.sweep.outcome import TrialOutcome
 from tui.domain.sweep.spec import SweepSpec
-from tui.store.bounded_read import UntrustedFileError, read_json_lines
+from tui.store.bounded_read import UntrustedFileError, parse_json, read_json_lines, read_text
 from tui.store.journal_file import append_records
 
 SWEEPS_DIR = "sweeps"
@@ -127,11 +128,11 @@ def read_summary(path: Path) -> JournalSummary | None:
 
 def _summarise(path: Path) -> JournalSummary | None:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        header = json.loads(lines[0]) if lines else None
-    except (OSError, json.JSONDecodeError):
+        lines = read_text(path, what="sweep journal").splitlines()
+        header = parse_json(lines[0], finite=False) if lines else None
+    except (ValueError, UntrustedFileError):  # not JSON, too deep, a FIFO, unreadable
         return None
-    if not isinstance(header, dict) or "spec" not in header:
+    if not isinstance(header, dict) or not isinstance(header.get("spec"), dict):
         return None
     spec = header["spec"]
     trials = sum(1 for line in lines[1:] if line.startswith('{"trial"'))
@@ -149,5 +150,8 @@ def _summarise(path: Path) -> JournalSummary | None:
 
 def load_spec_from_journal(path: Path) -> SweepSpec:
     """The spec a journal was started with (to resume it from the console)."""
-    header = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
-    return SweepSpec.model_validate(header["spec"])
+    try:
+        header = parse_json(read_text(path, what="sweep journal").splitlines()[0], finite=False)
+        return SweepSpec.model_validate(header["spec"])
+    except (ValueError, IndexError, KeyError, TypeError) as exc:  # ValidationError is one
+        raise UntrustedFileError(f"cannot read sweep journal {path}: {one_line(exc)}") from None

@@ -154,7 +154,7 @@ class SweepService:
                 continue
             try:
                 out.append(load_spec_from_journal(summary.path))
-            except (OSError, ValueError):  # a journal from another version: not offered
+            except (OSError, ValueError, VtcError):  # another version's, or torn: not offered
                 continue
         return out
 

@@ -10,7 +10,6 @@ differ (``sweep/serve.py`` ``_comb_is_valid``).
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.domain.sweep.tunables import Value, check_value, tunable_names
 from tui.domain.workload import LoadSpec
 from tui.load.datasets import shared_prefix_spec
+from tui.store.bounded_read import parse_json
 from tui.store.regular_file import read_regular_text
 
 Choice = dict[str, Value]
@@ -59,7 +59,7 @@ def product(spec: SweepSpec) -> Iterator[Choice]:
 def read_params_file(path: Path) -> list[dict[str, Any]]:
     """A parameter-sweep JSON file as vLLM reads it (list, or dict of named records)."""
     try:
-        data = json.loads(read_regular_text(path))
+        data = parse_json(read_regular_text(path))
     except (OSError, ValueError) as exc:  # not regular, unreadable, not UTF-8, not JSON
         raise SweepParamsError(f"cannot read {path}: {exc}") from exc
     return records(data, str(path))

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from tui.domain.errors import VtcError
 from tui.domain.sweep.spec import SweepSpec
+from tui.domain.toml_text import loads_toml
 from tui.store.regular_file import read_regular_text
 from tui.tune.space import SweepParamsError, read_params_file
 
@@ -49,7 +50,7 @@ class SweepSpecError(VtcError):
 def load_spec(path: Path) -> SweepSpec:
     """The spec in ``path``; grid parameter files are read relative to it."""
     try:
-        data = tomllib.loads(read_regular_text(path, MAX_SPEC_BYTES))
+        data = loads_toml(read_regular_text(path, MAX_SPEC_BYTES))
     except OSError as exc:
         raise SweepSpecError(f"cannot read {path}: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import httpx
 
@@ -150,14 +150,23 @@ def calibration_lock(data_dir: Path, name: str) -> SweepLock:
     )
 
 
+def _page_json(text: str, page: str) -> Any:
+    """``text`` as strict JSON; the ``ValueError`` names ``page`` (an HTML error page...)."""
+    try:
+        return parse_json(text)
+    except ValueError as exc:
+        raise ValueError(f"{page} is not JSON ({exc})") from None
+
+
 async def server_facts(target: CalibrationTarget) -> ServerFacts:
     """``/v1/models``, ``/version`` and ``/metrics`` of the target."""
     url = target.base_url
     async with target.client() as client:
         try:
-            models = parse_json(await fetch_page(client, f"{url}/v1/models"))["data"][0]
+            models = _page_json(await fetch_page(client, f"{url}/v1/models"), "/v1/models")
+            models = models["data"][0]
             version = json_object(
-                parse_json(await fetch_page(client, f"{url}/version")), "/version"
+                _page_json(await fetch_page(client, f"{url}/version"), "/version"), "/version"
             ).get("version", "")
             models = json_object(models, "/v1/models' first model")
             page = await fetch_page(client, f"{url}/metrics")

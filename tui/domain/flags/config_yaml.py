@@ -44,6 +44,7 @@ from tui.domain.flags.spec import FlagKind, FlagSpec
 from tui.domain.flags.validation import ValidationContext, ensure_valid
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.flags.vllm_tables import default_cli
+from tui.domain.json_text import loads_json
 
 # Declared flags whose vLLM option takes several values (nargs "+"); ServeFlags holds one.
 _MULTI_VALUE = frozenset({"served_model_name"})
@@ -115,9 +116,31 @@ def _expand(key: str, value: Any, negation: str | None) -> list[str]:
 
 
 # -- import --------------------------------------------------------------------------------------
+MAX_YAML_DEPTH = 64
+"""How deep a config file's lists and mappings may nest (a flag's JSON value is 3 or 4)."""
+
+
+def _check_shape(text: str) -> None:
+    """Refuse, from PyYAML's event stream (read without recursion), what would make
+    ``safe_load`` recurse past Python's limit or a walk of the result never end: nesting
+    past :data:`MAX_YAML_DEPTH`, and aliases (``*a``), which an "alias bomb" nests nine
+    times nine times... into a tree of billions of nodes. A flag file needs neither."""
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise ConfigYamlError("an alias (*name): a config file's values are written out")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise ConfigYamlError(f"nested deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def load_config_mapping(text: str) -> dict[str, Any]:
     """``yaml.safe_load`` of a config file, checked to be a mapping with text keys."""
     try:
+        _check_shape(text)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigYamlError(f"not valid YAML: {exc}") from exc
@@ -541,7 +564,7 @@ def _typed_one(token: str, *, allow_json: bool) -> Any:
         pass
     if allow_json and token.startswith("{"):
         try:
-            parsed = json.loads(token)
+            parsed = loads_json(token)
         except ValueError:
             return token
         if isinstance(parsed, dict) and json.dumps(parsed) == token:

@@ -15,7 +15,6 @@ JSON itself and validates it against its config class.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from tui.domain.flags.argv import OPTIMIZATION_LEVEL, ArgToken, is_dotted, lex, 
 from tui.domain.flags.humanint import parse_human_int, parse_human_int_or_auto
 from tui.domain.flags.problems import FlagProblem
 from tui.domain.flags.vllm_cli import CliFlag, Resolution, VllmCli
+from tui.domain.json_text import loads_json
 
 _SWITCHES = frozenset({"boolean_optional", "store_true", "store_false", "store_const", "count"})
 FIELD = "extra_args"
@@ -261,7 +261,7 @@ def _convert(type_name: str | None, text: str) -> Any:
                 raise _OwnWords(str(exc)) from exc
             raise
     if type_name is not None and type_name.startswith("json") and type_name != "json_or_str":
-        return json.loads(text)  # ValueError (JSONDecodeError) when it is no JSON
+        return loads_json(text)  # ValueError (JSONDecodeError) when it is no JSON
     return text
 
 

@@ -119,6 +119,16 @@ def name_problems(name: str) -> list[str]:
     return []
 
 
+def text_problems(label: str, texts: Iterable[object]) -> list[str]:
+    """Why any of ``texts`` (a command line's model, flag values or extra arguments) is
+    refused: a control character (an escape, a line break, NUL) that no terminal may be sent
+    and no export can write as the run used it."""
+    for text in texts:
+        if isinstance(text, str) and _CONTROL.search(text):
+            return [f"{label}: a value holds no control character (NUL, line break, escape...)"]
+    return []
+
+
 def value_problems(name: str, value: str) -> list[str]:
     """Why ``value`` is refused for ``name`` (vLLM's rule for a declared variable)."""
     if _CONTROL.search(value):

@@ -52,6 +52,7 @@ from tui.domain.flags.run_env import (
     as_pairs,
     env_problems,
     normalized,
+    text_problems,
     without_secrets,
 )
 from tui.domain.flags.secrets import find_secrets, secret_problems
@@ -432,6 +433,7 @@ class ServeFlags(BaseModel):
         )
         problems += [f"extra_args: {p.message}" for p in secret_problems(self.extra_args)]
         problems += extra_arg_problems(self.extra_args)
+        problems += _control_problems(self)
         if problems:
             raise ValueError(join_problems(problems))
         return self
@@ -570,3 +572,13 @@ def flag_spec(name: str) -> FlagSpec:
 def names(specs: Iterable[FlagSpec]) -> list[str]:
     """The snake_case names of ``specs``."""
     return [s.name for s in specs]
+
+
+def _control_problems(flags: ServeFlags) -> list[str]:
+    """A control character in the model, any flag's value or the extra args (refused at
+    entry: no terminal may be sent one, no export can write it as the run used it)."""
+    problems = text_problems("extra_args", flags.extra_args)
+    problems += text_problems("model", [flags.model])
+    for spec in flag_specs():
+        problems += text_problems(spec.cli, [getattr(flags, spec.name)])
+    return problems

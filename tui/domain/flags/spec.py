@@ -151,7 +151,11 @@ class FlagSpec:
             return [self.cli, format_human_bytes(value)]
         if isinstance(value, float) and value.is_integer() and self.kind is FlagKind.FLOAT:
             return [self.cli, repr(value)]
-        return [self.cli, str(value)]
+        text = str(value)
+        if text.startswith("-") and not _is_number(text):
+            # argparse reads "--host -:" as a flag missing its value; "--host=-:" is the value
+            return [f"{self.cli}={text}"]
+        return [self.cli, text]
 
     # -- reading values ------------------------------------------------------------------------
     def parse_arg(self, text: str) -> Any:
@@ -259,3 +263,12 @@ def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def _is_number(text: str) -> bool:
+    """Whether argparse takes ``text`` as a (negative) number rather than an option."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

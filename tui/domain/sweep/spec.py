@@ -125,7 +125,7 @@ def check_space(data: Any) -> None:
 class ParamRange(BaseModel):
     """``start`` to ``stop`` inclusive by ``step`` (negative to count down)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     start: float
     stop: float
@@ -158,7 +158,7 @@ def _decimals(x: float) -> int:
 class SweepBase(BaseModel):
     """The fixed part of every trial's command: the model, flags, extra arguments."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str = Field(min_length=1)
     flags: dict[str, Value] = Field(default_factory=dict)
@@ -199,7 +199,7 @@ class SweepWorkload(BaseModel):
     ``max_concurrency`` there is no cap, as in ``vllm bench serve``.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     load: LoadSpec
     cache_hit_pct: float | None = Field(default=None, ge=0, lt=100)
@@ -220,7 +220,7 @@ class SweepWorkload(BaseModel):
 class Budget(BaseModel):
     """When a sweep stops on its own: server starts and wall time (``None``: unbounded)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_starts: int | None = Field(default=None, ge=1)
     max_wall_s: float | None = Field(default=None, gt=0)
@@ -229,7 +229,7 @@ class Budget(BaseModel):
 class AutoTuneOptions(BaseModel):
     """auto_tune.sh's constants (reference section 5)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     probe_start: float = Field(default=0.98, gt=0, le=1)
     probe_stop: float = Field(default=0.90, gt=0, le=1)
@@ -254,7 +254,7 @@ class GridOptions(BaseModel):
     ``link_vars``: ``serve_key=bench_key`` pairs that must be equal (its ``--link-vars``).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     serve_params: list[dict[str, Any]] | None = None
     bench_params: list[dict[str, Any]] | None = None
@@ -265,7 +265,7 @@ class GridOptions(BaseModel):
 class SearchOptions(BaseModel):
     """The model-based search's knobs."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     seed: int = 0
     startup_trials: int = Field(default=5, ge=1)  # random points before TPE models
@@ -283,7 +283,7 @@ class SearchOptions(BaseModel):
 class TwinOptions(BaseModel):
     """The twin-first sweep's knobs (``tui.tune.strategies.twin``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     profile: str | None = None
     """The profile the twin runs (a name in the data dir, or a file); ``None``: the spec's
@@ -297,7 +297,7 @@ class TwinOptions(BaseModel):
 class SweepSpec(BaseModel):
     """A whole sweep. Construct with :meth:`model_validate`; invalid specs never load."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     description: str = ""
