@@ -79,6 +79,7 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
         (["runs", "--baseline", "#42"], "no run '#42'"),
         (["export", "9", "--as", "yaml"], "no run '9'"),
         (["runs", "--compare", "4", "5"], "no run '4'"),
+        (["runs", "--sweep", "nosuch"], "no sweep with an id starting 'nosuch'"),
     ],
 )
 def test_bad_requests_are_one_line_and_exit_2(
@@ -107,12 +108,27 @@ def test_export_and_report_write_files(data_dir: Path, capsys: pytest.CaptureFix
     assert "cannot write" in capsys.readouterr().err
 
 
-def test_compare_on_an_empty_history_is_one_line_and_exit_2(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "named", [["--compare", "4", "5"], ["--baseline", "nosuch"], ["--sweep", "nosuch"]]
+)
+def test_a_named_run_or_sweep_on_an_empty_history_is_one_line_and_exit_2(
+    data_dir: Path, capsys: pytest.CaptureFixture[str], named: list[str]
 ) -> None:
-    assert main(["runs", "--demo", "--compare", "4", "5"]) == 2  # issue 29: printed nothing, 0
+    assert main(["runs", "--demo", *named]) == 2  # printed "no runs" and exited 0
     err = capsys.readouterr().err
     assert err.startswith("vtc: no demo runs") and err.count("\n") == 1
+
+
+def test_a_sweep_prefix_that_matches_lists_only_its_trials(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fakes.runs import PROBED_TRIAL
+
+    trial = served_run(2).model_copy(update={"sweep": PROBED_TRIAL})
+    _store(data_dir / "runs.sqlite", [served_run(1), trial])
+    assert main(["runs", "--sweep", PROBED_TRIAL.sweep_id[:4], "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 1
 
 
 def test_the_console_pin_is_every_surface_s_baseline(

@@ -26,6 +26,11 @@ BAD: dict[str, tuple[bytes, str]] = {
     "twice.yaml": (b"model: m\nmax_model_len: 1\nmax-model-len: 2\n", "also given as"),
     "big.yaml": (b"model: m\n#" + b"x" * (2 << 20) + b"\n", "larger than"),
     "config.json": (b'{"model": "m"}', "Config file must be of a yaml/yml type. json supplied"),
+    "nan-in-json.yaml": (
+        b'model: m\nspeculative-config: {"method": ngram, "k": [1, .nan]}\n',
+        "speculative-config.k.1: not a finite number",
+    ),
+    "inf.yaml": (b"model: m\ngpu-memory-utilization: -.inf\n", "not a finite number"),
 }
 
 

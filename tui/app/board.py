@@ -227,8 +227,9 @@ def _runs(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
         return 0
-    if not runs and args.compare:  # two runs asked for, none there: an error, as export's
-        raise VtcError(empty_message(args.demo))
+    sweep = getattr(args, "sweep", None)
+    if not runs and (args.compare or args.baseline or sweep):  # a named run or sweep asked
+        raise VtcError(empty_message(args.demo))  # for, none there: an error, as export's
     if not runs:
         print(f"vtc runs: {empty_message(args.demo)}", file=sys.stderr)
         return 0
@@ -236,10 +237,10 @@ def _runs(args: argparse.Namespace) -> int:
         board = _board(runs, args)
         print(before_after_markdown(board.before_after(*args.compare)), end="")
         return 0
+    if sweep:
+        _check_sweep(runs, sweep)
     row_filter = RowFilter(
-        StateFilter(args.show),
-        tuple(parse_flag_match(w) for w in args.where),
-        sweep=getattr(args, "sweep", None),
+        StateFilter(args.show), tuple(parse_flag_match(w) for w in args.where), sweep=sweep
     )
     board = _board(runs, args, row_filter=row_filter)
     if args.format == "json":
@@ -250,6 +251,15 @@ def _runs(args: argparse.Namespace) -> int:
         else:
             print({"md": board_markdown, "csv": board_csv}[args.format](board), end="")
     return 0
+
+
+def _check_sweep(runs: list[RunRecord], prefix: str) -> None:
+    """``--sweep ID``: some run must belong to a sweep whose id starts with ``prefix`` (an
+    empty board for a mistyped id would read as a sweep that ran nothing)."""
+    known = sorted({r.sweep.sweep_id for r in runs if r.sweep is not None})
+    if not any(k.startswith(prefix) for k in known):
+        listed = ", ".join(k[:12] for k in known[-5:]) or "none on this history"
+        raise VtcError(f"no sweep with an id starting {prefix!r} (sweeps: {listed})")
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -28,8 +28,9 @@ Pure: text in, text out (PyYAML's ``safe_load``/``safe_dump``, as vLLM uses ``sa
 from __future__ import annotations
 
 import json
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -161,7 +162,30 @@ def load_config_mapping(text: str) -> dict[str, Any]:
             )
         if not key.strip():
             raise ConfigYamlError("an empty key: flag names must be text")
+        if (path := _non_finite(data[key])) is not None:
+            where = ".".join([key, *path])
+            raise ConfigYamlError(
+                f"{where}: not a finite number (.nan and .inf are no value vLLM can use, and "
+                "a JSON value cannot hold them)"
+            )
     return data
+
+
+def _non_finite(value: Any) -> list[str] | None:
+    """The path inside ``value`` (a YAML value, nested at most :data:`MAX_YAML_DEPTH`) to a
+    float that is NaN or infinite (``[]``: ``value`` itself); ``None`` when there is none."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else []
+    items: Iterable[tuple[object, Any]] = ()
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    for name, item in items:
+        inner = _non_finite(item)
+        if inner is not None:
+            return [str(name), *inner]
+    return None
 
 
 @dataclass
