@@ -18,6 +18,7 @@ from fakes.runs import failed_run, served_run
 
 from tui.app.cli import _parser, _split_serve_args, main
 from tui.domain.flags.validation import flags_from_argv
+from tui.domain.results import SweepTag
 from tui.sim.catalog import resolve_gpu, resolve_model
 from tui.sim.memory import SimHardware, plan_memory, resolve
 from tui.store.history import RunStore
@@ -87,7 +88,13 @@ def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         (
             "runs.sqlite",
             [failed_run(1, max_model_len=30576)]
-            + [served_run(i, tput=700 + 40 * i, max_num_seqs=32 * i) for i in range(2, 8)],
+            + [served_run(i, tput=700 + 40 * i, max_num_seqs=32 * i) for i in range(2, 8)]
+            + [  # two trials of the shipped auto-tune spec's sweep (the pages filter on it)
+                served_run(8 + i, max_num_seqs=128 * (i + 1)).model_copy(
+                    update={"sweep": SweepTag(sweep_id="llama3b-auto-tune-0f3a9c", trial=i + 1)}
+                )
+                for i in range(2)
+            ],
         ),
         ("demo-runs.sqlite", [served_run(i, tput=500 + i) for i in range(1, 4)]),
     ):
