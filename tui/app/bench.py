@@ -36,6 +36,7 @@ from typing import Any, TextIO
 
 import aiohttp
 
+from tui.app.arg_parser import OneLineParser
 from tui.domain.errors import VtcError
 from tui.domain.results import BenchResult
 from tui.domain.url_credentials import UrlCredential, authorization_header, split_url
@@ -506,7 +507,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m tui.app.bench``: the same as ``vtc bench``."""
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.splitlines()[0])
     add_bench_arguments(parser)
     return run_bench(parser.parse_args(argv))
 

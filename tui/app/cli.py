@@ -26,6 +26,7 @@ from typing import Any
 
 from tui import __version__
 from tui.app import top as top_cli
+from tui.app.arg_parser import OneLineParser
 from tui.app.arg_types import nonnegative_float, positive_float, sim_gpu
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
@@ -42,7 +43,7 @@ from tui.sim.versions import SIM_HOSTS
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="vtc",
         description="vtc, the vLLM tuning console. Without a subcommand: open the console.",
         epilog="Flags after `--` are a `vllm serve` command line loaded into the form, e.g. "
