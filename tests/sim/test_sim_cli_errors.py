@@ -272,3 +272,14 @@ def test_max_model_len_zero_is_rejected_as_vllm_rejects_it() -> None:
     )
     assert ours[1].startswith(real_tail[1].split(" [type=")[0])
     assert ours[2] == real_tail[2]
+
+
+@pytest.mark.parametrize("word", ["gpus", "models", "catalog"])
+def test_the_catalogue_takes_no_arguments_and_says_so_in_one_line(word: str) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert run([word, "--sim-profile-dir", "/nowhere"], out, err, install_signals=False) == 2
+    assert out.getvalue() == "" and err.getvalue().count("\n") == 1
+    assert f"vtc-sim {word}: takes no arguments" in err.getvalue()
+    help_out = io.StringIO()
+    assert run([word, "--help"], help_out, io.StringIO(), install_signals=False) == 0
+    assert help_out.getvalue().startswith("usage: vtc-sim")

@@ -116,6 +116,12 @@ def run(
         out.write(f"{VERSION}\n")
         return 0
     if args[0] in ("gpus", "models", "catalog"):
+        if args[1:2] in (["-h"], ["--help"]):
+            out.write(HELP)
+            return 0
+        if len(args) > 1:  # it takes nothing: an option here was meant for something else
+            err.write(f"vtc-sim {args[0]}: takes no arguments, got {inert(args[1])[:80]!r}\n")
+            return 2
         return _catalog(out)
     if args[0] != "serve":
         return _usage_error(
