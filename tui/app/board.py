@@ -15,7 +15,7 @@ import shutil
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tui.app.arg_types import absolute_path
 from tui.domain.board.metrics import LATENCY_AXES
@@ -88,7 +88,7 @@ def empty_message(demo: bool) -> str:
     )
 
 
-def add_board_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_board_parsers(sub: Any) -> None:
     """Register ``runs``, ``export`` and ``report`` on the ``vtc`` subcommand parser."""
     runs = sub.add_parser(
         "runs",
