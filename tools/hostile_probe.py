@@ -244,6 +244,15 @@ def sim(*args: str) -> list[str]:
     return [sys.executable, "-m", "tui.sim", *args]
 
 
+DEAD_URL = "http://127.0.0.1:9"
+"""A server address nothing answers: options must be refused before it is dialled."""
+
+
+def bench_on_dead(*args: str) -> list[str]:
+    """``vtc bench`` against :data:`DEAD_URL` with ``args``."""
+    return vtc("bench", "--base-url", DEAD_URL, *args)
+
+
 def files(tmp: Path) -> dict[str, Path]:
     """Hostile files: one of each kind."""
     made: dict[str, Path] = {}
@@ -457,23 +466,23 @@ def numeric_cases() -> list[Case]:
         Case("sweep-gpus-dup", vtc("sweep", "--gpus", "0,0"), timeout=120),
         Case(
             "bench-goodput-nan",
-            vtc("bench", "--base-url", "http://127.0.0.1:9", "--goodput", "ttft:nan"),
+            bench_on_dead("--goodput", "ttft:nan"),
         ),
         Case(
             "bench-goodput-neg",
-            vtc("bench", "--base-url", "http://127.0.0.1:9", "--goodput", "ttft:-5"),
+            bench_on_dead("--goodput", "ttft:-5"),
         ),
         Case(
             "bench-goodput-garbage",
-            vtc("bench", "--base-url", "http://127.0.0.1:9", "--goodput", "x"),
+            bench_on_dead("--goodput", "x"),
         ),
         Case(
             "bench-percentiles-nan",
-            vtc("bench", "--base-url", "http://127.0.0.1:9", "--metric-percentiles", "nan,101"),
+            bench_on_dead("--metric-percentiles", "nan,101"),
         ),
         Case(
             "bench-percentile-metrics-bad",
-            vtc("bench", "--base-url", "http://127.0.0.1:9", "--percentile-metrics", "x\x1b[31m"),
+            bench_on_dead("--percentile-metrics", "x\x1b[31m"),
         ),
         Case("bench-baseurl-garbage", vtc("bench", "--base-url", "\x1b[31mnot a url")),
         Case("bench-port-huge", vtc("bench", "--port", "99999")),
