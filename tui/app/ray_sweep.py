@@ -56,10 +56,11 @@ async def ray_sweep(
     cluster = await open_cluster(spec, options, choice, data_dir, relay)
     try:
         gpus = sum((await asyncio.to_thread(node_gpus)).values())
+        width = cluster.count.width() if cluster.count is not None else len(cluster.lanes)
         print(
             f"sweep {spec.sweep_id()}: {spec.strategy} over Ray ({choice.describe()}: "
             f"{gpus:g} GPU(s) now, at least {smallest_trial(spec)} per trial, "
-            f"{len(cluster.lanes)} lane(s)); Ray ready in {time.monotonic() - began:.1f} s",
+            f"{width} trial(s) at once now); Ray ready in {time.monotonic() - began:.1f} s",
             file=out,
         )
         if journal.finished:
@@ -67,7 +68,14 @@ async def ray_sweep(
                 f"resuming: {len(journal.finished)} finished trial(s) in {journal.path}", file=out
             )
         printer = Printer(out, out.isatty())
-        run = SweepRun(spec, cluster.lanes, journal=journal, pruner=Pruner(), emit=printer.show)
+        run = SweepRun(
+            spec,
+            cluster.lanes,
+            journal=journal,
+            pruner=Pruner(),
+            emit=printer.show,
+            count=cluster.count,
+        )
         relay.target = run.context.note_activity
         with stop_on_signals(run):
             final = await run.run()

@@ -31,6 +31,7 @@ from tui.domain.url_credentials import UrlCredential
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.load.errors import LoadError
 from tui.load.job import CANCEL_LINE, ErrorLine, LoadJob, ProgressLine, ResultLine, decode
+from tui.server import children
 
 WORKER_MODULE = "tui.load.worker"
 LINE_LIMIT = 16 << 20
@@ -146,6 +147,7 @@ class ProcessLoadRunner:
                 env=self._env(),
                 limit=LINE_LIMIT,
             )
+            children.started(proc.pid)  # at once: a listener (a cluster worker's warden) knows it
             return await self._talk(proc, job, on_progress)
         finally:
             await self._reap()

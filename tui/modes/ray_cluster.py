@@ -1,20 +1,26 @@
 """The Ray side of ``vtc sweep --ray``: join or start the cluster, its lanes, let them go.
 
 With an address (``--ray ADDRESS``: ``auto``, ``host:6379``, ``ray://host:10001``) the head
-joins that cluster; without one it starts a local instance, small and quiet (its object
+joins that cluster, shipping vtc to its nodes (:mod:`tui.modes.ray_ship`: its code and the
+packages a trial imports, through Ray's ``runtime_env``; every GPU node is checked before
+the sweep starts). Without one it starts a local instance, small and quiet (its object
 store at :data:`LOCAL_OBJECT_STORE_BYTES`, no dashboard) with the GPUs ``--ray-gpus``
 declares (a CPU machine declares them too: Ray hands out GPU ids it does not check, which
-is how ``--demo`` and the tests run the whole path without a GPU). Each trial reserves its
-``tp x pp`` GPUs in a placement group and its worker asks for no CPU (the server and its
+is how ``--demo`` and the tests run the whole path without a GPU). Each trial's worker
+holds its ``tp x pp`` GPUs in a placement group and asks for no CPU (the server and its
 load use the node's cores; Ray's CPU count would only cap how many trials a node takes).
+The sweep's configuration is put in the object store once; each worker gets its reference.
 
-The cluster is read live, never counted once: there are as many lanes as the alive nodes
-hold trials now plus :data:`SPARE_LANES`, whose trials wait for placement (a node that joins
-mid-sweep takes them at once; Ray places a waiting group as soon as GPUs are free), and
-each placement reads the alive nodes again (:class:`tui.tune.ray_lane.Placer`), so a node
-that left stops counting. A sweep none of whose trials any alive node can hold is refused
-before anything starts; a single trial too large for every node is refused when its turn
-comes, with the reason, while the others run.
+The cluster is read live, never counted once (:class:`RayFleet`): every
+:data:`~tui.tune.ray_slots.PLACE_ROUND_S` the alive nodes are read again, and the
+strategies hand out as many trials at once as they hold now plus :data:`SPARE_LANES`
+(trials that wait for the next free worker of their size), so a node that joins mid-sweep
+widens the next batch and one that leaves narrows it; the ETA divides by the lanes that
+hold a trial now, never by the spare ones. Each placement reads the alive nodes again too
+(:class:`tui.tune.ray_slots.Pool`), so a node that left stops counting at once. A sweep
+none of whose trials any alive node can hold is refused before anything starts; a single
+trial too large for every node is refused when its turn comes, with the reason, while the
+others run.
 
 :func:`open_cluster` is the one way in and out (connect, lanes, close, disconnect), used by
 ``vtc sweep --ray`` and the console's sweep composer alike.
@@ -23,7 +29,9 @@ comes, with the reason, while the others run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +44,18 @@ from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.ray_host import HostConfig, TrialHost
+from tui.modes.ray_ship import check_nodes, runtime_env
 from tui.store.history import RunStore
-from tui.tune.gpus import trials_at_once
+from tui.tune.gpus import Unplaceable, trials_at_once
 from tui.tune.lanes import ClusterRun, Lane
-from tui.tune.ray_lane import HeadWriter, Placer, RayLane
+from tui.tune.ray_lane import HeadWriter, RayLane
+from tui.tune.ray_slots import PLACE_ROUND_S, Deadlines, Pool
 
 LOCAL_OBJECT_STORE_BYTES = 100 * 1024 * 1024  # replies are small: a few runs' records
 LOCAL_CPUS = 1  # the workers ask for none; Ray keeps this many idle workers ready
-SPARE_LANES = 4  # trials waiting for placement beyond what the alive nodes hold now
+SPARE_LANES = 4  # trials waiting for a free worker beyond what the alive nodes hold now
+MAX_LANES = 256  # the most trials at once, however large the cluster grows
+OPEN_SHIPPED_S = 600.0  # a worker's first open on a node that joined later installs packages
 LEFT_BY_A_KILLED_HEAD = "the sweep's head was killed while it ran; its trial runs again"
 
 
@@ -53,7 +65,7 @@ def connect(choice: ClusterChoice) -> None:
         return
     try:
         if choice.address:
-            ray.init(address=choice.address, log_to_driver=False)
+            ray.init(address=choice.address, runtime_env=runtime_env(), log_to_driver=False)
         else:
             ray.init(
                 address="local",
@@ -86,9 +98,56 @@ def node_gpus() -> dict[str, float]:
 
 
 def lane_count(spec: SweepSpec, nodes: dict[str, float]) -> int:
-    """How many lanes: the trials the alive nodes hold at once now, plus the spare ones.
+    """How many trials at once: those the alive nodes hold now, plus the spare ones.
     Raises :class:`tui.tune.gpus.Unplaceable` when no alive node holds any trial."""
     return trials_at_once(nodes, spec) + SPARE_LANES
+
+
+@dataclass
+class RayFleet:
+    """A sweep's lanes on the cluster and how many of them count now (it follows the
+    alive nodes while the sweep runs: :meth:`follow`)."""
+
+    spec: SweepSpec
+    lanes: list[RayLane]
+    pool: Pool
+    at_once: int
+    """The trials the alive nodes hold side by side, as last read (0: none fits now)."""
+    _follower: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def width(self) -> int:
+        """How many trials the strategies hand out at once now."""
+        return min(len(self.lanes), max(1, self.at_once + SPARE_LANES))
+
+    def working(self) -> int:
+        """The lanes holding a trial now (between trials: those the cluster holds)."""
+        return self.pool.placed or max(1, self.at_once)
+
+    def read(self, nodes: dict[str, float]) -> None:
+        """The alive nodes now: how many trials they hold at once."""
+        try:
+            self.at_once = trials_at_once(nodes, self.spec)
+        except Unplaceable:
+            self.at_once = 0  # each trial is refused with the reason when its turn comes
+
+    def follow(self) -> None:
+        """Read the alive nodes every round while the sweep runs (in a thread, bounded)."""
+        if self._follower is None:
+            self._follower = asyncio.ensure_future(self._follow())
+
+    async def close(self) -> None:
+        """Stop following; every lane's worker and every parked one let go."""
+        if self._follower is not None:
+            self._follower.cancel()
+        await asyncio.gather(*(lane.close() for lane in self.lanes), return_exceptions=True)
+        await self.pool.let_parked_go()
+
+    async def _follow(self) -> None:
+        deadline = self.pool.deadlines.nodes_s
+        while True:
+            await asyncio.sleep(PLACE_ROUND_S)
+            with contextlib.suppress(TimeoutError):  # a slow read: the next round asks again
+                self.read(await asyncio.wait_for(asyncio.to_thread(node_gpus), deadline))
 
 
 def ray_lanes(
@@ -97,24 +156,27 @@ def ray_lanes(
     choice: ClusterChoice,
     data_dir: Path,
     on_progress: Callable[[str], None],
-) -> list[RayLane]:
-    """The sweep's lanes on the connected cluster, sharing one placer and the head's store.
+) -> RayFleet:
+    """The sweep's lanes on the connected cluster, sharing one pool of workers and the
+    head's store (the configuration put once).
 
     Raises :class:`tui.tune.gpus.Unplaceable` (one line) when no alive node can hold any
     trial of the spec. Blocking.
     """
-    width = lane_count(spec, node_gpus())
-    config = HostConfig(
-        spec=spec,
-        options=options,
-        data_dir=None if choice.address else str(data_dir),
-        ready_timeout_s=options.startup_timeout,
+    nodes = node_gpus()
+    trials_at_once(nodes, spec)  # refused before anything starts
+    config = ray.put(
+        HostConfig(
+            spec=spec,
+            options=options,
+            data_dir=None if choice.address else str(data_dir),
+            ready_timeout_s=options.startup_timeout,
+        )
     )
     host = ray.remote(TrialHost)
     store = RunStore(data_dir / ("demo-runs.sqlite" if options.demo else "runs.sqlite"))
     close_left_runs(store, spec.sweep_id())
     writer = HeadWriter(store)
-    placer = Placer(node_gpus)
 
     def spawn(group: PlacementGroup, gpus: int) -> Any:
         return host.options(
@@ -125,10 +187,14 @@ def ray_lanes(
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
         ).remote(config)
 
-    return [
-        RayLane(spawn, writer, placer, name=f"slot{i}", on_progress=on_progress)
-        for i in range(width)
-    ]
+    deadlines = Deadlines.for_startup(
+        options.startup_timeout, open_s=OPEN_SHIPPED_S if choice.address else 180.0
+    )
+    pool = Pool(spawn, node_gpus, deadlines=deadlines, on_progress=on_progress)
+    lanes = [RayLane(pool, writer, name=f"slot{i}") for i in range(MAX_LANES)]
+    fleet = RayFleet(spec, lanes, pool, 0)
+    fleet.read(nodes)
+    return fleet
 
 
 async def open_cluster(
@@ -138,23 +204,27 @@ async def open_cluster(
     data_dir: Path,
     on_progress: Callable[[str], None],
 ) -> ClusterRun:
-    """Connect, build the lanes; their ``close`` lets the lanes and the cluster go. Raises
-    ``VtcError`` (one line) when the cluster cannot be reached or hold a trial."""
+    """Connect (a joined cluster's GPU nodes checked), build the lanes, follow the cluster;
+    their ``close`` lets the lanes and the cluster go. Raises ``VtcError`` (one line) when
+    the cluster cannot be reached, cannot run vtc, or cannot hold a trial."""
     await asyncio.to_thread(connect, choice)
     try:
-        built = await asyncio.to_thread(ray_lanes, spec, options, choice, data_dir, on_progress)
+        if choice.address:
+            await asyncio.to_thread(check_nodes, await asyncio.to_thread(node_gpus))
+        fleet = await asyncio.to_thread(ray_lanes, spec, options, choice, data_dir, on_progress)
     except BaseException:
         await asyncio.to_thread(disconnect)
         raise
+    fleet.follow()
 
     async def close() -> None:
         try:
-            await asyncio.gather(*(lane.close() for lane in built), return_exceptions=True)
+            await fleet.close()
         finally:
             await asyncio.to_thread(disconnect)
 
-    lanes: list[Lane] = list(built)
-    return ClusterRun(lanes, close)
+    lanes: list[Lane] = list(fleet.lanes)
+    return ClusterRun(lanes, close, count=fleet)
 
 
 def close_left_runs(store: RunStore, sweep_id: str) -> int:

@@ -15,12 +15,17 @@ What the worker starts ends with it. vtc's servers and loads run in sessions of 
 default of killing a worker's direct children on its exit catches a worker that is
 SIGKILLed (Ray's subreaper option is deprecated in 2.60 and, tried here, left such
 children running). So each worker starts a warden (:mod:`tui.modes.ray_warden`, a plain
-script) holding the read end of a pipe only the worker writes: the worker names each child
-it starts (server, log relay, load), the warden holds a pidfd on each (no PID reuse), and
-when the pipe closes (the worker gone, however it went) it stops every one still running
-(their process groups, vLLM's engine processes with them) and removes the worker's scratch
+script) holding the read end of a pipe only the worker writes: the code that starts each
+child (server, log relay, load) names it at once (:mod:`tui.server.children`), the worker
+writes its pid down the pipe, the warden holds a pidfd on each (no PID reuse), and when the
+pipe closes (the worker gone, however it went) it stops every one still running (their
+process groups, vLLM's engine processes with them) and removes the worker's scratch
 folder. A node that goes takes its processes with it; nothing is left to find later, so
 there are no state files to sweep and no pid probes.
+
+A worker serves one trial after another on the same GPUs (the head hands it on while the
+next trial needs as many): :meth:`TrialHost.stop` stops the trial's server and keeps the
+session; :meth:`TrialHost.close` ends it all.
 """
 
 from __future__ import annotations
@@ -32,18 +37,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 import httpx
-import psutil
 import ray
 
 from tui.domain.credentials import Credentials
 from tui.domain.errors import VtcError
-from tui.domain.events import Launched, Ready, StageReached
+from tui.domain.events import Ready, StageReached
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.inert import inert
 from tui.domain.results import RunRecord, SweepTag
@@ -55,12 +60,13 @@ from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions
 from tui.modes.sources import local_client
 from tui.modes.sweep import CLUSTER_DIR, NodeLane, SweepMode
+from tui.server import children
 from tui.session.facade import Session
 from tui.session.port import LoadFinished, SessionEvent
 from tui.store.history import default_data_dir
 from tui.store.private import private_dir
 from tui.tune.lanes import BenchRun, LaneError, StartResult
-from tui.tune.ray_lane import HostFailure, HostReply
+from tui.tune.ray_lane import HostFailure, HostFailureKind, HostReply
 from tui.tune.session_lane import SessionLane
 
 LOG_EXCERPT_LINES = 20
@@ -68,7 +74,8 @@ LOG_EXCERPT_LINES = 20
 
 @dataclass(frozen=True)
 class HostConfig:
-    """What every worker of one sweep is built with (sent once per worker)."""
+    """What every worker of one sweep is built with (put in the cluster's object store
+    once, each worker given its reference)."""
 
     spec: SweepSpec
     options: ConsoleOptions
@@ -82,8 +89,9 @@ def node_name() -> str:
 
 
 class Warden:
-    """The worker's warden process: told each child the worker starts, it stops those
-    still running once the worker is gone (its pipe closed), and removes ``scratch``."""
+    """The worker's warden process: told each child as the worker starts it, it stops
+    those still running once the worker is gone (its pipe closed), and removes
+    ``scratch``."""
 
     def __init__(self, scratch: Path) -> None:
         self._proc = subprocess.Popen(
@@ -91,24 +99,27 @@ class Warden:
             stdin=subprocess.PIPE,
             start_new_session=True,  # deaf to a terminal's ^C, like the servers it watches
         )
-        self._told: set[int] = {self._proc.pid}
+        self._lock = threading.Lock()  # children start from the loop and from threads
+        self._stop_listening = children.listen(self.tell)
 
-    def watch_children(self) -> None:
-        """Name every child of this worker not named yet (they are its own, alive now)."""
-        stdin: IO[bytes] | None = self._proc.stdin
-        if stdin is None or stdin.closed:
-            return
-        fresh = [c.pid for c in psutil.Process().children() if c.pid not in self._told]
-        if not fresh:
-            return
-        self._told.update(fresh)
-        stdin.write("".join(f"{pid}\n" for pid in fresh).encode())
-        stdin.flush()
+    def tell(self, pid: int) -> None:
+        """Name a child the worker just started (from whichever thread started it)."""
+        with self._lock:
+            stdin: IO[bytes] | None = self._proc.stdin
+            if stdin is None or stdin.closed:
+                return
+            try:
+                stdin.write(f"{pid}\n".encode())
+                stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # the warden is gone: the worker is ending
 
     def end(self) -> None:
         """The worker is closing: the warden stops what is left and clears up (blocking)."""
-        if self._proc.stdin is not None and not self._proc.stdin.closed:
-            self._proc.stdin.close()
+        self._stop_listening()
+        with self._lock:
+            if self._proc.stdin is not None and not self._proc.stdin.closed:
+                self._proc.stdin.close()
         try:
             self._proc.wait(timeout=ray_warden.GRACE_S * 2 + 5)
         except subprocess.TimeoutExpired:
@@ -163,8 +174,6 @@ class TrialHost:
             result = await lane.start(flags, tag)
         except LaneError as exc:
             return self._reply(failure=HostFailure.of(exc))
-        finally:
-            self._watch_children()
         facts = self._facts()
         excerpt = "" if result.ok else self._excerpt()
         return self._reply(start=dataclasses.replace(result, placement=facts, log_excerpt=excerpt))
@@ -205,6 +214,18 @@ class TrialHost:
         server = current.server_pid if current is not None else None
         return {"worker": os.getpid(), **({"server": server} if server else {})}
 
+    async def stop(self) -> HostReply:
+        """The trial is over: stop its server (the session stays, for the next trial on
+        these GPUs); its runs' last states."""
+        self._need()
+        assert self._session is not None
+        try:
+            await self._session.stop_server()
+        except VtcError as exc:
+            return self._reply(failure=HostFailure(HostFailureKind.FAILED, exc.one_line()))
+        self._tell("server stopped")
+        return self._reply()
+
     async def close(self) -> HostReply:
         """Stop the server; the runs' last states; the warden clears the scratch folder."""
         if self._session is not None:
@@ -223,19 +244,12 @@ class TrialHost:
             raise VtcError("the worker was not opened")
         return self._lane
 
-    def _watch_children(self) -> None:
-        if self._warden is not None:
-            self._warden.watch_children()
-
     def _on_event(self, event: SessionEvent) -> None:
-        if isinstance(event, Launched):
-            self._watch_children()  # the server (and its log relay), the moment it exists
-        elif isinstance(event, StageReached):
+        if isinstance(event, StageReached):
             self._tell(f"starting: {event.stage.value} ({event.elapsed:.0f} s)")
         elif isinstance(event, Ready):
             self._tell("server ready")
         elif isinstance(event, LoadProgress):
-            self._watch_children()  # the load's process
             self._tell(
                 f"load {event.done}/{event.total} done, {event.output_tokens_per_s:.0f} tok/s"
             )

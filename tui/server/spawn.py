@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tui.server import children
 from tui.server.logbuffer import clean_line
 from tui.server.relay import LINE_LIMIT, SYNC_ENV
 
@@ -91,6 +92,7 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> Spawne
     except OSError:
         _close(out_r, out_w, tee_r, tee_w)
         raise
+    children.started(relay.pid)  # at once: a listener (a cluster worker's warden) knows it
     _close(out_r, tee_w)  # the relay holds them now
     sync_fd = _own_write_end(out_w)
     try:
@@ -109,6 +111,7 @@ def spawn(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> Spawne
         raise
     finally:
         _close(out_w)
+    children.started(proc.pid)
     return Spawned(proc=proc, relay=relay, tee_fd=tee_r, sync_fd=sync_fd, sync_token=token)
 
 

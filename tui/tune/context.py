@@ -21,7 +21,7 @@ from tui.domain.sweep.outcome import SweepState, SweepStatus, TrialOutcome, Tria
 from tui.domain.sweep.spec import SweepSpec
 from tui.tune.decisions import Best, Decision, Note, Planned
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane
+from tui.tune.lanes import Lane, LaneCount
 from tui.tune.prune import Pruner
 from tui.tune.space import Choice, describe
 from tui.tune.stops import BudgetSpent, SweepFailed, SweepStopped
@@ -74,12 +74,14 @@ class SweepContext:
         pruner: Pruner | None = None,
         max_repeated_failures: int = REPEATED_FAILURES,
         twin: Twin | None = None,
+        count: LaneCount | None = None,
     ) -> None:
         if not lanes:
             raise ValueError("a sweep needs at least one lane")
         self.spec = spec
         self.sweep_id = spec.sweep_id()
         self.lanes = list(lanes)
+        self._count = count  # a cluster's: how many of the lanes count now
         self.goodput = spec.goodput_slos()
         self.pruner = pruner
         self.twin = twin  # the twin-first strategy's twin (None: it builds the spec's own)
@@ -121,6 +123,12 @@ class SweepContext:
         """The sweep's notes so far."""
         return tuple(self._notes)
 
+    def width(self) -> int:
+        """How many trials to run at once now: every lane, or as many as the cluster holds
+        now (its count follows nodes joining and leaving)."""
+        wide = self._count.width() if self._count is not None else len(self.lanes)
+        return max(1, min(len(self.lanes), wide))
+
     def starts_left(self) -> int | None:
         """Starts the budget still allows (``None``: unbounded)."""
         cap = self.spec.budget.max_starts
@@ -151,6 +159,14 @@ class SweepContext:
         Raises :class:`SweepStopped` / :class:`BudgetSpent` once every started one ended.
         """
         return await self._runner.run_all([(self.take_index(), plan) for plan in plans])
+
+    async def run_batches(self, plans: Sequence[TrialPlan]) -> None:
+        """Run ``plans`` in batches as wide as :meth:`width` is when each batch begins."""
+        done = 0
+        while done < len(plans):
+            width = self.width()
+            await self.run_trials(plans[done : done + width])
+            done += width
 
     async def run_trial(self, plan: TrialPlan) -> TrialOutcome:
         """Run one plan (see :meth:`run_trials`)."""
@@ -295,7 +311,8 @@ class SweepContext:
             return None
         done = sum(1 for t in trials if t.state is not TrialState.PRUNED and not t.predicted)
         left = max(0, self._planned - done)
-        return math.fsum(ran) / len(ran) * left / len(self.lanes)
+        working = self._count.working() if self._count is not None else len(self.lanes)
+        return math.fsum(ran) / len(ran) * left / max(1, working)
 
 
 def _failure_kind(outcome: TrialOutcome) -> str:

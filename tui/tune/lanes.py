@@ -101,12 +101,26 @@ class Lane(Protocol):
         ...
 
 
+class LaneCount(Protocol):
+    """How many of a cluster's lanes count now: the cluster grows and shrinks mid-sweep."""
+
+    def width(self) -> int:
+        """How many trials the strategies hand out at once now."""
+        ...
+
+    def working(self) -> int:
+        """How many lanes hold a running trial now (what the ETA divides by)."""
+        ...
+
+
 @dataclass
 class ClusterRun:
-    """A cluster's lanes for one sweep, and how to let them and the cluster go."""
+    """A cluster's lanes for one sweep, how many of them count now, and how to let them
+    and the cluster go."""
 
     lanes: list[Lane]
     close: Callable[[], Awaitable[None]]
+    count: LaneCount | None = None
 
 
 ClusterLanes = Callable[[SweepSpec, ClusterChoice, Callable[[str], None]], Awaitable[ClusterRun]]

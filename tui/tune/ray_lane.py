@@ -1,31 +1,25 @@
 """A lane on a Ray cluster: the trial's server and load run on a node, the head writes.
 
 The head (the ``vtc sweep`` process) keeps the strategy, the journal and the board's run
-store: one writer each. A :class:`RayLane` is one trial slot. Each trial first reserves the
-GPUs it needs (``tp x pp``) with a placement group of its own (one bundle, ``STRICT_PACK``:
-vtc starts one ``vllm serve`` per trial, on one node), waited for in rounds with a deadline
-(:class:`Placer`); then a worker of its own (the mode's ``TrialHost`` actor) is scheduled
-into that group (``PlacementGroupSchedulingStrategy``; Ray picks the node and the GPU ids).
-The lane forwards the trial's start, its loads and its prefix-cache resets to the worker,
-and lets worker and group go when the trial is over (its server stopped, its GPUs back to
-the cluster: a trial waiting for GPUs gets them as soon as any trial ends). The worker runs
-every load on its own node, so the network between head and node never enters a timing;
-each reply carries the typed result and the runs the worker recorded or changed since its
-last reply, which the head writes into its own store under its own ids. The worker streams
-what it is doing (an actor generator, one line per change) and the lane passes each line
-on as the sweep's progress.
+store: one writer each. A :class:`RayLane` is one trial slot. Each trial takes a worker
+holding the GPUs it needs (``tp x pp``) from the sweep's :class:`~tui.tune.ray_slots.Pool`:
+a placement group of its own and the mode's ``TrialHost`` actor scheduled into it (Ray
+picks the node and the GPU ids), or the worker a finished trial of the same size handed
+on. The lane forwards the trial's start, its loads and its prefix-cache resets to the
+worker, and when the trial is over stops its server and gives the worker back to the pool
+(handed on, parked, or let go: a trial waiting for GPUs never waits on an idle worker). The
+worker runs every load on its own node, so the network between head and node never enters
+a timing; each reply carries the typed result and the runs the worker recorded or changed
+since its last reply, which the head writes into its own store under its own ids. The
+worker streams what it is doing (an actor generator, one line per change), passed on as the
+sweep's progress.
 
-Placement never waits forever. Between rounds the cluster is read live (its alive nodes
-now): a trial that no alive node can hold is refused with the reason
-(:class:`~tui.tune.lanes.LaneRefused`); one that could be held but is not placed while no
-trial of this sweep holds GPUs (so nothing of ours will free any) is given up after
-:attr:`Placer.idle_deadline_s` as lost. Nodes that join are used as soon as Ray places a
-waiting group on them; a node that leaves stops counting at the next round.
-
-A node or worker dying mid-trial surfaces as one of Ray's actor errors: the lane raises
-:class:`~tui.tune.lanes.LaneLost` naming the node and forgets the worker and its group; the
-sweep marks the trial lost and runs it once more, wherever the cluster now places it (or
-refuses it, when no node left can hold it). Ray's own retries stay off
+Every call the head waits on has a deadline (:class:`~tui.tune.ray_slots.Deadlines`, in
+elapsed time). A node or worker dying mid-trial surfaces as one of Ray's actor errors, a
+hung one as its deadline passing: either way the lane raises
+:class:`~tui.tune.lanes.LaneLost` naming the node and the reason, and lets the worker and
+its GPUs go; the sweep marks the trial lost and runs it once more, wherever the cluster now
+places it (or refuses it, when no node left can hold it). Ray's own retries stay off
 (``max_restarts=0``): a restarted actor would not have the trial's server, so the retry is
 the trial's, not the actor's.
 """
@@ -33,46 +27,26 @@ the trial's, not the actor's.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
-
-import ray
-import ray.exceptions
-from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, SweepTag
 from tui.domain.sweep.outcome import Placement
 from tui.domain.workload import LoadSpec
-from tui.tune.gpus import refusal
 from tui.tune.lanes import (
     BenchRun,
     LaneError,
     LaneInterrupted,
     LaneLost,
-    LaneRefused,
     StartResult,
 )
+from tui.tune.ray_slots import LOST_ERRORS, Deadlines, Pool, Slot, cause, result
 from tui.tune.session_lane import STOPPED_BEFORE_START
-
-#: What Ray raises when the worker or its node is gone (the actor's process died, its node
-#: was removed or lost, the object it was computing went with it).
-LOST_ERRORS: tuple[type[BaseException], ...] = (
-    ray.exceptions.RayActorError,
-    ray.exceptions.WorkerCrashedError,
-    ray.exceptions.NodeDiedError,
-    ray.exceptions.ObjectLostError,
-)
-#: A worker that died or hung while it opened.
-OPEN_ERRORS: tuple[type[BaseException], ...] = (*LOST_ERRORS, TimeoutError)
-PLACE_ROUND_S = 2.0  # how often a waiting placement reads the cluster again
-IDLE_PLACEMENT_S = 300.0  # waiting with none of the sweep's trials placed: given up after
-OPEN_DEADLINE_S = 180.0  # a placed worker builds its lane (a session, no server yet)
 
 
 class HostFailureKind(StrEnum):
@@ -143,135 +117,49 @@ class HeadWriter:
             await asyncio.to_thread(self._sink.update, record)
 
 
-NodeGpus = Callable[[], Mapping[str, float]]
-"""The cluster now: each alive node's id -> the GPUs it declares (read live, blocking)."""
-
-Spawn = Callable[[PlacementGroup, int], Any]
-"""A new worker (a Ray actor handle) taking the ``int`` GPUs of the trial's placement
-group."""
-
-
-@dataclass
-class Placer:
-    """Reserves each trial's GPUs (a placement group), never waiting forever; shared by a
-    sweep's lanes, it knows how many of them hold GPUs now."""
-
-    node_gpus: NodeGpus
-    round_s: float = PLACE_ROUND_S
-    idle_deadline_s: float = IDLE_PLACEMENT_S
-    placed: int = 0
-
-    async def reserve(
-        self, need: int, say: Callable[[str], None], stopped: Callable[[], bool] = lambda: False
-    ) -> PlacementGroup:
-        """A ready placement group of one ``need``-GPU bundle on one node.
-
-        Raises :class:`LaneRefused` when no alive node can hold it (before asking, and at
-        every round: a node may leave meanwhile), :class:`LaneLost` when it is not placed
-        within the idle deadline while no trial of this sweep holds GPUs,
-        :class:`LaneInterrupted` when ``stopped()`` turns true meanwhile (a stop).
-        """
-        await self._check(need)
-        group = placement_group([{"GPU": float(need)}], strategy="STRICT_PACK")
-        ready = asyncio.ensure_future(_result(group.ready()))
-        idle = 0.0
-        said = False
-        try:
-            while True:
-                done, _ = await asyncio.wait({ready}, timeout=self.round_s)
-                if done:
-                    ready.result()
-                    self.placed += 1
-                    return group
-                if stopped():
-                    raise LaneInterrupted(STOPPED_BEFORE_START)
-                await self._check(need)
-                idle = idle + self.round_s if self.placed == 0 else 0.0
-                if idle >= self.idle_deadline_s:
-                    raise LaneLost(
-                        f"no node placed the trial's {need} GPU(s) within "
-                        f"{self.idle_deadline_s:g} s while none of the sweep's trials held any",
-                        node="unplaced",
-                    )
-                if not said:  # once: the running trials' progress goes on meanwhile
-                    say(f"waiting for {need} free GPU(s) on one node")
-                    said = True
-        except BaseException:
-            ready.cancel()
-            remove_placement_group(group)
-            raise
-
-    def free(self, group: PlacementGroup) -> None:
-        """The trial is over: its GPUs go back to the cluster."""
-        self.placed = max(0, self.placed - 1)
-        with contextlib.suppress(Exception):
-            remove_placement_group(group)
-
-    async def _check(self, need: int) -> None:
-        why = refusal(need, await asyncio.to_thread(self.node_gpus))
-        if why is not None:
-            raise LaneRefused(why)
-
-
 class RayLane:
-    """One trial slot on the cluster: a group and a worker per trial, the head's store
-    written."""
+    """One trial slot on the cluster: the trial's worker (a :class:`Slot` the pool gives it),
+    the head's store written, every call to the worker bounded by its deadline."""
 
-    def __init__(
-        self,
-        spawn: Spawn,
-        writer: HeadWriter,
-        placer: Placer,
-        *,
-        name: str,
-        on_progress: Callable[[str], None] | None = None,
-        open_deadline_s: float = OPEN_DEADLINE_S,
-    ) -> None:
-        self._spawn = spawn
+    def __init__(self, pool: Pool, writer: HeadWriter, *, name: str) -> None:
+        self._pool = pool
         self._writer = writer
-        self._placer = placer
-        self._slot = name
-        self._on_progress = on_progress
-        self._open_s = open_deadline_s
-        self._actor: Any = None
-        self._group: PlacementGroup | None = None
-        self._watch: asyncio.Task[None] | None = None
-        self._placement: Placement | None = None
-        self._ids: dict[int, int] = {}  # the worker's run ids -> the head's
+        self._slot_name = name
+        self._slot: Slot | None = None
         self._aborted = False
 
     @property
     def name(self) -> str:
-        """Where the lane's trials run now (``node-a gpu 0,1``), its slot before placement."""
-        return self._placement.describe() if self._placement is not None else self._slot
+        """Where the lane's trial runs now (``node-a gpu 0,1``), its slot before placement."""
+        return self._slot.placement.describe() if self._slot is not None else self._slot_name
 
     @property
     def placement(self) -> Placement | None:
         """The node and GPUs of the lane's worker (``None`` until placed)."""
-        return self._placement
+        return self._slot.placement if self._slot is not None else None
 
     async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
-        """Reserve the trial's GPUs, start its server on a worker of its own (the previous
-        trial's let go). Raises :class:`LaneRefused` / :class:`LaneLost` (see
-        :class:`Placer`)."""
+        """Take a worker holding the trial's GPUs, start its server there. Raises
+        :class:`LaneRefused` / :class:`LaneLost` (see :class:`~tui.tune.ray_slots.Pool`)."""
         if self._aborted:
             raise LaneInterrupted(STOPPED_BEFORE_START)
-        await self.close()
-        if self._aborted:  # stopped while the previous server stopped: nothing starts
-            raise LaneInterrupted(STOPPED_BEFORE_START)
+        await self.release()  # a previous trial's worker, if its release never came
+        need = trial_gpus(flags)
         asked = time.monotonic()
-        actor = await self._open(trial_gpus(flags))
+        self._say(f"reserving {need} GPU(s) on one node")
+        slot = self._slot = await self._pool.take(need, self._say, lambda: self._aborted)
         waited = time.monotonic() - asked  # placement and the worker's opening
-        where = self._placement.describe() if self._placement is not None else ""
-        reply = await self._call(actor.start.remote(flags, tag.model_copy(update={"where": where})))
-        ids = await self._land(reply.records)
+        where = tag.model_copy(update={"where": slot.placement.describe()})
+        reply = await self._ask("start", slot.actor.start.remote(flags, where), self._d.start_s)
+        ids = await self._land(slot, reply.records)
         assert reply.start is not None
         local = reply.start.run_id
-        self._placement = reply.start.placement or self._placement  # with the run's facts
+        placement = reply.start.placement or slot.placement  # with the run's facts
+        slot.placement = placement
         return dataclasses.replace(
             reply.start,
             run_id=ids.get(local) if local is not None else None,
-            placement=self._placement,
+            placement=placement,
             waited_s=waited,
         )
 
@@ -279,117 +167,126 @@ class RayLane:
         self, load: LoadSpec, *, model: str | None, goodput: Mapping[str, float]
     ) -> BenchRun:
         """Run ``load`` on the worker's node against its server."""
-        reply = await self._call(self._need().bench.remote(load, model, dict(goodput)))
-        await self._land(reply.records)
+        slot = self._need()
+        ref = slot.actor.bench.remote(load, model, dict(goodput))
+        reply = await self._ask("bench", ref, self._d.bench_s(load))
+        await self._land(slot, reply.records)
         if reply.bench is None:
             raise LaneError("the node returned no result")
         return reply.bench
 
     async def reset_prefix_cache(self) -> bool:
         """``POST /reset_prefix_cache`` on the node."""
-        reply = await self._call(self._need().reset_prefix_cache.remote())
+        ref = self._need().actor.reset_prefix_cache.remote()
+        reply = await self._ask("reset_prefix_cache", ref, self._d.reset_s)
         return reply.reset
 
     async def abort(self) -> None:
         """Cut the running load or start short; no further trial starts on this lane."""
         self._aborted = True
-        if self._actor is not None:
-            with contextlib.suppress(*LOST_ERRORS):
-                await _result(self._actor.abort.remote())
+        slot = self._slot
+        if slot is not None:
+            try:
+                await asyncio.wait_for(result(slot.actor.abort.remote()), self._d.abort_s)
+            except TimeoutError:
+                self._give_up(slot, f"did not abort within {self._d.abort_s:g} s: killed")
+            except LOST_ERRORS:
+                pass  # gone already: nothing runs there to cut short
 
     async def pids(self) -> dict[str, int]:
         """The worker's process id and its server's, on their node (empty without a
         worker): what an operator or a test looks for after a worker is killed."""
-        if self._actor is None:
+        if self._slot is None:
             return {}
-        found: dict[str, int] = await _result(self._actor.pids.remote())
+        ref = self._slot.actor.pids.remote()
+        found: dict[str, int] = await asyncio.wait_for(result(ref), self._d.reset_s)
         return found
 
     async def release(self) -> None:
-        """The trial is over: its worker goes (server stopped, GPUs back to the cluster)."""
-        await self.close()
+        """The trial is over: its server stopped (its runs' last states written), the worker
+        handed on or parked for the next trial, or let go (see
+        :meth:`~tui.tune.ray_slots.Pool.give`)."""
+        slot, self._slot = self._slot, None
+        if slot is None:
+            return
+        try:
+            reply: HostReply = await asyncio.wait_for(
+                result(slot.actor.stop.remote()), self._d.stop_s
+            )
+        except TimeoutError:
+            self._give_up(slot, f"did not stop its server within {self._d.stop_s:g} s: killed")
+            return
+        except LOST_ERRORS:
+            self._pool.discard(slot)  # gone already: nothing more to write
+            return
+        await self._land(slot, reply.records)
+        if reply.failure is not None or self._aborted:
+            self._pool.discard(slot)  # a worker that could not stop its server is not reused
+            return
+        await self._pool.give(slot)
 
     async def close(self) -> None:
-        """Stop the worker's server, write its last run states, let worker and group go
-        (the group last: removing it kills the actors placed in it)."""
-        actor, group = self._forget()
+        """Stop the worker's server, write its last run states, let worker and GPUs go."""
+        slot, self._slot = self._slot, None
+        if slot is None:
+            return
         try:
-            if actor is not None:
-                reply: HostReply = await _result(actor.close.remote())
-                await self._land(reply.records)
+            reply: HostReply = await asyncio.wait_for(
+                result(slot.actor.close.remote()), self._d.close_s
+            )
+            await self._land(slot, reply.records)
+        except TimeoutError:
+            self._say(f"the worker did not close within {self._d.close_s:g} s: killed")
         except LOST_ERRORS:
             pass  # gone already: nothing more to write
         finally:
-            if actor is not None:
-                ray.kill(actor, no_restart=True)
-            if group is not None:
-                self._placer.free(group)
+            self._pool.discard(slot)
 
-    def _need(self) -> Any:
-        if self._actor is None:
+    @property
+    def _d(self) -> Deadlines:
+        return self._pool.deadlines
+
+    def _need(self) -> Slot:
+        if self._slot is None:
             raise LaneError("the trial has no worker (its start did not run)")
-        return self._actor
+        return self._slot
 
-    async def _open(self, need: int) -> Any:
-        """A worker placed in a group holding ``need`` GPUs, its progress streamed."""
-        self._say(f"reserving {need} GPU(s) on one node")
-        group = await self._placer.reserve(need, self._say, lambda: self._aborted)
-        actor = self._spawn(group, need)
+    async def _ask(self, what: str, ref: Any, deadline_s: float) -> HostReply:
+        """The worker's answer to ``ref`` within ``deadline_s`` (its progress streams
+        meanwhile). Raises :class:`LaneLost` when the worker died or did not answer."""
+        slot = self._need()
         try:
-            opening = _result(actor.open.remote())
-            placement: Placement = await asyncio.wait_for(opening, self._open_s)
-        except OPEN_ERRORS as exc:
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-            self._placer.free(group)
-            raise LaneLost(
-                f"the worker died or hung before it was placed: {_cause(exc)}", node="unplaced"
+            reply: HostReply = await asyncio.wait_for(result(ref), deadline_s)
+        except TimeoutError:
+            raise self._lost(
+                slot, f"its worker did not answer {what} within {deadline_s:g} s: given up"
             ) from None
-        self._actor, self._group, self._placement, self._ids = actor, group, placement, {}
-        self._watch = asyncio.ensure_future(self._stream(actor))
-        return actor
-
-    async def _stream(self, actor: Any) -> None:
-        """The worker's progress lines, as it sends them, passed on (ends with it)."""
-        with contextlib.suppress(*LOST_ERRORS, asyncio.CancelledError):
-            async for ref in actor.watch.options(num_returns="streaming").remote():
-                self._say(str(await ref))
-
-    async def _call(self, ref: Any) -> HostReply:
-        """The worker's answer to ``ref`` (its progress streams meanwhile)."""
-        try:
-            reply: HostReply = await _result(ref)
         except LOST_ERRORS as exc:
-            raise self._lost(exc) from None
+            raise self._lost(slot, f"it or its worker died mid-trial: {cause(exc)}") from None
         if reply.failure is not None:
             raise reply.failure.error()
         return reply
 
     def _say(self, text: str) -> None:
-        if self._on_progress is not None and text:
-            self._on_progress(f"{self.name}: {text}")
+        if text:
+            self._pool.say_as(self.name, text)
 
-    def _forget(self) -> tuple[Any, PlacementGroup | None]:
-        """Let go of the worker's progress stream; the worker and its group, to end."""
-        actor, self._actor, self._placement = self._actor, None, None
-        group, self._group = self._group, None
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.cancel()
-        return actor, group
+    def _give_up(self, slot: Slot, why: str) -> None:
+        """A worker that did not answer in time after its trial's result: killed (its
+        warden stops its server), said on the progress line; the result stands."""
+        if self._slot is slot:
+            self._slot = None
+        self._pool.say(slot, f"the worker {why}")
+        self._pool.discard(slot)
 
-    def _lost(self, exc: BaseException) -> LaneLost:
-        """The worker or its node died: forgotten, so the retry asks for a new one."""
-        node = self._placement.node if self._placement is not None else "unplaced"
-        actor, group = self._forget()
-        if actor is not None:
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-        if group is not None:
-            self._placer.free(group)
-        return LaneLost(f"node {node} or its worker died mid-trial: {_cause(exc)}", node=node)
+    def _lost(self, slot: Slot, why: str) -> LaneLost:
+        """The worker or its node died or hung: let go, so the retry asks for a new one."""
+        node = slot.placement.node
+        self._slot = None
+        self._pool.discard(slot)
+        return LaneLost(f"node {node}: {why}", node=node)
 
-    async def _land(self, records: Sequence[RunRecord]) -> dict[int, int]:
+    async def _land(self, slot: Slot, records: Sequence[RunRecord]) -> dict[int, int]:
         """Write the worker's runs into the head's store; its ids -> the head's.
 
         Parents first (a further load names its server's run), each new run added once, a
@@ -399,16 +296,16 @@ class RayLane:
         for record in sorted(records, key=lambda r: r.id or 0):
             if record.id is None:
                 continue
-            parent = self._ids.get(record.load_of) if record.load_of is not None else None
-            known = self._ids.get(record.id)
+            parent = slot.ids.get(record.load_of) if record.load_of is not None else None
+            known = slot.ids.get(record.id)
             copy = record.model_copy(update={"id": known, "load_of": parent, "server_pid": None})
             if known is None:
                 stored = await self._writer.add(copy)
                 assert stored.id is not None
-                self._ids[record.id] = stored.id
+                slot.ids[record.id] = stored.id
             else:
                 await self._writer.update(copy)
-        return self._ids
+        return slot.ids
 
 
 def trial_gpus(flags: ServeFlags) -> int:
@@ -416,16 +313,3 @@ def trial_gpus(flags: ServeFlags) -> int:
     return max(1, int(flags.tensor_parallel_size or 1)) * max(
         1, int(flags.pipeline_parallel_size or 1)
     )
-
-
-async def _result(ref: Any) -> Any:
-    """Await a Ray object ref (its value, or Ray's exception)."""
-    awaitable: Awaitable[Any] = ref
-    return await awaitable
-
-
-def _cause(exc: BaseException) -> str:
-    """Ray's error in a few words: its kind and the first line of what it said."""
-    text = str(exc).strip().splitlines()
-    first = text[0][:160] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -11,7 +11,7 @@ from tui.domain.sweep.outcome import SweepState, SweepStatus
 from tui.domain.sweep.spec import SweepSpec
 from tui.tune.context import BudgetSpent, Clock, SweepContext, SweepStopped
 from tui.tune.journal import Journal
-from tui.tune.lanes import Lane
+from tui.tune.lanes import Lane, LaneCount
 from tui.tune.prune import Pruner
 from tui.tune.strategies import make_strategy
 from tui.tune.twin import Twin
@@ -34,6 +34,7 @@ class SweepRun:
         clock: Clock = time.monotonic,
         baseline_run_id: int | None = None,
         twin: Twin | None = None,
+        count: LaneCount | None = None,
     ) -> None:
         self.spec = spec
         self._journal = journal
@@ -46,6 +47,7 @@ class SweepRun:
             baseline_run_id=baseline_run_id,
             pruner=pruner or Pruner(),
             twin=twin,
+            count=count,
         )
         self.final: SweepStatus | None = None
 

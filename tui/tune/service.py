@@ -205,6 +205,7 @@ class SweepService:
                 emit=self._publish,
                 baseline_run_id=baseline,
                 twin=twin,
+                count=placed.count if placed is not None else None,
             )
             await self._run.run()
         except Exception as exc:  # the console reports it on the sweep screen and stays up

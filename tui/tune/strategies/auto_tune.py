@@ -92,9 +92,7 @@ class AutoTune:
                 plans.append(
                     TrialPlan(choice, flags, f"pair {s}x{t}", pair_procedure(spec), "pair")
                 )
-        width = len(ctx.lanes)
-        for i in range(0, len(plans), width):
-            await ctx.run_trials(plans[i : i + width])
+        await ctx.run_batches(plans)
 
     async def _probe(self, ctx: SweepContext, largest: Choice) -> float:
         tried = utilizations(ctx.spec)

@@ -120,6 +120,4 @@ class Grid:
                 TrialPlan(choice, flags, describe(choice), grid_procedure(spec, applicable), "grid")
             )
         yield Planned(len(plans))
-        width = len(ctx.lanes)
-        for i in range(0, len(plans), width):
-            await ctx.run_trials(plans[i : i + width])
+        await ctx.run_batches(plans)

@@ -143,7 +143,6 @@ class Search:
         pruner = ctx.pruner or Pruner()
         ledger = Ledger()
         feasible = await self._enumerate(ctx, pruner, ledger)
-        width = len(ctx.lanes)
         cap = spec.budget.max_starts
         yield Planned(min(len(feasible), cap - 1 if cap else len(feasible)) + 1)
         try:
@@ -152,7 +151,7 @@ class Search:
             if ctx.stop_requested:
                 raise
         yield Note(_pruned_note(ledger))
-        async for decision in self._confirm(ctx, width):
+        async for decision in self._confirm(ctx, ctx.width()):
             yield decision
 
     async def _enumerate(self, ctx: SweepContext, pruner: Pruner, ledger: Ledger) -> list[Choice]:
@@ -190,7 +189,7 @@ class Search:
             unseen = [c for c in feasible if _key(c) not in ledger.values]
             if feasible and not unseen:
                 return
-            width = min(len(ctx.lanes), left - 1) if left is not None else len(ctx.lanes)
+            width = min(ctx.width(), left - 1) if left is not None else ctx.width()
             batch = await self._propose(ctx, study, space, pruner, ledger, unseen, rng, width)
             if not batch:
                 return

@@ -162,7 +162,7 @@ class TwinFirst:
                 return
             ctx.check()
             free = ctx.starts_left()
-            width = len(ctx.lanes) if free is None else max(1, min(len(ctx.lanes), free))
+            width = ctx.width() if free is None else max(1, min(ctx.width(), free))
             batch = left[:width]
             first = with_calibration(procedure, twin.calibration_loads(base_load(spec)))
             plans = [self._plan(c, procedure if i else first) for i, c in enumerate(batch)]
