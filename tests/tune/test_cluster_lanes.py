@@ -10,8 +10,9 @@ each trial ran.
 
 from __future__ import annotations
 
+import asyncio
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from tui.app.cli import main
 from tui.domain.board.table import sweep_text
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord, SweepTag
-from tui.domain.sweep import SweepSpec, SweepState, TrialState
+from tui.domain.sweep import SweepSpec, SweepState, SweepStatus, TrialState
 from tui.domain.sweep.outcome import Placement
 from tui.tune.gpus import Unplaceable, refusal, trials_at_once
 from tui.tune.journal import Journal, journal_path
@@ -89,6 +90,66 @@ async def test_a_trial_lost_twice_is_not_retried_a_third_time() -> None:
     assert status.trials[0].note == status.trials[1].note
     assert [t.state for t in status.trials][2:] == [TrialState.MEASURED] * 2
     assert status.state is SweepState.DONE  # the sweep goes on: no failure streak either
+
+
+@dataclass
+class LiveCount:
+    """A cluster's count of lanes: ``now`` trials at once, ``held`` lanes holding one."""
+
+    now: int
+    held: int
+
+    def width(self) -> int:
+        return self.now
+
+    def working(self) -> int:
+        return self.held
+
+
+@dataclass
+class Concurrency:
+    """How many trials were between their start and their release at each start."""
+
+    busy: int = 0
+    at_starts: list[int] = field(default_factory=list)
+
+
+@dataclass
+class CountedLane(ScriptedLane):
+    seen: Concurrency = field(default_factory=Concurrency)
+
+    async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
+        self.seen.busy += 1
+        self.seen.at_starts.append(self.seen.busy)
+        await asyncio.sleep(0.01)  # the others of its batch start meanwhile
+        return await super().start(flags, tag)
+
+    async def release(self) -> None:
+        self.seen.busy -= 1
+        await super().release()
+
+
+async def test_batches_follow_the_clusters_count_and_the_eta_the_lanes_holding_a_trial() -> None:
+    spec = grid_spec(parameters={"max_num_seqs": [8, 16, 32, 64, 128, 256]})
+    seen = Concurrency()
+    lanes = [CountedLane(name=f"slot{i}", seen=seen) for i in range(8)]
+    count = LiveCount(now=1, held=2)
+    statuses: list[SweepStatus] = []
+
+    def emit(status: SweepStatus) -> None:
+        statuses.append(status)
+        if status.trials:  # a node joined once the first trial ran: 3 at once from now on
+            count.now = 3
+
+    status = await SweepRun(spec, lanes, emit=emit, count=count).run()
+    assert status.state is SweepState.DONE and len(status.trials) == 6
+    assert seen.at_starts == [1, 1, 2, 3, 1, 2]  # batches of 1, then 3 (the new count), then 2
+    timed = [s for s in statuses if s.eta_s is not None and s.planned is not None]
+    assert timed
+    for one in timed:  # the mean trial time x the trials left, over the 2 lanes holding one
+        ran = [t.seconds for t in one.trials if t.started and t.seconds > 0]
+        left = one.planned - len([t for t in one.trials if t.state is not TrialState.PRUNED])
+        assert one.eta_s == pytest.approx(sum(ran) / len(ran) * max(0, left) / 2)
 
 
 def test_trials_at_once_divides_each_nodes_gpus_by_the_smallest_trial() -> None:

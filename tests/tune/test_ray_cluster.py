@@ -33,7 +33,13 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
-from tui.modes.ray_cluster import connect, disconnect, ray_lanes  # noqa: E402
+from tui.modes.ray_cluster import (  # noqa: E402
+    SPARE_LANES,
+    RayFleet,
+    connect,
+    disconnect,
+    ray_lanes,
+)
 from tui.tune.ray_lane import RayLane  # noqa: E402
 from tui.tune.run import SweepRun  # noqa: E402
 
@@ -80,6 +86,15 @@ def _on(lanes: list[RayLane], node_id: str) -> RayLane:
     return lane
 
 
+async def _width_becomes(fleet: RayFleet, width: int) -> None:
+    """The fleet's width follows the alive nodes (read every round while the sweep runs)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + 60
+    while fleet.width() != width:
+        assert loop.time() < end, f"width {fleet.width()}, not {width}"
+        await asyncio.sleep(0.2)
+
+
 async def test_a_node_lost_mid_trial_takes_its_server_and_the_trial_runs_again_elsewhere(
     cluster: Cluster, nodes: list[object], tmp_path: Path
 ) -> None:
@@ -87,15 +102,17 @@ async def test_a_node_lost_mid_trial_takes_its_server_and_the_trial_runs_again_e
     a_id, b_id = node_a.node_id[:6], node_b.node_id[:6]  # type: ignore[attr-defined]
     spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=40, rate=4.0))  # ~10 s loads
     choice = ClusterChoice(address=cluster.address)
-    lanes = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
+    fleet = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
+    fleet.follow()
     began = time.monotonic()
-    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    sweep = asyncio.create_task(SweepRun(spec, fleet.lanes, count=fleet).run())
     await wait_for_run(tmp_path, serving_on(a_id))  # a trial's load runs on node A now
-    server = (await _on(lanes, a_id).pids())["server"]
+    server = (await _on(fleet.lanes, a_id).pids())["server"]
     cluster.remove_node(node_a)
     took = await gone([server], deadline_s=60)
+    await _width_becomes(fleet, 1 + SPARE_LANES)  # the node that left stops counting
     status = await asyncio.wait_for(sweep, BOUND_S)
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    await fleet.close()
     print(
         f"\nnode removed: its server gone in {took:.1f} s, sweep {time.monotonic() - began:.0f} s"
     )
@@ -121,13 +138,13 @@ async def test_when_the_only_node_large_enough_dies_the_retry_is_refused_not_wai
         text.replace("max_model_len = 1024", "max_model_len = 1024\ntensor_parallel_size = 2")
     )
     choice = ClusterChoice(address=cluster.address)
-    lanes = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
+    fleet = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
     began = time.monotonic()
-    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    sweep = asyncio.create_task(SweepRun(spec, fleet.lanes, count=fleet).run())
     await wait_for_run(tmp_path, serving_on(big_id))
     cluster.remove_node(big)
     status = await asyncio.wait_for(sweep, BOUND_S)
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    await fleet.close()
     print(f"\nonly large node removed: sweep ended in {time.monotonic() - began:.0f} s")
     assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.PRUNED]
     lost, refused = status.trials
@@ -143,14 +160,17 @@ async def test_a_node_that_joins_mid_sweep_takes_trials(
     a_id = node_a.node_id[:6]  # type: ignore[attr-defined]
     spec = spec_from(demo_spec(seqs=[8, 16], num_prompts=24, rate=4.0))  # ~6 s loads
     choice = ClusterChoice(address=cluster.address)
-    lanes = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
+    fleet = ray_lanes(spec, demo_options(tmp_path), choice, tmp_path, lambda _: None)
+    fleet.follow()
+    assert fleet.width() == 1 + SPARE_LANES
     began = time.monotonic()
-    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    sweep = asyncio.create_task(SweepRun(spec, fleet.lanes, count=fleet).run())
     await wait_for_run(tmp_path, serving_on(a_id))  # the one GPU is taken; the rest wait
     node_b = _gpu_node(cluster, nodes, 1)  # blocks the loop a moment (Ray: main thread)
     b_id = node_b.node_id[:6]  # type: ignore[attr-defined]
+    await _width_becomes(fleet, 2 + SPARE_LANES)  # the batches widen with the new node
     status = await asyncio.wait_for(sweep, BOUND_S)
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    await fleet.close()
     print(f"\nnode added mid-sweep: sweep {time.monotonic() - began:.0f} s")
     assert status.state is SweepState.DONE, status.message
     assert [t.state for t in status.trials] == [TrialState.MEASURED] * 2

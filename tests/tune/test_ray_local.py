@@ -38,7 +38,13 @@ from fakes.ray_sweeps import (  # noqa: E402
 from tui.domain.results import RunStatus  # noqa: E402
 from tui.domain.sweep import SweepState, TrialState  # noqa: E402
 from tui.domain.sweep.cluster import ClusterChoice  # noqa: E402
-from tui.modes.ray_cluster import SPARE_LANES, connect, disconnect, ray_lanes  # noqa: E402
+from tui.modes.ray_cluster import (  # noqa: E402
+    SPARE_LANES,
+    RayFleet,
+    connect,
+    disconnect,
+    ray_lanes,
+)
 from tui.modes.sweep import CLUSTER_DIR  # noqa: E402
 from tui.tune.gpus import Unplaceable  # noqa: E402
 from tui.tune.journal import Journal, journal_path  # noqa: E402
@@ -67,11 +73,12 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
 ) -> None:
     spec = spec_from(demo_spec(seqs=[8, 16, 32, 64]))
     progress: list[str] = []
-    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, progress.append)
-    assert len(lanes) == 4 + SPARE_LANES  # 4 GPUs, one per trial, and the spare lanes
+    fleet = ray_lanes(spec, demo_options(data_dir), instance, data_dir, progress.append)
+    assert fleet.width() == 4 + SPARE_LANES  # 4 GPUs, one per trial, and the spare ones
     journal = Journal(journal_path(data_dir, spec.sweep_id()), spec)
-    status = await SweepRun(spec, lanes, journal=journal).run()
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    status = await SweepRun(spec, fleet.lanes, journal=journal, count=fleet).run()
+    await fleet.close()
+    assert fleet.pool.opened == 4 and fleet.pool.placed == 0  # a worker per GPU, all let go
     assert status.state is SweepState.DONE, status.message
     assert [t.state for t in status.trials] == [TrialState.MEASURED] * 4
     placements = [t.placement for t in status.trials]
@@ -99,9 +106,9 @@ async def test_each_trial_runs_on_the_gpus_ray_gave_its_worker(
     assert not list((data_dir / CLUSTER_DIR).rglob("*"))[1:]  # scratch folders cleared
 
 
-async def _busy_lane(lanes: list[RayLane]) -> RayLane:
+async def _busy_lane(fleet: RayFleet) -> RayLane:
     """The lane whose worker runs a server now (waited for: the head wrote it READY)."""
-    for lane in lanes:
+    for lane in fleet.lanes:
         if lane.placement is not None:
             return lane
     raise AssertionError("no lane holds a worker although a run is ready")
@@ -111,16 +118,16 @@ async def test_a_worker_killed_mid_trial_takes_its_server_and_the_trial_runs_aga
     instance: ClusterChoice, data_dir: Path
 ) -> None:
     spec = spec_from(demo_spec(seqs=[8], num_prompts=40, rate=4.0))  # a ~10 s load
-    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    fleet = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
     began = time.monotonic()
-    sweep = asyncio.create_task(SweepRun(spec, lanes).run())
+    sweep = asyncio.create_task(SweepRun(spec, fleet.lanes, count=fleet).run())
     await wait_for_run(data_dir, serving_on("gpu"))  # the trial's load is running now
-    pids = await (await _busy_lane(lanes)).pids()
+    pids = await (await _busy_lane(fleet)).pids()
     assert set(pids) == {"worker", "server"}
     os.kill(pids["worker"], signal.SIGKILL)
     took = await gone([pids["server"]], deadline_s=60)  # its warden stopped the server
     status = await asyncio.wait_for(sweep, 240)
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    await fleet.close()
     wall = time.monotonic() - began
     print(f"\nSIGKILLed worker: server gone in {took:.1f} s, sweep {wall:.0f} s")
     assert [t.state for t in status.trials] == [TrialState.LOST, TrialState.MEASURED]
@@ -135,10 +142,10 @@ async def test_a_trial_no_node_can_hold_is_refused_with_the_reason_and_the_rest_
 ) -> None:
     text = demo_spec(seqs=[8]).replace("max_num_seqs = [8]", "tensor_parallel_size = [1, 8]")
     spec = spec_from(text.replace("[base.flags]", "[base.flags]\nmax_num_seqs = 8"))
-    lanes = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
+    fleet = ray_lanes(spec, demo_options(data_dir), instance, data_dir, lambda _: None)
     began = time.monotonic()
-    status = await asyncio.wait_for(SweepRun(spec, lanes).run(), 240)
-    await asyncio.gather(*(lane.close() for lane in lanes))
+    status = await asyncio.wait_for(SweepRun(spec, fleet.lanes, count=fleet).run(), 240)
+    await fleet.close()
     print(f"\ntrial larger than any node: sweep {time.monotonic() - began:.0f} s")
     by_tp = {t.params["tensor_parallel_size"]: t for t in status.trials}
     assert by_tp[1].state is TrialState.MEASURED

@@ -173,7 +173,7 @@ async def test_placement_is_given_up_after_the_elapsed_idle_deadline_not_a_count
 def test_a_loads_deadline_is_its_arrival_span_and_each_wave_waiting_out_its_timeout() -> None:
     d = Deadlines(margin_s=10.0)
     paced = LoadSpec(
-        num_prompts=40, request_rate=4.0, request_timeout_s=30.0, num_warmups=0, max_concurrency=None
+        num_prompts=40, request_rate=4.0, request_timeout_s=30, num_warmups=0, max_concurrency=None
     )
     assert d.bench_s(paced) == pytest.approx(10.0 + 30.0 + 10.0)
     capped = LoadSpec(

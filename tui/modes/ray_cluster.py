@@ -1,14 +1,14 @@
 """The Ray side of ``vtc sweep --ray``: join or start the cluster, its lanes, let them go.
 
 With an address (``--ray ADDRESS``: ``auto``, ``host:6379``, ``ray://host:10001``) the head
-joins that cluster, shipping vtc to its nodes (:mod:`tui.modes.ray_ship`: its code and the
-packages a trial imports, through Ray's ``runtime_env``; every GPU node is checked before
-the sweep starts). Without one it starts a local instance, small and quiet (its object
-store at :data:`LOCAL_OBJECT_STORE_BYTES`, no dashboard) with the GPUs ``--ray-gpus``
-declares (a CPU machine declares them too: Ray hands out GPU ids it does not check, which
-is how ``--demo`` and the tests run the whole path without a GPU). Each trial's worker
-holds its ``tp x pp`` GPUs in a placement group and asks for no CPU (the server and its
-load use the node's cores; Ray's CPU count would only cap how many trials a node takes).
+joins that cluster, shipping vtc to its workers (:mod:`tui.modes.ray_ship`: its code, and
+the packages a trial imports where a node lacks them, through Ray's ``runtime_env``; every
+GPU node is checked before the sweep starts). Without one it starts a local instance, small
+and quiet (its object store at :data:`LOCAL_OBJECT_STORE_BYTES`, no dashboard) with the GPUs
+``--ray-gpus`` declares (a CPU machine declares them too: Ray hands out GPU ids it does not
+check, which is how ``--demo`` and the tests run the whole path without a GPU). Each trial's
+worker holds its ``tp x pp`` GPUs in a placement group and asks for no CPU (the server and
+its load use the node's cores; Ray's CPU count would only cap how many trials a node takes).
 The sweep's configuration is put in the object store once; each worker gets its reference.
 
 The cluster is read live, never counted once (:class:`RayFleet`): every
@@ -44,7 +44,7 @@ from tui.domain.sweep.cluster import ClusterChoice
 from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.ray_host import HostConfig, TrialHost
-from tui.modes.ray_ship import check_nodes, runtime_env
+from tui.modes.ray_ship import code_env, shipped_env
 from tui.store.history import RunStore
 from tui.tune.gpus import Unplaceable, trials_at_once
 from tui.tune.lanes import ClusterRun, Lane
@@ -65,7 +65,7 @@ def connect(choice: ClusterChoice) -> None:
         return
     try:
         if choice.address:
-            ray.init(address=choice.address, runtime_env=runtime_env(), log_to_driver=False)
+            ray.init(address=choice.address, runtime_env=code_env(), log_to_driver=False)
         else:
             ray.init(
                 address="local",
@@ -156,12 +156,14 @@ def ray_lanes(
     choice: ClusterChoice,
     data_dir: Path,
     on_progress: Callable[[str], None],
+    env: dict[str, Any] | None = None,
 ) -> RayFleet:
     """The sweep's lanes on the connected cluster, sharing one pool of workers and the
     head's store (the configuration put once).
 
     Raises :class:`tui.tune.gpus.Unplaceable` (one line) when no alive node can hold any
-    trial of the spec. Blocking.
+    trial of the spec. ``env``: what the workers' ``runtime_env`` adds to the job's (vtc's
+    packages where the nodes lack them; ``None``: nothing). Blocking.
     """
     nodes = node_gpus()
     trials_at_once(nodes, spec)  # refused before anything starts
@@ -185,6 +187,7 @@ def ray_lanes(
             max_restarts=0,
             max_task_retries=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, 0),
+            runtime_env=env or None,
         ).remote(config)
 
     deadlines = Deadlines.for_startup(
@@ -209,9 +212,12 @@ async def open_cluster(
     the cluster cannot be reached, cannot run vtc, or cannot hold a trial."""
     await asyncio.to_thread(connect, choice)
     try:
-        if choice.address:
-            await asyncio.to_thread(check_nodes, await asyncio.to_thread(node_gpus))
-        fleet = await asyncio.to_thread(ray_lanes, spec, options, choice, data_dir, on_progress)
+        env = None
+        if choice.address:  # its nodes may lack vtc: shipped, checked before anything starts
+            env = await asyncio.to_thread(shipped_env, await asyncio.to_thread(node_gpus))
+        fleet = await asyncio.to_thread(
+            ray_lanes, spec, options, choice, data_dir, on_progress, env
+        )
     except BaseException:
         await asyncio.to_thread(disconnect)
         raise

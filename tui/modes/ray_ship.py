@@ -1,23 +1,26 @@
 """vtc shipped to a cluster's nodes: its code and the Python packages a trial imports there.
 
 A node joined to the cluster needs Ray (``pip install 'ray[default]'``, the same version as
-the head: Ray's own rule) and, for real trials, its vLLM; it need not have vtc. The head
-joins with a job-wide ``runtime_env`` (Ray's own way to ship code and dependencies):
+the head: Ray's own rule) and, for real trials, its vLLM; it need not have vtc. Each of the
+sweep's workers runs in a ``runtime_env`` (Ray's own way to ship code and dependencies):
 
 - ``py_modules``: the head's ``tui`` package, so every worker runs the head's very code
-  (a node that has another vtc installed runs the head's, not its own);
-- ``pip``: the packages the node's side of a trial imports (the worker, its session, the
-  simulator, the load process), pinned to the versions the head runs. They are vtc's own
-  dependencies (``pyproject.toml``, read from the installed metadata, declared once there)
-  less those only the head uses (:data:`HEAD_ONLY`: the console, the search's optimizer).
-  Ray installs them once per node in a virtualenv cloned from the node's Python (the
-  ``virtualenv`` package comes with ``ray[default]``); the worker, and the processes it
-  starts, run that Python.
+  (a node that has another vtc installed runs the head's, not its own), always: the head
+  joins the cluster with it (Ray uploads a local package for a whole job only);
+- ``pip``, given to each worker when a node lacks them: the packages the node's side of a
+  trial imports (the worker, its session, the simulator, the load process), pinned to the
+  versions the head runs. They are vtc's own dependencies (``pyproject.toml``, read from the
+  installed metadata, declared once there) less those only the head uses (:data:`HEAD_ONLY`:
+  the console, the search's optimizer). Ray installs them once per node in a virtualenv
+  cloned from the node's Python (the ``virtualenv`` package comes with ``ray[default]``);
+  the worker, and the processes it starts, run that Python.
 
-Before a sweep starts, :func:`check_nodes` runs a small task on every alive GPU node with
-that environment (importing what a trial imports): a node that cannot build it (no package
-index, another Python) refuses the sweep in one line, with Ray's reason, instead of
-failing each trial later. A local instance (``--ray`` without an address) runs on this
+Before a sweep starts, :func:`shipped_env` runs a small task on every alive GPU node
+(importing what a trial imports) with the code alone; only when a node lacks the packages
+are they shipped too (checked the same way, installing them meanwhile). A node that cannot
+build that environment (no package index, another Python) refuses the sweep in one line,
+with Ray's reason, instead of failing each trial later. A node that joins later gets the
+environment chosen then. A local instance (``--ray`` without an address) runs on this
 machine's Python, which has vtc: nothing is shipped.
 """
 
@@ -45,6 +48,9 @@ WORKER_MODULES = ("tui.modes.ray_host", "tui.sim.__main__", "tui.load.worker", "
 processes it starts."""
 CHECK_DEADLINE_S = 900.0  # a node's first check installs the packages: minutes, not hours
 EXCLUDES = ["__pycache__", "*.pyc"]
+PIP_OPTIONS = ["--disable-pip-version-check", "--no-cache-dir", "--no-compile"]
+"""Ray's own options, and no bytecode compiled ahead (most of an install's time for numpy
+and scipy; Python compiles what a trial imports as it imports it)."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -71,12 +77,19 @@ def worker_requirements() -> list[str]:
     return sorted(pinned)
 
 
-def runtime_env() -> dict[str, Any]:
-    """The job-wide environment the head joins a cluster with (see the module's doc)."""
+def code_env() -> dict[str, Any]:
+    """The head's ``tui`` package, shipped (no packages)."""
+    return {"py_modules": [str(Path(tui.__file__).parent)], "excludes": EXCLUDES}
+
+
+def packages_env() -> dict[str, Any]:
+    """The node's packages (see the module's doc), added to the job's code per worker."""
     return {
-        "py_modules": [str(Path(tui.__file__).parent)],
-        "pip": {"packages": worker_requirements(), "pip_check": False},
-        "excludes": EXCLUDES,
+        "pip": {
+            "packages": worker_requirements(),
+            "pip_check": False,
+            "pip_install_options": PIP_OPTIONS,
+        }
     }
 
 
@@ -90,34 +103,57 @@ def node_check() -> str:
     return sys.executable
 
 
-def check_nodes(node_gpus: Mapping[str, float], deadline_s: float = CHECK_DEADLINE_S) -> None:
-    """Every alive GPU node can build the shipped environment and import a trial's code
-    (blocking; the first time on a node, the packages are installed meanwhile). Raises
-    :class:`SetupError` naming the first node that cannot, and why."""
+def shipped_env(
+    node_gpus: Mapping[str, float], deadline_s: float = CHECK_DEADLINE_S
+) -> dict[str, Any]:
+    """What the sweep's workers get on a joined cluster besides the job's code (the head
+    joined with :func:`code_env`: Ray uploads a local package only for a whole job), blocking.
+
+    Nothing more when every alive GPU node already imports what a trial imports (vtc's
+    packages installed there); else the packages, installed by Ray on each node (the first
+    time: minutes). Raises :class:`SetupError` naming a node that cannot run a trial even
+    then, and why: said before the sweep starts.
+    """
+    if not failures(node_gpus, {}, deadline_s):
+        return {}
+    env = packages_env()
+    failed = failures(node_gpus, env, deadline_s)
+    if failed:
+        node, why = next(iter(failed.items()))
+        raise SetupError(
+            f"Ray: node {node[:6]} cannot run vtc's trials: {why}",
+            hint="the node needs pip install 'ray[default]' (the head's version, its Python) "
+            "and a package index its pip can reach",
+        )
+    return env
+
+
+def failures(
+    node_gpus: Mapping[str, float], env: dict[str, Any], deadline_s: float
+) -> dict[str, str]:
+    """Each alive GPU node that cannot import a trial's code with ``env`` added to the
+    job's -> why (blocking, bounded by ``deadline_s`` in all)."""
     check = ray.remote(num_cpus=0)(node_check)
     refs = {
         node: check.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            runtime_env=env or None,
         ).remote()
         for node, gpus in node_gpus.items()
         if gpus > 0
     }
     ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=deadline_s)
+    failed: dict[str, str] = {}
     for node, ref in refs.items():
         if ref not in ready:
             ray.cancel(ref, force=True)
-            raise SetupError(
-                f"Ray: node {node[:6]} did not set up vtc's environment within {deadline_s:g} s",
-                hint="see the node's runtime_env_setup logs (ray logs)",
-            )
+            failed[node] = f"its environment was not set up within {deadline_s:g} s"
+            continue
         try:
             ray.get(ref)
         except (ray.exceptions.RayError, ImportError) as exc:
-            raise SetupError(
-                f"Ray: node {node[:6]} cannot run vtc's trials: {_first_line(exc)}",
-                hint="the node needs pip install 'ray[default]' (the head's version) and a "
-                "package index its pip can reach",
-            ) from exc
+            failed[node] = _first_line(exc)
+    return failed
 
 
 def _canonical(name: str) -> str:

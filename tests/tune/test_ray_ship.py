@@ -1,0 +1,85 @@
+"""What vtc ships to a cluster's nodes covers what a trial imports there, and no more.
+
+A node has Ray (``ray[default]``); the rest of what the node's side of a trial imports (the
+worker, the simulator, the load and log relay processes) must come from the packages the
+head ships (vtc's dependencies less the head-only ones, pinned to the head's versions) or
+what those require. Checked by importing those modules in a fresh interpreter and naming
+the distribution of every module that came in.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from tui.modes.ray_ship import HEAD_ONLY, WORKER_MODULES, worker_requirements
+
+OPTIONAL = {"rich", "pygments", "colorama", "markdown-it-py", "mdurl"}
+"""Imported here only because the console's packages brought them: httpx loads its command
+line (rich, click's colors) when they are installed and does without them otherwise."""
+
+PROBE = """
+import importlib, importlib.metadata as md, json, sys
+before = set(sys.modules)
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+found = md.packages_distributions()
+tops = {m.split(".")[0] for m in set(sys.modules) - before}
+print(json.dumps(sorted({d for t in tops if t not in sys.stdlib_module_names
+                         for d in found.get(t, [])})))
+"""
+
+
+def _closure(roots: list[Requirement]) -> set[str]:
+    """Every distribution ``roots`` bring, their requirements' requirements included."""
+    seen: set[str] = set()
+    todo = list(roots)
+    while todo:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(req.name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            sub = Requirement(line)
+            extras = req.extras or {""}
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in extras):
+                todo.append(sub)
+    return seen
+
+
+def test_the_shipped_packages_are_vtcs_own_pinned_to_the_heads_versions() -> None:
+    pinned = worker_requirements()
+    names = {canonicalize_name(Requirement(p).name) for p in pinned}
+    assert not names & HEAD_ONLY and {"httpx", "pydantic", "numpy"} <= names
+    for line in pinned:
+        req = Requirement(line)
+        assert str(req.specifier) == f"=={importlib.metadata.version(req.name)}"
+
+
+def test_what_a_trial_imports_on_a_node_comes_from_ray_or_the_shipped_packages() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *WORKER_MODULES],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    imported = {canonicalize_name(d) for d in json.loads(done.stdout)} - {"vtc"}
+    roots = [Requirement(p) for p in worker_requirements()] + [Requirement("ray[default]")]
+    missing = imported - _closure(roots) - OPTIONAL
+    assert not missing, f"a trial imports {sorted(missing)} on its node: neither Ray nor shipped"
+    assert not imported & HEAD_ONLY  # the console and the optimizer stay on the head
