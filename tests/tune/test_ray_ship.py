@@ -83,3 +83,38 @@ def test_what_a_trial_imports_on_a_node_comes_from_ray_or_the_shipped_packages()
     missing = imported - _closure(roots) - OPTIONAL
     assert not missing, f"a trial imports {sorted(missing)} on its node: neither Ray nor shipped"
     assert not imported & HEAD_ONLY  # the console and the optimizer stay on the head
+
+
+def test_packages_are_shipped_only_where_a_node_lacks_them_and_a_node_that_cannot_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tui.modes import ray_ship
+    from tui.modes.options import SetupError
+
+    asked: list[dict[str, object]] = []
+    nodes = {"a1b2c3d4": 1.0}
+
+    def everyone_has_them(_: object, env: dict[str, object], __: float) -> dict[str, str]:
+        asked.append(env)
+        return {}
+
+    monkeypatch.setattr(ray_ship, "failures", everyone_has_them)
+    assert ray_shipped(nodes) == {} and asked == [{}]  # the code alone: nothing installed
+
+    def none_can(_: object, env: dict[str, object], __: float) -> dict[str, str]:
+        asked.append(env)
+        return {"a1b2c3d4": "No matching distribution found for numpy==2.4.6"}
+
+    asked.clear()
+    monkeypatch.setattr(ray_ship, "failures", none_can)
+    with pytest.raises(SetupError) as refused:
+        ray_shipped(nodes)
+    assert [list(env) for env in asked] == [[], ["pip"]]  # tried alone, then with packages
+    line = refused.value.one_line()
+    assert "node a1b2c3 cannot run vtc's trials" in line and "numpy==2.4.6" in line
+
+
+def ray_shipped(nodes: dict[str, float]) -> dict[str, object]:
+    from tui.modes.ray_ship import shipped_env
+
+    return shipped_env(nodes, deadline_s=1.0)
