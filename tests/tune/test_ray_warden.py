@@ -84,3 +84,17 @@ def test_a_workers_warden_is_told_each_child_and_stops_it_when_the_worker_ends(
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_warden_lets_go_of_children_that_ended_between_trials() -> None:
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        watched = {p.pid: os.pidfd_open(p.pid) for p in (ended, running)}
+        ended.wait(timeout=30)
+        ray_warden.prune(watched)
+        assert list(watched) == [running.pid]  # the ended one's pidfd closed, the other kept
+        os.close(watched[running.pid])
+    finally:
+        running.kill()
+        running.wait()

@@ -1,8 +1,9 @@
 """The warden a cluster worker starts (``python ray_warden.py SCRATCH``): a plain script.
 
 It reads process ids, one a line, from its standard input, a pipe only its worker writes,
-and opens a pidfd on each (the process itself, whatever pid numbers are reused later). When
-the pipe closes, the worker is gone (closed, killed, its node going): each named process
+and opens a pidfd on each (the process itself, whatever pid numbers are reused later),
+letting go of those that ended meanwhile (a worker serves trial after trial). When the
+pipe closes, the worker is gone (closed, killed, its node going): each named process
 still running is sent SIGTERM with its process group (vtc's servers and loads lead groups
 of their own; vLLM's engine processes are in the server's), then SIGKILL after
 :data:`GRACE_S`, and the worker's scratch folder is removed. Standard library only: it
@@ -37,6 +38,14 @@ def _signal(pid: int, fd: int, sig: signal.Signals) -> None:
         pass  # gone meanwhile
 
 
+def prune(watched: dict[int, int]) -> None:
+    """Forget the watched processes that have exited (their pidfds closed)."""
+    for pid, fd in list(watched.items()):
+        if _exited(fd):
+            os.close(fd)
+            del watched[pid]
+
+
 def stop(watched: dict[int, int], grace_s: float = GRACE_S) -> list[int]:
     """Stop every watched process still running (``pid -> pidfd``); the pids it stopped."""
     alive = {pid: fd for pid, fd in watched.items() if not _exited(fd)}
@@ -56,6 +65,7 @@ def main(argv: list[str]) -> int:
     scratch = argv[1] if len(argv) > 1 else None
     watched: dict[int, int] = {}
     for line in sys.stdin:  # ends when the worker is gone
+        prune(watched)  # a worker serves trial after trial: their ended children let go
         try:
             pid = int(line)
             watched[pid] = os.pidfd_open(pid)
