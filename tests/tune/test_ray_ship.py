@@ -16,12 +16,13 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.ray  # the ray extra: run in CI's Ray stage, where it is installed
 pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
 
-from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
+from packaging.requirements import Requirement  # noqa: E402
+from packaging.utils import canonicalize_name  # noqa: E402
 
-from tui.modes.ray_ship import HEAD_ONLY, WORKER_MODULES, worker_requirements
+from tui.modes.ray_ship import HEAD_ONLY, WORKER_MODULES, worker_requirements  # noqa: E402
 
 OPTIONAL = {"rich", "pygments", "colorama", "markdown-it-py", "mdurl"}
 """Imported here only because the console's packages brought them: httpx loads its command

@@ -16,19 +16,20 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.ray  # the ray extra: run in CI's Ray stage, where it is installed
 pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[ray]'")
 
-from fakes.ray_workers import FakeGroups, FakeWorker, patch_ray
+from fakes.ray_workers import FakeGroups, FakeWorker, patch_ray  # noqa: E402
 
-from tui.domain.flags.serve import ServeFlags
-from tui.domain.results import SweepTag
-from tui.domain.sweep import SweepSpec, SweepState, TrialState
-from tui.domain.workload import LoadSpec
-from tui.store.history import RunStore
-from tui.tune.lanes import LaneLost
-from tui.tune.ray_lane import HeadWriter, RayLane
-from tui.tune.ray_slots import Deadlines, Pool
-from tui.tune.run import SweepRun
+from tui.domain.flags.serve import ServeFlags  # noqa: E402
+from tui.domain.results import SweepTag  # noqa: E402
+from tui.domain.sweep import SweepSpec, SweepState, TrialState  # noqa: E402
+from tui.domain.workload import LoadSpec  # noqa: E402
+from tui.store.history import RunStore  # noqa: E402
+from tui.tune.lanes import LaneLost  # noqa: E402
+from tui.tune.ray_lane import HeadWriter, RayLane  # noqa: E402
+from tui.tune.ray_slots import Deadlines, Pool  # noqa: E402
+from tui.tune.run import SweepRun  # noqa: E402
 
 FLAGS = ServeFlags(model="m")
 TAG = SweepTag(sweep_id="s", trial=1, note="n")
