@@ -97,12 +97,6 @@ def node_gpus() -> dict[str, float]:
     }
 
 
-def lane_count(spec: SweepSpec, nodes: dict[str, float]) -> int:
-    """How many trials at once: those the alive nodes hold now, plus the spare ones.
-    Raises :class:`tui.tune.gpus.Unplaceable` when no alive node holds any trial."""
-    return trials_at_once(nodes, spec) + SPARE_LANES
-
-
 @dataclass
 class RayFleet:
     """A sweep's lanes on the cluster and how many of them count now (it follows the
