@@ -7,7 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tui.domain.board.metrics import OUTPUT_THROUGHPUT, TTFT_P99
-from tui.domain.board.noise import Groups, Spread, Verdict, compare, like_for_like
+from tui.domain.board.noise import (
+    NOISE_FLOOR_PCT,
+    Groups,
+    Spread,
+    Verdict,
+    compare,
+    like_for_like,
+    percent_change,
+)
 from tui.domain.results import Reproduction
 from tui.domain.workload import LoadSpec
 
@@ -35,9 +43,11 @@ def test_the_verdict_follows_the_overlap_of_the_two_spreads(
     new = _repeats(100, mine, max_num_seqs=512)
     groups = Groups([*base, *new])
     overlap = Spread.of(mine).overlaps(Spread.of(theirs))  # type: ignore[union-attr]
+    band = groups.band(OUTPUT_THROUGHPUT)
     for run in new:
         result = compare(OUTPUT_THROUGHPUT, run, base[0], groups)
-        if overlap:
+        change = percent_change(run.bench.output_throughput, theirs[0])
+        if overlap or (change is not None and abs(change) <= band):
             assert result.verdict is Verdict.NOISE
         else:
             expected = Verdict.GAIN if min(mine) > max(theirs) else Verdict.LOSS
@@ -81,7 +91,8 @@ def test_direction_follows_the_metric(a: float, b: float) -> None:
     run = served_run(2, tput=b, ttft_p99=b, max_num_seqs=512)
     groups = Groups([base, run])
     tput, ttft = compare(OUTPUT_THROUGHPUT, run, base, groups), compare(TTFT_P99, run, base, groups)
-    if a == b:
+    change = percent_change(b, a)
+    if change is None or abs(change) <= NOISE_FLOOR_PCT:
         assert tput.verdict is ttft.verdict is Verdict.NOISE
     else:  # more throughput is a gain; more latency is a loss
         assert {tput.verdict, ttft.verdict} == {Verdict.GAIN, Verdict.LOSS}
@@ -107,3 +118,27 @@ def test_a_different_machine_is_not_like_for_like_but_an_unknown_one_is_not_held
 def test_server_address_flags_do_not_split_a_group() -> None:
     a, b = served_run(1, port=8001), served_run(2, port=8002, host="0.0.0.0")
     assert len(Groups([a, b]).members(a)) == 2
+
+
+def test_a_change_inside_the_noise_floor_is_noise_even_between_single_runs() -> None:
+    """Issue 39: TTFT p99 0.4% lower was green like a real gain."""
+    base = served_run(1, tput=1000.0, ttft_p99=100.0, max_num_seqs=256)
+    run = served_run(2, tput=1300.0, ttft_p99=99.6, max_num_seqs=512)
+    groups = Groups([base, run])
+    assert compare(TTFT_P99, run, base, groups).verdict is Verdict.NOISE
+    assert compare(OUTPUT_THROUGHPUT, run, base, groups).verdict is Verdict.GAIN
+
+
+def test_the_band_widens_to_the_widest_spread_the_repeats_have_shown() -> None:
+    base = served_run(1, tput=1000.0, max_num_seqs=256)
+    repeats = [
+        served_run(2, tput=900.0, max_num_seqs=128),
+        served_run(3, tput=1000.0, max_num_seqs=128),
+    ]
+    run = served_run(4, tput=1080.0, max_num_seqs=512)
+    alone = Groups([base, run])
+    measured = Groups([base, *repeats, run])
+    assert alone.band(OUTPUT_THROUGHPUT) == NOISE_FLOOR_PCT
+    assert measured.band(OUTPUT_THROUGHPUT) == 10.0  # 900..1000: 10% of 1000
+    assert compare(OUTPUT_THROUGHPUT, run, base, alone).verdict is Verdict.GAIN
+    assert compare(OUTPUT_THROUGHPUT, run, base, measured).verdict is Verdict.NOISE

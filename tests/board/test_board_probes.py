@@ -50,12 +50,16 @@ def test_the_sweep_column_comes_after_the_flags_and_metrics() -> None:
         served_run(4, tput=750, max_num_seqs=128).model_copy(update={"sweep": long}),
     ]
     keys = [c.key for c in build_board(runs).table.columns]
-    assert keys[:5] == [
+    assert keys[:9] == [
         "label",
         "change",
+        "verdict",
         "metric:output_throughput",
         "metric:p99_ttft_ms",
+        "metric:mean_tpot_ms",
+        "metric:p99_itl_ms",
+        "metric:p99_e2el_ms",
         "state",
     ]
-    assert keys[5] == "flag:max_num_seqs"
+    assert keys[9] == "flag:max_num_seqs"
     assert keys[-1] == "sweep" and any(k.startswith("metric:") for k in keys)

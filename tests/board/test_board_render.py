@@ -36,12 +36,26 @@ def test_markdown_is_the_seed_table_with_failures_and_their_cause() -> None:
     text = board_markdown(_board())
     rows = _md_rows(text)
     header = rows[0]
-    assert header[:5] == ["run", "changed", "out tok/s", "TTFT p99", "state"]
-    assert header[5:7] == ["`max_model_len`", "`max_num_seqs`"]
+    assert header[:9] == [
+        "run",
+        "changed",
+        "verdict",
+        "out tok/s",
+        "TTFT p99",
+        "TPOT mean",
+        "ITL p99",
+        "E2EL p99",
+        "state",
+    ]
+    assert header[9:11] == ["`max_model_len`", "`max_num_seqs`"]
     assert header[-1] == "notes" and "prompts" in header
     assert all(len(r) == len(header) for r in rows[2:])  # escaped pipes split nothing
     failed = rows[2]
-    assert failed[4] == "failed: kv_cache_too_small" and "max seq len \\| pipes" in failed[-1]
+    assert (
+        failed[2] == "failed"
+        and failed[8] == "failed: kv_cache_too_small"
+        and "max seq len \\| pipes" in failed[-1]
+    )
     assert rows[3][0] == "#2 (base)" and "~+1.2%" in rows[4][header.index("out tok/s")]
     assert "+18.8%" in rows[5][header.index("out tok/s")]
     assert "(other load)" in rows[6][header.index("out tok/s")]

@@ -36,11 +36,15 @@ def test_one_column_per_flag_that_differs_anywhere_in_declaration_order() -> Non
     assert flags == ["max_model_len", "block_size", "max_num_seqs"]
     assert _keys(table)[:2] == ["label", "metric:output_throughput"]  # no baseline: no change
     based = build_table(runs, baseline=runs[1])
-    assert _keys(based)[:5] == [
+    assert _keys(based)[:9] == [
         "label",
         "change",
+        "verdict",
         "metric:output_throughput",
         "metric:p99_ttft_ms",
+        "metric:mean_tpot_ms",
+        "metric:p99_itl_ms",
+        "metric:p99_e2el_ms",
         "state",
     ]
     changes = {r.label: r.cells[1].text for r in based.rows}

@@ -26,6 +26,7 @@ def served_run(
     tput: float = 800.0,
     ttft_p99: float = 120.0,
     e2el_p99: float | None = None,
+    itl_p99: float = 40.0,
     workload: LoadSpec | None = None,
     session: str | None = "s1",
     repro: Reproduction | None = None,
@@ -40,7 +41,7 @@ def served_run(
         "p99_ttft_ms": ttft_p99,
         "mean_tpot_ms": 20.0,
         "mean_itl_ms": 19.0,
-        "p99_itl_ms": 40.0,
+        "p99_itl_ms": itl_p99,
         "mean_e2el_ms": (e2el_p99 or ttft_p99 * 10) * 0.6,
         "p99_e2el_ms": e2el_p99 if e2el_p99 is not None else ttft_p99 * 10,
     }

@@ -5,8 +5,8 @@ that wrap into noise on an 80-column terminal. :func:`fit_grid` narrows it in st
 only as far as needed: flag titles abbreviated (``gpu_memory_utilization`` ->
 ``gpu_mem_util``), a failed run's state cut to its status (its cause is listed under the
 table), long text cells ended with an ellipsis, then whole columns left out from the right
-(the last metrics first, the objective ones and the run's change last; the run and its
-state always stay). What was left out is named, and
+(the last metrics first, the objective ones, the verdict and the run's change last; the run
+and its state always stay). What was left out is named, and
 ``vtc runs --wide`` prints every column at full width.
 """
 
@@ -93,7 +93,7 @@ def _detail(column: Column) -> bool:
 
 
 def _headline(column: Column) -> bool:
-    return column.kind in (ColumnKind.METRIC, ColumnKind.CHANGE)
+    return column.kind in (ColumnKind.METRIC, ColumnKind.VERDICT, ColumnKind.CHANGE)
 
 
 def _keeps_one(columns: Sequence[Column], index: int) -> bool:

@@ -107,7 +107,16 @@ TABLE_METRICS: tuple[MetricSpec, ...] = (
 #: right after the run and what it changed, before anything else (issue 29 item 2).
 HEADLINE_METRICS: tuple[MetricSpec, ...] = (OUTPUT_THROUGHPUT, TTFT_P99)
 
-#: Seed 003's Before / After rows, plus output throughput (the first seed's one number).
+#: The objective a change is judged by (:mod:`.judgement`): a sweep's default objective.
+OBJECTIVE = OUTPUT_THROUGHPUT
+
+#: The latencies an SLO bounds (``p99_ttft_ms``, ``mean_tpot_ms``, ``p99_itl_ms``,
+#: ``p99_e2el_ms``: :mod:`tui.domain.sweep.slo`'s keys); a change is judged by the worst.
+SLO_METRICS: tuple[MetricSpec, ...] = (TTFT_P99, TPOT_MEAN, ITL_P99, E2EL_P99)
+
+#: Seed 003's Before / After rows, plus output throughput (the first seed's one number) and
+#: every other metric of the table (ITL p99 was left out, issue 39): Before / After shows
+#: every metric that moved, worse ones first (:func:`~.before_after.before_after`).
 BEFORE_AFTER_METRICS: tuple[MetricSpec, ...] = (
     TTFT_MEAN,
     TTFT_P99,
@@ -117,6 +126,11 @@ BEFORE_AFTER_METRICS: tuple[MetricSpec, ...] = (
     E2EL_P99,
     REQUEST_THROUGHPUT,
     OUTPUT_THROUGHPUT,
+    TTFT_P50,
+    SERVER_TTFT_P50,
+    ITL_P99,
+    KV_TOKENS,
+    GOODPUT,
 )
 
 #: The latencies a Pareto plot may put against throughput (issue 10, item 5).

@@ -11,14 +11,18 @@ excluded: they do not change what is measured) and the same setting form a group
 A group's *spread* for a metric is the closed interval ``[min, max]`` of its runs' values.
 
 **The rule.** A delta of run A against baseline B is *noise* when A and B are in the same
-group (nothing differs but the run), or when A's group's spread and B's group's spread
-overlap. Only when the spreads are disjoint is it a *gain* or a *loss*, by the metric's
-direction. With single runs the spreads are points, so any difference counts, but
-``confirmed`` stays false until both sides have been repeated: repeat a run (same flags,
-same workload) to learn the machine's noise. min/max is used rather than a t-interval
-because groups are small (2-5 runs) and a busy machine's noise is not normal; adding a
-repeat can only widen a spread, so it can turn a gain into noise but never noise into a
-gain.
+group (nothing differs but the run), when A's group's spread and B's group's spread overlap,
+or when the change is inside the board's *noise band* for that metric. Only beyond all three
+is it a *gain* or a *loss*, by the metric's direction.
+
+**The noise band** (:meth:`Groups.band`) is the widest relative spread any group of repeats
+on the board has shown for the metric, and never less than :data:`NOISE_FLOOR_PCT`: with
+single runs the spreads are points, and a TTFT p99 0.4% lower is not a gain (issue 39: it
+was coloured like one). ``confirmed`` stays false until both sides have been repeated:
+repeat a run (same flags, same workload) to learn the machine's noise. min/max is used
+rather than a t-interval because groups are small (2-5 runs) and a busy machine's noise is
+not normal; adding a repeat can only widen a spread and the band, so it can turn a gain into
+noise but never noise into a gain.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from tui.domain.board.metrics import MetricSpec
 from tui.domain.flags.serve import FlagGroup, flag_specs
 from tui.domain.results import RunRecord
 from tui.domain.workload import LoadSpec
+
+#: The narrowest noise band, in percent of the baseline's value: about a real measurement's
+#: own repeat spread on a quiet machine (the twin's default tolerance, ``[twin] tolerance``,
+#: is the same 2%). A board whose repeats spread wider uses their spread instead.
+NOISE_FLOOR_PCT = 2.0
 
 # Flags that change where the server listens, not what it measures.
 _NOT_MEASURED = frozenset(s.name for s in flag_specs() if s.group is FlagGroup.SERVER)
@@ -143,6 +152,12 @@ class Spread:
     high: float
     n: int
 
+    @property
+    def relative_pct(self) -> float:
+        """The width in percent of the larger end (0 for a point or an all-zero spread)."""
+        scale = max(abs(self.low), abs(self.high))
+        return (self.high - self.low) / scale * 100.0 if scale else 0.0
+
     def overlaps(self, other: Spread) -> bool:
         """Whether the two intervals share a point."""
         return self.low <= other.high and other.low <= self.high
@@ -166,6 +181,7 @@ class Groups:
         self._keys: dict[int, tuple[RunRecord, tuple[Any, ...]]] = {}
         self._by_key: dict[tuple[Any, ...], list[RunRecord]] = {}
         self._spreads: dict[tuple[tuple[Any, ...], str], Spread | None] = {}
+        self._bands: dict[str, float] = {}
         for run in runs:
             self._by_key.setdefault(self.key(run), []).append(run)
 
@@ -191,6 +207,18 @@ class Groups:
             values = (metric.value(m) for m in self._by_key[key] if m.served)
             self._spreads[slot] = Spread.of(v for v in values if v is not None)
         return self._spreads[slot]
+
+    def band(self, metric: MetricSpec) -> float:
+        """The noise band of ``metric`` in percent: the widest relative spread of any group
+        of repeats, at least :data:`NOISE_FLOOR_PCT` (module docstring)."""
+        if metric.key not in self._bands:
+            widths = (
+                spread.relative_pct
+                for group in self.repeated()
+                if (spread := self.spread(group[0], metric)) is not None
+            )
+            self._bands[metric.key] = max(NOISE_FLOOR_PCT, max(widths, default=0.0))
+        return self._bands[metric.key]
 
     def repeated(self) -> list[tuple[RunRecord, ...]]:
         """The groups with more than one run, oldest first."""
@@ -247,7 +275,8 @@ def compare(
     mine = mine or Spread(value, value, 1)
     theirs = theirs or Spread(reference, reference, 1)
     confirmed = mine.n > 1 and theirs.n > 1
-    if mine.overlaps(theirs):
+    inside = percent is not None and abs(percent) <= groups.band(metric)
+    if inside or mine.overlaps(theirs):
         return Comparison(value, reference, percent, Verdict.NOISE, confirmed)
     better = (value > reference) == metric.higher_is_better
     return Comparison(

@@ -177,42 +177,51 @@ def board_csv(board: Board) -> str:
     """One line per run: raw numbers (no units), deltas in percent, for a spreadsheet."""
     table = board.table
     metrics = [(i, c) for i, c in enumerate(table.columns) if c.kind is ColumnKind.METRIC]
-    others = [
-        (i, c)
-        for i, c in enumerate(table.columns)
-        if c.kind in (ColumnKind.SWEEP, ColumnKind.FLAG, ColumnKind.WORKLOAD)
-    ]
+    others = [(i, c) for i, c in enumerate(table.columns) if c.kind in _CSV_TEXT_KINDS]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        [
-            "id",
-            "label",
-            "baseline",
-            "state",
-            *(c.title for _, c in others),
-            *(_metric_title(c) for _, c in metrics),
-            *(f"{c.title} vs baseline %" for _, c in metrics),
-            "cause",
-            "not compared",
-        ]
-    )
+    writer.writerow(_csv_header([c for _, c in others], [c for _, c in metrics]))
     for row in table.rows:
-        values = [row.cells[i].comparison for i, _ in metrics]
-        writer.writerow(
-            [
-                row.run.id if row.run.id is not None else "",
-                row.label,
-                int(row.is_baseline),
-                row.state,
-                *(row.cells[i].text for i, _ in others),
-                *("" if v is None or v.value is None else repr(v.value) for v in values),
-                *("" if v is None or v.percent is None else f"{v.percent:.2f}" for v in values),
-                row.cause or "",
-                (not_compared(row) or "").removeprefix("not compared: "),
-            ]
-        )
+        texts = [row.cells[i].text for i, _ in others]
+        writer.writerow(_csv_row(row, texts, [row.cells[i].comparison for i, _ in metrics]))
     return out.getvalue()
+
+
+#: The columns CSV carries as their text (metrics go as raw numbers and percents).
+_CSV_TEXT_KINDS = (ColumnKind.SWEEP, ColumnKind.FLAG, ColumnKind.WORKLOAD)
+
+
+def _csv_header(others: list[Column], metrics: list[Column]) -> list[str]:
+    """The CSV's titles: the run, its text columns, each metric's value then its change."""
+    return [
+        "id",
+        "label",
+        "baseline",
+        "state",
+        "verdict",
+        *(c.title for c in others),
+        *(_metric_title(c) for c in metrics),
+        *(f"{c.title} vs baseline %" for c in metrics),
+        "cause",
+        "not compared",
+    ]
+
+
+def _csv_row(row: Row, texts: list[str], compared: list[Comparison | None]) -> list[object]:
+    """One run's CSV line, in :func:`_csv_header`'s order."""
+    judgement = row.judgement
+    return [
+        row.run.id if row.run.id is not None else "",
+        row.label,
+        int(row.is_baseline),
+        row.state,
+        judgement.judged.value if judgement is not None else "",
+        *texts,
+        *("" if c is None or c.value is None else repr(c.value) for c in compared),
+        *("" if c is None or c.percent is None else f"{c.percent:.2f}" for c in compared),
+        row.cause or "",
+        (not_compared(row) or "").removeprefix("not compared: "),
+    ]
 
 
 def _metric_title(column: Column) -> str:
@@ -260,6 +269,7 @@ def _json_row(board: Board, row: Row) -> dict[str, Any]:
         "baseline": row.is_baseline,
         "state": row.state,
         "cause": row.cause,
+        "judgement": None if row.judgement is None else row.judgement.text(),
         "repeats": row.repeats,
         "load": _load_json(row.run),
         "probe": _probe_json(row.run),
@@ -299,6 +309,8 @@ def before_after_markdown(ba: BeforeAfter) -> str:
             f"{row.metric.format(c.value)} | {row.change} |"
         )
     lines.append("")
+    if ba.judgement is not None:
+        lines += [f"Verdict: {ba.judgement.text()}", ""]
     if ba.flag_changes:
         changed = ", ".join(
             f"`{c.name}` {format_value(c.old)} → {format_value(c.new)}" for c in ba.flag_changes

@@ -6,11 +6,13 @@ state (a failed start shows its diagnosis kind), one column per flag whose effec
 differs anywhere among the listed runs and the baseline (seed 000's parameter table), one
 per workload field when the runs' workloads differ, then :func:`~.metrics.table_metrics`.
 
-Ordered so the table answers first (issue 29): the run, what it changed against the
-baseline in one compact column (``max-num-seqs 4``), the objective metrics with their
-change (:data:`~.metrics.HEADLINE_METRICS`); then its state, each differing flag and
-workload field in full, the other metrics. At 80 columns the first four show; the rest are
-scrolled to, and the board names them.
+Ordered so the table answers first (issues 29, 39): the run, what it changed against the
+baseline in one compact column (``max-num-seqs 4``), the board's verdict on that change
+(``better``, ``worse``, ``noise``, ``trade-off``; ``failed`` for a start that failed: its
+state in sight), the objective metrics with their change (:data:`~.metrics.HEADLINE_METRICS`)
+and the latencies an SLO bounds (:data:`~.metrics.SLO_METRICS`); then its state, each
+differing flag and workload field in full, the other metrics. At 80 columns the first four
+show; the rest are scrolled to, and the board names them.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from enum import StrEnum
 from typing import Any
 
 from tui.domain.board.baseline import run_label, same_run
+from tui.domain.board.judgement import Judged, Judgement, judge
 from tui.domain.board.load_mark import load_mark
-from tui.domain.board.metrics import HEADLINE_METRICS, MetricSpec, table_metrics
+from tui.domain.board.metrics import HEADLINE_METRICS, SLO_METRICS, MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
 from tui.domain.board.short_names import short_title
@@ -43,6 +46,7 @@ class ColumnKind(StrEnum):
 
     LABEL = "label"
     CHANGE = "change"  # the flags that differ from the baseline's, compact, in one cell
+    VERDICT = "verdict"  # the judgement of the change (or why there is none: failed, no load)
     STATE = "state"
     SWEEP = "sweep"  # which sweep and trial a run belongs to (shown when any run has one)
     FLAG = "flag"
@@ -96,6 +100,7 @@ class Row:
     flag_changes: tuple[FlagChange, ...] = ()  # against the baseline
     like_for_like: LikeForLike | None = None  # against the baseline
     repeats: int = 1  # runs sharing its flags and setting, itself included
+    judgement: Judgement | None = None  # the change against the baseline, judged
 
 
 #: Short titles of workload fields (:class:`~tui.domain.workload.LoadSpec`).
@@ -283,14 +288,17 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
     columns = [Column("label", "run", ColumnKind.LABEL)]
     if flags and baseline is not None:
         columns.append(Column("change", CHANGE_TITLE, ColumnKind.CHANGE))
-    columns += [c for c in metrics if c.metric in HEADLINE_METRICS]
+    if baseline is not None:
+        columns.append(Column("verdict", "verdict", ColumnKind.VERDICT))
+    front = (*HEADLINE_METRICS, *(m for m in SLO_METRICS if m not in HEADLINE_METRICS))
+    columns += [c for m in front for c in metrics if c.metric is m]
     columns.append(Column("state", "state", ColumnKind.STATE))
     columns += [Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in flags]
     columns += [
         Column(f"load:{name}", WORKLOAD_TITLES.get(name, name), ColumnKind.WORKLOAD, name)
         for name in differing_workload(everyone)
     ]
-    columns += [c for c in metrics if c.metric not in HEADLINE_METRICS]
+    columns += [c for c in metrics if c.metric not in front]
     if any(r.prediction is not None for r in runs):
         columns.append(Column("predicted", "predicted (twin)", ColumnKind.PREDICTED))
     # Last: the run column already reads ``t7 p2``; the sweep's id is long (a console sweep's
@@ -323,7 +331,13 @@ def _row(
     run: RunRecord, columns: Sequence[Column], baseline: RunRecord | None, groups: Groups
 ) -> Row:
     is_baseline = baseline is not None and same_run(run, baseline)
-    cells = tuple(_cell(run, c, baseline, groups) for c in columns)
+    judgement = judge(run, baseline, groups)
+    cells = tuple(
+        _verdict_cell(run, is_baseline, judgement)
+        if c.kind is ColumnKind.VERDICT
+        else _cell(run, c, baseline, groups)
+        for c in columns
+    )
     return Row(
         run=run,
         label=run_label(run),
@@ -334,7 +348,37 @@ def _row(
         flag_changes=tuple(diff_flags(baseline.flags, run.flags)) if baseline else (),
         like_for_like=like_for_like(run, baseline) if baseline else None,
         repeats=len(groups.members(run)),
+        judgement=judgement,
     )
+
+
+#: A judgement as the verdict column spells it (the card and Before / After say it whole).
+VERDICT_WORDS: dict[Judged, str] = {
+    Judged.BETTER: "better",
+    Judged.WORSE: "worse",
+    Judged.NOISE: "noise",
+    Judged.TRADE_OFF: "trade-off",
+    Judged.NOT_COMPARED: "other load",
+}
+
+
+def verdict_text(run: RunRecord, is_baseline: bool, judgement: Judgement | None) -> str:
+    """``better``, ``worse``, ``noise``, ``trade-off``, ``other load``; ``baseline``; for a
+    run not judged, why: ``failed`` (a start that failed), ``died``, ``no load``."""
+    if is_baseline:
+        return "baseline"
+    if judgement is not None:
+        return VERDICT_WORDS[judgement.judged]
+    if run.status is RunStatus.FAILED:
+        return "died" if run.served else "failed"
+    if run.bench is None:
+        return "no load" if run.served else run.status.value
+    return ""
+
+
+def _verdict_cell(run: RunRecord, is_baseline: bool, judgement: Judgement | None) -> Cell:
+    text = verdict_text(run, is_baseline, judgement)
+    return Cell(text, text or None)
 
 
 CHANGE_TITLE = "changed"
