@@ -60,6 +60,19 @@ def test_board_table_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
 
 
 @SIZES
+def test_board_table_scrolled_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
+    """The table after → twice: the columns scrolled by two, the note naming both sides."""
+
+    async def scrolled(pilot: Pilot[Any]) -> None:
+        await pilot.press("t")
+        await settled(pilot)
+        await pilot.press("right", "right")
+        await settled(pilot)
+
+    assert snap_compare(scene(), terminal_size=size, run_before=scrolled)
+
+
+@SIZES
 def test_board_plot_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
     """The scatter with its frontier, the baseline marked B."""
 

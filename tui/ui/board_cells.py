@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.content import Content
 
+from tui.domain.board.judgement import Judgement
 from tui.domain.board.noise import Comparison, Verdict
 from tui.domain.board.render import delta_text
 from tui.domain.board.table import Cell, Column, ColumnKind, Row
@@ -81,12 +82,48 @@ def state_content(row: Row) -> Content:
     return Content.styled(row.state, status_style(row.run.status))
 
 
+def judgement_content(judgement: Judgement) -> Content:
+    """``better · out tok/s +2.8% · worst ITL p99 ~+1.0%``: each piece coloured by its own
+    verdict (a gain green, a loss red, noise muted), the word bold."""
+    parts = judgement.parts()
+    styled = [
+        (text, VERDICT_STYLES.get(verdict, "") if verdict is not None else "")
+        for text, verdict in parts
+    ]
+    word, style = styled[0]
+    return Content.assemble((word, f"bold {style}".strip()), *styled[1:])
+
+
+def judgement_lines(judgement: Judgement) -> list[Content]:
+    """The judgement on a narrow card: the word and the objective, then the SLO metric
+    (``worse · out tok/s ~+0.4%`` / ``  worst ITL p99 +24.1%``)."""
+    line = judgement_content(judgement)
+    parts = judgement.parts()
+    if len(parts) <= 3:  # ``not compared``, or no SLO metric measured
+        return [line]
+    cut = sum(len(text) for text, _ in parts[:3])
+    return [line[:cut], Content("  ") + line[cut + len(parts[3][0]) :]]
+
+
+def verdict_content(row: Row, cell: Cell) -> Content:
+    """The verdict column: the judgement's word in its colour, a failed start in red."""
+    judgement = row.judgement
+    if judgement is not None:
+        verdict = judgement.parts()[0][1]  # the word's own colour
+        return Content.styled(cell.text, VERDICT_STYLES.get(verdict, "") if verdict else "")
+    if row.run.status is RunStatus.FAILED:
+        return Content.styled(cell.text, status_style(row.run.status))
+    return Content.styled(cell.text, "$text-muted")
+
+
 def cell_content(row: Row, column: Column, cell: Cell, *, selected: bool = False) -> Content:
     """One table cell as the DataTable shows it."""
     if column.kind is ColumnKind.LABEL:
         return label_content(row, selected=selected)
     if column.kind is ColumnKind.STATE:
         return state_content(row)
+    if column.kind is ColumnKind.VERDICT:
+        return verdict_content(row, cell)
     if column.kind is ColumnKind.METRIC:
         delta = delta_content(cell.comparison)
         if not delta.plain:

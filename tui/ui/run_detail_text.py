@@ -23,15 +23,24 @@ from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
-from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, shown_delta, status_style
+from tui.ui.board_cells import (
+    DIFFERS,
+    VERDICT_STYLES,
+    judgement_lines,
+    shown_delta,
+    status_style,
+)
 from tui.ui.format import gib, percent, seconds, tokens
 
 VERDICT_WORDS: dict[Verdict, str] = {
     Verdict.GAIN: "gain",
     Verdict.LOSS: "loss",
-    Verdict.NOISE: "noise (inside the spread)",
+    Verdict.NOISE: "noise (inside the noise band)",
     Verdict.OTHER_LOAD: "other load: not compared",
 }
+UNREPEATED = " (not repeated yet: n runs it again)"
+"""After a verdict that rests on single runs (issue 39: "one run each: n repeats" read as a
+placeholder): ``n`` repeats the run, and the spread of repeats is the measured noise."""
 
 
 def section(title: str) -> Content:
@@ -72,6 +81,8 @@ def summary_lines(row: Row, baseline: str | None) -> list[Content]:
         lines.append(Content.styled("This run is the baseline.", "bold $accent"))
     elif baseline is not None:
         lines.append(Content(f"Compared with the baseline {baseline}."))
+        if row.judgement is not None:
+            lines += judgement_lines(row.judgement)
     if row.repeats > 1:
         lines.append(
             Content(
@@ -163,7 +174,7 @@ def metric_lines(row: Row, columns: tuple[Column, ...]) -> list[Content]:
             word = VERDICT_WORDS.get(comparison.verdict) if delta else None
             if word:
                 sure = comparison.confirmed or comparison.verdict is Verdict.OTHER_LOAD
-                parts.append((f"  {word}{'' if sure else ' (one run each: n repeats)'}", style))
+                parts.append((f"  {word}{'' if sure else UNREPEATED}", style))
             elif comparison.percent is not None and comparison.verdict is not Verdict.BASELINE:
                 parts.append(("  no change", "$text-muted"))
         if cell.spread is not None:

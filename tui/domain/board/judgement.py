@@ -65,10 +65,9 @@ class Judgement:
         ]
         if self.worst is not None:
             metric, comparison = self.worst
-            out += [
-                (" · ", None),
-                (f"worst {metric.label} {change_text(comparison)}", comparison.verdict),
-            ]
+            word = "" if comparison.verdict is Verdict.GAIN else "worst "  # all improved: the best
+            text = f"{word}{metric.label} {change_text(comparison)}"
+            out += [(" · ", None), (text, comparison.verdict)]
         return out
 
     def text(self) -> str:

@@ -1,7 +1,8 @@
 """Seed 003's Before / After table for two runs: each metric, both values, the change.
 
 The words are the domain's (:mod:`tui.domain.board.before_after`): "61.5% faster", "88.9%
-increase", and "(noise)" or "(other load)" where the change is not a gain.
+increase", and "(noise)" or "(other load)" where the change is not a gain. The verdict on the
+change leads (:mod:`tui.domain.board.judgement`); the rows come worse first.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from textual.widgets import Static
 from tui.domain.board.baseline import run_label
 from tui.domain.board.before_after import BeforeAfter
 from tui.domain.flags.serve import format_value
-from tui.ui.board_cells import DIFFERS, VERDICT_STYLES
+from tui.ui.board_cells import DIFFERS, VERDICT_STYLES, judgement_lines
 from tui.ui.format import plain
 
 METRIC_WIDTH = 11
@@ -32,7 +33,8 @@ def before_after_content(ba: BeforeAfter) -> Content:
         f"{'Metric':<{METRIC_WIDTH}}{'Before ' + before:>{VALUE_WIDTH}}"
         f"{'After ' + after:>{VALUE_WIDTH}}  Change"
     )
-    lines = [Content.styled(head, "bold")]
+    lines = [*judgement_lines(ba.judgement), Content("")] if ba.judgement is not None else []
+    lines.append(Content.styled(head, "bold"))
     for row in ba.rows:
         c = row.comparison
         values = (

@@ -75,8 +75,12 @@ PANELS: tuple[tuple[str, str], ...] = (
         "model, workload and machine, so the newest run shows the change you made "
         "(never a run without a load, nor a cancelled or partial one). "
         "Yellow flags differ from it. "
-        "Numbers carry their change against it: green better, red worse, ~ noise (inside the "
-        "spread of repeated runs), 'other load' for another workload (not compared). 'base' "
+        "Numbers carry their change against it, each by its own direction (lower is better "
+        "for latencies): green better, red worse, grey ~ noise (inside the noise band: the "
+        "widest spread of repeated runs, at least 2%; n repeats a run to measure it), 'other "
+        "load' for another workload (not compared). Each change is judged in one line: "
+        "better, worse, within noise or a trade-off, by output throughput and the worst SLO "
+        "latency (TTFT p99, TPOT, ITL p99, E2EL p99); v lists every metric, worse first. 'base' "
         "marks the baseline, tN a sweep's trial N (tN pK: the Kth load on its server, a probe), "
         "▸ the selected run.",
     ),

@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 else:
     _Base = object
 
-WIDE = 110  # columns from which the form stays beside the table (MainScreen's -wide)
+WIDE = 150
+"""Columns from which the form stays beside the table: below it the table takes the width
+(at 120x40 beside the form it showed two metric columns; alone, five: issue 39)."""
 
 
 class BoardFrame(_Base):

@@ -67,6 +67,7 @@ class BoardGrid(DataTable[object]):
         self._marked: int | None = None  # the run whose label carries the selection mark
         self._fitted: int | None = None  # the width last set by fit_width (None: the CSS's)
         self._marked_row: int | None = None  # its row index (rows are one line high)
+        self._shown = (0, 0)  # the scrolled columns shown whole: first, last (exclusive)
 
     @property
     def table(self) -> BoardTable | None:
@@ -120,6 +121,15 @@ class BoardGrid(DataTable[object]):
         finally:
             self._rendering = False
         self.call_after_refresh(self.snap_to_column)
+
+    @property
+    def shown_columns(self) -> tuple[Column, ...]:
+        """The scrolled columns shown whole now (the fixed run column not counted)."""
+        table = self._table
+        if table is None:
+            return ()
+        first, last = self._shown
+        return table.columns[self.fixed_columns + first : self.fixed_columns + last]
 
     @property
     def marked_row(self) -> int | None:
@@ -208,6 +218,7 @@ class BoardGrid(DataTable[object]):
             if used + width > room and last > first:
                 break
             used, last = used + width, last + 1
+        self._shown = (first, last)
         wanted = min(fixed + used + gutter, parent.content_size.width)
         if wanted != self._fitted:
             self._fitted = wanted
@@ -218,6 +229,34 @@ class BoardGrid(DataTable[object]):
         ]
         # Announced each time (cheap): the board clears its note while the cards show.
         self.post_message(self.ColumnsOutOfView(tuple(titles[:first]), tuple(titles[last:])))
+
+    def action_cursor_right(self) -> None:
+        """→: the next column. While columns are left out at the right, the table scrolls
+        by one column too, so each press shows one more (issue 39: → moved the cursor over
+        the columns in view and nothing seemed to happen)."""
+        first, last = self._shown
+        if self.cursor_type != "cell" or last >= len(self.columns) - self.fixed_columns:
+            super().action_cursor_right()
+            return
+        column = max(self.cursor_coordinate.column + 1, self.fixed_columns + first + 1)
+        self._scroll_columns(first + 1, column)
+
+    def action_cursor_left(self) -> None:
+        """←: the previous column; while columns are scrolled past, back by one column."""
+        first, _ = self._shown
+        if self.cursor_type != "cell" or first == 0:
+            super().action_cursor_left()
+            return
+        column = max(self.cursor_coordinate.column - 1, 0)
+        self._scroll_columns(first - 1, column)
+
+    def _scroll_columns(self, first: int, column: int) -> None:
+        """Show the scrolled columns from ``first`` on, the cursor on ``column``."""
+        edges = self.column_edges()
+        first = max(0, min(first, len(edges) - 1))
+        self.fit_width(first)
+        self.move_cursor(column=column, animate=False, scroll=False)
+        self.call_after_refresh(self.scroll_to, x=edges[first], animate=False, immediate=True)
 
     def on_data_table_cell_highlighted(self, event: DataTable.CellHighlighted) -> None:
         """Announce the run under the cursor (not while the table is being rebuilt)."""

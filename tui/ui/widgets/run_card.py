@@ -21,7 +21,14 @@ from tui.domain.board.table import Column, ColumnKind, Row, probe_text
 from tui.domain.flags.run_env import env_text
 from tui.domain.flags.serve import format_value
 from tui.domain.results import BenchResult, RunRecord, RunStatus, StartupProfile
-from tui.ui.board_cells import BASE_MARK, DIFFERS, delta_content, status_style, sweep_mark
+from tui.ui.board_cells import (
+    BASE_MARK,
+    DIFFERS,
+    delta_content,
+    judgement_lines,
+    status_style,
+    sweep_mark,
+)
 from tui.ui.format import inert_rendering, plain, seconds, signed_percent, tokens
 
 HIGHLIGHT = DIFFERS  # a flag that differs from the baseline's
@@ -220,6 +227,8 @@ def card_body(record: RunRecord, context: CardContext) -> Content:
     if record.status is RunStatus.FAILED and not record.served:
         lines += _failure_lines(record, context)
     elif record.bench is not None:
+        if row.judgement is not None:
+            lines += judgement_lines(row.judgement)
         lines += metric_lines(context)
         lines += _load_caveats(record.bench)
         lines += _prediction_lines(record)
