@@ -14,6 +14,7 @@ from typing import Any
 
 from textual.screen import Screen
 
+from tui.domain.results import RunRecord
 from tui.session.port import SessionPort, SweepUpdated
 from tui.ui.screens.sweep import ApplyBest, SweepScreen
 from tui.ui.widgets.flag_form import FlagForm
@@ -23,11 +24,16 @@ class SweepController:
     """Opens, feeds and closes the sweep screen of ``host`` (the main screen)."""
 
     def __init__(
-        self, host: Screen[Any], session: SessionPort, form: Callable[[], FlagForm]
+        self,
+        host: Screen[Any],
+        session: SessionPort,
+        form: Callable[[], FlagForm],
+        baseline: Callable[[], RunRecord | None] = lambda: None,
     ) -> None:
         self._host = host
         self._session = session
         self._form = form
+        self._baseline = baseline  # the board's baseline: a sweep's best is compared with it
         self._screen: SweepScreen | None = None
 
     @property
@@ -64,7 +70,12 @@ class SweepController:
         form = self._form()
         flags, _ = form.validate_flags()
         load, _ = form.validate_workload()
-        screen = SweepScreen(self._session, flags or info.initial_flags, load or info.initial_load)
+        screen = SweepScreen(
+            self._session,
+            flags or info.initial_flags,
+            load or info.initial_load,
+            baseline=self._baseline,
+        )
         self._screen = screen
         self._host.app.push_screen(screen, callback=self._closed)
 

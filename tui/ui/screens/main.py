@@ -24,6 +24,7 @@ from tui.domain.events import (
     Unanswered,
 )
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.results import RunRecord
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (
@@ -78,7 +79,7 @@ class MainScreen(LoopKeys, Screen[None]):
         self._pid: int | None = None  # live: the record does not keep the process id
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
         self._view = project(session.current, session.state)
-        self._sweeps = SweepController(self, session, lambda: self.form)
+        self._sweeps = SweepController(self, session, lambda: self.form, self._board_baseline)
         self._twin = TwinController(self, session)
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
@@ -147,6 +148,11 @@ class MainScreen(LoopKeys, Screen[None]):
     def board(self) -> ResultsBoard:
         """The results board."""
         return self.query_one(ResultsBoard)
+
+    def _board_baseline(self) -> RunRecord | None:
+        """The run the board measures against now (a sweep's best is compared with it)."""
+        board = self.board.board
+        return board.baseline.run if board is not None and board.baseline is not None else None
 
     # -- session events ---------------------------------------------------------------------
     def apply(self, event: SessionEvent) -> None:

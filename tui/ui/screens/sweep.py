@@ -6,10 +6,17 @@ line. Keys here: ``g`` start the composed sweep (F2), ``x`` stop (F3), ``u`` res
 sweep this console ran and stopped (never another process's; on its own machine), ``a``
 apply the best to the flags form, ``v`` Before / After of the baseline and the best,
 ``Esc``/``w`` close (the sweep runs on).
+
+The screen opens with the focus on the strategy (a dropdown: letter keys act there), so
+``g`` starts at once; in a text field letters are text: F2 and F3 act there (the key bar
+says ``g/F2``), and Esc leaves the field before it closes the screen (issue 39: ``g`` typed
+into the field and Esc closed the screen). Once a sweep ends, its best is compared with the
+board's baseline: ``best 1252.4 tok/s, 7.0% below the baseline #3``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -19,14 +26,18 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Input, Select, Static
 
 from tui.domain.board.before_after import BeforeAfter, before_after
+from tui.domain.board.metrics import ALL_METRICS
+from tui.domain.board.noise import NOISE_FLOOR_PCT, Groups
 from tui.domain.errors import VtcError, one_line
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.domain.sweep import SweepStatus
 from tui.domain.sweep.compose import ComposeError
+from tui.domain.sweep.slo import OBJECTIVE_KEYS
+from tui.domain.sweep.versus import versus_baseline
 from tui.domain.workload import LoadSpec
 from tui.session.port import SessionPort, SweepControl
 from tui.ui.format import plain
@@ -37,9 +48,9 @@ from tui.ui.widgets.sweep_trials import SweepTrials
 
 STYLES = Path(__file__).parent.parent / "styles"
 SWEEP_KEYS_HELP = (
-    "Sweep screen: g start the composed sweep (F2) · x stop (F3) · u resume the sweep this "
-    "console stopped · a apply the best to the form · v Before/After of baseline vs best · "
-    "Esc/w close (the sweep runs on)"
+    "Sweep screen: g start the composed sweep (F2, also in a text field) · x stop (F3) · u "
+    "resume the sweep this console stopped · a apply the best to the form · v Before/After of "
+    "baseline vs best · Esc leaves a text field, then closes (w too; the sweep runs on)"
 )
 
 
@@ -86,19 +97,26 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
     CSS_PATH = STYLES / "sweep.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,w", "close", "Close", key_display="Esc"),
-        Binding("g", "go", "Start"),
+        Binding("g", "go", "Start", key_display="g/F2"),
         Binding("f2", "go", "Start", show=False, priority=True),
-        Binding("x", "stop", "Stop"),
+        Binding("x", "stop", "Stop", key_display="x/F3"),
         Binding("f3", "stop", "Stop", show=False, priority=True),
         Binding("u", "resume", "Resume"),
         Binding("a", "apply_best", "Apply best"),
         Binding("v", "before_after", "Before/After"),
     ]
 
-    def __init__(self, session: SessionPort, flags: ServeFlags, load: LoadSpec) -> None:
+    def __init__(
+        self,
+        session: SessionPort,
+        flags: ServeFlags,
+        load: LoadSpec,
+        baseline: Callable[[], RunRecord | None] = lambda: None,
+    ) -> None:
         super().__init__()
         self.session = session
         self._flags, self._load = flags, load
+        self._board_baseline = baseline  # the board's baseline now (it may change meanwhile)
 
     @property
     def control(self) -> SweepControl:
@@ -124,10 +142,19 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         box.border_subtitle = f"from {plain(self._flags.model)}"
         self.query_one(SweepBeforeAfter).display = False
         self.show(self.control.status)
+        self._focus_home()
+
+    def _focus_home(self) -> None:
+        """Focus where the screen's letter keys act: the strategy dropdown while the form
+        shows, else the trials."""
+        if self.control.running:
+            self.query_one(SweepTrials).focus()
+        else:
+            self.query_one("#sweep-strategy", Select).focus()
 
     def show(self, status: SweepStatus | None) -> None:
         """Render ``status`` (the main screen forwards every ``SweepUpdated``)."""
-        self.query_one(SweepStatusLine).show(status)
+        self.query_one(SweepStatusLine).show(status, self._versus(status))
         self.query_one(SweepTrials).show(status)
         self.query_one(SweepComposer).display = not self.control.running
         self.refresh_bindings()  # g/u or x, as the sweep now stands
@@ -147,6 +174,15 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
     def on_sweep_trials_trial_chosen(self, message: SweepTrials.TrialChosen) -> None:
         """The highlighted trial, whole: its reason is never cut (the table's cell may be)."""
         self.query_one("#sweep-trial-detail", Static).update(Content(message.text))
+
+    def _versus(self, status: SweepStatus | None) -> str | None:
+        """The ended sweep's best against the board's baseline, in the board's noise band."""
+        if status is None or status.live or status.best is None:
+            return None
+        runs = list(self.session.runs)
+        metric = ALL_METRICS.get(OBJECTIVE_KEYS.get(status.objective, status.objective))
+        band = Groups(runs).band(metric) if metric is not None else NOISE_FLOOR_PCT
+        return versus_baseline(status, self._board_baseline(), band)
 
     # -- actions -----------------------------------------------------------------------------
     def _baseline(self) -> int | None:
@@ -216,5 +252,9 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
             view.show(*baseline_and_best(list(self.session.runs), self.control.status))
 
     def action_close(self) -> None:
-        """Close the screen; a running sweep goes on."""
+        """Esc in a text field leaves it (focus back where letter keys act); else close the
+        screen; a running sweep goes on."""
+        if isinstance(self.focused, Input):
+            self._focus_home()
+            return
         self.dismiss(None)

@@ -26,20 +26,27 @@ def progress_bar(done: int, planned: int | None, width: int) -> str:
 
 
 def best_text(status: SweepStatus) -> str:
-    """``best 812.3 tok/s · trial 4 run #12 · SLOs met`` (the unit and the verdict always)."""
+    """``best 812.3 tok/s · SLOs met · trial 4 run #12`` (the unit always; the SLO verdict
+    only when SLOs were set: without any, "none met the SLOs" read as a failure, issue 39)."""
     best = status.best
     unit = OBJECTIVE_UNITS.get(status.objective, "")
     if best is None or best.objective is None:
-        return f"best: none met the SLOs yet ({status.slo or 'no SLOs'})"
+        if status.slo:
+            return f"best: none met the SLOs yet ({status.slo})"
+        return "best: no trial measured yet"
     run = f" run #{best.run_id}" if best.run_id is not None else ""
-    verdict = "SLOs met" if best.slo_met else "SLOs missed"
-    return f"best {best.objective:.1f} {unit} · {verdict} · trial {best.index}{run} {best.note}"
+    verdict = (" · SLOs met" if best.slo_met else " · SLOs missed") if status.slo else ""
+    return f"best {best.objective:.1f} {unit}{verdict} · trial {best.index}{run} {best.note}"
 
 
-def status_lines(status: SweepStatus | None, width: int = 76) -> list[str]:
+def status_lines(
+    status: SweepStatus | None, width: int = 76, versus: str | None = None
+) -> list[str]:
     """Progress (a bar, trials done of planned, ETA), the best so far with its unit and SLO
-    verdict, then what the sweep is (name, strategy, state, starts) and its message: each
-    line whole (the widget wraps a long one rather than cutting it)."""
+    verdict, then what the sweep is (name, strategy, state, starts) and its message; once it
+    ended, ``versus``: its best against the board's baseline
+    (:func:`~tui.domain.sweep.versus.versus_baseline`). Each line whole (the widget wraps a
+    long one rather than cutting it)."""
     if status is None:
         return ["No sweep yet: compose one below, then g starts it."]
     planned = f"/{status.planned}" if status.planned else ""
@@ -57,14 +64,17 @@ def status_lines(status: SweepStatus | None, width: int = 76) -> list[str]:
         f"({status.failed_starts} failed)"
     )
     lines.append(f"{about} · {status.message}" if status.message else about)
+    if versus and not status.live:
+        lines.append(versus)
     return lines
 
 
 class SweepStatusLine(Static):
     """Progress bar, ETA and the best so far of the running or last sweep."""
 
-    def show(self, status: SweepStatus | None) -> None:
-        """Render ``status``."""
+    def show(self, status: SweepStatus | None, versus: str | None = None) -> None:
+        """Render ``status`` (``versus``: its best against the board's baseline)."""
         width = self.size.width or 76
+        text = "\n".join(status_lines(status, width, versus))
         # Content, not markup: a status message may quote a server's error; escapes removed.
-        self.update(Content(inert("\n".join(status_lines(status, width)), newlines=True)))
+        self.update(Content(inert(text, newlines=True)))
