@@ -146,3 +146,55 @@ def test_any_toml_document_gives_a_preset_or_one_preset_error(
             continue
         assert isinstance(preset, Preset)
         assert parse_preset(render_preset(preset), "again.toml") == preset
+
+
+def _dsn_preset(value: str) -> str:
+    return (
+        'name = "dsn"\ndescription = "d"\nsource = "s"\nmodel = "m"\n'
+        f'[flags]\nenv = {{ MY_DSN = "{value}" }}\n'
+    )
+
+
+def test_a_skipped_preset_asked_for_by_name_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: ``--preset dsn`` said "no preset called 'dsn'" for a preset skipped because
+    ``MY_DSN`` holds a password, while ``vtc presets`` said why."""
+    from tui.modes.common import starting_point
+    from tui.modes.options import ConsoleOptions, SetupError
+
+    user = tmp_path / "vtc" / "presets"
+    user.mkdir(parents=True)
+    (user / "my-dsn.toml").write_text(_dsn_preset("postgresql://app:pw123456@db/x"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    catalog = load_presets()
+    reason = catalog.why_skipped("dsn")
+    assert reason is not None and "MY_DSN's value holds a secret" in reason
+    assert catalog.why_skipped("my-dsn") == reason  # by its file's name too
+    with pytest.raises(SetupError) as caught:
+        starting_point(ConsoleOptions(demo=True, preset="dsn"))
+    line = caught.value.one_line()
+    assert "preset 'dsn' was skipped" in line and "MY_DSN's value holds a secret" in line
+    assert "pw123456" not in line
+    with pytest.raises(SetupError) as unknown:
+        starting_point(ConsoleOptions(demo=True, preset="nosuch"))
+    assert "no preset called 'nosuch'" in unknown.value.one_line()
+
+
+def test_a_url_with_a_user_but_no_password_is_no_secret(tmp_path: Path) -> None:
+    """``postgresql://app@db/x`` names an account; a password or a token-shaped user is one."""
+    from tui.domain.secret_names import holds_secret
+
+    for plain in ("postgresql://app@db/x", "ssh://git@github.com/o/r", "https://j.doe@host"):
+        assert not holds_secret("MY_DSN", plain), plain
+    for secret in (
+        "postgresql://app:pw123456@db/x",
+        "https://:tok123456@host",
+        "https://ghp_tokenvalue123@mirror.example.com",
+        "https://a1b2c3d4e5f6g7h8i9j0k1@host",
+    ):
+        assert holds_secret("MY_DSN", secret), secret
+    (tmp_path / "dsn.toml").write_text(_dsn_preset("postgresql://app@db/x"))
+    catalog = load_presets(user_dir=tmp_path)
+    preset = catalog.get("dsn")
+    assert preset is not None and preset.flags.env == (("MY_DSN", "postgresql://app@db/x"),)

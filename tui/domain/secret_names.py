@@ -16,9 +16,9 @@ SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL", re.I)
 MIN_SECRET_LEN = 6
 
 #: A value that carries a secret by its shape, whatever its variable is called: a URL with
-#: user information (``https://u:p@host``, a DSN ``postgresql://u:p@db/x``, a token as the
-#: user ``https://tok@host``), or a ``password=...`` / ``token: ...`` pair (a libpq
-#: connection string, a query string).
+#: a password in its user information (``https://u:p@host``, a DSN ``postgresql://u:p@db/x``)
+#: or a token as its user (``https://ghp_...@host``), or a ``password=...`` / ``token: ...``
+#: pair (a libpq connection string, a query string).
 #: A credential by its own well-known shape (the issuers document these prefixes so that
 #: scanners can find them): an ``Authorization`` scheme's token, a Hugging Face token, an
 #: OpenAI/Anthropic-style ``sk-`` key, an AWS access key id, GitHub, GitLab, Slack and
@@ -39,8 +39,23 @@ _TOKENS = (
     r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
 )
+#: The start of a token issued with a known prefix (the shapes above, any length): a URL's
+#: user alone is a secret only when it looks like a token (``https://ghp_x@host``), by such
+#: a prefix or by length (20+ characters mixing letters and digits).
+_TOKEN_PREFIX = (
+    r"(?:hf_|sk-|(?:sk|rk|pk)_|gh[pousr]_|github_pat_|glpat-|xox[abprs]-|AKIA|ASIA|AIza|eyJ)"
+)
+_USER = r"[^/?#@\s:]"
+#: A URL's user information that carries a secret: a password (``user:pass``, ``:token``), or
+#: a user that is a token. A user alone (``postgresql://app@db/x``, ``ssh://git@host``) is
+#: an account name, not a secret (issue 39: such a preset was skipped as holding a password).
+_USERINFO = (
+    rf"{_USER}*:[^/?#@\s]+"
+    rf"|{_TOKEN_PREFIX}{_USER}*"
+    rf"|(?={_USER}*\d)(?={_USER}*[A-Za-z]){_USER}{{20,}}"
+)
 SECRET_VALUE = re.compile(
-    r"[a-z][a-z0-9+.-]*://(?P<userinfo>[^/?#@\s]+)@"
+    rf"[a-z][a-z0-9+.-]*://(?P<userinfo>{_USERINFO})@"
     r"|(?:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|auth)\s*[=:]\s*(?P<pair>[^\s&;,]+)"
     rf"|(?<![A-Za-z0-9_-])(?P<token>{'|'.join(_TOKENS)})",
     re.I,

@@ -102,6 +102,9 @@ def starting_point(
     name = options.preset or (default_preset if not options.serve_args else None)
     preset = catalog.get(name) if name else None
     if name and preset is None:
+        why = catalog.why_skipped(name)
+        if why is not None:  # it exists, but could not be used: say why, not "no such preset"
+            raise SetupError(f"preset {name!r} was skipped: {why}", hint="vtc presets lists them")
         known = ", ".join(p.name for p in catalog.presets)
         raise SetupError(f"no preset called {name!r}", hint=f"known: {known}")
     load = preset.workload if preset is not None and preset.workload else LoadSpec()

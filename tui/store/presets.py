@@ -4,7 +4,9 @@ Shipped presets live in the repository's ``presets/`` folder (installed into the
 ``tui/_presets``); user presets in ``<platform config dir>/vtc/presets/*.toml``. A user preset
 with the same name as a shipped one replaces it. A file that cannot be used (unreadable, not
 UTF-8, over :data:`MAX_PRESET_BYTES`, bad TOML, wrong types, a refused flag) never stops the
-others: it is skipped with one line naming it in ``PresetCatalog.errors``.
+others: it is skipped with one line naming it in ``PresetCatalog.errors``, and under the
+name it declares (else its file's stem) in ``PresetCatalog.skipped``, so a console asked for
+it says why it was skipped rather than that there is none (issue 39).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 import platformdirs
 
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
+from tui.domain.toml_text import loads_toml
 from tui.store.regular_file import read_regular_bytes
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -41,10 +44,16 @@ class PresetCatalog:
 
     presets: list[Preset] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Why each skipped file was skipped, by the name it declares (and its file's stem)."""
 
     def get(self, name: str) -> Preset | None:
         """The preset called ``name``, if any."""
         return next((p for p in self.presets if p.name == name), None)
+
+    def why_skipped(self, name: str) -> str | None:
+        """Why the preset called ``name`` was skipped; ``None`` when none by that name was."""
+        return self.skipped.get(name)
 
 
 def load_presets(builtin_dir: Path | None = None, user_dir: Path | None = None) -> PresetCatalog:
@@ -56,14 +65,30 @@ def load_presets(builtin_dir: Path | None = None, user_dir: Path | None = None) 
         (user_dir or user_presets_dir(), False),
     ):
         for path in _preset_files(folder, catalog.errors):
+            text = None
             try:
-                preset = parse_preset(read_preset_text(path), str(path), builtin=builtin)
+                text = read_preset_text(path)
+                preset = parse_preset(text, str(path), builtin=builtin)
             except PresetError as exc:
                 catalog.errors.append(f"{exc.one_line()}; skipped")
+                for name in {path.stem, _declared_name(text)} - {None}:
+                    catalog.skipped[str(name)] = exc.one_line()
                 continue
             by_name[preset.name] = preset
+            catalog.skipped.pop(preset.name, None)  # a user's good one replaces a bad one
     catalog.presets = list(by_name.values())
     return catalog
+
+
+def _declared_name(text: str | None) -> str | None:
+    """The ``name`` a preset file declares, when its TOML reads that far."""
+    if text is None:
+        return None
+    try:
+        name = loads_toml(text).get("name")
+    except ValueError:
+        return None
+    return name if isinstance(name, str) and name else None
 
 
 def _preset_files(folder: Path, errors: list[str]) -> list[Path]:
