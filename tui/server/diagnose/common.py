@@ -6,6 +6,7 @@ import ast
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
@@ -126,16 +127,41 @@ def spec_by_name(name: str) -> FlagSpec | None:
     return None
 
 
-def effective_util(log: LogView) -> float:
-    """The gpu_memory_utilization the run used (its own, else vLLM's default)."""
+@dataclass(frozen=True)
+class Setting:
+    """A flag's value a fix starts from: ``assumed`` when neither the run's flags nor the
+    log give it (``vtc diagnose`` on a bare error text): vLLM's default, taken on trust."""
+
+    value: float
+    assumed: bool = False
+
+
+def util_setting(log: LogView) -> Setting:
+    """The gpu_memory_utilization the run used: its own (flags, logged arguments); vLLM's
+    default where the run's flags or the log's argument record show it was left unset; else
+    that default *assumed* (issue 39: a bare OOM text was told "from 0.9", read nowhere)."""
     util = log.value("gpu_memory_utilization")
     if isinstance(util, int | float) and not isinstance(util, bool):
-        return float(util)
-    return (
+        return Setting(float(util))
+    default = (
         LEGACY_GPU_MEMORY_UTILIZATION
         if before(log.version, (0, 12))
-        else (DEFAULT_GPU_MEMORY_UTILIZATION)
+        else DEFAULT_GPU_MEMORY_UTILIZATION
     )
+    recorded = log.non_default_args or log.namespace_args or log.engine_config
+    known = log.flags is not None or (log.version is not None and bool(recorded))
+    return Setting(default, assumed=not known)
+
+
+def util_change(verb: str, setting: Setting, new: float, why: str = "") -> str:
+    """``Lower gpu_memory_utilization from 0.9 to 0.85 (why)``; from an assumed value the fix
+    says so: ``Lower gpu_memory_utilization to 0.87 (why; from 0.92 assumed: vLLM's default,
+    the log does not give it)``."""
+    name = "gpu_memory_utilization"
+    if setting.assumed:
+        assumed = f"from {setting.value} assumed: vLLM's default, the log does not give it"
+        return f"{verb} {name} to {new} ({why + '; ' if why else ''}{assumed})"
+    return f"{verb} {name} from {setting.value} to {new}" + (f" ({why})" if why else "")
 
 
 def before(version: str | None, bound: tuple[int, int]) -> bool:

@@ -29,7 +29,7 @@ import signal
 from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
-from tui.server.diagnose.common import effective_util, floor2, make
+from tui.server.diagnose.common import floor2, make, util_change, util_setting
 from tui.server.diagnose.reading import LogView, loose, tolerant
 
 HOST_SIGNALS: Final = (9, 4, 7, 11)
@@ -212,13 +212,14 @@ def _host_ram_fixes(log: LogView) -> list[Fix]:
     if swap is not None:
         fixes.append(swap)
     if log.device == "cpu":
-        util = effective_util(log)
-        lower = floor2(util - 0.1)
+        util = util_setting(log)
+        lower = floor2(util.value - 0.1)
         if lower > 0:
             fixes.append(
                 Fix(
-                    title=f"Lower gpu_memory_utilization from {util} to {lower} (on the CPU "
-                    "backend it sizes the KV cache in host RAM)",
+                    title=util_change(
+                        "Lower", util, lower, "on the CPU backend it sizes the KV cache in host RAM"
+                    ),
                     set={"gpu_memory_utilization": lower},
                 )
             )

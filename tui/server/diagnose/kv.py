@@ -30,9 +30,10 @@ from tui.server.diagnose.common import (
     cdiv,
     ceil2,
     ceil_mib,
-    effective_util,
     floor2,
     make,
+    util_change,
+    util_setting,
 )
 from tui.server.diagnose.reading import LogView, loose, tolerant
 
@@ -139,12 +140,12 @@ def _kv_memory_fixes(
         found = log.find(_KV_SET, "GiB for KV cache")
         if found:
             total = float(found[0].group("total"))
-            util = effective_util(log)
-            new_util = ceil2(util + (needed_gib - available_gib + 0.01) / total)
-            if util < new_util <= 1.0:
+            util = util_setting(log)
+            new_util = ceil2(util.value + (needed_gib - available_gib + 0.01) / total)
+            if util.value < new_util <= 1.0:
                 fixes.append(
                     Fix(
-                        title=f"Raise gpu_memory_utilization from {util} to {new_util}",
+                        title=util_change("Raise", util, new_util),
                         set={"gpu_memory_utilization": new_util},
                     )
                 )
@@ -276,12 +277,12 @@ def no_kv_cache_memory(log: LogView) -> Diagnosis | None:
             )
         )
     else:
-        util = effective_util(log)
-        raised = min(0.99, floor2(util + 0.05))
-        if raised > util:
+        util = util_setting(log)
+        raised = min(0.99, floor2(util.value + 0.05))
+        if raised > util.value:
             fixes.append(
                 Fix(
-                    title=f"Raise gpu_memory_utilization from {util} to {raised}",
+                    title=util_change("Raise", util, raised),
                     set={"gpu_memory_utilization": raised},
                 )
             )

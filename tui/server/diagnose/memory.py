@@ -18,12 +18,13 @@ from tui.domain.flags.humanint import format_human_bytes
 from tui.server.diagnose.common import (
     GIB,
     MIB,
-    effective_util,
     floor2,
     gib,
     make,
     positive_int,
     run_was_eager,
+    util_change,
+    util_setting,
 )
 from tui.server.diagnose.fit import Fit, fit
 from tui.server.diagnose.reading import LogView, loose, tolerant
@@ -397,12 +398,12 @@ _SAMPLER_OOM: Final = tolerant(
 
 def lower_util_fix(log: LogView) -> Fix | None:
     """gpu_memory_utilization 0.05 lower: room outside the KV cache."""
-    util = effective_util(log)
-    lower = floor2(util - 0.05)
+    util = util_setting(log)
+    lower = floor2(util.value - 0.05)
     if lower <= 0:
         return None
     return Fix(
-        title=f"Lower gpu_memory_utilization from {util} to {lower} (room outside the KV cache)",
+        title=util_change("Lower", util, lower, "room outside the KV cache"),
         set={"gpu_memory_utilization": lower},
     )
 
