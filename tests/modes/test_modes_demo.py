@@ -52,3 +52,38 @@ async def test_each_launch_records_how_to_reproduce_it_and_its_console_session(
     await session.close()
     (stored,) = RunStore(tmp_path / "demo-runs.sqlite").list()
     assert stored.repro == run.repro and stored.session == run.session
+
+
+async def test_a_relaunch_starts_from_the_form_the_last_console_left(tmp_path: Path) -> None:
+    """Issue 39: relaunching the console reset the form. The first console keeps its form
+    through its tools (the one writer); the next starts there, unless told otherwise."""
+    from tui.domain.saved_form import SavedForm
+    from tui.domain.workload import LoadSpec
+
+    options = ConsoleOptions(demo=True, data_dir=tmp_path, autostart=False)
+    info, services = DemoMode().parts(options)
+    session = assemble(info, services, poll_interval_s=0.05)
+    edited = SavedForm(
+        info.initial_flags.replace(max_num_seqs=48), LoadSpec(num_prompts=9), info.initial_preset
+    )
+    await session.tools.save_form(edited)
+    await session.close()
+
+    again, services = DemoMode().parts(options)
+    services.store.close()
+    assert again.initial_flags.max_num_seqs == 48 and again.initial_load.num_prompts == 9
+    assert again.initial_preset == info.initial_preset
+    assert not any("form" in n for n in again.notices)
+
+    named, services = DemoMode().parts(
+        ConsoleOptions(demo=True, data_dir=tmp_path, preset=info.initial_preset)
+    )
+    services.store.close()
+    assert named.initial_flags.max_num_seqs != 48  # the command line names its own start
+
+    (tmp_path / "demo-runs.form.json").write_text("{damaged")
+    damaged, services = DemoMode().parts(options)
+    services.store.close()
+    assert damaged.initial_flags == info.initial_flags
+    (line,) = [n for n in damaged.notices if "form" in n]
+    assert "was not used" in line and "\n" not in line

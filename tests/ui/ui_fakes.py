@@ -23,6 +23,7 @@ from textual.app import App
 from textual.widgets import Static
 
 from tui.domain.board.saved import SavedBoard
+from tui.domain.saved_form import SavedForm
 from tui.domain.calibration import Progress
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
@@ -69,6 +70,7 @@ class FakeTools:
         self.log_reads: list[int | None] = []
         self.board = SavedBoard()  # the board's lasting choices, as the files would keep them
         self.board_saves: list[SavedBoard] = []
+        self.form_saves: list[SavedForm] = []  # the form kept for the next console
 
     async def repeat(self, run: RunRecord, times: int) -> list[RunRecord]:
         """Record the request (no runs are made)."""
@@ -98,6 +100,10 @@ class FakeTools:
         """Keep ``saved`` as the files would (recorded)."""
         self.board = saved
         self.board_saves.append(saved)
+
+    async def save_form(self, saved: SavedForm) -> None:
+        """Keep the form as the files would (recorded)."""
+        self.form_saves.append(saved)
 
 
 class FakeSession:

@@ -38,6 +38,7 @@ from tui.session.runbook import RunBook
 from tui.session.slot import ServerSlot
 from tui.store.config_file import load_config_file
 from tui.store.console_files import ConsoleFiles
+from tui.store.form_file import FormRead
 from tui.store.history import RunStore
 from tui.store.presets import load_presets
 from tui.store.run_liveness import settle_gone_runs
@@ -233,6 +234,25 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
     if twin is not None:
         twin.bind(session)
     return session
+
+
+def named_start(options: ConsoleOptions) -> bool:
+    """Whether the command line names where the form starts (a preset, a config file, a
+    model, a ``-- serve`` line): it then wins over the form a previous console left."""
+    return bool(options.serve_args or options.config or options.preset or options.model)
+
+
+def resume_form(point: StartingPoint, kept: FormRead) -> None:
+    """Start ``point`` from the form the last console left, when one was kept (its preset
+    shown as chosen only while it is still offered); a kept form that could not be used
+    says so in one line (issue 39: a relaunch reset the form)."""
+    if kept.note:
+        point.notices.append(kept.note)
+    saved = kept.saved
+    if saved is None:
+        return
+    point.flags, point.load = saved.flags, saved.load
+    point.preset = next((p for p in point.presets if p.name == saved.preset), None)
 
 
 @dataclass

@@ -19,8 +19,10 @@ from tui.modes.common import (
     Services,
     assemble,
     free_port,
+    named_start,
     open_history,
     reattach,
+    resume_form,
     starting_point,
 )
 from tui.modes.launching import launching_services
@@ -64,9 +66,12 @@ class DemoMode:
         store, history = open_history(data_dir / "demo-runs.sqlite", said)
         point = starting_point(options, default_preset=DEMO_PRESET)
         credentials = Credentials.from_env(env, command_line=point.secrets)
+        back = reattach(data_dir, demo=True, credentials=credentials, history=history)
+        files = ConsoleFiles(data_dir, history="demo-runs", demo=True)
+        if not named_start(options) and back.flags is None:
+            resume_form(point, files.read_form())  # where the last console left the form
         preset = point.preset
         gpu = options.sim_gpu or (preset.sim_gpu if preset and preset.sim_gpu else DEFAULT_GPU)
-        back = reattach(data_dir, demo=True, credentials=credentials, history=history)
         server_env = credentials.server_env()
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         if options.sim_host != "linux":
@@ -91,7 +96,7 @@ class DemoMode:
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
             gpu=adapters.gpu_source(simulated=True),
             reproducer=adapters.sim_reproducer(gpu, launch_env=server_env, inherited_env=env),
-            files=ConsoleFiles(data_dir, history="demo-runs", demo=True),
+            files=files,
             launch_args=launch_args,
             twin_gpu=gpu,
         )

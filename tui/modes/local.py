@@ -23,8 +23,10 @@ from tui.modes.common import (
     assemble,
     check_serve_line,
     free_port,
+    named_start,
     open_history,
     reattach,
+    resume_form,
     starting_point,
 )
 from tui.modes.launching import launching_services
@@ -80,8 +82,11 @@ class LocalVllmMode:
         back = reattach(
             data_dir, demo=False, credentials=Credentials.from_env(env), history=history[1]
         )
-        named = options.serve_args or options.config or options.preset or options.model
+        named = named_start(options)
         point = starting_point(options, fallback=back.flags if not named else None)
+        files = ConsoleFiles(data_dir)
+        if not named and back.flags is None:
+            resume_form(point, files.read_form())  # where the last console left the form
         credentials = Credentials.from_env(env, command_line=point.secrets)
         nvml = adapters.local_gpu(resolved)
         visible = env.get("CUDA_VISIBLE_DEVICES")  # how many GPUs the server may use
@@ -106,7 +111,7 @@ class LocalVllmMode:
             reproducer=adapters.vllm_reproducer(
                 resolved, nvml, launch_env=server_env, inherited_env=env
             ),
-            files=ConsoleFiles(data_dir),
+            files=files,
             release=NvmlRelease(nvml) if nvml is not None else None,
             cli=_cli_loader(resolved),
         )

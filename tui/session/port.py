@@ -25,6 +25,7 @@ from tui.domain.log_tail import LogTail
 from tui.domain.prediction import Prediction
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, SweepTag
+from tui.domain.saved_form import SavedForm
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepStatus
 from tui.domain.sweep.cluster import ClusterChoice
@@ -201,6 +202,10 @@ class SessionTools(Protocol):
 
     async def save_board(self, saved: SavedBoard) -> None:
         """Keep the board's pin and view for the next console and ``vtc runs``."""
+        ...
+
+    async def save_form(self, saved: SavedForm) -> None:
+        """Keep the flags form (flags, workload, preset) for the next console."""
         ...
 
 

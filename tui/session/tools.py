@@ -24,6 +24,7 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import BenchResult, RunRecord, RunStatus
+from tui.domain.saved_form import SavedForm
 from tui.domain.workload import LoadSpec
 from tui.session.port import RunUpdated, SessionEvent
 
@@ -39,6 +40,7 @@ class RunFiles(Protocol):
     def log_tail(self, path: str) -> LogTail: ...
     def read_board(self) -> SavedBoard: ...
     def write_board(self, saved: SavedBoard) -> None: ...
+    def write_form(self, saved: SavedForm) -> None: ...
 
 
 class Driver(Protocol):
@@ -174,3 +176,12 @@ class RunTools:
             await asyncio.to_thread(self._files.write_board, saved)
         except OSError as exc:
             raise VtcError(f"cannot keep the board's pin and view: {exc.strerror or exc}") from exc
+
+    async def save_form(self, saved: SavedForm) -> None:
+        """Keep the flags form for the next console (in a thread)."""
+        if self._files is None:
+            return
+        try:
+            await asyncio.to_thread(self._files.write_form, saved)
+        except OSError as exc:
+            raise VtcError(f"cannot keep the form: {exc.strerror or exc}") from exc

@@ -1,4 +1,5 @@
-"""The files the console's board writes and reads: exports, user presets, server log tails.
+"""The files the console writes and reads: exports, user presets, server log tails, the
+board's pin and view, the flags form.
 
 Exports go to ``<data dir>/exports/<history>/<run id>/<usual file name>`` (``compose.yaml``
 keeps the name ``docker compose`` looks for; demo runs and real runs have histories of their
@@ -18,7 +19,9 @@ from tui.domain.inert import inert
 from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
+from tui.domain.saved_form import SavedForm
 from tui.store.board_file import board_path, read_board, write_board
+from tui.store.form_file import FormRead, form_path, read_form, write_form
 from tui.store.presets import save_user_preset
 from tui.store.regular_file import open_regular
 
@@ -44,6 +47,7 @@ class ConsoleFiles:
     ) -> None:
         self.exports_dir = data_dir / "exports" / history
         self.board_file = board_path(data_dir / f"{history}.sqlite")
+        self.form_file = form_path(data_dir / f"{history}.sqlite")
         self._options = ExportOptions(demo=demo)
         self._presets_dir = presets_dir
 
@@ -70,6 +74,15 @@ class ConsoleFiles:
     def write_board(self, saved: SavedBoard) -> None:
         """Save the board's choices beside this history."""
         write_board(self.board_file, saved)
+
+    def read_form(self) -> FormRead:
+        """The flags form the last console of this history left (nothing, and a line, when
+        it cannot be used)."""
+        return read_form(self.form_file)
+
+    def write_form(self, saved: SavedForm) -> None:
+        """Keep the flags form for the next console of this history (its only writer)."""
+        write_form(self.form_file, saved)
 
 
 def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:

@@ -277,6 +277,14 @@ def build_table(
     return BoardTable(columns, rows)
 
 
+#: The metrics that answer "did it help?" right after the verdict: the objective ones, then
+#: the latencies an SLO bounds (at 120x40 the table shows five of them, issue 39).
+FRONT_METRICS: tuple[MetricSpec, ...] = (
+    *HEADLINE_METRICS,
+    *(m for m in SLO_METRICS if m not in HEADLINE_METRICS),
+)
+
+
 def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Column, ...]:
     listed = baseline is None or any(same_run(r, baseline) for r in runs)
     everyone = runs if listed or baseline is None else [*runs, baseline]
@@ -285,20 +293,14 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
         Column(f"metric:{m.key}", m.label, ColumnKind.METRIC, m.key, m)
         for m in table_metrics(list(runs))
     ]
-    columns = [Column("label", "run", ColumnKind.LABEL)]
-    if flags and baseline is not None:
-        columns.append(Column("change", CHANGE_TITLE, ColumnKind.CHANGE))
-    if baseline is not None:
-        columns.append(Column("verdict", "verdict", ColumnKind.VERDICT))
-    front = (*HEADLINE_METRICS, *(m for m in SLO_METRICS if m not in HEADLINE_METRICS))
-    columns += [c for m in front for c in metrics if c.metric is m]
+    columns = [*_answer_columns(bool(flags), baseline, metrics)]
     columns.append(Column("state", "state", ColumnKind.STATE))
     columns += [Column(f"flag:{name}", name, ColumnKind.FLAG, name) for name in flags]
     columns += [
         Column(f"load:{name}", WORKLOAD_TITLES.get(name, name), ColumnKind.WORKLOAD, name)
         for name in differing_workload(everyone)
     ]
-    columns += [c for c in metrics if c.metric not in front]
+    columns += [c for c in metrics if c.metric not in FRONT_METRICS]
     if any(r.prediction is not None for r in runs):
         columns.append(Column("predicted", "predicted (twin)", ColumnKind.PREDICTED))
     # Last: the run column already reads ``t7 p2``; the sweep's id is long (a console sweep's
@@ -307,6 +309,19 @@ def _columns(runs: Sequence[RunRecord], baseline: RunRecord | None) -> tuple[Col
     if any(r.sweep is not None for r in everyone):
         columns.append(Column("sweep", "sweep", ColumnKind.SWEEP))
     return tuple(columns)
+
+
+def _answer_columns(
+    flags_differ: bool, baseline: RunRecord | None, metrics: Sequence[Column]
+) -> list[Column]:
+    """The columns that answer first: the run, what it changed, the verdict, the front
+    metrics (:data:`FRONT_METRICS`)."""
+    columns = [Column("label", "run", ColumnKind.LABEL)]
+    if flags_differ and baseline is not None:
+        columns.append(Column("change", CHANGE_TITLE, ColumnKind.CHANGE))
+    if baseline is not None:
+        columns.append(Column("verdict", "verdict", ColumnKind.VERDICT))
+    return columns + [c for m in FRONT_METRICS for c in metrics if c.metric is m]
 
 
 def differing_flags(runs: Sequence[RunRecord]) -> list[str]:

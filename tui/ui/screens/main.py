@@ -37,6 +37,7 @@ from tui.session.port import (
 )
 from tui.ui import board_messages
 from tui.ui.attached_form import AttachedForm
+from tui.ui.form_keeper import FormKeeper
 from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
 from tui.ui.run_requests import export_run, repeat_run
@@ -80,6 +81,7 @@ class MainScreen(LoopKeys, Screen[None]):
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
         self._view = project(session.current, session.state)
         self._sweeps = SweepController(self, session, lambda: self.form, self._board_baseline)
+        self._kept_form = FormKeeper(self, session, lambda: self.form)
         self._twin = TwinController(self, session)
         # Events that arrive before the panels exist (the session may start talking first).
         self._backlog: list[SessionEvent] | None = []
@@ -238,6 +240,7 @@ class MainScreen(LoopKeys, Screen[None]):
 
     @on(FlagForm.Validated)
     def _preflight(self, message: FlagForm.Validated) -> None:
+        self._kept_form.changed(message.flags)  # for the next console
         if self.session.can_restart:  # attached: nothing launches, the form is what was read
             self._check_flags(message.flags)
 
