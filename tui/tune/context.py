@@ -296,7 +296,7 @@ class SweepContext:
             best=self._best_override or best_trial(trials),
             baseline_run_id=self._baseline,
             resumed=self._runner.resumed,
-            slo=self.spec.slo.describe(),
+            slo="" if self.spec.slo.empty else self.spec.slo.describe(),  # "": no SLOs set
             notes=self.notes,
         )
 

@@ -102,7 +102,7 @@ def sweep_json(status: SweepStatus, spec: SweepSpec) -> dict[str, Any]:
         "objective": status.objective,
         "state": status.state.value,
         "message": status.message,
-        "slo": status.slo,
+        "slo": status.slo or "none",
         "starts": status.starts,
         "failed_starts": status.failed_starts,
         "pruned": sum(1 for t in status.trials if t.state is TrialState.PRUNED),

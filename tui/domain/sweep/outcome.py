@@ -231,7 +231,7 @@ class SweepStatus:
     best: TrialOutcome | None = None
     baseline_run_id: int | None = None
     resumed: int = 0  # trials taken from the journal instead of run again
-    slo: str = ""
+    slo: str = ""  # the SLOs as the operator set them; "" when none were
     notes: tuple[str, ...] = field(default=())
 
     @property

@@ -44,9 +44,9 @@ def status_lines(
 ) -> list[str]:
     """Progress (a bar, trials done of planned, ETA), the best so far with its unit and SLO
     verdict, then what the sweep is (name, strategy, state, starts) and its message; once it
-    ended, ``versus``: its best against the board's baseline
-    (:func:`~tui.domain.sweep.versus.versus_baseline`). Each line whole (the widget wraps a
-    long one rather than cutting it)."""
+    ended, ``versus`` (its best against the board's baseline,
+    :func:`~tui.domain.sweep.versus.versus_baseline`) right under the progress. Each line
+    whole (the widget wraps a long one rather than cutting it)."""
     if status is None:
         return ["No sweep yet: compose one below, then g starts it."]
     planned = f"/{status.planned}" if status.planned else ""
@@ -58,14 +58,15 @@ def status_lines(
         eta = f" · {_duration(status.elapsed_s)} so far"
     tail = f" {count}{eta} · {status.state.value}"
     bar = progress_bar(status.done, status.planned, min(30, width - len(tail) - 1))
-    lines = [f"{bar}{tail}".strip(), best_text(status)]
+    lines = [f"{bar}{tail}".strip()]
+    if versus and not status.live:  # what the sweep ends on, before the details
+        lines.append(versus)
+    lines.append(best_text(status))
     about = (
         f"{status.name} · {status.strategy} · {status.starts} starts "
         f"({status.failed_starts} failed)"
     )
     lines.append(f"{about} · {status.message}" if status.message else about)
-    if versus and not status.live:
-        lines.append(versus)
     return lines
 
 
