@@ -19,15 +19,33 @@ from tui.ui.widgets.sweep_trials import trial_row
 SIZE = (80, 24)
 
 
+def _shown(screen: SweepScreen) -> set[tuple[str, str]]:
+    """What the key bar offers: (key as shown, label) of the enabled, shown bindings, one
+    key per action as Textual's footer shows them (a letter a focused field eats dropped)."""
+    by_action: dict[str, tuple[str, str]] = {}
+    for key, active in screen.active_bindings.items():
+        binding = active.binding
+        if not (binding.show and active.enabled):
+            continue
+        if isinstance(screen.focused, Input) and len(key) == 1:
+            continue  # typed into the field
+        display = binding.key_display or key
+        by_action.setdefault(binding.action, (display, binding.description))
+    return set(by_action.values())
+
+
 async def test_g_starts_at_once_and_in_a_text_field_f2_does_and_esc_leaves_it() -> None:
     session = FakeSession(runs=runs())
     app = create_app(session, clock=None, autostart=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_sweep(pilot)
         assert isinstance(app.focused, Select)  # where letter keys act
+        assert _shown(screen) >= {("g", "Start"), ("Esc", "Close")}
         field = screen.query_one("#sweep-pvalues-0", Input)
         field.focus()
         await pilot.pause()
+        shown = _shown(screen)  # in a text field: the F-key, and Esc leaves it
+        assert {("F2", "Start"), ("Esc", "Leave")} <= shown and ("Esc", "Close") not in shown
         await pilot.press("escape")  # leaves the field, the screen stays
         await pilot.pause()
         assert isinstance(app.screen, SweepScreen) and isinstance(app.focused, Select)
@@ -88,6 +106,23 @@ def test_sweep_screen_without_slos_snapshot_80x24(snap_compare: Any) -> None:
 
     async def run_before(pilot: Any) -> None:
         await pilot.press("w")
+        await pilot.pause()
+
+    assert snap_compare(
+        create_app(session, clock=None, autostart=False), terminal_size=SIZE, run_before=run_before
+    )
+
+
+def test_sweep_screen_with_a_text_field_focused_snapshot_80x24(snap_compare: Any) -> None:
+    """A text field focused: the key bar lists F2 Start and Esc Leave."""
+    session = FakeSession(runs=runs())
+
+    async def run_before(pilot: Any) -> None:
+        await pilot.press("w")
+        await pilot.pause()
+        field = pilot.app.screen.query_one("#sweep-pvalues-0", Input)
+        field.cursor_blink = False  # a blink phase is not the scene
+        field.focus()
         await pilot.pause()
 
     assert snap_compare(

@@ -9,7 +9,7 @@ apply the best to the flags form, ``v`` Before / After of the baseline and the b
 
 The screen opens with the focus on the strategy (a dropdown: letter keys act there), so
 ``g`` starts at once; in a text field letters are text: F2 and F3 act there (the key bar
-says ``g/F2``), and Esc leaves the field before it closes the screen (issue 39: ``g`` typed
+shows F2 there), and Esc leaves the field before it closes the screen (issue 39: ``g`` typed
 into the field and Esc closed the screen). Once a sweep ends, its best is compared with the
 board's baseline: ``best 1252.4 tok/s, 7.0% below the baseline #3``.
 """
@@ -96,11 +96,15 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
 
     CSS_PATH = STYLES / "sweep.tcss"
     BINDINGS: ClassVar[list[BindingType]] = [
+        # Esc in a text field leaves it (shown there as Leave); elsewhere it closes.
+        Binding("escape", "leave_field", "Leave", key_display="Esc"),
         Binding("escape,w", "close", "Close", key_display="Esc"),
-        Binding("g", "go", "Start", key_display="g/F2"),
-        Binding("f2", "go", "Start", show=False, priority=True),
-        Binding("x", "stop", "Stop", key_display="x/F3"),
-        Binding("f3", "stop", "Stop", show=False, priority=True),
+        # The footer shows one key per action and drops the letters a field eats: in a
+        # text field it lists F2/F3, elsewhere g/x (as the main screen's F-keys).
+        Binding("g", "go", "Start"),
+        Binding("f2", "go", "Start", key_display="F2", priority=True),
+        Binding("x", "stop", "Stop"),
+        Binding("f3", "stop", "Stop", key_display="F3", priority=True),
         Binding("u", "resume", "Resume"),
         Binding("a", "apply_best", "Apply best"),
         Binding("v", "before_after", "Before/After"),
@@ -164,7 +168,12 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The key bar offers only what applies now: start and resume while no sweep runs,
-        stop while one does."""
+        stop while one does; Esc leaves a text field, else closes."""
+        in_field = isinstance(self.focused, Input)
+        if action == "leave_field":
+            return in_field
+        if action == "close":
+            return not in_field
         if action in ("go", "resume"):
             return not self.control.running
         if action == "stop":
@@ -251,10 +260,10 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         if view.display:
             view.show(*baseline_and_best(list(self.session.runs), self.control.status))
 
+    def action_leave_field(self) -> None:
+        """Esc in a text field: focus back where the letter keys act."""
+        self._focus_home()
+
     def action_close(self) -> None:
-        """Esc in a text field leaves it (focus back where letter keys act); else close the
-        screen; a running sweep goes on."""
-        if isinstance(self.focused, Input):
-            self._focus_home()
-            return
+        """Close the screen; a running sweep goes on."""
         self.dismiss(None)
