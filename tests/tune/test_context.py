@@ -172,5 +172,7 @@ async def test_a_sweep_without_slos_says_none_were_set() -> None:
     """Issue 39: the sweep screen said "none met the SLOs yet (none)" with no SLOs set."""
     bounded = await SweepRun(grid_spec(budget={"max_starts": 1}), [ScriptedLane(name="gpu0")]).run()
     assert bounded.slo == "p99_e2el_ms <= 30000"
-    free = await SweepRun(grid_spec(slo={}, budget={"max_starts": 1}), [ScriptedLane(name="gpu0")]).run()
+    free = await SweepRun(
+        grid_spec(slo={}, budget={"max_starts": 1}), [ScriptedLane(name="gpu0")]
+    ).run()
     assert free.slo == ""

@@ -23,7 +23,6 @@ from textual.app import App
 from textual.widgets import Static
 
 from tui.domain.board.saved import SavedBoard
-from tui.domain.saved_form import SavedForm
 from tui.domain.calibration import Progress
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
@@ -45,6 +44,7 @@ from tui.domain.results import (
     StartupProfile,
     SweepTag,
 )
+from tui.domain.saved_form import SavedForm
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
 from tui.domain.sweep.cluster import ClusterChoice
