@@ -85,3 +85,17 @@ async def test_the_table_fits_four_metric_columns_at_120x40_and_a_failed_state()
         assert sum(1 for c in grid.shown_columns if c.kind is ColumnKind.METRIC) >= 4
         verdicts = [str(grid.get_cell_at((i, table.index("verdict")))) for i in range(3)]
         assert "failed" in verdicts
+
+
+def test_the_run_in_full_says_what_an_unrepeated_verdict_lacks_and_the_verdict() -> None:
+    """Issue 39: "gain (one run each: n repeats)" read as a placeholder."""
+    from tui.domain.board.view import BoardView, build_board
+    from tui.ui.run_detail_text import metric_lines, summary_lines
+
+    board = build_board(walk_runs(), BoardView())
+    row = board.table.rows[-1]
+    text = "\n".join(line.plain for line in metric_lines(row, board.table.columns))
+    assert "loss (not repeated yet: n runs it again)" in text  # ITL p99 +24.1%
+    assert "one run each" not in text
+    summary = "\n".join(line.plain for line in summary_lines(row, "#1"))
+    assert "worse · out tok/s ~+0.4%" in summary and "worst ITL p99 +24.1%" in summary
