@@ -1,10 +1,11 @@
 """The tunable ``vllm serve`` flags, each declared exactly once.
 
-``ServeFlags`` is the single declaration: every field carries its CLI spelling, aliases, type,
-vLLM's own default (from :mod:`tui.domain.flags.vllm_defaults`), its range and help text. Everything
-else is rendered from it: the argv that launches a server (:meth:`ServeFlags.to_argv`), the
-console's form (:func:`flag_specs`), preset TOML (:meth:`ServeFlags.to_toml_dict`) and the
-parse of a ``vllm serve ...`` command line.
+The fields are declared once, in :class:`~tui.domain.flags.serve_fields.ServeFields`: every
+field carries its CLI spelling, aliases, type, vLLM's own default, its range and help text.
+``ServeFlags`` adds vLLM's rules and the renderings; everything else is rendered from it:
+the argv that launches a server (:meth:`ServeFlags.to_argv`), the console's form
+(:func:`flag_specs`), preset TOML (:meth:`ServeFlags.to_toml_dict`) and the parse of a
+``vllm serve ...`` command line.
 
 Constructing a ``ServeFlags`` checks vLLM 0.32's rules that need nothing but the flags
 (``vllm-0.32-reference.md`` sections 1.3-1.5, texts in vLLM's words): ranges, choices, the
@@ -23,12 +24,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Any
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
     ValidationError,
     ValidationInfo,
     field_serializer,
@@ -36,7 +34,6 @@ from pydantic import (
     model_validator,
 )
 
-from tui.domain.flags import vllm_defaults as D
 from tui.domain.flags.declared_args import split_declared
 from tui.domain.flags.problems import (
     ArgvError,
@@ -56,6 +53,14 @@ from tui.domain.flags.run_env import (
     without_secrets,
 )
 from tui.domain.flags.secrets import find_secrets, secret_problems
+from tui.domain.flags.serve_fields import (
+    DTYPES,
+    KV_CACHE_DTYPES,
+    LAUNCH_HOST,
+    KvCacheDtype,
+    ModelDtype,
+    ServeFields,
+)
 from tui.domain.flags.serve_rules import (
     QUANTIZATION_METHODS,
     batch_problems,
@@ -68,7 +73,6 @@ from tui.domain.flags.spec import (
     FlagGroup,
     FlagKind,
     FlagSpec,
-    flag,
     format_value,
     is_finite,
 )
@@ -77,6 +81,7 @@ from tui.domain.flags.vllm_tables import default_cli
 __all__ = [
     "DTYPES",
     "KV_CACHE_DTYPES",
+    "LAUNCH_HOST",
     "QUANTIZATION_METHODS",
     "ArgvError",
     "FlagError",
@@ -84,6 +89,9 @@ __all__ = [
     "FlagKind",
     "FlagProblem",
     "FlagSpec",
+    "KvCacheDtype",
+    "ModelDtype",
+    "ServeFields",
     "ServeFlags",
     "flag_spec",
     "flag_specs",
@@ -92,34 +100,6 @@ __all__ = [
     "problems_from_error",
     "stored_context",
 ]
-
-# vLLM 0.32.0 config/cache.py:39-59
-KvCacheDtype = Literal[
-    "auto",
-    "bfloat16",
-    "float16",
-    "fp8",
-    "fp8_ds_mla",
-    "fp8_e4m3",
-    "fp8_e5m2",
-    "fp8_inc",
-    "fp8_per_token_head",
-    "int4_per_token_head",
-    "int8_per_token_head",
-    "nvfp4",
-    "nvfp4_4over6",
-    "nvfp4_ds_mla",
-    "turboquant_3bit_nc",
-    "turboquant_4bit_nc",
-    "turboquant_k3v4_nc",
-    "turboquant_k8v4",
-    "ultraquant_4bit",
-]
-# vLLM 0.32.0 config/model.py:99
-ModelDtype = Literal["auto", "bfloat16", "float", "float16", "float32", "half"]
-# the same values as tuples, read from the Literals (declared once)
-KV_CACHE_DTYPES: tuple[str, ...] = get_args(KvCacheDtype)
-DTYPES: tuple[str, ...] = get_args(ModelDtype)
 
 _STORED = "vtc_stored_record"
 _INT_FIELDS = (
@@ -134,9 +114,6 @@ _INT_FIELDS = (
     "pipeline_parallel_size",
     "port",
 )
-LAUNCH_HOST = "127.0.0.1"
-"""The host vtc launches a server on when no ``--host`` is given: loopback, so a tuning
-server is not exposed to the network by accident (vLLM's own default binds every interface)."""
 MAX_CPU_OFFLOAD_GB = 2**33  # 2^63 bytes: vLLM turns the GiB into a byte count
 
 
@@ -149,202 +126,14 @@ def _stored(info: ValidationInfo) -> bool:
     return isinstance(info.context, Mapping) and bool(info.context.get(_STORED))
 
 
-class ServeFlags(BaseModel):
+class ServeFlags(ServeFields):
     """A complete, valid ``vllm serve`` configuration.
 
     ``None`` means "not passed": vLLM then applies its own default (shown by
     :meth:`effective`). Constructing an instance validates ranges and cross-field rules, so an
-    invalid flag set cannot exist as a ``ServeFlags`` and therefore cannot be launched.
+    invalid flag set cannot exist as a ``ServeFlags`` and therefore cannot be launched. The
+    fields are declared in :class:`~tui.domain.flags.serve_fields.ServeFields`.
     """
-
-    # hide_input_in_errors: a refused value may be a secret; pydantic's error text must not
-    # repeat the input.
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, protected_namespaces=(), hide_input_in_errors=True
-    )
-
-    model: str = Field(min_length=1, description="Model name or path (the positional MODEL).")
-
-    # -- memory & KV cache ---------------------------------------------------------------
-    gpu_memory_utilization: float | None = flag(
-        cli="--gpu-memory-utilization",
-        aliases=("--device-memory-utilization",),
-        group=FlagGroup.MEMORY,
-        vllm_default=D.GPU_MEMORY_UTILIZATION,
-        config="CacheConfig",
-        gt=0,
-        le=1,
-        finite=True,
-        help="Fraction of TOTAL device memory this instance may use (weights, activations, "
-        "KV cache). On the CPU backend: fraction of the NUMA node's RAM.",
-    )
-    max_model_len: int | None = flag(
-        cli="--max-model-len",
-        group=FlagGroup.MEMORY,
-        config="ModelConfig",
-        ge=-1,
-        human=True,
-        auto=True,
-        help="Longest sequence (prompt + output) served. Default: the model's context length. "
-        "-1/auto fits it to the KV cache.",
-    )
-    block_size: int | None = flag(
-        cli="--block-size",
-        group=FlagGroup.MEMORY,
-        config="CacheConfig",
-        gt=0,
-        help="Tokens per KV-cache block. Default 16 on GPU, 128 on CPU (multiple of 32 there).",
-    )
-    kv_cache_dtype: KvCacheDtype | None = flag(
-        cli="--kv-cache-dtype",
-        group=FlagGroup.MEMORY,
-        vllm_default=D.KV_CACHE_DTYPE,
-        config="CacheConfig",
-        help="KV-cache element type; fp8 halves KV memory per token.",
-    )
-    kv_cache_memory_bytes: int | None = flag(
-        cli="--kv-cache-memory-bytes",
-        group=FlagGroup.MEMORY,
-        config="CacheConfig",
-        ge=0,
-        human=True,
-        optional=True,
-        help="Exact KV-cache size (e.g. 20G, 64M); overrides gpu_memory_utilization sizing.",
-    )
-    num_gpu_blocks_override: int | None = flag(
-        cli="--num-gpu-blocks-override",
-        group=FlagGroup.MEMORY,
-        config="CacheConfig",
-        ge=1,
-        optional=True,
-        help="Replace the profiled number of KV blocks (testing and what-if runs).",
-    )
-    cpu_offload_gb: float | None = flag(
-        cli="--cpu-offload-gb",
-        group=FlagGroup.MEMORY,
-        vllm_default=D.CPU_OFFLOAD_GB,
-        config="UVAOffloadConfig",
-        ge=0,
-        finite=True,
-        help="GiB of weights kept in CPU RAM and streamed in each step: fits bigger models, "
-        "costs throughput.",
-    )
-    enable_prefix_caching: bool | None = flag(
-        cli="--enable-prefix-caching",
-        group=FlagGroup.MEMORY,
-        config="CacheConfig",
-        help="Reuse KV blocks of shared prompt prefixes. Default: the model's default (on).",
-    )
-
-    # -- batching & scheduling ------------------------------------------------------------
-    max_num_seqs: int | None = flag(
-        cli="--max-num-seqs",
-        group=FlagGroup.BATCHING,
-        config="SchedulerConfig",
-        ge=1,
-        help="Most sequences in one batch. Default 256 (1024 on >=70 GiB GPUs, 128 on CPU).",
-    )
-    max_num_batched_tokens: int | None = flag(
-        cli="--max-num-batched-tokens",
-        group=FlagGroup.BATCHING,
-        config="SchedulerConfig",
-        ge=1,
-        human=True,
-        help="Token budget of one scheduler step. Default 2048 (8192 on >=70 GiB GPUs).",
-    )
-    enable_chunked_prefill: bool | None = flag(
-        cli="--enable-chunked-prefill",
-        group=FlagGroup.BATCHING,
-        config="SchedulerConfig",
-        help="Split long prompts across steps. Default: the model's default (on).",
-    )
-    max_logprobs: int | None = flag(
-        cli="--max-logprobs",
-        group=FlagGroup.BATCHING,
-        vllm_default=D.MAX_LOGPROBS,
-        config="ModelConfig",
-        ge=-1,
-        help="Most logprobs a request may ask for (-1: no cap).",
-    )
-
-    # -- model & precision ----------------------------------------------------------------
-    dtype: ModelDtype | None = flag(
-        cli="--dtype",
-        group=FlagGroup.MODEL,
-        vllm_default=D.DTYPE,
-        config="ModelConfig",
-        help="Weights/activations type; auto takes the checkpoint's.",
-    )
-    quantization: str | None = flag(
-        cli="--quantization",
-        aliases=("-q",),
-        group=FlagGroup.MODEL,
-        config="ModelConfig",
-        optional=True,
-        help="Quantization method (awq, gptq, fp8, ...). Default: read from the checkpoint.",
-    )
-    enforce_eager: bool | None = flag(
-        cli="--enforce-eager",
-        group=FlagGroup.MODEL,
-        vllm_default=D.ENFORCE_EAGER,
-        config="ModelConfig",
-        help="Skip torch.compile and CUDA graphs: faster start, less memory, slower decode.",
-    )
-
-    # -- parallelism ----------------------------------------------------------------------
-    tensor_parallel_size: int | None = flag(
-        cli="--tensor-parallel-size",
-        aliases=("-tp",),
-        group=FlagGroup.PARALLEL,
-        vllm_default=D.TENSOR_PARALLEL_SIZE,
-        config="ParallelConfig",
-        ge=1,
-        help="GPUs one layer is split across; attention heads must divide by it.",
-    )
-    pipeline_parallel_size: int | None = flag(
-        cli="--pipeline-parallel-size",
-        aliases=("-pp",),
-        group=FlagGroup.PARALLEL,
-        vllm_default=D.PIPELINE_PARALLEL_SIZE,
-        config="ParallelConfig",
-        ge=1,
-        help="Pipeline stages (GPUs in series).",
-    )
-
-    # -- server ---------------------------------------------------------------------------
-    port: int | None = flag(
-        cli="--port",
-        group=FlagGroup.SERVER,
-        vllm_default=D.PORT,
-        config="FrontendArgs",
-        ge=1,
-        le=65535,
-        help="HTTP port of the OpenAI-compatible server.",
-    )
-    host: str | None = flag(
-        cli="--host",
-        group=FlagGroup.SERVER,
-        config="FrontendArgs",
-        optional=True,
-        help=f"Interface to bind. vtc launches on {LAUNCH_HOST} (this machine only) unless "
-        "set; vLLM's own default is every interface.",
-    )
-    served_model_name: str | None = flag(
-        cli="--served-model-name",
-        group=FlagGroup.SERVER,
-        config="ModelConfig",
-        optional=True,
-        help="Name clients use in requests; the first is the metrics' model_name label.",
-    )
-
-    extra_args: tuple[str, ...] = Field(
-        default=(), description="Any other vllm serve arguments, passed through verbatim."
-    )
-    env: EnvPairs = Field(
-        default=(),
-        description="The server's environment variables (NAME=value) over the inherited ones: "
-        "part of the configuration (tui.domain.flags.run_env), never in the argv.",
-    )
 
     # -- vLLM's rules ---------------------------------------------------------------------
     @model_validator(mode="before")
