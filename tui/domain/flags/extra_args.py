@@ -106,13 +106,7 @@ def _option(
     name = "/".join(flag.option_strings)
     inline = token.inline if token.inline is not None else res.glued
     if flag.action in _SWITCHES or flag.nargs == 0:
-        if inline is not None:
-            out.problems.append(
-                FlagProblem(FIELD, f"argument {name}: ignored explicit argument {inline!r}")
-            )
-            return 0
-        out.values[flag.dest] = not flag.is_negative(res.option)
-        _once(out, flag, token.spelled, seen)
+        _switch(out, res, token.spelled, inline, seen)
         return 0
     if is_dotted(token.text):
         values = take_values(tokens, i, None)
@@ -133,23 +127,48 @@ def _option(
         out.values[flag.dest] = True
         _once(out, flag, token.spelled, seen)
         return consumed
+    typed = _typed(out, flag, name, values)
+    if typed is None:
+        return consumed
+    out.values[flag.dest] = typed if flag.nargs in ("+", "*") else typed[0]
+    if flag.action != "append":
+        _once(out, flag, " ".join([token.spelled, *values]), seen)
+    return consumed
+
+
+def _switch(
+    out: ExtraCheck, res: Resolution, spelled: str, inline: str | None, seen: dict[str, str] | None
+) -> None:
+    """A switch (``--flag`` / ``--no-flag``): it takes no value (argparse's words if given one)."""
+    flag = res.flag
+    assert flag is not None
+    if inline is not None:
+        name = "/".join(flag.option_strings)
+        out.problems.append(
+            FlagProblem(FIELD, f"argument {name}: ignored explicit argument {inline!r}")
+        )
+        return
+    out.values[flag.dest] = not flag.is_negative(res.option)
+    _once(out, flag, spelled, seen)
+
+
+def _typed(out: ExtraCheck, flag: CliFlag, name: str, values: Sequence[str]) -> list[Any] | None:
+    """``values`` converted by the flag's type and checked against its config's range and
+    literals; ``None`` (and the problem added) at the first refused value."""
     typed = []
     for value in values:
         problem, converted = type_value(flag, value)
         if problem:
             out.problems.append(FlagProblem(FIELD, f"argument {name}: {problem}"))
-            return consumed
+            return None
         limit = out_of_bounds(out.bounds.get(flag.dest), converted) or not_a_literal(
             out.literals.get(flag.dest), converted
         )
         if limit:
             out.problems.append(FlagProblem(FIELD, limit, flag.name, value))
-            return consumed
+            return None
         typed.append(converted)
-    out.values[flag.dest] = typed if flag.nargs in ("+", "*") else typed[0]
-    if flag.action != "append":
-        _once(out, flag, " ".join([token.spelled, *values]), seen)
-    return consumed
+    return typed
 
 
 def out_of_bounds(bound: tuple[str, Mapping[str, float]] | None, value: Any) -> str | None:
