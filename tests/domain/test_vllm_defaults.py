@@ -8,6 +8,7 @@ from tui.domain import budget
 from tui.domain.flags import vllm_defaults as D
 from tui.domain.flags.serve import ServeFlags, flag_spec, flag_specs
 from tui.domain.flags.vllm_tables import table_for
+from tui.domain.vllm_release import RELEASES
 
 
 def test_every_static_default_is_the_declared_flags_default() -> None:
@@ -50,3 +51,13 @@ def test_block_size_defaults() -> None:
     assert (D.default_block_size("gpu"), D.default_block_size("cpu")) == (16, 128)
     assert budget.GPU_DEFAULT_BLOCK_SIZE == D.GPU_BLOCK_SIZE
     assert flag_spec("block_size").vllm_default is None  # derived: depends on the device
+
+
+def test_each_release_records_defaults_agree_with_its_own_parser_table() -> None:
+    for record in RELEASES.values():
+        cli = table_for(record.version).cli
+        for name, value in record.defaults.by_flag().items():
+            flag = cli.flag(name)
+            assert flag is not None and flag.default == value, (record.version, name)
+        mode = cli.flag("performance_mode")
+        assert mode is not None and mode.default == record.defaults.performance_mode

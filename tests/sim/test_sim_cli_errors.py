@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tui.domain.vllm_release import release_of
 from tui.sim.cli import run
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -136,14 +138,19 @@ def test_parallel_layout_errors() -> None:
     )
 
 
+def _site(name: str) -> str:
+    """Where the simulator's default vLLM version logs ``name`` (its release record's)."""
+    return release_of(DEFAULT_SIM_VLLM_VERSION).site(name).source
+
+
 def engine_failure(out: str, err: str, exception_line: str) -> None:
     """Assert the EngineCore failure shape: logged traceback, Process block, API RuntimeError."""
+    src = re.escape(f"[{_site('core.failed_to_start')}]")  # the default version's line
     assert re.search(
-        r"\(EngineCore pid=\d+\) ERROR \d\d-\d\d [\d:]+ \[core\.py:1510\] "
-        r"EngineCore failed to start\.",
+        r"\(EngineCore pid=\d+\) ERROR \d\d-\d\d [\d:]+ " + src + r" EngineCore failed to start\.",
         out,
     )
-    assert re.search(r"\[core\.py:1510\] " + re.escape(exception_line), out)
+    assert re.search(src + " " + re.escape(exception_line), out)
     assert "Process EngineCore:" in err
     assert exception_line in err.splitlines()
     assert err.splitlines()[-1] == ENGINE_FAILED
@@ -174,7 +181,9 @@ def test_weight_oom_logs_vllms_hint_and_raises_torch_oom() -> None:
     code, out, err = sim(LLAMA_8B, "--sim-gpu", "rtx3080-10gb")
     assert code == 1
     assert re.search(
-        r"ERROR .*\[gpu_model_runner\.py:5143\] Failed to load model - not enough GPU memory\. Try "
+        r"ERROR .*"
+        + re.escape(f"[{_site('runner.load_model.error')}]")
+        + r" Failed to load model - not enough GPU memory\. Try "
         r"lowering --gpu-memory-utilization to free memory for weights, increasing "
         r"--tensor-parallel-size, or using --quantization\.",
         out,

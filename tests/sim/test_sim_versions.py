@@ -10,6 +10,7 @@ import pytest
 from fakes.sim_process import sim_process
 from prometheus_client.parser import text_string_to_metric_families
 
+from tui.domain.vllm_release import release_of
 from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, SIM_VLLM_VERSIONS
 
 MODEL = "meta-llama/Llama-3.2-1B-Instruct"
@@ -47,10 +48,9 @@ def test_each_version_speaks_its_own_metrics_and_log(version: str) -> None:
         assert httpx.get(sim.base + "/version", timeout=5).json() == {"version": version}
         sim.wait_for("Application startup complete.")
         log = "\n".join(sim.lines)
-    if version >= "0.33":
-        assert "[kv_cache_planning.py:" in log or "[kv_cache_utils.py:1148]" in log
-    else:
-        assert "[kv_cache_utils.py:2327]" in log
+    capacity = release_of(version).site("kv.capacity").source  # its own line, per version
+    assert f"[{capacity}]" in log
+    assert ("[kv_cache_utils.py:2327]" in log) is (version < "0.33")
     assert f"version {version}" in log
 
 

@@ -33,17 +33,16 @@ from tui.domain.export import EXPORT_FORMATS, export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.results import RunRecord
 from tui.store.board_file import board_path, read_board
-from tui.store.history import RunStore, default_data_dir
+from tui.store.history import RunStore, default_data_dir, history_file
 from tui.store.report import report_html, write_report
 from tui.store.run_liveness import settle_gone_runs
 
-RUNS_FILE, DEMO_RUNS_FILE = "runs.sqlite", "demo-runs.sqlite"
 FORMATS = ("table", "md", "csv", "json")
 
 
 def history_path(demo: bool) -> Path:
     """Where the console's (or the demo's) run history lives."""
-    return default_data_dir() / (DEMO_RUNS_FILE if demo else RUNS_FILE)
+    return history_file(default_data_dir(), demo)
 
 
 def read_history(path: Path) -> list[RunRecord]:

@@ -38,6 +38,7 @@ from tui.app.sweep import add_sweep_parser, run_sweep_command
 from tui.domain.diagnosis import Diagnosis
 from tui.domain.errors import VtcError, one_line
 from tui.modes import ConsoleOptions, build_session
+from tui.server.process import STOP_GRACE_S
 from tui.session.slot import LeftRunning
 from tui.sim.versions import SIM_HOSTS
 
@@ -193,7 +194,10 @@ def add_stop_parser(sub: Any) -> None:
     )
     stop.add_argument("--demo", action="store_true", help="only the demo's simulator")
     stop.add_argument(
-        "--grace", type=nonnegative_float, default=10.0, help="seconds between SIGTERM and SIGKILL"
+        "--grace",
+        type=nonnegative_float,
+        default=STOP_GRACE_S,
+        help="seconds between SIGTERM and SIGKILL",
     )
 
 
@@ -262,7 +266,7 @@ def cmd_presets() -> int:
     return 0 if not catalog.errors else 1
 
 
-def cmd_stop(demo: bool, grace_s: float = 10.0) -> int:
+def cmd_stop(demo: bool, grace_s: float = STOP_GRACE_S) -> int:
     """``vtc stop``: stop the server the state file records (its whole tree); 1 if none.
 
     Without ``--demo`` it stops the demo's server when that is the only one recorded.

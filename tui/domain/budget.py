@@ -29,12 +29,12 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.vllm_defaults import (
     CPU_BLOCK_SIZE,
     GPU_BLOCK_SIZE,
-    KV_CACHE_DTYPE,
     PERFORMANCE_MODE,
+    PROVISIONED_DEFAULTS,
     BatchDefaults,
     DeviceKind,
+    ServeDefaults,
     batch_defaults,
-    default_block_size,
 )
 
 MIB = 2**20
@@ -246,16 +246,20 @@ def resolve_engine(
     checkpoint_quantization: str | None = None,
     embedding_params: float | None = None,
     performance_mode: str = PERFORMANCE_MODE,
+    defaults: ServeDefaults = PROVISIONED_DEFAULTS,
 ) -> EngineConfig:
-    """Apply vLLM's defaults to ``flags`` for ``shape`` on a device (reference 1.3 and 1.4)."""
+    """Apply vLLM's defaults to ``flags`` for ``shape`` on a device (reference 1.3 and 1.4).
+
+    ``defaults``: those of the release that will serve (the provisioned one's when unknown).
+    """
     derived = shape.max_position_embeddings
     mml_flag = flags.max_model_len
     auto_fit = mml_flag == -1
     max_model_len = derived if mml_flag in (None, -1) else int(mml_flag)
     tp = flags.tensor_parallel_size or 1
     pp = flags.pipeline_parallel_size or 1
-    defaults = batch_defaults(total_bytes, device_name, kind, tp * pp)
-    mns, mnbt = resolve_batch(flags, defaults, max_model_len, performance_mode)
+    batch = batch_defaults(total_bytes, device_name, kind, tp * pp)
+    mns, mnbt = resolve_batch(flags, batch, max_model_len, performance_mode)
     return EngineConfig(
         shape=shape,
         embedding_params=(
@@ -263,8 +267,8 @@ def resolve_engine(
         ),
         dtype=resolved_dtype(shape, flags.dtype),
         quantization=resolved_quantization(flags.quantization, checkpoint_quantization),
-        kv_cache_dtype=flags.kv_cache_dtype or KV_CACHE_DTYPE,
-        block_size=flags.block_size or default_block_size(kind),
+        kv_cache_dtype=flags.kv_cache_dtype or defaults.kv_cache_dtype,
+        block_size=flags.block_size or defaults.block_size(kind),
         derived_max_model_len=derived,
         max_model_len=max_model_len,
         auto_fit=auto_fit,
@@ -275,12 +279,17 @@ def resolve_engine(
         enforce_eager=bool(flags.enforce_eager),
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,
-        gpu_memory_utilization=float(flags.effective("gpu_memory_utilization")),
+        gpu_memory_utilization=_or(flags.gpu_memory_utilization, defaults.gpu_memory_utilization),
         cpu_offload_bytes=int((flags.cpu_offload_gb or 0.0) * GIB),
         kv_cache_memory_bytes=flags.kv_cache_memory_bytes,
         num_gpu_blocks_override=flags.num_gpu_blocks_override,
-        max_logprobs=int(flags.effective("max_logprobs")),
+        max_logprobs=int(_or(flags.max_logprobs, defaults.max_logprobs)),
     )
+
+
+def _or(value: float | None, default: float) -> float:
+    """The flag's value when set, else the release's default."""
+    return float(default if value is None else value)
 
 
 # -- sizes ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from tui.domain.preflight import DeviceMemory
 from tui.domain.telemetry import GpuSample, SourceStatus
 from tui.domain.url_credentials import split_url
 from tui.modes.sources import DcgmReader, LocalGpu, NvmlReader, local_client
+from tui.server.backend import ExistingServer
 from tui.server.diagnose import preflight_checker
 from tui.server.introspect import IntrospectError, python_for_vllm, vllm_dist_version
 from tui.server.kv_estimator import (
@@ -47,16 +48,15 @@ from tui.server.kv_estimator import (
 )
 from tui.server.launcher import ProcessLauncher
 from tui.server.model_config import ModelConfig, find_model_config
+from tui.server.process import STOP_GRACE_S
 from tui.server.repro import MachineReproducer
 from tui.session.hub import GpuPolicy, GpuReader
+from tui.session.slot import ServerSlot, StateKeeper
 from tui.sim.catalog import catalog_models, resolve_gpu, resolve_model
 from tui.sim.logs import VERSION as SIM_VLLM_VERSION  # the vLLM the simulator speaks
 from tui.telemetry.locality import is_local_url
 from tui.telemetry.nvml import NvmlGpuSource
 from tui.telemetry.scrape import DEFAULT_DEADLINE_S
-
-STOP_GRACE_S = 10.0
-"""Seconds between SIGTERM and SIGKILL when the console stops a server."""
 
 
 # -- the simulator as a machine --------------------------------------------------------------
@@ -243,6 +243,19 @@ class Machine:
 
     estimator: KvEstimator
     launcher: ProcessLauncher
+
+    def slot(
+        self,
+        keeper: StateKeeper,
+        launch_args: Sequence[str] = (),
+        existing: ExistingServer | None = None,
+    ) -> ServerSlot:
+        """The session's server slot over this machine's launcher: ``keeper`` records what
+        it launches, ``existing`` is a server found running (adopted), ``launch_args`` go
+        before every launch's own."""
+        return ServerSlot(
+            launcher=self.launcher, existing=existing, keeper=keeper, launch_args=launch_args
+        )
 
 
 def machine(

@@ -26,7 +26,7 @@ from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
-from tui.store.history import default_data_dir
+from tui.store.history import default_data_dir, history_file
 from tui.telemetry.locality import is_local_url
 
 ATTACHED_FORM_MODEL = "attached"
@@ -57,7 +57,7 @@ class AttachMode:
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
         said: list[str] = []
-        store, history = open_history(data_dir / "runs.sqlite", said)
+        store, history = open_history(history_file(data_dir), said)
         point = starting_point(options, fallback=ServeFlags(model=ATTACHED_FORM_MODEL))
         credentials = Credentials.from_env(env, command_line=point.secrets)
         local = is_local_url(url)

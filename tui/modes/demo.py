@@ -31,7 +31,7 @@ from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.sim.catalog import DEFAULT_GPU, UnknownGpuError, resolve_gpu
 from tui.store.console_files import ConsoleFiles
-from tui.store.history import default_data_dir
+from tui.store.history import default_data_dir, history_file
 from tui.store.profiles import profile_file
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
@@ -63,7 +63,7 @@ class DemoMode:
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
         said: list[str] = []
-        store, history = open_history(data_dir / "demo-runs.sqlite", said)
+        store, history = open_history(history_file(data_dir, demo=True), said)
         point = starting_point(options, default_preset=DEMO_PRESET)
         credentials = Credentials.from_env(env, command_line=point.secrets)
         back = reattach(data_dir, demo=True, credentials=credentials, history=history)

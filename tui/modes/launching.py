@@ -22,7 +22,6 @@ from tui.modes.sources import HostReader, MetricsReader, local_client
 from tui.session.preflight import CliLoader
 from tui.session.relaunch import ReleaseWaiter
 from tui.session.repro import Reproducer
-from tui.session.slot import ServerSlot
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import RunStore
 
@@ -49,12 +48,7 @@ def launching_services(
     return Services(
         store=store,
         history=records,
-        slot=ServerSlot(
-            launcher=machine.launcher,
-            existing=back.existing,
-            keeper=back.keeper,
-            launch_args=launch_args,
-        ),
+        slot=machine.slot(back.keeper, launch_args, existing=back.existing),
         metrics=MetricsReader(local_client(credentials)),
         runner=ProcessLoadRunner(api_key=credentials.api_key),
         gpu=gpu.reader,

@@ -40,7 +40,7 @@ from tui.session.facade import Session
 from tui.session.port import SessionInfo
 from tui.session.preflight import CliLoader
 from tui.store.console_files import ConsoleFiles
-from tui.store.history import default_data_dir
+from tui.store.history import default_data_dir, history_file
 from tui.telemetry.gpu_release import wait_gpu_released
 
 
@@ -78,7 +78,7 @@ class LocalVllmMode:
         data_dir = options.data_dir or default_data_dir()
         env = dict(os.environ)
         said: list[str] = []
-        history = open_history(data_dir / "runs.sqlite", said)
+        history = open_history(history_file(data_dir), said)
         back = reattach(
             data_dir, demo=False, credentials=Credentials.from_env(env), history=history[1]
         )

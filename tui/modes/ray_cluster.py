@@ -45,7 +45,7 @@ from tui.domain.sweep.spec import SweepSpec
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.ray_host import HostConfig, TrialHost
 from tui.modes.ray_ship import code_env, shipped_env
-from tui.store.history import RunStore
+from tui.store.history import RunStore, history_file
 from tui.tune.gpus import Unplaceable, trials_at_once
 from tui.tune.lanes import ClusterRun, Lane
 from tui.tune.ray_lane import HeadWriter, RayLane
@@ -170,7 +170,7 @@ def ray_lanes(
         )
     )
     host = ray.remote(TrialHost)
-    store = RunStore(data_dir / ("demo-runs.sqlite" if options.demo else "runs.sqlite"))
+    store = RunStore(history_file(data_dir, options.demo))
     close_left_runs(store, spec.sweep_id())
     writer = HeadWriter(store)
 

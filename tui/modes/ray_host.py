@@ -63,7 +63,7 @@ from tui.modes.sweep import CLUSTER_DIR, NodeLane, SweepMode
 from tui.server import children
 from tui.session.facade import Session
 from tui.session.port import LoadFinished, SessionEvent
-from tui.store.history import default_data_dir
+from tui.store.history import default_data_dir, history_file
 from tui.store.private import private_dir
 from tui.tune.lanes import BenchRun, LaneError, StartResult
 from tui.tune.ray_lane import HostFailure, HostFailureKind, HostReply
@@ -154,7 +154,7 @@ class TrialHost:
             name=self._placement.describe(),
             gpus=gpus,
             state=scratch / "server.json",
-            store=scratch / "runs.sqlite",
+            store=history_file(scratch),
         )
         parts = await asyncio.to_thread(SweepMode(cfg.spec).node_lane, cfg.options, data_dir, lane)
         session = assemble(parts.info, parts.services, poll_interval_s=cfg.options.poll_interval_s)

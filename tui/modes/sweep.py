@@ -29,9 +29,8 @@ from tui.modes.sources import LocalGpu, MetricsReader, local_client
 from tui.server.adopted import ServerStateKeeper, stop_recorded_server
 from tui.session.port import SessionInfo
 from tui.session.repro import Reproducer
-from tui.session.slot import ServerSlot
 from tui.sim.catalog import DEFAULT_GPU
-from tui.store.history import default_data_dir
+from tui.store.history import default_data_dir, history_file
 from tui.store.profiles import load_profile
 from tui.store.server_state import ServerStateError, ServerStateFile
 from tui.tune.gpus import gpus_per_trial, lanes, visible_gpus
@@ -141,7 +140,7 @@ class SweepMode:
         state = ServerStateFile(_state_path(data_dir, index, demo, node))
         if state.exists():
             stop_recorded_server(state, grace_s=STOP_GRACE_S)
-        store = data_dir / ("demo-runs.sqlite" if demo else "runs.sqlite")
+        store = history_file(data_dir, demo)
         return Credentials.from_env(self.env), node.store if node is not None else store
 
     def _demo_lane(
@@ -262,7 +261,7 @@ class SweepMode:
         services = Services(
             store=store,
             history=history,
-            slot=ServerSlot(launcher=machine.launcher, keeper=keeper, launch_args=launch_args),
+            slot=machine.slot(keeper, launch_args),
             metrics=MetricsReader(local_client(credentials)),
             runner=ProcessLoadRunner(api_key=credentials.api_key),
             gpu=gpu.reader,

@@ -36,6 +36,7 @@ from tui.server.health_watch import HealthWatch
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber
 from tui.server.process import (
+    STOP_GRACE_S,
     ProcessInfo,
 )
 from tui.server.stages import StageTracker
@@ -109,7 +110,7 @@ class AdoptedServer(WatchedServer):
         *,
         prober: HealthProber | None = None,
         api_key: str | None = None,
-        grace_s: float = 10.0,
+        grace_s: float = STOP_GRACE_S,
         poll_interval_s: float = 0.25,
         health_interval_s: float = 1.0,
         startup: StartupProfile | None = None,

@@ -48,6 +48,7 @@ from tui.server.health_watch import HEALTH_INTERVAL_S
 from tui.server.launched import LaunchedServer, LaunchSettings
 from tui.server.logbuffer import DEFAULT_MAX_LINES
 from tui.server.probe import HealthProber, HttpxProber
+from tui.server.process import STOP_GRACE_S
 
 DEFAULT_HOST = LAUNCH_HOST  # declared with the flags (the form shows it as the default)
 """Where a launched server listens unless the operator sets ``--host``: the console only
@@ -92,7 +93,7 @@ class ProcessLauncher:
         env: Mapping[str, str] | None = None,
         prober: HealthProber | None = None,
         startup_timeout_s: float = 900,
-        grace_s: float = 10,
+        grace_s: float = STOP_GRACE_S,
         poll_interval_s: float = 0.25,
         default_host: str | None = DEFAULT_HOST,
         max_log_lines: int = DEFAULT_MAX_LINES,

@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 
 import psutil
 
+STOP_GRACE_S = 10.0
+"""Seconds between SIGTERM and SIGKILL when vtc stops a server (the console, ``vtc stop``,
+the sweeps): the one default every stop path takes."""
+
 _POLL_S = 0.02
 
 

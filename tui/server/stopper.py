@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tui.server.process import (
+    STOP_GRACE_S,
     ProcessInfo,
     TerminationReport,
     group_members,
@@ -28,7 +29,7 @@ class StopOutcome:
     watched_by: int | None = None  # the pid of a live console watching it (it records the end)
 
 
-def stop_recorded_server(file: ServerStateFile, *, grace_s: float = 10.0) -> StopOutcome:
+def stop_recorded_server(file: ServerStateFile, *, grace_s: float = STOP_GRACE_S) -> StopOutcome:
     """Stop the server ``file`` records (its whole tree) and remove the file.
 
     A stale file (the process gone, or its pid now another process's) is removed and

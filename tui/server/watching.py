@@ -29,7 +29,13 @@ from tui.domain.url_credentials import UrlCredential
 from tui.server.backend import Capabilities, EventSink
 from tui.server.logbuffer import DEFAULT_MAX_LINES, LogBuffer
 from tui.server.probe import HealthProber, HttpxProber
-from tui.server.process import ProcessInfo, TerminationReport, snapshot_tree, terminate_tree
+from tui.server.process import (
+    STOP_GRACE_S,
+    ProcessInfo,
+    TerminationReport,
+    snapshot_tree,
+    terminate_tree,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +77,7 @@ class WatchedServer:
         *,
         prober: HealthProber | None = None,
         api_key: str | None = None,
-        grace_s: float = 10.0,
+        grace_s: float = STOP_GRACE_S,
         max_log_lines: int = DEFAULT_MAX_LINES,
         credential: UrlCredential | None = None,
     ) -> None:

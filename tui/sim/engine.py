@@ -227,12 +227,14 @@ class AsyncEngine:
                 sched.preempt(sched.running.pop())
         ok = sched.pool.reset_cache()
         if ok:
-            self.log.info("EngineCore", "block_pool.py:861", "Successfully reset prefix cache")
+            self.log.info(
+                "EngineCore", self.log.src("block_pool.reset"), "Successfully reset prefix cache"
+            )
         else:
             used = sched.pool.num_gpu_blocks - 1 - sched.pool.num_free
             self.log.warning(
                 "EngineCore",
-                "block_pool.py:839",
+                self.log.src("block_pool.reset_failed"),
                 f"Failed to reset prefix cache because some blocks ({used}) are not freed yet",
             )
         self._recent_prefix.clear()
@@ -361,4 +363,4 @@ class AsyncEngine:
                 f"{self._kv_device} KV cache usage: {100.0 * self.scheduler.pool.usage():.1f}%"
             )
             parts.append(f"Prefix cache hit rate: {rate:.1f}%")
-            self.log.info("APIServer", "loggers.py:335", ", ".join(parts))
+            self.log.info("APIServer", self.log.src("metrics.stats"), ", ".join(parts))

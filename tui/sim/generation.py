@@ -203,7 +203,7 @@ class Generation:
         lora_id = list(ctx.loras).index(self.lora.name) + 1 if self.lora else 0
         ctx.log.info(
             API,
-            "request_logger.py:65",
+            ctx.log.src("request_logger.received"),
             f"Received request {rid}: params: "
             f"{sampling_params_repr(self.body, max_tokens, self.chat)}, "
             f"lora_request: {lora_request_repr(self.lora, lora_id)}.",
@@ -212,7 +212,9 @@ class Generation:
     def _log_added(self, rid: str) -> None:
         if self.ctx.log_requests:
             suffix = uuid.uuid4().hex[:8]
-            self.ctx.log.info(API, "async_llm.py:578", f"Added request {rid}-{suffix}.")
+            self.ctx.log.info(
+                API, self.ctx.log.src("async_llm.added"), f"Added request {rid}-{suffix}."
+            )
 
     def submit(self, prompts: list[list[int]], max_tokens: int | None, n: int) -> None:
         """Validate lengths and queue ``n`` engine requests per prompt."""

@@ -336,7 +336,7 @@ def _log_tokenize_request(ctx: ApiContext) -> None:
         rid = f"tokenize-{uuid.uuid4().hex[:16]}"
         ctx.log.info(
             API,
-            "request_logger.py:65",
+            ctx.log.src("request_logger.received"),
             f"Received request {rid}: params: None, lora_request: None.",
         )
 
@@ -383,7 +383,7 @@ async def _reset_prefix_cache(request: web.Request) -> web.Response:
     ctx = _ctx(request)
     running = _query_flag(request, "reset_running_requests")
     _query_flag(request, "reset_external")
-    ctx.log.info(API, "api_router.py:39", "Resetting prefix cache...")
+    ctx.log.info(API, ctx.log.src("cache_router.reset"), "Resetting prefix cache...")
     ok = ctx.engine.reset_prefix_cache(running)
     return json_response({"success": ok})
 

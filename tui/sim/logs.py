@@ -19,10 +19,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from tui.domain.vllm_release import release_of
-from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION, kv_sources
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 
 VLLM = "/opt/vllm-venv/lib/python3.11/site-packages/vllm"
 PY = "/usr/lib/python3.11"
@@ -46,6 +46,10 @@ class VllmLog:
         self.pid = pid if pid is not None else os.getpid()
         self.clock = clock
         self._lock = threading.Lock()
+
+    def src(self, site: str) -> str:
+        """``file.py:line`` of the named log site in the version this log speaks."""
+        return release_of(self.version).site(site).source
 
     def prefix(self, proc: str, level: str, src: str) -> str:
         """``(proc pid=N) LEVEL MM-DD HH:MM:SS [src] ``."""
@@ -99,10 +103,30 @@ def banner(model: str, version: str = VERSION) -> list[str]:
     ]
 
 
-def _frames(frames: Iterable[tuple[str, int, str, str, str]]) -> list[str]:
-    """Traceback frame lines: (file, line, function, code, caret line or "")."""
+class At(NamedTuple):
+    """A traceback frame in vLLM's package: its site is named, the release gives the line."""
+
+    site: str
+    func: str
+    code: str
+    caret: str = ""
+
+
+_Frame = At | tuple[str, int, str, str, str]
+"""A vLLM frame, or one outside vLLM's package: (file, line, function, code, caret)."""
+
+
+def _frames(version: str, frames: Iterable[_Frame]) -> list[str]:
+    """Traceback frame lines, each vLLM frame at ``version``'s line (caret line if any)."""
+    release = release_of(version)
     out = []
-    for file, line, func, code, caret in frames:
+    for frame in frames:
+        if isinstance(frame, At):
+            site = release.site(frame.site)
+            file, line = f"{VLLM}/{site.path}", site.line
+            func, code, caret = frame.func, frame.code, frame.caret
+        else:
+            file, line, func, code, caret = frame
         out.append(f'  File "{file}", line {line}, in {func}')
         out.append(f"    {code}")
         if caret:
@@ -110,10 +134,10 @@ def _frames(frames: Iterable[tuple[str, int, str, str, str]]) -> list[str]:
     return out
 
 
-_CLI_FRAMES = [
+_CLI_FRAMES: list[_Frame] = [
     ("/opt/vllm-venv/bin/vllm", 6, "<module>", "sys.exit(main())", "         ^^^^^^"),
-    (f"{VLLM}/entrypoints/cli/main.py", 120, "main", "args.dispatch_function(args)", ""),
-    (f"{VLLM}/entrypoints/cli/serve.py", 156, "cmd", "uvloop.run(run_server(args))", ""),
+    At("cli.main", "main", "args.dispatch_function(args)", ""),
+    At("cli.serve", "cmd", "uvloop.run(run_server(args))", ""),
     (
         f"{PY}/asyncio/runners.py",
         118,
@@ -122,17 +146,15 @@ _CLI_FRAMES = [
         "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
     ),
 ]
-_TO_ENGINE_CLIENT = [
-    (
-        f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-        177,
+_TO_ENGINE_CLIENT: list[_Frame] = [
+    At(
+        "entry.run_server.worker",
         "run_server",
         "await run_server_worker(listen_address, sock, args, **uvicorn_kwargs)",
         "",
     ),
-    (
-        f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-        195,
+    At(
+        "entry.worker.engine_client",
         "run_server_worker",
         "async with build_async_engine_client(",
         "",
@@ -144,9 +166,8 @@ _TO_ENGINE_CLIENT = [
         "return await anext(self.gen)",
         "       ^^^^^^^^^^^^^^^^^^^^^",
     ),
-    (
-        f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-        61,
+    At(
+        "entry.engine_client",
         "build_async_engine_client",
         "async with build_async_engine_client_from_engine_args(",
         "",
@@ -159,72 +180,56 @@ _TO_ENGINE_CLIENT = [
         "       ^^^^^^^^^^^^^^^^^^^^^",
     ),
 ]
-_CONFIG_SITES: dict[str, list[tuple[str, int, str, str, str]]] = {
+_CONFIG_SITES: dict[str, list[_Frame]] = {
     "ModelConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2240,
+        At(
+            "args.engine_config.model",
             "create_engine_config",
             "model_config = self.create_model_config()",
             "               ^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            1955,
-            "create_model_config",
-            "return ModelConfig(",
-            "       ^^^^^^^^^^^^",
+        At(
+            "args.model_config", "create_model_config", "return ModelConfig(", "       ^^^^^^^^^^^^"
         ),
     ],
     "CacheConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2265,
+        At(
+            "args.engine_config.cache",
             "create_engine_config",
             "cache_config = CacheConfig(",
             "               ^^^^^^^^^^^^",
         ),
     ],
     "ParallelConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2441,
+        At(
+            "args.engine_config.parallel",
             "create_engine_config",
             "parallel_config = ParallelConfig(",
             "                  ^^^^^^^^^^^^^^^",
         ),
     ],
     "UVAOffloadConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2530,
+        At(
+            "args.engine_config.offload",
             "create_engine_config",
             "offload_config = OffloadConfig(",
             "                 ^^^^^^^^^^^^^^",
         ),
     ],
     "SchedulerConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2617,
+        At(
+            "args.engine_config.scheduler",
             "create_engine_config",
             "scheduler_config = SchedulerConfig(",
             "                   ^^^^^^^^^^^^^^^^",
         ),
     ],
     "LoRAConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2651,
-            "create_engine_config",
-            "LoRAConfig(",
-            "^^^^^^^^^^^",
-        ),
+        At("args.engine_config.lora", "create_engine_config", "LoRAConfig(", "^^^^^^^^^^^"),
     ],
     "VllmConfig": [
-        (
-            f"{VLLM}/engine/arg_utils.py",
-            2795,
+        At(
+            "args.engine_config.vllm",
             "create_engine_config",
             "config = VllmConfig(",
             "         ^^^^^^^^^^^",
@@ -233,18 +238,17 @@ _CONFIG_SITES: dict[str, list[tuple[str, int, str, str, str]]] = {
 }
 
 
-def config_error_traceback(config: str, exception_lines: list[str]) -> list[str]:
+def config_error_traceback(version: str, config: str, exception_lines: list[str]) -> list[str]:
     """The bare API-server traceback of a config ``ValidationError`` (``fail_b2``/``fail_c1``).
 
     ``exception_lines`` are the pydantic block (first line: ``N validation error(s) for X``).
     """
     site = _CONFIG_SITES.get(config, _CONFIG_SITES["VllmConfig"])
-    frames = [
+    frames: list[_Frame] = [
         *_CLI_FRAMES,
         *_TO_ENGINE_CLIENT,
-        (
-            f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-            83,
+        At(
+            "entry.from_args.create_config",
             "build_async_engine_client_from_engine_args",
             "vllm_config = engine_args.create_engine_config(usage_context=usage_context)",
             "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
@@ -261,258 +265,206 @@ def config_error_traceback(config: str, exception_lines: list[str]) -> list[str]
     first, *rest = exception_lines
     return [
         "Traceback (most recent call last):",
-        *_frames(frames),
+        *_frames(version, frames),
         f"pydantic_core._pydantic_core.ValidationError: {first}",
         *rest,
     ]
 
 
-def api_init_traceback(exception: str) -> list[str]:
+def api_init_traceback(version: str, exception: str) -> list[str]:
     """The API server's traceback when its app state fails to initialise (static LoRAs)."""
     frames = [
         *_CLI_FRAMES,
-        (
-            f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-            197,
+        At(
+            "entry.worker.init_app_state",
             "run_server_worker",
             "await init_app_state(engine_client, app.state, args, supported_tasks)",
             "",
         ),
-        (
-            f"{VLLM}/entrypoints/launchers/api_server/app_state.py",
-            96,
+        At(
+            "app_state.init_static_loras",
             "init_app_state",
             "await state.openai_serving_models.init_static_loras()",
             "",
         ),
-        (
-            f"{VLLM}/entrypoints/openai/models/serving.py",
-            139,
+        At(
+            "serving.init_static_loras.raise",
             "init_static_loras",
             "raise ValueError(load_result.error.message)",
             "",
         ),
     ]
-    return ["Traceback (most recent call last):", *_frames(frames), *exception.split("\n")]
+    return ["Traceback (most recent call last):", *_frames(version, frames), *exception.split("\n")]
 
 
-def bind_error_traceback(errno_text: str) -> list[str]:
+def bind_error_traceback(version: str, errno_text: str) -> list[str]:
     """The traceback of a port that cannot be bound (``fail_d_port_in_use.log``)."""
     frames = [
         *_CLI_FRAMES,
-        (
-            f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-            176,
+        At(
+            "entry.run_server.setup_server",
             "run_server",
             "listen_address, sock = setup_server(args, reuse_port=False)",
             "                       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/entrypoints/launchers/launcher.py",
-            398,
+        At(
+            "launcher.setup_server.socket",
             "setup_server",
             "sock = create_server_socket(sock_addr, reuse_port=reuse_port)",
             "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/entrypoints/launchers/launcher.py",
-            348,
-            "create_server_socket",
-            "sock.bind(addr)",
-            "",
-        ),
+        At("launcher.create_server_socket.bind", "create_server_socket", "sock.bind(addr)", ""),
     ]
-    return ["Traceback (most recent call last):", *_frames(frames), errno_text]
+    return ["Traceback (most recent call last):", *_frames(version, frames), errno_text]
 
 
 # Where in EngineCore's start-up each failure is raised (frames below EngineCore.__init__).
-_ENGINE_SITES: dict[str, list[tuple[str, int, str, str, str]]] = {
+_ENGINE_SITES: dict[str, list[_Frame]] = {
     "executor": [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            144,
+        At(
+            "core.init.executor",
             "__init__",
             "self.model_executor = executor_class(vllm_config)",
             "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (f"{VLLM}/v1/executor/abstract.py", 126, "__init__", "self._init_executor()", ""),
-        (
-            f"{VLLM}/v1/executor/uniproc_executor.py",
-            58,
-            "_init_executor",
-            "self.driver_worker.init_device()",
-            "",
-        ),
+        At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
+        At("uniproc.init_device", "_init_executor", "self.driver_worker.init_device()", ""),
     ],
     "load_model": [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            144,
+        At(
+            "core.init.executor",
             "__init__",
             "self.model_executor = executor_class(vllm_config)",
             "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (f"{VLLM}/v1/executor/abstract.py", 126, "__init__", "self._init_executor()", ""),
-        (
-            f"{VLLM}/v1/executor/uniproc_executor.py",
-            60,
-            "_init_executor",
-            "self.driver_worker.load_model()",
-            "",
-        ),
-        (
-            f"{VLLM}/v1/worker/gpu_worker.py",
-            412,
+        At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
+        At("uniproc.load_model", "_init_executor", "self.driver_worker.load_model()", ""),
+        At(
+            "worker.load_model",
             "load_model",
             "self.model_runner.load_model(eep_scale_up=eep_scale_up)",
             "",
         ),
-        (f"{VLLM}/v1/worker/gpu_model_runner.py", 5147, "load_model", "raise e", ""),
+        At("runner.load_model.raise", "load_model", "raise e", ""),
     ],
     "profile": [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            157,
+        At(
+            "core.init.kv_caches",
             "__init__",
             "kv_cache_config = self._initialize_kv_caches(vllm_config)",
             "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/v1/engine/core.py",
-            301,
+        At(
+            "core.kv_caches.available_memory",
             "_initialize_kv_caches",
             "available_gpu_memory = self.model_executor.determine_available_memory()",
             "                       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/v1/worker/gpu_worker.py",
-            688,
+        At(
+            "worker.available_memory.profile_run",
             "determine_available_memory",
             "self.model_runner.profile_run()",
             "",
         ),
-        (
-            f"{VLLM}/v1/worker/gpu_model_runner.py",
-            5993,
-            "_dummy_sampler_run",
-            "raise RuntimeError(",
-            "",
-        ),
+        At("runner.dummy_sampler_run.raise", "_dummy_sampler_run", "raise RuntimeError(", ""),
     ],
     "kv_check": [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            157,
+        At(
+            "core.init.kv_caches",
             "__init__",
             "kv_cache_config = self._initialize_kv_caches(vllm_config)",
             "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/v1/engine/core.py",
-            326,
+        At(
+            "core.kv_caches.configs",
             "_initialize_kv_caches",
             "kv_cache_configs = get_kv_cache_configs(",
             "                   ^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/v1/core/kv_cache_utils.py",
-            2642,
-            "get_kv_cache_configs",
-            "_check_enough_kv_cache_memory(",
-            "",
-        ),
-        (
-            f"{VLLM}/v1/core/kv_cache_utils.py",
-            1030,
-            "_check_enough_kv_cache_memory",
-            "raise ValueError(",
-            "",
-        ),
+        At("kv.check.call", "get_kv_cache_configs", "_check_enough_kv_cache_memory(", ""),
+        At("kv.check.raise", "_check_enough_kv_cache_memory", "raise ValueError(", ""),
     ],
     "kv_init": [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            157,
+        At(
+            "core.init.kv_caches",
             "__init__",
             "kv_cache_config = self._initialize_kv_caches(vllm_config)",
             "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
         ),
-        (
-            f"{VLLM}/v1/engine/core.py",
-            377,
+        At(
+            "core.kv_caches.initialize",
             "_initialize_kv_caches",
             "self.model_executor.initialize_from_config(kv_cache_configs)",
             "",
         ),
-        (
-            f"{VLLM}/v1/executor/abstract.py",
-            137,
+        At(
+            "abstract.initialize_from_config",
             "initialize_from_config",
             'self.collective_rpc("initialize_from_config", args=(kv_cache_configs,))',
             "",
         ),
-        (
-            f"{VLLM}/v1/worker/gpu_worker.py",
-            894,
+        At(
+            "worker.initialize_from_config",
             "initialize_from_config",
             "self.model_runner.initialize_kv_cache(",
             "",
         ),
-        (
-            f"{VLLM}/v1/worker/gpu_model_runner.py",
-            7090,
+        At(
+            "runner.initialize_kv_cache",
             "initialize_kv_cache",
             "kernel_block_sizes = prepare_kernel_block_sizes(",
             "",
         ),
-        (f"{VLLM}/v1/worker/utils.py", 554, "select_common_block_size", "raise ValueError(", ""),
+        At(
+            "worker_utils.select_common_block_size.raise",
+            "select_common_block_size",
+            "raise ValueError(",
+            "",
+        ),
     ],
 }
-_ENGINE_HEAD = [
-    (
-        f"{VLLM}/v1/engine/core.py",
-        1482,
+_ENGINE_HEAD: list[_Frame] = [
+    At(
+        "core.run_engine_core.proc",
         "run_engine_core",
         "engine_core = EngineCoreProc(*args, engine_index=dp_rank, **kwargs)",
         "              ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
     ),
-    (
-        f"{VLLM}/tracing/otel.py",
-        175,
+    At(
+        "otel.sync_wrapper",
         "sync_wrapper",
         "return func(*args, **kwargs)",
         "       ^^^^^^^^^^^^^^^^^^^^^",
     ),
-    (f"{VLLM}/v1/engine/core.py", 1194, "__init__", "super().__init__(", ""),
+    At("core.proc_init.super", "__init__", "super().__init__(", ""),
 ]
-_API_TAIL = [
-    (
-        f"{VLLM}/entrypoints/launchers/api_server/entry.py",
-        95,
+_API_TAIL: list[_Frame] = [
+    At(
+        "entry.from_args.async_llm",
         "build_async_engine_client_from_engine_args",
         "async_llm = AsyncLLM.from_vllm_config(",
         "            ^^^^^^^^^^^^^^^^^^^^^^^^^^",
     ),
-    (f"{VLLM}/v1/engine/async_llm.py", 255, "from_vllm_config", "return cls(", "       ^^^^"),
-    (
-        f"{VLLM}/v1/engine/async_llm.py",
-        184,
+    At("async_llm.from_vllm_config", "from_vllm_config", "return cls(", "       ^^^^"),
+    At(
+        "async_llm.init.engine_core",
         "__init__",
         "self.engine_core = EngineCoreClient.make_async_mp_client(",
         "                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
     ),
-    (
-        f"{VLLM}/v1/engine/core_client.py",
-        167,
+    At(
+        "core_client.make_async_mp_client",
         "make_async_mp_client",
         "return AsyncMPClient(",
         "       ^^^^^^^^^^^^^^",
     ),
-    (f"{VLLM}/v1/engine/core_client.py", 1120, "__init__", "super().__init__(", ""),
-    (f"{VLLM}/v1/engine/core_client.py", 682, "__init__", "with launch_core_engines(", ""),
+    At("core_client.async_mp.super", "__init__", "super().__init__(", ""),
+    At("core_client.mp.launch", "__init__", "with launch_core_engines(", ""),
     (f"{PY}/contextlib.py", 144, "__exit__", "next(self.gen)", ""),
-    (f"{VLLM}/v1/engine/utils.py", 1351, "launch_core_engines", "wait_for_engine_startup(", ""),
-    (f"{VLLM}/v1/engine/utils.py", 1431, "wait_for_engine_startup", "raise RuntimeError(", ""),
+    At("engine_utils.launch_core_engines", "launch_core_engines", "wait_for_engine_startup(", ""),
+    At(
+        "engine_utils.wait_for_engine_startup", "wait_for_engine_startup", "raise RuntimeError(", ""
+    ),
 ]
 ENGINE_INIT_FAILED = (
     "RuntimeError: Engine core initialization failed. See root cause above. "
@@ -520,72 +472,30 @@ ENGINE_INIT_FAILED = (
 )
 
 
-_Frame = tuple[str, int, str, str, str]
-
-
-def _version_frames(version: str, frames: list[_Frame]) -> list[_Frame]:
-    """The KV check's frames where ``version`` has them (0.33: ``kv_cache_planning.py``)."""
-    sources = kv_sources(version)
-    out = []
-    for path, line, func, code, marks in frames:
-        if path.endswith("/kv_cache_utils.py") and func == "get_kv_cache_configs":
-            name, line = sources.check_call
-            path = f"{VLLM}/v1/core/{name}"
-        elif path.endswith("/kv_cache_utils.py") and func == "_check_enough_kv_cache_memory":
-            name, line = sources.check_raise
-            path = f"{VLLM}/v1/core/{name}"
-        out.append((path, line, func, code, marks))
-    return out
-
-
-def _runner_uva_frames(version: str) -> list[_Frame]:
-    # each wheel's lines (the record's); the frames inside the runner's own __init__ are
-    # left out
-    lines = release_of(version).runner_uva
-    return [
-        (
-            f"{VLLM}/v1/engine/core.py",
-            lines.core,
-            "__init__",
-            "self.model_executor = executor_class(vllm_config)",
-            "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
-        (
-            f"{VLLM}/v1/executor/abstract.py",
-            lines.abstract,
-            "__init__",
-            "self._init_executor()",
-            "",
-        ),
-        (
-            f"{VLLM}/v1/executor/uniproc_executor.py",
-            lines.uniproc,
-            "_init_executor",
-            "self.driver_worker.init_device()",
-            "",
-        ),
-        (
-            f"{VLLM}/v1/worker/gpu_worker.py",
-            lines.worker_init,
-            "init_device",
-            "self.model_runner: GPUModelRunner = self._make_model_runner()",
-            "                                    ^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
-        (
-            f"{VLLM}/v1/worker/gpu_worker.py",
-            lines.worker_make,
-            "_make_model_runner",
-            "return GPUModelRunnerV2(self.vllm_config, self.device)  # type: ignore",
-            "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
-        (
-            f"{VLLM}/v1/worker/gpu/buffer_utils.py",
-            lines.buffer_raise,
-            "__init__",
-            'raise RuntimeError("UVA is not available")',
-            "",
-        ),
-    ]
+_RUNNER_UVA: list[_Frame] = [
+    At(
+        "core.init.executor",
+        "__init__",
+        "self.model_executor = executor_class(vllm_config)",
+        "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ),
+    At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
+    At("uniproc.init_device", "_init_executor", "self.driver_worker.init_device()", ""),
+    At(
+        "worker.init_device.make_runner",
+        "init_device",
+        "self.model_runner: GPUModelRunner = self._make_model_runner()",
+        "                                    ^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ),
+    At(
+        "worker.make_model_runner",
+        "_make_model_runner",
+        "return GPUModelRunnerV2(self.vllm_config, self.device)  # type: ignore",
+        "       ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ),
+    At("buffer_utils.uva.raise", "__init__", 'raise RuntimeError("UVA is not available")', ""),
+]
+"""Model runner V2's UVA refusal (the frames inside the runner's own __init__ left out)."""
 
 
 def engine_core_failure(log: VllmLog, site: str, exception: str) -> None:
@@ -595,14 +505,23 @@ def engine_core_failure(log: VllmLog, site: str, exception: str) -> None:
     ``EngineCore failed to start.`` record with its traceback (stdout), multiprocessing's
     ``Process EngineCore:`` traceback and the API server's traceback (stderr).
     """
-    at = _runner_uva_frames(log.version) if site == "runner_uva" else _ENGINE_SITES[site]
-    frames = _version_frames(log.version, [*_ENGINE_HEAD, *at])
-    tb = ["Traceback (most recent call last):", *_frames(frames), *exception.split("\n")]
-    log.error("EngineCore", "core.py:1510", "EngineCore failed to start.\n" + "\n".join(tb))
+    at = _RUNNER_UVA if site == "runner_uva" else _ENGINE_SITES[site]
+    frames = [*_ENGINE_HEAD, *at]
+    tb = [
+        "Traceback (most recent call last):",
+        *_frames(log.version, frames),
+        *exception.split("\n"),
+    ]
+    log.error(
+        "EngineCore",
+        log.src("core.failed_to_start"),
+        "EngineCore failed to start.\n" + "\n".join(tb),
+    )
     log.stderr(
         "Process EngineCore:",
         "Traceback (most recent call last):",
         *_frames(
+            log.version,
             [
                 (f"{PY}/multiprocessing/process.py", 314, "_bootstrap", "self.run()", ""),
                 (
@@ -612,15 +531,15 @@ def engine_core_failure(log: VllmLog, site: str, exception: str) -> None:
                     "self._target(*self._args, **self._kwargs)",
                     "",
                 ),
-                (f"{VLLM}/v1/engine/core.py", 1514, "run_engine_core", "raise e", ""),
+                At("core.run_engine_core.raise", "run_engine_core", "raise e", ""),
                 *frames,
-            ]
+            ],
         ),
         *exception.split("\n"),
     )
     log.stderr(
         "Traceback (most recent call last):",
-        *_frames([*_CLI_FRAMES, *_TO_ENGINE_CLIENT, *_API_TAIL]),
+        *_frames(log.version, [*_CLI_FRAMES, *_TO_ENGINE_CLIENT, *_API_TAIL]),
         ENGINE_INIT_FAILED,
     )
 

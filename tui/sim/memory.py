@@ -40,7 +40,9 @@ from tui.domain.budget import (
 )
 from tui.domain.budget import COMPATIBLE_QUANT as _COMPATIBLE
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.vllm_release import release_of
 from tui.sim.catalog import GIB, MIB, GpuSpec, ModelEntry
+from tui.sim.versions import DEFAULT_SIM_VLLM_VERSION
 
 # Re-exported for the simulator's other modules and tests (the numbers are the domain's).
 __all__ = [
@@ -99,9 +101,14 @@ class ResolvedConfig(EngineConfig):
 
 
 def resolve(
-    flags: ServeFlags, entry: ModelEntry, hardware: SimHardware, performance_mode: str = "balanced"
+    flags: ServeFlags,
+    entry: ModelEntry,
+    hardware: SimHardware,
+    performance_mode: str = "balanced",
+    version: str = DEFAULT_SIM_VLLM_VERSION,
 ) -> ResolvedConfig:
-    """Apply vLLM's defaults to ``flags`` (reference 1.3 and 1.4, via the domain)."""
+    """Apply vLLM ``version``'s defaults to ``flags`` (reference 1.3 and 1.4, via the
+    domain)."""
     engine = budget.resolve_engine(
         flags,
         entry.shape,
@@ -111,6 +118,7 @@ def resolve(
         checkpoint_quantization=entry.checkpoint_quantization,
         embedding_params=entry.embedding_params,
         performance_mode=performance_mode,
+        defaults=release_of(version).defaults,
     )
     values = {f.name: getattr(engine, f.name) for f in fields(EngineConfig)}
     return ResolvedConfig(**values, flags=flags, entry=entry, hardware=hardware)

@@ -416,7 +416,6 @@ CACHE_CONFIG_DEFAULTS: dict[str, str] = {
     "effective_attention_block_size": "16",
     "enable_mamba_shared_prefix_checkpoint": "False",
     "enable_prefix_caching": "True",
-    "gpu_memory_utilization": "0.92",
     "hash_block_size": "None",
     "is_attention_free": "False",
     "kv_cache_dtype_skip_layers": "[]",

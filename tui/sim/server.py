@@ -105,7 +105,7 @@ class SimServer:
     def _stopped_during_startup(self) -> int:
         self.log.info(
             ENGINE,
-            "core.py:1454",
+            self.log.src("core.signal"),
             f"[shutdown] EngineCore: trigger received signal={self._signal_name}",
         )
         return 0
@@ -127,8 +127,8 @@ class SimServer:
     async def _run(self) -> int:
         cmd, log = self.command, self.log
         for line in banner(cmd.parsed.model or "", cmd.sim.vllm_version):
-            log.info(API, "api_utils.py:347", line)
-        log.info(API, "api_utils.py:286", f"non-default args: {non_default_args(cmd)}")
+            log.info(API, log.src("api.banner"), line)
+        log.info(API, log.src("api.non_default_args"), f"non-default args: {non_default_args(cmd)}")
         sock = self._bind()
         if sock is None:
             return 1
@@ -149,11 +149,15 @@ class SimServer:
             sock.bind((host or "", port))
         except OverflowError:
             sock.close()
-            self.log.stderr(*bind_error_traceback("OverflowError: bind(): port must be 0-65535."))
+            self.log.stderr(
+                *bind_error_traceback(
+                    self.log.version, "OverflowError: bind(): port must be 0-65535."
+                )
+            )
             return None
         except (OSError, UnicodeError, ValueError) as exc:
             sock.close()
-            self.log.stderr(*bind_error_traceback(self._bind_error_text(exc)))
+            self.log.stderr(*bind_error_traceback(self.log.version, self._bind_error_text(exc)))
             return None
         self.port = sock.getsockname()[1]
         return sock
@@ -169,7 +173,9 @@ class SimServer:
 
     def _config_failure(self, error: ConfigError) -> int:
         self.log.stderr(
-            *config_error_traceback(error.config, error.lines(self.command.parsed.model or ""))
+            *config_error_traceback(
+                self.log.version, error.config, error.lines(self.command.parsed.model or "")
+            )
         )
         return 1
 
@@ -177,9 +183,15 @@ class SimServer:
         cmd, log = self.command, self.log
         checked = check_command(cmd)
         if checked.entry is not None:
-            log.info(API, "model.py:733", f"Resolved architecture: {checked.entry.architecture}")
+            log.info(
+                API,
+                log.src("model.architecture"),
+                f"Resolved architecture: {checked.entry.architecture}",
+            )
         if checked.max_len_shown is not None:
-            log.info(API, "model.py:2152", f"Using max model len {checked.max_len_shown}")
+            log.info(
+                API, log.src("model.max_model_len"), f"Using max model len {checked.max_len_shown}"
+            )
         if checked.error is not None:
             return self._config_failure(checked.error)
         cfg, plan = checked.cfg, checked.plan
@@ -189,7 +201,7 @@ class SimServer:
         sim_notes(log, cmd, note, tokenizer.exact)
         if await self._pause(T_API_INIT):
             return self._stopped_during_startup()
-        log.info(ENGINE, "core.py:133", engine_config_line(cmd, cfg))
+        log.info(ENGINE, log.src("core.init.config"), engine_config_line(cmd, cfg))
         if await self._pause(T_ENGINE_SPAWN):
             return self._stopped_during_startup()
         startup = EngineStartup(log, cmd, cfg, plan, self._pause, lambda: self._signal_name)
@@ -210,11 +222,11 @@ class SimServer:
                     f"lora_path='{module.path}') but LoRA is not enabled!"
                 )
             if problem is not None:
-                self.log.stderr(*api_init_traceback(f"ValueError: {problem}"))
+                self.log.stderr(*api_init_traceback(self.log.version, f"ValueError: {problem}"))
                 return 1
             self.log.info(
                 API,
-                "serving.py:226",
+                self.log.src("serving.lora_loaded"),
                 f"Loaded new LoRA adapter: name '{module.name}', path '{module.path}'",
             )
         return None
@@ -245,18 +257,18 @@ class SimServer:
 
     def _log_ready(self, ctx: ApiContext) -> None:
         log = self.log
-        log.info(API, "entry.py:136", "Supported tasks: ['generate']")
+        log.info(API, log.src("entry.supported_tasks"), "Supported tasks: ['generate']")
         if ctx.dev_mode:
             log.warning(
                 API,
-                "__init__.py:44",
+                log.src("serve.dev_endpoints"),
                 "SECURITY WARNING: Development endpoints are enabled! This should NOT be used "
                 "in production!",
             )
         if ctx.log_requests:
             log.info(
                 API,
-                "request_logger.py:30",
+                log.src("request_logger.limited"),
                 "`--enable-log-requests` is set but the minimum log level is higher than DEBUG. "
                 "Only limited information will be logged to minimize overhead. To view more "
                 "details, set `--log-level DEBUG`.",
@@ -275,11 +287,13 @@ class SimServer:
             return failed
         host = cmd.parsed.values.get("host")
         log.info(
-            API, "entry.py:140", f"Starting vLLM server on http://{host or '0.0.0.0'}:{self.port}"
+            API,
+            log.src("entry.starting"),
+            f"Starting vLLM server on http://{host or '0.0.0.0'}:{self.port}",
         )
-        log.info(API, "launcher.py:186", "Available routes are:")
+        log.info(API, log.src("launcher.routes"), "Available routes are:")
         for path, method in [*ROUTES, *(dev_routes() if ctx.dev_mode else [])]:
-            log.info(API, "launcher.py:195", f"Route: {path}, Methods: {method}")
+            log.info(API, log.src("launcher.route"), f"Route: {path}, Methods: {method}")
         engine.start()
         return await self._run_http(ctx, sock, engine)
 
@@ -303,7 +317,7 @@ class SimServer:
                 await engine.stop()
                 log.info(
                     API,
-                    "launcher.py:304",
+                    log.src("launcher.shutting_down"),
                     "[shutdown] API server: shutting down FastAPI HTTP server",
                 )
                 log.stderr("INFO:     Shutting down")
@@ -323,27 +337,39 @@ class SimServer:
         log = self.log
         timeout = int(self.command.frontend.values.get("shutdown_timeout", 0) or 0)
         mode = "abort" if timeout == 0 else "drain"
-        log.info(API, "launcher.py:254", "[shutdown] API server: shutdown triggered")
+        log.info(
+            API, log.src("launcher.shutdown_triggered"), "[shutdown] API server: shutdown triggered"
+        )
         log.info(
             API,
-            "launcher.py:270",
+            log.src("launcher.shutdown_handle"),
             f"[shutdown] API server: stopping engine client mode={mode} timeout={timeout}s",
         )
         log.info(
             ENGINE,
-            "core.py:1454",
+            log.src("core.signal"),
             f"[shutdown] EngineCore: trigger received signal={self._signal_name}",
         )
         log.info(
-            ENGINE, "core.py:1635", f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s"
+            ENGINE,
+            log.src("core.shutdown.start"),
+            f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s",
         )
         in_flight = self.engine.num_in_flight if self.engine else 0
         if in_flight:
             log.info(
                 ENGINE,
-                "core.py:1650",
+                log.src("core.shutdown.abort"),
                 f"[shutdown] EngineCore: aborting {in_flight} in-flight request(s)",
             )
-        log.info(ENGINE, "core.py:1499", "[shutdown] EngineCore: exiting busy loop")
-        log.info(API, "launcher.py:279", "[shutdown] API server: engine client stopped")
-        log.info(API, "launcher.py:282", "[shutdown] API server: signalling HTTP server shutdown")
+        log.info(
+            ENGINE, log.src("core.shutdown.exit_loop"), "[shutdown] EngineCore: exiting busy loop"
+        )
+        log.info(
+            API, log.src("launcher.engine_stopped"), "[shutdown] API server: engine client stopped"
+        )
+        log.info(
+            API,
+            log.src("launcher.http_shutdown"),
+            "[shutdown] API server: signalling HTTP server shutdown",
+        )

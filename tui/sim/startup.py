@@ -36,7 +36,6 @@ from tui.sim.memory import (
 from tui.sim.model_files import model_folder
 from tui.sim.twin import twin_plan
 from tui.sim.validation import ConfigError, ErrorItem, first_config_error
-from tui.sim.versions import kv_sources
 
 API, ENGINE = "APIServer", "EngineCore"
 SIM_SRC = "vtc_sim.py:1"  # the simulator's own lines (vLLM has no such file)
@@ -90,7 +89,7 @@ def check_command(command: SimCommand) -> Checked:
         early = error.config == "ModelConfig" and not error.after_max_len_log
         return Checked(model, folder, entry, error, None if early else shown)
     assert flags is not None
-    cfg = resolve(flags, entry, hardware, front.performance_mode)
+    cfg = resolve(flags, entry, hardware, front.performance_mode, command.sim.vllm_version)
     lora_bytes = lora_weight_bytes(entry.shape, lora, cfg.dtype_bytes, cfg.tensor_parallel_size)
     plan = plan_memory(cfg, extra_weight_bytes=lora_bytes)
     if command.sim.profile is not None:
@@ -107,31 +106,33 @@ def config_notes(log: VllmLog, command: SimCommand, cfg: ResolvedConfig) -> None
     ):
         log.info(
             API,
-            "awq_marlin.py:173" if "awq" in cfg.quantization else "gptq_marlin.py:218",
+            log.src("awq_marlin.convertible")
+            if "awq" in cfg.quantization
+            else log.src("gptq_marlin.convertible"),
             f"The model is convertible to {cfg.quantization} during runtime. Using "
             f"{cfg.quantization} kernel.",
         )
     if cfg.enforce_eager:
         log.warning(
             API,
-            "vllm.py:1703",
+            log.src("config.enforce_eager"),
             "Enforce eager set, disabling torch.compile, CUDAGraphs, "
             "and JIT kernel warmup. This is equivalent to setting -cc.mode=none "
             "-cc.cudagraph_mode=none and --kernel_config.enable_jit_warmup=False",
         )
     if command.frontend.values.get("async_scheduling", True) is not False:
-        log.info(API, "vllm.py:1042", "Asynchronous scheduling is enabled.")
+        log.info(API, log.src("config.async_scheduling"), "Asynchronous scheduling is enabled.")
     if cfg.enable_chunked_prefill:
         log.info(
             API,
-            "scheduler.py:306",
+            log.src("scheduler.chunked_prefill"),
             f"Chunked prefill is enabled with max_num_batched_tokens={cfg.max_num_batched_tokens}.",
         )
     mnbt, mns, mml = cfg.flags.max_num_batched_tokens, cfg.max_num_seqs, cfg.max_model_len
     if mnbt is not None and mnbt > mns * mml:
         log.warning(
             API,
-            "scheduler.py:334",
+            log.src("scheduler.batched_tokens_exceed"),
             f"max_num_batched_tokens ({mnbt}) exceeds max_num_seqs * max_model_len "
             f"({mns * mml}). This may lead to unexpected behavior.",
         )
@@ -272,7 +273,7 @@ class EngineStartup:
         except _Stopped:
             self.log.info(
                 ENGINE,
-                "core.py:1454",
+                self.log.src("core.signal"),
                 f"[shutdown] EngineCore: trigger received signal={self._signal_name()}",
             )
             return 0
@@ -280,7 +281,7 @@ class EngineStartup:
         suffix = f" (compilation: {compile_s:.2f} s)" if compile_s else ""
         self.log.info(
             ENGINE,
-            "core.py:402",
+            self.log.src("core.kv_caches.took"),
             f"init engine (profile, create kv cache, warmup model) took {total:.2f} s{suffix}",
         )
         return None
@@ -301,19 +302,19 @@ class EngineStartup:
         log, cfg, plan = self.log, self.cfg, self.plan
         log.info(
             ENGINE,
-            "gpu_model_runner.py:4962",
+            log.src("runner.load_model.start"),
             f"Starting to load model {self.command.parsed.model}...",
         )
         log.info(
             ENGINE,
-            "cuda.py:476",
+            log.src("cuda.attention_backend"),
             "Using FLASH_ATTN attention backend out of potential "
             "backends: ['FLASH_ATTN', 'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION'].",
         )
         if cfg.quantization in FP8_QUANT and not cfg.hardware.gpu.supports_fp8:
             log.warning(
                 ENGINE,
-                "marlin_utils_fp8.py:61",
+                log.src("marlin_fp8.weight_only"),
                 "Your GPU does not have native support for FP8 computation but FP8 "
                 "quantization is being used. Weight-only FP8 compression will be used "
                 "leveraging the Marlin kernel. This may degrade performance for "
@@ -325,16 +326,18 @@ class EngineStartup:
         await self._sleep(T_LOAD_PER_GIB * plan.weights / GIB)
         if self.kind == "weights_oom":
             assert plan.failure is not None
-            log.error(ENGINE, "gpu_model_runner.py:5143", plan.failure.logged_error or "")
+            log.error(ENGINE, log.src("runner.load_model.error"), plan.failure.logged_error or "")
             return False
         weights_s = time.monotonic() - t_weights
         took = time.monotonic() - t0
-        log.info(ENGINE, "default_loader.py:501", f"Loading weights took {weights_s:.2f} seconds")
+        log.info(
+            ENGINE, log.src("loader.weights_took"), f"Loading weights took {weights_s:.2f} seconds"
+        )
         if self.command.frontend.lora.enabled:
-            log.info(ENGINE, "punica_selector.py:20", "Using PunicaWrapperGPU.")
+            log.info(ENGINE, log.src("punica.wrapper"), "Using PunicaWrapperGPU.")
         log.info(
             ENGINE,
-            "gpu_model_runner.py:5149",
+            log.src("runner.load_model.took"),
             f"Model loading took {kv.format_gib(plan.weights)} GiB memory and {took:.6f} seconds",
         )
         return True
@@ -348,26 +351,26 @@ class EngineStartup:
         digest = hashlib.sha256(repr(cfg.flags).encode()).hexdigest()[:10]
         log.info(
             ENGINE,
-            "backends.py:1089",
+            log.src("compile.cache_dir"),
             f"Using cache directory: ~/.cache/vllm/torch_compile_cache/"
             f"{digest}/rank_0_0/backbone for vLLM's torch.compile",
         )
         await self._sleep(T_COMPILE * 0.3)
         log.info(
             ENGINE,
-            "backends.py:1148",
+            log.src("compile.dynamo"),
             f"Dynamo bytecode transform time: {time.monotonic() - t1:.2f} s",
         )
         t2 = time.monotonic()
         await self._sleep(T_COMPILE * 0.7)
         log.info(
             ENGINE,
-            "backends.py:302",
+            log.src("compile.graph"),
             f"Compiling a graph for compile range (1, "
             f"{cfg.max_num_batched_tokens}) takes {time.monotonic() - t2:.2f} s",
         )
         compile_s = time.monotonic() - t1
-        log.info(ENGINE, "monitor.py:53", f"torch.compile took {compile_s:.2f} s in total")
+        log.info(ENGINE, log.src("compile.total"), f"torch.compile took {compile_s:.2f} s in total")
         return compile_s
 
     async def _profile(self) -> None:
@@ -376,7 +379,7 @@ class EngineStartup:
         await self._sleep(T_PROFILE)
         log.info(
             ENGINE,
-            "monitor.py:81",
+            log.src("compile.warmup"),
             f"Initial profiling/warmup run took {time.monotonic() - t3:.2f} s",
         )
         if self.kind == "sampler_oom":
@@ -386,13 +389,13 @@ class EngineStartup:
         if sizes:
             log.info(
                 ENGINE,
-                "gpu_model_runner.py:6063",
+                log.src("runner.cudagraph.profiling"),
                 f"Profiling CUDA graph memory: PIECEWISE={len(sizes)} (largest={max(sizes)}), "
                 f"FULL={len(full)} (largest={max(full, default=0)})",
             )
             log.info(
                 ENGINE,
-                "gpu_model_runner.py:6142",
+                log.src("runner.cudagraph.estimate"),
                 f"Estimated CUDA graph memory: {kv.format_gib(plan.cudagraph)} GiB total",
             )
 
@@ -401,7 +404,7 @@ class EngineStartup:
         if plan.kv_from_flag:
             log.info(
                 ENGINE,
-                "gpu_worker.py:660",
+                log.src("worker.kv_reserved"),
                 f"Initial free memory {kv.format_gib(plan.free_at_start)} GiB, reserved "
                 f"{kv.format_gib(plan.available_kv)} GiB memory for KV Cache as specified by "
                 "kv_cache_memory_bytes config and skipped memory profiling. This does not "
@@ -414,7 +417,7 @@ class EngineStartup:
             return
         log.info(
             ENGINE,
-            "gpu_worker.py:759",
+            log.src("worker.kv_available"),
             f"Available KV cache memory: {kv.format_gib(plan.available_kv)} GiB",
         )
         if cfg.cudagraph_capture_sizes:
@@ -422,7 +425,7 @@ class EngineStartup:
             share = plan.cudagraph / plan.total
             log.info(
                 ENGINE,
-                "gpu_worker.py:578",
+                log.src("worker.cudagraph_profiling"),
                 "CUDA graph memory profiling is enabled (default since v0.21.0). The "
                 f"current --gpu-memory-utilization={util:.4f} is equivalent to "
                 f"--gpu-memory-utilization={util - share:.4f} without CUDA graph memory "
@@ -432,15 +435,13 @@ class EngineStartup:
             )
 
     def _kv_capacity(self) -> None:
-        plan = self.plan
+        plan, log = self.plan, self.log
         if plan.auto_fit_message:
-            sources = kv_sources(self.log.version)
             reduced = "reduced" in plan.auto_fit_message
-            where = sources.auto_fit_reduced if reduced else sources.auto_fit_kept
-            self.log.info(ENGINE, where, plan.auto_fit_message)
+            where = log.src("kv.auto_fit.reduced" if reduced else "kv.auto_fit.kept")
+            log.info(ENGINE, where, plan.auto_fit_message)
         if plan.capacity is not None:
-            where = kv_sources(self.log.version).capacity
-            self.log.info(ENGINE, where, plan.capacity.log_line("GPU"))
+            log.info(ENGINE, log.src("kv.capacity"), plan.capacity.log_line("GPU"))
 
     async def _capture(self) -> None:
         log, cfg, plan = self.log, self.cfg, self.plan
@@ -461,7 +462,7 @@ class EngineStartup:
         )
         log.info(
             ENGINE,
-            "gpu_model_runner.py:6582",
+            log.src("runner.cudagraph.captured"),
             f"Graph capturing finished in {secs:.0f} secs, took {plan.cudagraph / GIB:.2f} GiB",
         )
-        log.info(ENGINE, "gpu_worker.py:1024", kv_cache_memory_hint(plan))
+        log.info(ENGINE, log.src("worker.kv_memory_hint"), kv_cache_memory_hint(plan))

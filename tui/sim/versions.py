@@ -13,7 +13,6 @@ from typing import Final
 
 from tui.domain.vllm_release import (
     RUNNER_V2_ENV,
-    KvSources,
     release_of,
     series,
     supported_versions,
@@ -24,10 +23,8 @@ __all__ = [
     "RUNNER_V2_ENV",
     "SIM_HOSTS",
     "SIM_VLLM_VERSIONS",
-    "KvSources",
     "check_sim_version",
     "has_per_request_metrics",
-    "kv_sources",
     "uses_model_runner_v2",
 ]
 
@@ -65,11 +62,6 @@ def check_sim_version(text: str) -> str:
         return matches[-1]  # "0.33" means 0.33.0
     choices = ", ".join(repr(v) for v in versions)
     raise ValueError(f"invalid choice: {text!r} (choose from {choices})")
-
-
-def kv_sources(version: str) -> KvSources:
-    """The KV planning's log sources of ``version``."""
-    return release_of(version).kv_sources
 
 
 def has_per_request_metrics(version: str) -> bool:

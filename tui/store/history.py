@@ -48,6 +48,17 @@ _SQLITE_NOTADB = 26
 _SIDE_FILES = ("-wal", "-shm", "-journal")
 
 
+RUNS_FILE = "runs.sqlite"
+"""The run history's file name in a data directory."""
+DEMO_RUNS_FILE = "demo-runs.sqlite"
+"""The demo's run history (simulated runs never mix with real ones)."""
+
+
+def history_file(data_dir: Path, demo: bool = False) -> Path:
+    """The run history (the demo's when ``demo``) in ``data_dir``."""
+    return data_dir / (DEMO_RUNS_FILE if demo else RUNS_FILE)
+
+
 def default_data_dir() -> Path:
     """``$VTC_DATA_DIR`` if set, else the platform's user data dir for vtc."""
     override = os.environ.get("VTC_DATA_DIR")
@@ -132,7 +143,7 @@ class RunStore:
         self._conn = self._open()
 
     @classmethod
-    def in_data_dir(cls, name: str = "runs.sqlite") -> RunStore:
+    def in_data_dir(cls, name: str = RUNS_FILE) -> RunStore:
         """The store file ``name`` in :func:`default_data_dir`."""
         return cls(default_data_dir() / name)
 

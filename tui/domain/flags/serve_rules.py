@@ -8,43 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from tui.domain.flags.vllm_tables import default_cli
+from tui.domain.vllm_quantization import Quantization
+from tui.domain.vllm_release import PROVISIONED, RELEASES
 
-# vLLM 0.32.0 model_executor/layers/quantization/__init__.py:15-50
-QUANTIZATION_METHODS = (
-    "awq",
-    "auto_awq",
-    "fp8",
-    "fbgemm_fp8",
-    "fp_quant",
-    "modelopt",
-    "modelopt_fp4",
-    "modelopt_mxfp8",
-    "modelopt_mixed",
-    "auto_gptq",
-    "gptq",
-    "gptq_marlin",
-    "awq_marlin",
-    "humming",
-    "compressed-tensors",
-    "experts_int8",
-    "quark",
-    "moe_wna16",
-    "torchao",
-    "inc",
-    "mxfp4",
-    "gpt_oss_mxfp4",
-    "deepseek_v4_fp8",
-    "online",
-    "fp8_per_tensor",
-    "fp8_per_block",
-    "fp8_per_channel",
-    "int8_per_channel_weight_only",
-    "nvfp4_per_token",
-    "mxfp8",
-)
-# Deprecated methods need --allow-deprecated-quantization (quantization/__init__.py:52-55;
-# config/model.py:1459-1472).
-DEPRECATED_QUANTIZATION = ("fbgemm_fp8", "fp_quant")
+QUANTIZATION_METHODS = PROVISIONED.quantization.methods
+"""The provisioned release's methods (the form's suggestions); each release record holds its
+own (:mod:`tui.domain.vllm_quantization`)."""
+
 
 # Options that take a launch out of vtc's hands when passed through in the extra args.
 _NOT_IN_EXTRA_ARGS: Mapping[str, str] = {
@@ -56,15 +26,26 @@ _NOT_IN_EXTRA_ARGS: Mapping[str, str] = {
 }
 
 
-def quantization_problems(q: str | None, extra_args: Iterable[str]) -> list[str]:
-    """vLLM's refusals of a ``--quantization`` method (unknown, or deprecated unless allowed)."""
+def quantization_problems(
+    q: str | None, extra_args: Iterable[str], quantization: Quantization | None = None
+) -> list[str]:
+    """vLLM's refusals of a ``--quantization`` method (unknown, or deprecated unless allowed).
+
+    ``quantization``: the methods of the release that will serve; ``None`` (the version is
+    not known yet): a method any supported release accepts passes, refused as deprecated
+    only where every release that has it deprecates it; the release's own check
+    (:mod:`tui.domain.flags.validation`) follows once the version is known.
+    """
     if q is None:
         return []
-    if q not in QUANTIZATION_METHODS:
-        return [f"Unknown quantization method: {q}. Must be one of {list(QUANTIZATION_METHODS)}."]
-    if q in DEPRECATED_QUANTIZATION and not _has_option(
-        extra_args, "allow_deprecated_quantization"
-    ):
+    records = (
+        [r.quantization for r in RELEASES.values()] if quantization is None else [quantization]
+    )
+    methods = tuple(dict.fromkeys(m for r in records for m in r.methods))
+    if q not in methods:
+        return [f"Unknown quantization method: {q}. Must be one of {list(methods)}."]
+    deprecated = all(q in r.deprecated for r in records if q in r.methods)
+    if deprecated and not _has_option(extra_args, "allow_deprecated_quantization"):
         # config/model.py:1459-1472, its words
         return [
             f"quantization: The quantization method {q} is deprecated and will be removed in "

@@ -36,35 +36,13 @@ from tui.domain.flags.problems import ArgvError, FlagError, FlagProblem
 from tui.domain.flags.run_env import ENV_FIELD, parse_env_text
 from tui.domain.flags.secrets import split_secrets
 from tui.domain.flags.serve import ServeFlags, flag_specs, validated
+from tui.domain.flags.serve_rules import quantization_problems
 from tui.domain.flags.spec import FlagKind, FlagSpec
 from tui.domain.flags.vllm_cli import VllmCli
 from tui.domain.flags.vllm_defaults import PERFORMANCE_MODE
 from tui.domain.flags.vllm_tables import VllmTable, default_cli, series, table_for
 from tui.domain.preflight import DeviceMemory
-
-# Methods that need the checkpoint's own quantization config: on an unquantized model vLLM
-# 0.32 refuses them ("Cannot find the config file for awq", config/vllm.py) or fails to
-# build their config (compressed-tensors, quark, torchao, online). Measured on the CPU build.
-NEEDS_QUANTIZED_CHECKPOINT = frozenset(
-    {
-        "awq",
-        "auto_awq",
-        "modelopt",
-        "modelopt_fp4",
-        "modelopt_mxfp8",
-        "modelopt_mixed",
-        "auto_gptq",
-        "gptq",
-        "gptq_marlin",
-        "awq_marlin",
-        "moe_wna16",
-        "inc",
-        "compressed-tensors",
-        "quark",
-        "torchao",
-        "online",
-    }
-)
+from tui.domain.vllm_release import VllmRelease, release, release_of
 
 
 @dataclass(frozen=True)
@@ -102,6 +80,12 @@ class ValidationContext:
         return table_for(self.cli.version if self.cli is not None else self.installed)
 
     @property
+    def release(self) -> VllmRelease:
+        """The release record of this vLLM (the table's when no version is known)."""
+        version = self.cli.version if self.cli is not None else self.installed
+        return release_of(version if version and release(version) else self.table.version)
+
+    @property
     def parser(self) -> VllmCli:
         """The parser table the checks use."""
         return self.cli if self.cli is not None else self.table.cli
@@ -132,8 +116,20 @@ def check_flags(flags: ServeFlags, context: ValidationContext | None = None) -> 
     )
     problems = list(extra.problems)
     problems += _device_problems(flags, ctx, extra.values.get("performance_mode"))
+    problems += _release_problems(flags, ctx)
     problems += _model_problems(flags, ctx)
     return problems
+
+
+def _release_problems(flags: ServeFlags, ctx: ValidationContext) -> list[FlagProblem]:
+    """The rules of the release that will serve (its quantization methods)."""
+    q = flags.quantization
+    methods = ctx.release.quantization
+    return [
+        FlagProblem("quantization", message.removeprefix("quantization: "), "--quantization", q)
+        for message in quantization_problems(q, flags.extra_args, methods)
+        if q is not None
+    ]
 
 
 def ensure_valid(flags: ServeFlags, context: ValidationContext | None = None) -> ServeFlags:
@@ -197,7 +193,8 @@ def _model_problems(flags: ServeFlags, ctx: ValidationContext) -> list[FlagProbl
             )
         )
     q = flags.quantization
-    if q in NEEDS_QUANTIZED_CHECKPOINT and model.checkpoint_quantization is None:
+    needs_checkpoint = ctx.release.quantization.needs_checkpoint
+    if q in needs_checkpoint and model.checkpoint_quantization is None:
         problems.append(
             FlagProblem(
                 "quantization",

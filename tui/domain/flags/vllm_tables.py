@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from tui.domain.flags.vllm_cli import CliFlag, VllmCli
-from tui.domain.vllm_release import RELEASES, release, series
+from tui.domain.vllm_release import RELEASES, release, release_of, series
 
 __all__ = [  # release and series: re-exported, their callers are many
     "REGENERATE",
@@ -110,21 +110,17 @@ def _flag(row: tuple[Any, ...]) -> CliFlag:
 def table_for(installed: str | None) -> VllmTable:
     """The table for the installed vLLM ``installed`` (``None``: no vLLM known).
 
-    Its own series when vtc ships it; else the newest table not newer than it (a newer vLLM
-    than every table: the newest, and the reason says to regenerate); with no vLLM, the
-    newest.
+    The table of its release record (:func:`~tui.domain.vllm_release.release_of`: its own
+    series when vtc ships it, else the newest not newer than it, and the reason says to
+    regenerate); with no vLLM, the newest.
     """
-    newest = newest_series()
     if not installed or not release(installed):
-        table = _load(newest)
+        table = _load(newest_series())
         return _with_reason(table, f"no vLLM found: checked against vLLM {table.version}'s table")
-    wanted = series(installed)
-    if wanted in TABLE_MODULES:
-        table = _load(wanted)
+    record = release_of(installed)
+    table = _load(record.series)
+    if record.series == series(installed):
         return _with_reason(table, f"vLLM {installed}: checked against its table")
-    older = [k for k in TABLE_MODULES if release(k) < release(wanted)]
-    key = max(older, key=release) if older else min(TABLE_MODULES, key=release)
-    table = _load(key)
     return _with_reason(
         table,
         f"vLLM {installed} has no table: checked against vLLM {table.version}'s "

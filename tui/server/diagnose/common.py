@@ -11,6 +11,7 @@ from typing import Any, Final
 
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.flags.serve import FlagKind, FlagSpec, flag_specs
+from tui.domain.vllm_release import PROVISIONED, release_of
 from tui.server.diagnose.reading import LogView, tolerant
 
 Detector = Callable[[LogView], "Diagnosis | None"]
@@ -22,7 +23,6 @@ DEFAULT_BLOCK_SIZE_GPU: Final = 16  # config/cache.py:72,344-347
 DEFAULT_BLOCK_SIZE_CPU: Final = 128  # platforms/cpu.py:292-293
 BLOCK_MULTIPLE_GPU: Final = 16
 BLOCK_MULTIPLE_CPU: Final = 32  # platforms/cpu.py:295-299; fail_b1 capture: MultipleOf(32)
-DEFAULT_GPU_MEMORY_UTILIZATION: Final = 0.92  # config/cache.py:102 (0.32)
 LEGACY_GPU_MEMORY_UTILIZATION: Final = 0.9  # config.py / config/cache.py:43, vLLM 0.4 to 0.11
 DEFAULT_PORT: Final = 8000
 
@@ -146,7 +146,8 @@ def util_setting(log: LogView) -> Setting:
     default = (
         LEGACY_GPU_MEMORY_UTILIZATION
         if before(log.version, (0, 12))
-        else DEFAULT_GPU_MEMORY_UTILIZATION
+        # the default of the log's release (the provisioned one's when the log names none)
+        else release_of(log.version or PROVISIONED.version).defaults.gpu_memory_utilization
     )
     recorded = log.non_default_args or log.namespace_args or log.engine_config
     known = log.flags is not None or (log.version is not None and bool(recorded))
