@@ -96,14 +96,10 @@ def build_engine(
         "exact" if tokenizer.exact else "approximate",
     )
     scheduler = Scheduler(
-        SchedulerConfig(
+        SchedulerConfig.of(
+            cfg,
             num_gpu_blocks=cap.num_blocks,
-            block_size=cfg.block_size,
-            max_num_seqs=cfg.max_num_seqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=plan.max_model_len,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-            enable_chunked_prefill=cfg.enable_chunked_prefill,
             max_loras=lora.max_loras if lora.enabled else 0,
         )
     )

@@ -169,30 +169,18 @@ class StartupFailure:
 
 
 @dataclass(frozen=True)
-class MemoryPlan:
-    """Everything the startup log reports about memory, per GPU (rank 0), in bytes."""
+class MemoryPlan(budget.MemoryBudget):
+    """Everything the startup log reports about memory, per GPU (rank 0), in bytes: the
+    domain's start-up memory record (:class:`tui.domain.budget.MemoryBudget`) and what the
+    walk of vLLM's checks decided."""
 
     cfg: ResolvedConfig
-    total: int
-    requested: int
-    free_at_start: int
-    weights: int  # on the GPU, after CPU offload
-    offloaded: int
-    non_torch: int
-    activation_peak: int
-    cudagraph: int
-    available_kv: int  # the value logged as "Available KV cache memory"
-    kv_from_flag: bool
+    free_at_start: int  # always known to the simulator
     max_model_len: int  # final (after auto-fit)
     capacity: kv.KvCapacity | None = None
     auto_fit_message: str | None = None
     failure: StartupFailure | None = None
     notes: list[str] = field(default_factory=list)
-
-    @property
-    def non_kv(self) -> int:
-        """``non_kv_cache_memory``: weights + non-torch + activation peak."""
-        return self.weights + self.non_torch + self.activation_peak
 
     @property
     def kv_allocated(self) -> int:
@@ -302,6 +290,7 @@ def plan_memory(cfg: ResolvedConfig, extra_weight_bytes: int = 0) -> MemoryPlan:
         )
     requested, weights = b.requested, b.weights
     plan = MemoryPlan(
+        kind="gpu",
         cfg=cfg,
         total=total,
         requested=requested,

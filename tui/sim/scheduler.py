@@ -29,6 +29,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from tui.sim.costmodel import CostModel, StepWork
 
@@ -197,6 +198,40 @@ class SchedulerConfig:
     enable_prefix_caching: bool = True
     enable_chunked_prefill: bool = True
     max_loras: int = 0  # --max-loras with --enable-lora; 0: LoRA off
+
+    @classmethod
+    def of(
+        cls, engine: EngineLimits, *, num_gpu_blocks: int, max_model_len: int, max_loras: int = 0
+    ) -> SchedulerConfig:
+        """The limits of a resolved ``engine`` with its KV capacity (``num_gpu_blocks``) and
+        the length the memory plan settled on: the one place the simulator, the what-if
+        scenarios and the twin assemble a scheduler's config."""
+        return cls(
+            num_gpu_blocks=num_gpu_blocks,
+            block_size=engine.block_size,
+            max_num_seqs=engine.max_num_seqs,
+            max_num_batched_tokens=engine.max_num_batched_tokens,
+            max_model_len=max_model_len,
+            enable_prefix_caching=engine.enable_prefix_caching,
+            enable_chunked_prefill=engine.enable_chunked_prefill,
+            max_loras=max_loras,
+        )
+
+
+class EngineLimits(Protocol):
+    """What a scheduler reads off a resolved engine config (``tui.domain.budget.EngineConfig``,
+    the simulator's ``ResolvedConfig``)."""
+
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def max_num_seqs(self) -> int: ...
+    @property
+    def max_num_batched_tokens(self) -> int: ...
+    @property
+    def enable_prefix_caching(self) -> bool: ...
+    @property
+    def enable_chunked_prefill(self) -> bool: ...
 
 
 @dataclass

@@ -134,14 +134,10 @@ class Scenario:
             raise ScenarioError(f"{plan.failure.exc_type}: {plan.failure.message}")
         assert plan.capacity is not None
         lora = command.frontend.lora
-        config = SchedulerConfig(
+        config = SchedulerConfig.of(
+            cfg,
             num_gpu_blocks=plan.capacity.num_blocks,
-            block_size=cfg.block_size,
-            max_num_seqs=cfg.max_num_seqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_model_len=plan.max_model_len,
-            enable_prefix_caching=cfg.enable_prefix_caching,
-            enable_chunked_prefill=cfg.enable_chunked_prefill,
             max_loras=lora.max_loras if lora.enabled else 0,
         )
         cost = CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None)

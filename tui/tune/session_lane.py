@@ -20,10 +20,10 @@ import httpx
 
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.results import BenchResult, RunRecord, SweepTag
+from tui.domain.results import SweepTag
 from tui.domain.telemetry import ServerMetrics
 from tui.domain.workload import LoadSpec
-from tui.session.port import LaunchWithdrawn, LoadFinished, SessionEvent
+from tui.session.port import LaunchWithdrawn, LoadFinished, ServerControl, SessionEvent
 from tui.tune.lanes import BenchRun, LaneError, LaneInterrupted, StartResult
 
 SETTLED = {ServerState.READY, ServerState.FAILED, ServerState.STOPPED, ServerState.IDLE}
@@ -36,33 +36,13 @@ NO_DEV_MODE = (
 STOPPED_BEFORE_START = "the sweep was stopped before the trial's server started"
 
 
-class SweepTarget(Protocol):
-    """What a lane needs of ``tui.session.Session``."""
+class SweepTarget(ServerControl, Protocol):
+    """What a lane needs of ``tui.session.Session``: the server control, its URL and fresh
+    metrics."""
 
-    @property
-    def state(self) -> ServerState: ...
-    @property
-    def current(self) -> RunRecord | None: ...
     @property
     def base_url(self) -> str | None: ...
-
-    def subscribe(self, callback: Callable[[SessionEvent], None]) -> None: ...
-    async def restart(
-        self,
-        flags: ServeFlags,
-        sweep: SweepTag | None = None,
-        *,
-        proceed: Callable[[], bool] | None = None,
-    ) -> RunRecord: ...
-    async def run_load(
-        self,
-        spec: LoadSpec,
-        model: str | None = None,
-        goodput: Mapping[str, float] | None = None,
-    ) -> BenchResult | None: ...
     async def fresh_metrics(self) -> ServerMetrics | None: ...
-    async def cancel_load(self) -> None: ...
-    async def stop_server(self) -> None: ...
 
 
 class SessionLane:
