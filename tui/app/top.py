@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from tui.domain.errors import VtcError
+from tui.domain.telemetry import SourceStatus
 from tui.domain.url_credentials import split_url
 from tui.modes.adapters import gpu_source
 from tui.telemetry.scrape import check_metrics_url, one_line
@@ -179,7 +180,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                 on_report=emit,
             )
         )
-        return 0 if report.state == "ok" else 1
+        return 0 if report.state is SourceStatus.OK else 1
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how a watch ends
         asyncio.run(
             top_watch(

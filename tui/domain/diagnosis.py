@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,6 +46,13 @@ DiagnosisKind = Literal[
     "engine_died",
     "unknown",
 ]
+DIAGNOSIS_KINDS: tuple[DiagnosisKind, ...] = get_args(DiagnosisKind)
+
+
+def diagnosis_kind(text: str | None) -> DiagnosisKind:
+    """``text`` as a kind (a stored record's string; one no longer known: ``unknown``)."""
+    return next((k for k in DIAGNOSIS_KINDS if k == text), "unknown")
+
 
 FixCheck = Literal["passed", "not_checked"]
 """How an offered fix was checked: ``passed`` the pre-flight check for the flags it would

@@ -45,7 +45,7 @@ class GpuDeviceReport(BaseModel):
 class GpuReport(BaseModel):
     """The GPUs as their source sees them (``state`` and ``reason`` as for the server)."""
 
-    state: str
+    state: SourceStatus
     source: str = ""
     reason: str = ""
     wsl: bool = False
@@ -65,7 +65,7 @@ class TopReport(BaseModel):
     """``vtc top --json``'s object."""
 
     url: str
-    state: str  # "ok" | "stale" | "down"
+    state: SourceStatus  # ok, stale or down (see top_state)
     reason: str = ""
     age_s: float | None = None  # of the newest reading, good or not
     data_age_s: float | None = None  # of the values below
@@ -99,13 +99,13 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def top_state(fresh: Freshness) -> str:
+def top_state(fresh: Freshness) -> SourceStatus:
     """``ok``/``stale``/``down``: an unavailable source reads as down (with its reason)."""
     if fresh.state is SourceStatus.OK:
-        return "ok"
+        return SourceStatus.OK
     if fresh.state is SourceStatus.STALE and fresh.age_s is not None:
-        return "stale"
-    return "down"
+        return SourceStatus.STALE
+    return SourceStatus.DOWN
 
 
 def gpu_report(sample: GpuSample | None, now: float, interval_s: float) -> GpuReport:
@@ -157,7 +157,7 @@ def build_report(
     if latest is None and no_answer:
         reason = no_answer
     elif latest is not None and latest.status is SourceStatus.OK and latest.message:
-        state, reason = "down", latest.message  # a page without vllm: metrics
+        state, reason = SourceStatus.DOWN, latest.message  # a page without vllm: metrics
     values: dict[str, Any] = {}
     if good is not None:
         values = {
@@ -198,7 +198,7 @@ def text_line(report: TopReport) -> str:
     """One line for a terminal: state, queue, KV, rates, the latency lines as the console's
     Metrics panel reads them (one rule: :func:`tui.domain.latency_text.latency_text`, a
     quantile its histogram cannot place shown as its bound, ``<300 ms``), GPUs."""
-    head = report.state if not report.reason else f"{report.state} ({report.reason})"
+    head = report.state.value if not report.reason else f"{report.state.value} ({report.reason})"
     parts = [
         head,
         f"run {_num(report.num_running)} wait {_num(report.num_waiting)}",

@@ -30,6 +30,7 @@ from tui.tune.trials import (
     Evaluated,
     Procedure,
     TrialBench,
+    TrialKind,
     TrialPlan,
     TrialRunner,
     nothing,
@@ -47,6 +48,7 @@ __all__ = [  # the names strategies import from here (re-exported: one import pa
     "SweepFailed",
     "SweepStopped",
     "TrialBench",
+    "TrialKind",
     "TrialPlan",
     "nothing",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tui.domain.diagnosis import DiagnosisKind, diagnosis_kind
 from tui.domain.errors import one_line
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.preflight import KvEstimate
@@ -36,7 +37,9 @@ MORE_IS_HEAVIER: Mapping[str, int] = {
     "gpu_memory_utilization": -1,
     "cpu_offload_gb": -1,
 }
-MEMORY_KINDS = frozenset({"kv_cache_too_small", "no_kv_cache_memory", "out_of_memory"})
+MEMORY_KINDS: frozenset[DiagnosisKind] = frozenset(
+    {"kv_cache_too_small", "no_kv_cache_memory", "out_of_memory"}
+)
 
 
 def _kv_bytes(dtype: Value | None) -> int:
@@ -67,7 +70,7 @@ class FailedRegion:
     """A failed start's choice and why it failed."""
 
     params: dict[str, Value]
-    kind: str
+    kind: DiagnosisKind
 
     def covers(self, choice: Mapping[str, Value]) -> bool:
         """Whether ``choice`` would fail the same way."""
@@ -110,7 +113,7 @@ class Pruner:
     def learn(self, outcome: TrialOutcome) -> None:
         """Remember the region a failed start marks."""
         if outcome.state is TrialState.FAILED_START:
-            kind = outcome.diagnosis_kind or "unknown"
+            kind = diagnosis_kind(outcome.diagnosis_kind)
             self.regions.append(FailedRegion(dict(outcome.params), kind))
 
     def learned(self, choice: Mapping[str, Value]) -> str | None:

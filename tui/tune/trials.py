@@ -16,6 +16,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import NoReturn, Protocol
 
 from tui.domain.flags.serve import ServeFlags
@@ -23,6 +24,7 @@ from tui.domain.results import SweepTag
 from tui.domain.sweep.outcome import (
     KEPT_METRICS,
     Measurement,
+    Phase,
     Placement,
     TrialOutcome,
     TrialState,
@@ -54,6 +56,18 @@ async def nothing(bench: TrialBench) -> Evaluated:
     return Evaluated()
 
 
+class TrialKind(StrEnum):
+    """Why a trial runs: the strategy step that planned it (its value keys the journal)."""
+
+    TRIAL = "trial"
+    GRID = "grid"
+    SEARCH = "search"
+    CONFIRM = "confirm"
+    PAIR = "pair"
+    PROBE = "probe"  # auto_tune's probe of a pair's limit: not counted as a measured trial
+    TWIN = "twin"
+
+
 @dataclass
 class TrialPlan:
     """One server start and what to measure on it."""
@@ -62,7 +76,7 @@ class TrialPlan:
     flags: ServeFlags
     note: str
     procedure: Procedure
-    kind: str = "trial"
+    kind: TrialKind = TrialKind.TRIAL
 
     def key(self) -> str:
         """Finds the trial again in the journal: its kind, note and exact argv."""
@@ -177,7 +191,7 @@ class TrialBench:
     def __init__(self, host: TrialHost, lane: Lane, model: str | None) -> None:
         self._host, self._lane, self._model = host, lane, model
 
-    async def measure(self, load: LoadSpec, phase: str) -> Measurement:
+    async def measure(self, load: LoadSpec, phase: Phase) -> Measurement:
         """Run ``load``; its numbers, SLO verdict and objective. Raises ``LaneError``."""
         spec = self._host.spec
         if self._host.stop_requested:  # x between two loads of a trial: no further load
@@ -316,7 +330,7 @@ class TrialRunner:
             # before it is reported: a crash now keeps it (a lost trial runs again instead)
             await asyncio.to_thread(self._journal.record, outcome)
         # a probe fails by design until a utilization fits: not a repeated failure
-        self._host.finished(outcome, counted=plan.kind != "probe")
+        self._host.finished(outcome, counted=plan.kind is not TrialKind.PROBE)
         return outcome
 
     def _lost(self, head: TrialHead, exc: LaneLost, run_id: int | None, t0: float) -> TrialOutcome:

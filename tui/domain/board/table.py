@@ -24,11 +24,12 @@ from typing import Any
 
 from tui.domain.board.baseline import run_label, same_run
 from tui.domain.board.judgement import Judged, Judgement, judge
-from tui.domain.board.load_mark import load_mark
+from tui.domain.board.load_mark import LoadMark, load_mark
 from tui.domain.board.metrics import HEADLINE_METRICS, SLO_METRICS, MetricSpec, table_metrics
 from tui.domain.board.noise import Comparison, Groups, LikeForLike, Spread, compare, like_for_like
 from tui.domain.board.redact import without_secret_args
 from tui.domain.board.short_names import short_title
+from tui.domain.diagnosis import DiagnosisKind
 from tui.domain.errors import VtcError
 from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import flag_spec, flag_specs, format_value
@@ -93,7 +94,7 @@ class Row:
 
     run: RunRecord
     label: str
-    state: str
+    state: RowState
     cells: tuple[Cell, ...]
     is_baseline: bool = False
     cause: str | None = None  # a failed start's diagnosis summary
@@ -230,14 +231,35 @@ def flag_value(run: RunRecord, name: str) -> Any:
     return run.flags.effective(name)
 
 
-def state_text(run: RunRecord) -> str:
-    """``ready``, ``stopped``, ``replaced``, ``lost``, ``failed: kv_cache_too_small``...;
-    a load that did not finish whole says so (``stopped, load cancelled``)."""
-    mark = load_mark(run.bench)
-    if run.status is not RunStatus.FAILED:
-        return run.status.value + (f", load {mark.value}" if mark is not None else "")
-    word = "died" if run.served else "failed"  # died after ready vs a failed start
-    return f"{word}: {run.diagnosis.kind}" if run.diagnosis is not None else word
+class RowState(str):
+    """A row's state, typed, shown as its text: ``ready``, ``stopped``, ``replaced``,
+    ``lost``, ``failed: kv_cache_too_small``...; a load that did not finish whole says so
+    (``stopped, load cancelled``)."""
+
+    status: RunStatus
+    died: bool  # failed after it was ready (a failed start otherwise)
+    diagnosis: DiagnosisKind | None
+    load: LoadMark | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RowState:
+        """The state of ``run``."""
+        mark = load_mark(run.bench)
+        diagnosis = run.diagnosis.kind if run.diagnosis is not None else None
+        died = run.status is RunStatus.FAILED and run.served
+        if run.status is not RunStatus.FAILED:
+            text = run.status.value + (f", load {mark.value}" if mark is not None else "")
+        else:
+            word = "died" if died else "failed"  # died after ready vs a failed start
+            text = f"{word}: {diagnosis}" if diagnosis is not None else word
+        state = cls(text)
+        state.status, state.died, state.diagnosis, state.load = run.status, died, diagnosis, mark
+        return state
+
+
+def state_text(run: RunRecord) -> RowState:
+    """The state of ``run`` (see :class:`RowState`)."""
+    return RowState.of(run)
 
 
 def probe_text(run: RunRecord) -> str:

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.sweep.slo import SloVerdict
@@ -73,12 +75,45 @@ class Placement(BaseModel):
         return f"{self.node} gpu {','.join(self.gpu_ids)}" if self.gpu_ids else self.node
 
 
+class PhaseKind(StrEnum):
+    """What a benchmark of a trial measures."""
+
+    FULL = "full"  # the whole load
+    SHORT = "short"  # the search's short probe before a full run
+    RATE = "rate"  # one request rate of an SLO-bounded rate search
+    SEED = "seed"  # one seed of a confirmation
+    CALIBRATE = "calibrate"  # one calibration load of the twin
+    STEP = "step"  # a grid's workload record, by its name
+
+
+class Phase(str):
+    """A measurement's phase: its :class:`PhaseKind` and which one (``"rate 12"``,
+    ``"seed 2"``; a grid step is its record's name). Stored as that text."""
+
+    @classmethod
+    def of(cls, kind: PhaseKind, which: object = "") -> Phase:
+        """``kind``, then ``which`` when given (a rate, a seed, a calibration's number)."""
+        return cls(f"{kind.value} {which}".strip() if kind is not PhaseKind.STEP else str(which))
+
+    @property
+    def kind(self) -> PhaseKind:
+        """What it measures (a text that names no kind: a grid step)."""
+        head = self.split(" ", 1)[0]
+        return PhaseKind(head) if head in PhaseKind._value2member_map_ else PhaseKind.STEP
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(cls, core_schema.str_schema())
+
+
 class Measurement(BaseModel):
     """One benchmark of a trial's server: the load, bench serve's numbers, the verdict."""
 
     model_config = ConfigDict(frozen=True)
 
-    phase: str  # "full", "short", "rate 12", "seed 2"...
+    phase: Phase
     load: LoadSpec
     metrics: dict[str, float] = Field(default_factory=dict)
     prefix_hit_pct: float | None = None

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 
 from pydantic import ValidationError
 
-from tui.domain.sweep.outcome import TrialState
+from tui.domain.sweep.outcome import Phase, PhaseKind, TrialState
 from tui.domain.sweep.spec import SweepSpec
 from tui.tune.context import (
     Evaluated,
@@ -29,6 +29,7 @@ from tui.tune.context import (
     SweepContext,
     SweepFailed,
     TrialBench,
+    TrialKind,
     TrialPlan,
     nothing,
 )
@@ -49,7 +50,7 @@ def pair_procedure(spec: SweepSpec) -> Procedure:
 
     async def run(bench: TrialBench) -> Evaluated:
         load = at_rate(base_load(spec), float("inf"), opts.first_prompts)
-        first = await bench.measure(load, "inf")
+        first = await bench.measure(load, Phase.of(PhaseKind.RATE, "inf"))
         if first.verdict.met:
             return Evaluated([first], 0)
         return await descent(bench, first, prompts=opts.descent_prompts, settle_s=opts.settle_s)
@@ -90,7 +91,7 @@ class AutoTune:
                     ctx.prune(choice, None, explain(exc), note=f"pair {s}x{t}")
                     continue
                 plans.append(
-                    TrialPlan(choice, flags, f"pair {s}x{t}", pair_procedure(spec), "pair")
+                    TrialPlan(choice, flags, f"pair {s}x{t}", pair_procedure(spec), TrialKind.PAIR)
                 )
         await ctx.run_batches(plans)
 
@@ -104,7 +105,7 @@ class AutoTune:
             except ValidationError as exc:
                 ctx.prune(choice, None, explain(exc), note=note)
                 continue
-            outcome = await ctx.run_trial(TrialPlan(choice, flags, note, nothing, "probe"))
+            outcome = await ctx.run_trial(TrialPlan(choice, flags, note, nothing, TrialKind.PROBE))
             if outcome.state is TrialState.UP:
                 return util
         low = min(tried) if tried else 0.9

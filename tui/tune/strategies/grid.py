@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 
 from pydantic import ValidationError
 
-from tui.domain.sweep.outcome import Measurement
+from tui.domain.sweep.outcome import Measurement, Phase, PhaseKind
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
-from tui.tune.context import Evaluated, Procedure, SweepContext, TrialBench, TrialPlan
+from tui.tune.context import Evaluated, Procedure, SweepContext, TrialBench, TrialKind, TrialPlan
 from tui.tune.decisions import Decision, Planned
 from tui.tune.prune import explain
 from tui.tune.space import (
@@ -67,7 +67,8 @@ def grid_procedure(spec: SweepSpec, loads: list[tuple[dict[str, object], LoadSpe
         for i, (record, load) in enumerate(loads):
             if i:
                 await bench.reset_prefix_cache()
-            phase = str(record.get(NAME_KEY) or _text(record) or "full")
+            name = record.get(NAME_KEY) or _text(record)
+            phase = Phase.of(PhaseKind.STEP, name) if name else Phase.of(PhaseKind.FULL)
             first = await bench.measure(load, phase)
             if first.verdict.met or policy == "none":
                 stands.append(len(out))
@@ -117,7 +118,13 @@ class Grid:
                 ctx.prune(choice, flags, "no bench record matches its --link-vars")
                 continue
             plans.append(
-                TrialPlan(choice, flags, describe(choice), grid_procedure(spec, applicable), "grid")
+                TrialPlan(
+                    choice,
+                    flags,
+                    describe(choice),
+                    grid_procedure(spec, applicable),
+                    TrialKind.GRID,
+                )
             )
         yield Planned(len(plans))
         await ctx.run_batches(plans)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from tui.domain.sweep.outcome import Measurement
+from tui.domain.sweep.outcome import Measurement, Phase, PhaseKind
 from tui.domain.workload import LoadSpec
 from tui.tune.context import Evaluated, TrialBench
 
@@ -49,7 +49,7 @@ async def descent(
         await bench.reset_prefix_cache()
         if settle_s:
             await asyncio.sleep(settle_s)
-        m = await bench.measure(at_rate(first.load, rate, prompts), f"rate {rate}")
+        m = await bench.measure(at_rate(first.load, rate, prompts), Phase.of(PhaseKind.RATE, rate))
         out.append(m)
         if m.verdict.met:
             return Evaluated(out, len(out) - 1)
@@ -83,7 +83,8 @@ async def bisect(
         mid = (lo + hi) / 2
         await bench.reset_prefix_cache()
         m = await bench.measure(
-            at_rate(first.load, round(mid, 3), short_prompts), f"rate {mid:.3g}"
+            at_rate(first.load, round(mid, 3), short_prompts),
+            Phase.of(PhaseKind.RATE, f"{mid:.3g}"),
         )
         out.append(m)
         lo, hi = (mid, hi) if m.verdict.met else (lo, mid)
@@ -110,7 +111,11 @@ async def _settle_full(
     repeat. If the full run misses, :func:`retreat` looks below it.
     """
     await bench.reset_prefix_cache()
-    out.append(await bench.measure(at_rate(load, round(rate, 3), prompts), f"rate {rate:.3g}"))
+    out.append(
+        await bench.measure(
+            at_rate(load, round(rate, 3), prompts), Phase.of(PhaseKind.RATE, f"{rate:.3g}")
+        )
+    )
     if out[-1].verdict.met:
         return Evaluated(out, len(out) - 1)
     found = await retreat(bench, at_rate(load, rate, prompts), out, fallback)
@@ -135,7 +140,8 @@ async def retreat(
         probe = lo if last_try else (lo + hi) / 2
         await bench.reset_prefix_cache()
         m = await bench.measure(
-            at_rate(load, round(probe, 3), load.num_prompts), f"rate {probe:.3g}"
+            at_rate(load, round(probe, 3), load.num_prompts),
+            Phase.of(PhaseKind.RATE, f"{probe:.3g}"),
         )
         out.append(m)
         if m.verdict.met:
@@ -165,7 +171,8 @@ async def hold_under_seeds(bench: TrialBench, load: LoadSpec, seeds: list[int]) 
                 if out:
                     await bench.reset_prefix_cache()
                 m = await bench.measure(
-                    load.model_copy(update={"seed": seed, "request_rate": rate}), f"seed {seed}"
+                    load.model_copy(update={"seed": seed, "request_rate": rate}),
+                    Phase.of(PhaseKind.SEED, seed),
                 )
                 out.append(m)
                 done[seed, rate] = len(out) - 1

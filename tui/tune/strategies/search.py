@@ -35,7 +35,7 @@ import optuna
 from pydantic import ValidationError
 
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.sweep.outcome import Measurement, TrialOutcome, TrialState
+from tui.domain.sweep.outcome import Measurement, Phase, PhaseKind, TrialOutcome, TrialState
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.sweep.tunables import Value
 from tui.domain.workload import LoadSpec
@@ -46,6 +46,7 @@ from tui.tune.context import (
     SweepContext,
     SweepFailed,
     TrialBench,
+    TrialKind,
     TrialPlan,
 )
 from tui.tune.decisions import Best, Decision, Note, Planned
@@ -193,7 +194,7 @@ class Search:
             batch = await self._propose(ctx, study, space, pruner, ledger, unseen, rng, width)
             if not batch:
                 return
-            plans = [TrialPlan(c, f, describe(c), procedure, "search") for _, c, f in batch]
+            plans = [TrialPlan(c, f, describe(c), procedure, TrialKind.SEARCH) for _, c, f in batch]
             outcomes = await ctx.run_trials(plans)
             for (trial, choice, _), outcome in zip(batch, outcomes, strict=True):
                 started += 1
@@ -270,7 +271,7 @@ class Search:
                 trial.flags,
                 f"confirm {describe(trial.params)}",
                 confirm_procedure(ctx.spec, trial),
-                "confirm",
+                TrialKind.CONFIRM,
             )
             outcome = await ctx.run_trial(plan)
             yield Best(outcome)
@@ -284,7 +285,7 @@ def _full_met(trial: TrialOutcome) -> bool:
         trial.state is TrialState.MEASURED
         and m is not None
         and m.verdict.met
-        and m.phase != "short"
+        and m.phase.kind is not PhaseKind.SHORT
     )
 
 
@@ -360,7 +361,7 @@ def search_procedure(spec: SweepSpec, ledger: Ledger) -> Procedure:
             return await _full_only(bench, full_load, opts.rate_search, opts.bisect_steps)
         rate = ledger.best_rate
         probe = short_load if rate is None else at_rate(short_load, rate, short_load.num_prompts)
-        short = await bench.measure(probe, "short")
+        short = await bench.measure(probe, Phase.of(PhaseKind.SHORT))
         out: list[Measurement] = [short]
         promising = ledger.promising(short, 1 - opts.promote_within, rate is not None)
         ledger.shorts += 1
@@ -368,7 +369,7 @@ def search_procedure(spec: SweepSpec, ledger: Ledger) -> Procedure:
         if not promising:
             return Evaluated(out, 0)
         await bench.reset_prefix_cache()
-        full = await bench.measure(full_load, "full")
+        full = await bench.measure(full_load, Phase.of(PhaseKind.FULL))
         out.append(full)
         if full.verdict.met or opts.rate_search != "bisect":
             evaluated = Evaluated(out, 1)
@@ -389,7 +390,7 @@ def search_procedure(spec: SweepSpec, ledger: Ledger) -> Procedure:
 
 
 async def _full_only(bench: TrialBench, load: LoadSpec, policy: str, steps: int) -> Evaluated:
-    full = await bench.measure(load, "full")
+    full = await bench.measure(load, Phase.of(PhaseKind.FULL))
     if full.verdict.met or policy != "bisect":
         return Evaluated([full], 0)
     prompts = max(1, load.num_prompts // 4)

@@ -31,12 +31,20 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.sweep.outcome import TrialOutcome, TrialState
+from tui.domain.sweep.outcome import Phase, PhaseKind, TrialOutcome, TrialState
 from tui.domain.sweep.slo import OBJECTIVE_KEYS
 from tui.domain.sweep.spec import SweepSpec
 from tui.domain.workload import LoadSpec
 from tui.store.profiles import load_profile
-from tui.tune.context import Evaluated, Procedure, SweepContext, SweepFailed, TrialBench, TrialPlan
+from tui.tune.context import (
+    Evaluated,
+    Procedure,
+    SweepContext,
+    SweepFailed,
+    TrialBench,
+    TrialKind,
+    TrialPlan,
+)
 from tui.tune.decisions import Decision, Note, Planned
 from tui.tune.prune import Pruner, explain
 from tui.tune.space import Choice, base_load, describe, product, request_model
@@ -97,7 +105,7 @@ def trial_procedure(spec: SweepSpec) -> Procedure:
     load = base_load(spec)
 
     async def run(bench: TrialBench) -> Evaluated:
-        first = await bench.measure(load, "full")
+        first = await bench.measure(load, Phase.of(PhaseKind.FULL))
         found = Evaluated([first], 0)
         if not first.verdict.met and opts.rate_search == "bisect":
             prompts = max(1, load.num_prompts // 4)
@@ -120,7 +128,7 @@ def trial_procedure(spec: SweepSpec) -> Procedure:
     return run
 
 
-CALIBRATE = "calibrate"
+CALIBRATE = PhaseKind.CALIBRATE.value
 """The phase prefix of the loads a cold twin is fitted on (on the first real start)."""
 
 
@@ -132,7 +140,7 @@ def with_calibration(procedure: Procedure, loads: Sequence[LoadSpec]) -> Procedu
     async def run(bench: TrialBench) -> Evaluated:
         out = []
         for i, load in enumerate(loads):
-            out.append(await bench.measure(load, f"{CALIBRATE} {i + 1}"))
+            out.append(await bench.measure(load, Phase.of(PhaseKind.CALIBRATE, i + 1)))
             await bench.reset_prefix_cache()
         rest = await procedure(bench)
         chosen = None if rest.chosen is None else len(out) + rest.chosen
@@ -203,7 +211,7 @@ class TwinFirst:
 
     @staticmethod
     def _plan(c: Candidate, procedure: Procedure) -> TrialPlan:
-        return TrialPlan(c.choice, c.flags, describe(c.choice), procedure, "twin")
+        return TrialPlan(c.choice, c.flags, describe(c.choice), procedure, TrialKind.TWIN)
 
     async def _candidates(self, ctx: SweepContext, pruner: Pruner) -> list[Candidate]:
         """Every combination the flag rules and the pre-flight estimate let start."""
@@ -238,7 +246,7 @@ class TwinFirst:
         for c in candidates:
             ctx.note_activity(f"twin: predicting {describe(c.choice)}")
             row = c.predicted.index if c.predicted is not None else None
-            plan = TrialPlan(c.choice, c.flags, describe(c.choice), procedure, "twin")
+            plan = TrialPlan(c.choice, c.flags, describe(c.choice), procedure, TrialKind.TWIN)
             c.predicted = await ctx.predict(plan, lane, label, row)
 
 
