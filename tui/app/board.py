@@ -32,6 +32,7 @@ from tui.domain.errors import VtcError
 from tui.domain.export import EXPORT_FORMATS, export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.results import RunRecord
+from tui.store.atomic import write_atomic
 from tui.store.board_file import board_path, read_board
 from tui.store.history import RunStore, default_data_dir, history_file
 from tui.store.report import report_html, write_report
@@ -288,16 +289,10 @@ def _report(args: argparse.Namespace) -> int:
     html = report_html(
         board, generated=datetime.now(UTC), source=str(path), options=ExportOptions(demo=args.demo)
     )
-    try:
-        write_report(args.output, html)
-    except OSError as exc:
-        raise VtcError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+    write_report(args.output, html)  # a full disk: one line, the old report kept
     print(f"vtc report: wrote {args.output} ({len(board.table.rows)} runs)", file=sys.stderr)
     return 0
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise VtcError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    write_atomic(path, text, what="export")

@@ -33,6 +33,7 @@ from tui.modes.common import assemble
 from tui.modes.options import ConsoleOptions, SetupError
 from tui.modes.sources import local_client
 from tui.modes.sweep import SweepMode
+from tui.store.atomic import write_atomic
 from tui.store.lock import SweepLock
 from tui.tune.journal import journal_path
 from tui.tune.prune import Pruner
@@ -198,7 +199,7 @@ def _write_output(path: Path, text: str, what: str) -> None:
     """``text`` into ``path`` (its folder made), or one line saying why not (a full disk)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text, what=what)
     except OSError as exc:
         raise SetupError(
             f"cannot write {what} to {path}: {exc.strerror or exc}",

@@ -9,14 +9,13 @@ a traceback.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 from tui.domain.board.saved import SavedBoard
+from tui.store.atomic import write_atomic
 from tui.store.bounded_read import parse_json
-from tui.store.private import private_dir
+from tui.store.private import FILE_MODE, private_dir
 from tui.store.regular_file import read_regular_text
 
 MAX_BOARD_BYTES = 64 * 1024
@@ -49,12 +48,4 @@ def read_board(path: Path) -> SavedBoard:
 def write_board(path: Path, saved: SavedBoard) -> None:
     """Write ``saved`` at ``path`` through a temporary file and a rename (``0600``)."""
     private_dir(path.parent)
-    text = json.dumps(asdict(saved), indent=1)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(asdict(saved), indent=1), what="board file", mode=FILE_MODE)

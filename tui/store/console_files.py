@@ -20,6 +20,7 @@ from tui.domain.log_tail import LogTail
 from tui.domain.presets import Preset
 from tui.domain.results import RunRecord
 from tui.domain.saved_form import SavedForm
+from tui.store.atomic import PUBLIC_MODE, write_atomic
 from tui.store.board_file import board_path, read_board, write_board
 from tui.store.form_file import FormRead, form_path, read_form, write_form
 from tui.store.presets import save_user_preset
@@ -56,7 +57,9 @@ class ConsoleFiles:
         exported = export_run(run, fmt, self._options)
         folder = self.exports_dir / (str(run.id) if run.id is not None else "unsaved")
         target = folder / exported.filename
-        write_atomic(target, exported.text, executable=fmt == "command")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        mode = 0o755 if fmt == "command" else PUBLIC_MODE  # a command export runs as it is
+        write_atomic(target, exported.text, what="export", mode=mode)
         return target
 
     def save_preset(self, preset: Preset) -> Path:
@@ -83,16 +86,6 @@ class ConsoleFiles:
     def write_form(self, saved: SavedForm) -> None:
         """Keep the flags form for the next console of this history (its only writer)."""
         write_form(self.form_file, saved)
-
-
-def write_atomic(target: Path, text: str, *, executable: bool = False) -> None:
-    """Write ``text`` to ``target`` through a temporary file and a rename."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    if executable:
-        tmp.chmod(0o755)
-    tmp.replace(target)
 
 
 def read_tail(path: Path, *, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> LogTail:

@@ -13,8 +13,6 @@ valid edit replaces it.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,8 +22,9 @@ from tui.domain.flags.secrets import scrub_secret_args
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.saved_form import SavedForm
 from tui.domain.workload import LoadSpec
+from tui.store.atomic import write_atomic
 from tui.store.bounded_read import parse_json
-from tui.store.private import private_dir
+from tui.store.private import FILE_MODE, private_dir
 from tui.store.regular_file import read_regular_text
 
 MAX_FORM_BYTES = 256 * 1024
@@ -86,11 +85,4 @@ def write_form(path: Path, saved: SavedForm) -> None:
         indent=1,
     )
     private_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, what="form file", mode=FILE_MODE)

@@ -130,8 +130,17 @@ class SweepLock:
             raise
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": stamp}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, (json.dumps(me) + "\n").encode(), 0)
+        except OSError as exc:  # a full disk: nothing started, nothing half-written stays
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+            raise VtcError(
+                f"cannot write the {self.kind}'s lock {self.path}: {exc.strerror or exc}",
+                hint="nothing was started; free space in the data dir and run it again",
+            ) from None
         self._fd = fd
 
     def release(self) -> None:

@@ -18,6 +18,7 @@ import platformdirs
 
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
 from tui.domain.toml_text import loads_toml
+from tui.store.atomic import write_atomic
 from tui.store.regular_file import read_regular_bytes
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -121,7 +122,5 @@ def save_user_preset(preset: Preset, user_dir: Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_." else "-" for c in preset.name)
     target = folder / f"{safe}.toml"
-    tmp = target.with_suffix(".toml.tmp")
-    tmp.write_text(render_preset(preset), encoding="utf-8")
-    tmp.replace(target)
+    write_atomic(target, render_preset(preset), what="preset")
     return target

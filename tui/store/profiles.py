@@ -17,6 +17,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tui.domain.profile import PROFILE_SCHEMA, Profile, ProfileError
+from tui.store.atomic import write_atomic
 from tui.store.bounded_read import UntrustedFileError, read_json
 from tui.store.history import default_data_dir
 from tui.store.private import FILE_MODE, private_dir
@@ -123,23 +124,30 @@ def profile_file(name_or_file: str, data_dir: Path | None = None) -> Path:
 
 
 def save_profile(profile: Profile, data_dir: Path | None = None) -> Profile:
-    """Write ``profile`` under its name as the next revision; the saved profile."""
+    """Write ``profile`` under its name as the next revision; the saved profile.
+
+    The current file stays in place until the new one replaces it (its revision is kept
+    beside it as a second name), so a write that fails leaves the profiles as they were.
+    """
     path = profile_path(profile.name, data_dir)
     private_dir(path.parent)
-    revision = 1
+    revision, kept = 1, None
     if path.exists():
         try:
             old = read_profile(path)
             revision = old.revision + 1
-            path.replace(path.with_name(f"{profile.name}.r{old.revision}.json"))
+            kept = path.with_name(f"{profile.name}.r{old.revision}.json")
         except ProfileError:  # an unreadable old file is kept aside, never overwritten
-            path.replace(path.with_name(f"{profile.name}.unreadable.json"))
+            kept = path.with_name(f"{profile.name}.unreadable.json")
+        kept.unlink(missing_ok=True)
+        os.link(path, kept)  # a second name: no space needed, the current file untouched
     saved = profile.model_copy(update={"revision": revision})
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(saved.model_dump_json(indent=1))
-    tmp.replace(path)
+    try:
+        write_atomic(path, saved.model_dump_json(indent=1), what="profile", mode=FILE_MODE)
+    except OSError:
+        if kept is not None:
+            kept.unlink(missing_ok=True)
+        raise
     return saved
 
 

@@ -24,6 +24,7 @@ from tui.domain.board.view import Board
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.flags.serve import format_value
+from tui.store.atomic import write_atomic
 from tui.store.report_plot import scatter_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -181,7 +182,6 @@ def report_html(
 
 
 def write_report(path: Path, html: str) -> None:
-    """Write the page atomically (a reader never sees half a report)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
+    """Write the page atomically (a reader never sees half a report; a failed write keeps
+    the old one)."""
+    write_atomic(path, html, what="report")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tui.domain.errors import VtcError
-from tui.store.private import private_dir
+from tui.store.atomic import write_atomic
+from tui.store.private import FILE_MODE, private_dir
 
 STATE_FILE = "server.json"
 MAX_STATE_BYTES = 1 << 20
@@ -116,17 +116,7 @@ class ServerStateFile:
         """Replace the file with ``record``, atomically (readers see the old or the new)."""
         private_dir(self.path.parent)  # the file itself: mkstemp's 0600
         data = json.dumps(record.model_dump(mode="json"), indent=2) + "\n"
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())  # the rename must not land before the data
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomic(self.path, data, what="server state file", mode=FILE_MODE)
         # The rename itself is durable once the directory is synced (best effort).
         with contextlib.suppress(OSError):
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
