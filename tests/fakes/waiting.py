@@ -7,8 +7,11 @@ failure that says what was awaited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from tui.domain.events import LogLine, ServerEvent, StageReached
@@ -25,6 +28,40 @@ async def until(done: Callable[[], bool], what: str, timeout: float = CAP_S) -> 
         if loop.time() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def until_blocking(
+    done: Callable[[], object], what: str | Callable[[], str], timeout: float = CAP_S
+) -> None:
+    """:func:`until` for a test that is not async (a subprocess, tmux): checked every 0.1 s,
+    a check that raises counts as not yet; fail naming ``what`` (or what it returns, e.g.
+    the screen) at the cap."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if done():
+                return
+        time.sleep(0.1)
+    said = what() if callable(what) else what
+    raise AssertionError(f"gave up waiting for {said}")
+
+
+LETTER_KEYS_ACT = "r Restart"
+"""In the console's key bar while letter keys act (a form field eats them: the bar drops
+them while one has focus)."""
+
+
+def tmux_leave_field(tmux: Sequence[str], target: str, screen: Callable[[], str]) -> None:
+    """Make the console in tmux pane ``target`` take letter keys: when a form field has
+    focus, send Esc and wait until the key bar shows the letter keys again. The Esc is then
+    read alone (the next key cannot arrive in the same read and be taken for alt+key), and
+    no Esc is sent when none is needed."""
+    if LETTER_KEYS_ACT in screen():
+        return
+    subprocess.run([*tmux, "send-keys", "-t", target, "Escape"], check=True, timeout=30)
+    until_blocking(
+        lambda: LETTER_KEYS_ACT in screen(), lambda: f"Esc to leave the field: {screen()}"
+    )
 
 
 class Recorder:

@@ -15,12 +15,12 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from fakes.waiting import tmux_leave_field, until_blocking
 
 from tui.domain.errors import BusyError, retry_line
 from tui.domain.flags.serve import ServeFlags
@@ -118,15 +118,6 @@ def _squeezed(socket: str) -> str:
     return "".join("".join(parts).split())
 
 
-def _until(check: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(what())
-
-
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_the_demo_start_on_a_busy_history_names_the_file_and_the_key(tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -159,7 +150,7 @@ def test_the_demo_start_on_a_busy_history_names_the_file_and_the_key(tmp_path: P
             timeout=30,
         )
         try:
-            _until(lambda: "rretries" in _squeezed(socket), 120, lambda: _screen(socket))
+            until_blocking(lambda: "rretries" in _squeezed(socket), lambda: _screen(socket), 120)
             screen = _squeezed(socket)
             assert "lockedbyanotherprocess" in screen and "OperationalError" not in screen
             assert str(path).replace(" ", "") in screen
@@ -167,10 +158,9 @@ def test_the_demo_start_on_a_busy_history_names_the_file_and_the_key(tmp_path: P
             subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)
             raise
     try:
-        subprocess.run([*tmux, "send-keys", "-t", "c", "Escape"], timeout=30)
-        time.sleep(1)  # Esc alone is also how a terminal starts a sequence: let it stand alone
+        tmux_leave_field(tmux, "c", lambda: _screen(socket))  # the Esc read alone, then the key
         subprocess.run([*tmux, "send-keys", "-t", "c", "r"], timeout=30)  # the key it named
-        _until(lambda: len(_runs(path)) >= 1, 120, lambda: _screen(socket))
+        until_blocking(lambda: len(_runs(path)) >= 1, lambda: _screen(socket), 120)
     finally:
         subprocess.run([*tmux, "send-keys", "-t", "c", "q"], timeout=30)
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=30)

@@ -15,11 +15,11 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+from fakes.waiting import tmux_leave_field, until_blocking
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -144,15 +144,6 @@ def _tmux(socket: str, *args: str) -> str:
     ).stdout
 
 
-def _until(check: object, timeout: float) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():  # type: ignore[operator]
-            return True
-        time.sleep(0.3)
-    return False
-
-
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_a_server_log_cannot_retitle_the_terminal_or_write_its_clipboard(tmp_path: Path) -> None:
     fake = tmp_path / "vllm"
@@ -166,13 +157,12 @@ def test_a_server_log_cannot_retitle_the_terminal_or_write_its_clipboard(tmp_pat
         _tmux(socket, "set", "-g", "set-clipboard", "on")
         _tmux(socket, "select-pane", "-t", "t", "-T", "vtc-test")
         _tmux(socket, "send-keys", "-t", "t", console, "Enter")
-        assert _until(lambda: "Flags" in _tmux(socket, "capture-pane", "-p", "-t", "t"), 90)
-        _tmux(socket, "send-keys", "-t", "t", "Escape")
-        time.sleep(0.5)
-        _tmux(socket, "send-keys", "-t", "t", "r")
         shown = lambda: _tmux(socket, "capture-pane", "-p", "-t", "t")  # noqa: E731
-        assert _until(lambda: "something broke" in shown(), 90), shown()
-        assert _until(lambda: "FAILED" in shown(), 30), shown()
+        until_blocking(lambda: "Flags" in shown(), shown, 90)
+        tmux_leave_field(["tmux", "-L", socket], "t", shown)
+        _tmux(socket, "send-keys", "-t", "t", "r")
+        until_blocking(lambda: "something broke" in shown(), shown, 90)
+        until_blocking(lambda: "FAILED" in shown(), shown, 30)
         screen = shown()
         assert "PWNED" not in screen and "OWNED" not in screen and "aGFja2Vk" not in screen
         assert _tmux(socket, "display", "-p", "-t", "t", "#{pane_title}").strip() == "vtc-test"

@@ -17,11 +17,12 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from fakes.waiting import until_blocking
 
 from tui.domain.results import RunRecord, RunStatus
 from tui.store.history import RunStore
@@ -29,16 +30,6 @@ from tui.store.server_state import ServerStateFile, ServerStateRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-
-def _until(check: Callable[[], object], timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        with contextlib.suppress(Exception):
-            if check():
-                return
-        time.sleep(0.2)
-    raise AssertionError(f"not in {timeout:g} s: {what}")
 
 
 def _runs(data: Path) -> list[RunRecord]:
@@ -94,19 +85,21 @@ def detached(tmp_path: Path) -> Iterator[tuple[Path, ServerStateRecord]]:
     state = ServerStateFile.in_data_dir(data, demo=True)
     record: ServerStateRecord | None = None
     try:
-        _until(lambda: state.read() is not None, 120, "the demo server's state file")
-        _until(lambda: any(r.status is RunStatus.READY for r in _runs(data)), 120, "a READY run")
+        until_blocking(lambda: state.read() is not None, "the demo server's state file", 120)
+        until_blocking(
+            lambda: any(r.status is RunStatus.READY for r in _runs(data)), "a READY run", 120
+        )
         record = state.read()
         assert record is not None and record.console_pid is not None
         console = record.console_pid
         subprocess.run([*tmux, "kill-server"], timeout=30)  # the terminal goes: SIGHUP
-        _until(
+        until_blocking(
             lambda: (
                 not psutil.pid_exists(console)
                 or psutil.Process(console).status() == psutil.STATUS_ZOMBIE
             ),
-            60,
             "the console to detach and exit",
+            60,
         )
         assert psutil.pid_exists(record.pid)  # the server serves on
         assert [r.status for r in _runs(data)] == [RunStatus.READY]
@@ -136,13 +129,13 @@ def test_a_server_that_died_unwatched_is_closed_as_lost_with_its_last_sighting(
     data, record = detached
     before = time.time()
     os.killpg(record.pgid, signal.SIGKILL)  # dies while no console watches
-    _until(
+    until_blocking(
         lambda: (
             not psutil.pid_exists(record.pid)
             or psutil.Process(record.pid).status() == psutil.STATUS_ZOMBIE
         ),
-        30,
         "the server's end",
+        30,
     )
     runs = _vtc(data, "runs", "--demo")
     assert runs.returncode == 0, runs.stderr

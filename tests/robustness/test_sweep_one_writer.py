@@ -15,11 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from fakes.sweep_process import start_sweep
+from fakes.waiting import until_blocking
 
 from tui.domain.sweep.outcome import TrialOutcome, TrialState
 from tui.store.lock import SweepLock, SweepLocked, lock_holder, lock_path_for
@@ -57,15 +57,6 @@ lock.acquire()
 print("held", flush=True)
 time.sleep(600)
 """
-
-
-def _until(check: object, timeout: float) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if check():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def _holder_process(journal: Path) -> subprocess.Popen[str]:
@@ -133,11 +124,12 @@ def test_a_second_vtc_sweep_of_the_same_spec_is_refused_with_one_line(tmp_path: 
     first = start_sweep(spec, data, args, n=1)
     try:
         sweeps = data / "sweeps"
-        _until(
+        until_blocking(
             lambda: (
                 sweeps.is_dir()
                 and any(lock_holder(p.with_suffix(".jsonl")) for p in sweeps.glob("*.lock"))
             ),
+            "the first sweep to hold its lock",
             120,
         )
         second = start_sweep(spec, data, args, n=2)

@@ -175,11 +175,13 @@ class _FakeTransport(asyncio.WriteTransport):
         self.writes: list[bytes] = []
         self.buffered = 0
         self.closing = False
+        self.polls = 0  # how often the stream looked at the buffer
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.writes.append(bytes(data))
 
     def get_write_buffer_size(self) -> int:
+        self.polls += 1
         return self.buffered
 
     def is_closing(self) -> bool:
@@ -220,8 +222,12 @@ async def test_a_full_socket_buffer_pauses_writing() -> None:
     loop = asyncio.get_running_loop()
     stream = FixedStream(transport, _frames, 3, FixedTiming(0.0, 0.0), loop.time())
     stream.start(0)
-    await asyncio.sleep(0.02)
-    assert transport.writes == [] and not stream.done.done()  # held back, polling
+    for _ in range(1000):  # bounded: until the stream has looked at the full buffer again
+        if transport.polls >= 3:
+            break
+        await asyncio.sleep(0.005)
+    assert transport.polls >= 3  # polled, and each time held back
+    assert transport.writes == [] and not stream.done.done()
     transport.buffered = 0
     assert await asyncio.wait_for(stream.done, 5) is True
     assert transport.writes == [b"9\r\nt0;t1;t2;\r\n"]  # everything due, in one write
