@@ -318,26 +318,35 @@ def bind_error_traceback(version: str, errno_text: str) -> list[str]:
     return ["Traceback (most recent call last):", *_frames(version, frames), errno_text]
 
 
+_TO_EXECUTOR: list[_Frame] = [
+    At(
+        "core.init.executor",
+        "__init__",
+        "self.model_executor = executor_class(vllm_config)",
+        "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    ),
+    At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
+]
+"""EngineCore builds its executor (the frames every executor-side failure starts with)."""
+_TO_DEVICE: list[_Frame] = [
+    *_TO_EXECUTOR,
+    At("uniproc.init_device", "_init_executor", "self.driver_worker.init_device()", ""),
+]
+_KV_CACHES = At(
+    "core.init.kv_caches",
+    "__init__",
+    "kv_cache_config = self._initialize_kv_caches(vllm_config)",
+    "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+)
+
+
 # Where in EngineCore's start-up each failure is raised (frames below EngineCore.__init__).
 _ENGINE_SITES: dict[str, list[_Frame]] = {
     "executor": [
-        At(
-            "core.init.executor",
-            "__init__",
-            "self.model_executor = executor_class(vllm_config)",
-            "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
-        At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
-        At("uniproc.init_device", "_init_executor", "self.driver_worker.init_device()", ""),
+        *_TO_DEVICE,
     ],
     "load_model": [
-        At(
-            "core.init.executor",
-            "__init__",
-            "self.model_executor = executor_class(vllm_config)",
-            "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
-        At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
+        *_TO_EXECUTOR,
         At("uniproc.load_model", "_init_executor", "self.driver_worker.load_model()", ""),
         At(
             "worker.load_model",
@@ -348,12 +357,7 @@ _ENGINE_SITES: dict[str, list[_Frame]] = {
         At("runner.load_model.raise", "load_model", "raise e", ""),
     ],
     "profile": [
-        At(
-            "core.init.kv_caches",
-            "__init__",
-            "kv_cache_config = self._initialize_kv_caches(vllm_config)",
-            "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
+        _KV_CACHES,
         At(
             "core.kv_caches.available_memory",
             "_initialize_kv_caches",
@@ -369,12 +373,7 @@ _ENGINE_SITES: dict[str, list[_Frame]] = {
         At("runner.dummy_sampler_run.raise", "_dummy_sampler_run", "raise RuntimeError(", ""),
     ],
     "kv_check": [
-        At(
-            "core.init.kv_caches",
-            "__init__",
-            "kv_cache_config = self._initialize_kv_caches(vllm_config)",
-            "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
+        _KV_CACHES,
         At(
             "core.kv_caches.configs",
             "_initialize_kv_caches",
@@ -385,12 +384,7 @@ _ENGINE_SITES: dict[str, list[_Frame]] = {
         At("kv.check.raise", "_check_enough_kv_cache_memory", "raise ValueError(", ""),
     ],
     "kv_init": [
-        At(
-            "core.init.kv_caches",
-            "__init__",
-            "kv_cache_config = self._initialize_kv_caches(vllm_config)",
-            "                  ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-        ),
+        _KV_CACHES,
         At(
             "core.kv_caches.initialize",
             "_initialize_kv_caches",
@@ -473,14 +467,7 @@ ENGINE_INIT_FAILED = (
 
 
 _RUNNER_UVA: list[_Frame] = [
-    At(
-        "core.init.executor",
-        "__init__",
-        "self.model_executor = executor_class(vllm_config)",
-        "                      ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-    ),
-    At("abstract.init.init_executor", "__init__", "self._init_executor()", ""),
-    At("uniproc.init_device", "_init_executor", "self.driver_worker.init_device()", ""),
+    *_TO_DEVICE,
     At(
         "worker.init_device.make_runner",
         "init_device",

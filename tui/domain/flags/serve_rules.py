@@ -38,9 +38,7 @@ def quantization_problems(
     """
     if q is None:
         return []
-    records = (
-        [r.quantization for r in RELEASES.values()] if quantization is None else [quantization]
-    )
+    records = _records(quantization)
     methods = tuple(dict.fromkeys(m for r in records for m in r.methods))
     if q not in methods:
         return [f"Unknown quantization method: {q}. Must be one of {list(methods)}."]
@@ -52,6 +50,13 @@ def quantization_problems(
             "future versions of vLLM. To bypass, set `--allow-deprecated-quantization`."
         ]
     return []
+
+
+def _records(quantization: Quantization | None) -> list[Quantization]:
+    """The release's methods, or (``None``) every supported release's."""
+    if quantization is not None:
+        return [quantization]
+    return [r.quantization for r in RELEASES.values()]
 
 
 def batch_problems(
