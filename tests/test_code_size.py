@@ -62,6 +62,12 @@ def test_the_session_facade_stays_small() -> None:
     assert size <= 210
 
 
+def test_nothing_sits_at_its_cap() -> None:
+    """A bound reached exactly leaves no room for the next fix: split by meaning before."""
+    at_cap = [f"{m}: {name} is {n} lines (limit {lim})" for m, name, n, lim in _sizes() if n == lim]
+    assert not at_cap, "\n".join(at_cap)
+
+
 @pytest.mark.parametrize(("kind", "lines"), [("def", 121), ("class", 351)])
 def test_the_bound_check_can_fail(tmp_path: Path, kind: str, lines: int) -> None:
     body = "\n".join("    x = 1" for _ in range(lines - 1))
