@@ -107,14 +107,14 @@ class MainScreen(LoopKeys, Screen[None]):
                 self.session.info.initial_load,
                 list(self.session.info.presets),
                 initial_preset=self.session.info.initial_preset,
-                cli_status=self._cli_status,
+                cli_status=self.cli_status,
                 id="form",
                 classes="panel",
             )
             yield ResultsBoard(can_launch=self.session.can_restart, id="board", classes="panel")
         yield KeyBar()
 
-    def _cli_status(self) -> CliStatus:
+    def cli_status(self) -> CliStatus:
         """The installed vLLM's flag list as the session has it now (it loads after start)."""
         session = self.session
         return cli_status(session.vllm_cli, session.vllm_cli_error, session.info.no_flag_list)
@@ -272,10 +272,12 @@ class MainScreen(LoopKeys, Screen[None]):
 
     def jump_to_field(self, name: str) -> None:
         """Focus a form field (the palette's flag search), its value selected: typing
-        replaces it. In table view the form is hidden: back to cards first."""
+        replaces it; a flag the form does not declare gets a row of its own. In table view
+        the form is hidden: back to cards first, and the field is scrolled into sight once
+        the form is laid out again."""
         if self.board.table_mode:
             self.board.action_toggle_table()
-        self.form.focus_field(name)
+        self.call_after_refresh(self.form.edit_flag, name)
 
     async def run_command(self, action: str) -> None:
         """Run a command as its key would (``board.`` actions: the board's)."""

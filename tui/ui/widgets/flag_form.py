@@ -17,6 +17,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Select, Static
 
+from tui.domain.flags.cli_fields import Lifted, lift
 from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import (
     FlagGroup,
@@ -37,8 +38,9 @@ from tui.ui.form_values import (
 )
 from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
+from tui.ui.widgets.cli_field_rows import PREFIX, CliFieldRows
 from tui.ui.widgets.flag_field import FlagField
-from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
+from tui.ui.widgets.flag_search import CliStatus, FlagSearch
 from tui.ui.widgets.twin_line import TwinLine
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
@@ -116,13 +118,13 @@ class FlagForm(Vertical):
                 for spec in specs:
                     yield FlagField.for_flag(spec, flag_text(spec, getattr(self._flags, spec.name)))
             yield Static("More vLLM flags", classes="group-title")
-            declared = {MODEL, "--model"} | {s.name for s in flag_specs()}
-            declared |= {s.cli for s in flag_specs()}
-            yield FlagSearch(self._cli_status, declared, id="flag-search-section")
+            yield FlagSearch(self._cli_status, id="flag-search-section")
+            lifted = self._lift(self._flags.extra_args)
+            yield CliFieldRows(lifted.values, self._validation().parser, id="cli-fields")
             yield FlagField(
                 EXTRA,
                 "extra args",
-                value=extra_text(self._flags.extra_args),
+                value=extra_text(tuple(lifted.rest)),
                 placeholder="--flag value ...",
                 help="Any other vllm serve arguments, passed through verbatim (shell quoting).",
             )
@@ -199,18 +201,35 @@ class FlagForm(Vertical):
         """The workload fields' text by ``LoadSpec`` field name."""
         return {f.name: self.field(f"load-{f.name}").value for f in WORKLOAD_FIELDS}
 
+    def _validation(self) -> ValidationContext:
+        # The installed vLLM's own parser once it is known (else its version's table).
+        return ValidationContext(cli=self._cli_status().cli)
+
+    def _lift(self, extra: tuple[str, ...]) -> Lifted:
+        """The extra args' flags that have fields of their own, and the rest."""
+        return lift(extra, self._validation().parser, frozenset(s.name for s in flag_specs()))
+
+    @property
+    def cli_rows(self) -> CliFieldRows:
+        """The rows of the installed vLLM's flags the form does not declare."""
+        return self.query_one(CliFieldRows)
+
     def validate_flags(self) -> tuple[ServeFlags | None, list[FlagProblem]]:
         """The form's flags, or every problem (also shown next to the fields)."""
-        # Checked against the installed vLLM's own parser once it is known (else 0.32's).
-        context = ValidationContext(cli=self._cli_status().cli)
+        context = self._validation()
+        # the rows of undeclared flags travel as extra args, checked each under its row
+        tokens, row_problems = self.cli_rows.check(context.parser, context.bounds, context.literals)
         flags, problems = validate_form(
             self.field(MODEL).value.strip(),
             self.raw_flags(),
-            self.field(EXTRA).value,
+            " ".join([extra_text(tokens), self.field(EXTRA).value]).strip(),
             context,
             self.field(ENV).value,
         )
+        if row_problems:
+            flags, problems = None, row_problems + problems
         names = [s.name for s in flag_specs()] + [MODEL, EXTRA, ENV]
+        names += [PREFIX + dest for dest in self.cli_rows.dests]
         self._general_flags = self._show_problems(problems, names, "")
         self._show_general()
         return flags, problems
@@ -283,8 +302,14 @@ class FlagForm(Vertical):
         self.field(MODEL).set_value(flags.model)
         for spec in flag_specs():
             self.field(spec.name).set_value(flag_text(spec, getattr(flags, spec.name)))
-        self.field(EXTRA).set_value(extra_text(flags.extra_args))
+        self._load_extra(flags.extra_args)
         self.field(ENV).set_value(env_text(flags.env))
+
+    def _load_extra(self, extra: tuple[str, ...]) -> None:
+        """Extra args into the form: flags with fields to their rows, the rest as text."""
+        lifted = self._lift(extra)
+        self.cli_rows.load(lifted.values, self._validation().parser)
+        self.field(EXTRA).set_value(extra_text(tuple(lifted.rest)))
 
     def load_workload(self, spec: LoadSpec) -> None:
         """Put ``spec`` in the Workload fields; fields the form lacks keep ``spec``'s values."""
@@ -300,7 +325,7 @@ class FlagForm(Vertical):
             if name == MODEL:
                 self.field(MODEL).set_value(str(value))
             elif name == EXTRA:
-                self.field(EXTRA).set_value(extra_text(tuple(value or ())))
+                self._load_extra(tuple(value or ()))
             elif name == ENV:
                 pairs = value.items() if isinstance(value, Mapping) else value or ()
                 self.field(ENV).set_value(env_text(pairs))
@@ -329,15 +354,23 @@ class FlagForm(Vertical):
 
     @on(FlagSearch.Picked)
     def _flag_picked(self, event: FlagSearch.Picked) -> None:
-        """Append the picked option to the extra args and put the cursor after it."""
+        """Focus the picked flag's field (an undeclared flag gets a row of its own)."""
         event.stop()
-        current = self.field(EXTRA).value.rstrip()
-        self.field(EXTRA).set_value((current + " " if current else "") + insertion(event.flag))
-        editor = self.field(EXTRA).editor
-        self.focus_field(EXTRA)
-        if isinstance(editor, Input):
-            # after the focus selected the value: here typing goes on after the flag picked
-            self.call_after_refresh(editor.action_end)
+        self.edit_flag(event.doc.key)
+
+    def edit_flag(self, dest: str) -> str | None:
+        """Focus the field of ``dest`` (any field's name; a row of its own added for an
+        undeclared flag of the installed vLLM); returns the field's name, ``None`` if there
+        is no such flag."""
+        if self.query(f"#field-{dest}"):
+            self.focus_field(dest)
+            return dest
+        flag = self._validation().parser.flag(dest)
+        if flag is None:
+            return None
+        row = self.cli_rows.add(flag)
+        self.call_after_refresh(self.focus_field, row.field_name)  # once it is mounted
+        return row.field_name
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:
