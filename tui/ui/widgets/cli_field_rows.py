@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.widget import AwaitMount
 
 from tui.domain.flags.cli_fields import (
     Bounds,
@@ -89,14 +90,13 @@ class CliFieldRows(Vertical):
         """The row of ``dest``."""
         return self.query_one(f"#field-{PREFIX}{dest}", FlagField)
 
-    def add(self, flag: CliFlag, value: str = "") -> FlagField:
-        """The row of ``flag``, mounted now if it has none (``value`` only for a new row)."""
+    def add(self, flag: CliFlag, value: str = "") -> tuple[FlagField, AwaitMount | None]:
+        """The row of ``flag``, and its mounting when it is new (``value``: a new row's)."""
         if flag.dest in self._flags:
-            return self.row(flag.dest)
+            return self.row(flag.dest), None
         self._flags[flag.dest] = flag
         row = cli_row(flag, value)
-        self.mount(row)
-        return row
+        return row, self.mount(row)
 
     def texts(self) -> dict[str, str]:
         """Each row's text by dest."""
@@ -112,9 +112,8 @@ class CliFieldRows(Vertical):
             flag = cli.flag(dest)
             if flag is None:
                 continue
-            known = dest in self._flags
-            row = self.add(flag, text)
-            if known:
+            row, mounting = self.add(flag, text)
+            if mounting is None:
                 row.set_value(text)
 
     def check(

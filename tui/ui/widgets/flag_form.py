@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
+from textual.widget import AwaitMount
 from textual.widgets import Input, Select, Static
 
 from tui.domain.flags.cli_fields import Lifted, lift
@@ -368,9 +369,16 @@ class FlagForm(Vertical):
         flag = self._validation().parser.flag(dest)
         if flag is None:
             return None
-        row = self.cli_rows.add(flag)
-        self.call_after_refresh(self.focus_field, row.field_name)  # once it is mounted
+        row, mounting = self.cli_rows.add(flag)
+        if mounting is None:
+            self.focus_field(row.field_name)
+        else:
+            self.call_later(self._focus_mounted, mounting, row.field_name)
         return row.field_name
+
+    async def _focus_mounted(self, mounting: AwaitMount, name: str) -> None:
+        await mounting
+        self.focus_field(name)
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:
