@@ -27,6 +27,7 @@ from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
 __all__ = ["LOAD_REFRESH_S", "VtcApp", "create_app", "exit_backstop"]
 
 from tui.ui.palette import ConsoleCommands
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.confirm_quit import ConfirmQuitScreen, what_quit_stops
 from tui.ui.screens.main import Clock, MainScreen
 
@@ -210,7 +211,7 @@ class VtcApp(App[None]):
             if confirmed:
                 await self.quit_now()
 
-        self.push_screen(ConfirmQuitScreen(stops), decided)
+        open_screen(self, ConfirmQuitScreen(stops), decided)
 
     async def quit_now(self) -> None:
         """Close the session (load, the server it started, pollers), then exit."""

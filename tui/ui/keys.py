@@ -256,6 +256,40 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
+HELP_ACTION = "help"
+"""The key that lists every key: the key bar shows it last, saying how many it adds."""
+
+BAR_ORDER: tuple[str, ...] = (
+    "leave_field",
+    "restart",
+    "bench",
+    "fix",
+    "cancel_load",
+    "sweep",
+    "apply_advice",
+    "history",
+    "calibrate",
+    "command_palette",
+    "toggle_table",
+    "stop_server",
+    "detail",
+    "pin",
+    "before_after",
+    "plot",
+    "repeat",
+    "load_run",
+    "export",
+    "copy_command",
+    "filter",
+    "quit",
+)
+"""The order the key bar keeps keys in, the first kept when the width runs out (the help
+key, last, lists the rest; a key a screen says does not apply now goes after these)."""
+
+BAR_LABELS: dict[str, str] = {"command_palette": "Find", "calibrate": "Twin"}
+"""Labels the key bar uses instead of the binding's, short for 80 columns (ctrl+p finds
+flags and commands; k calibrates the twin)."""
+
 BAR_FROM_COLUMNS = 84
 """Below this width the key bar holds the main commands only (``?`` lists the rest)."""
 BAR_EXTRAS: tuple[str, ...] = (
