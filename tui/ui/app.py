@@ -52,6 +52,10 @@ def exit_backstop(seconds: float) -> threading.Timer:
     return timer
 
 
+ERROR_TIMEOUT = 6.0
+"""Seconds an error's toast stays (the run's card or the form keeps it after)."""
+
+
 class VtcApp(App[None]):
     """vtc, the vLLM tuning console: one screen over a :class:`SessionPort`.
 
@@ -91,6 +95,10 @@ class VtcApp(App[None]):
         self._signal_task: asyncio.Future[None] | None = None
         self.main_screen = MainScreen(session, clock=clock)
 
+    NOTIFICATION_TIMEOUT: ClassVar[float] = 3.0
+    """Seconds a toast stays (Textual's 5): it sits over the log tail, and a second one over
+    the GPU/Metrics figures, for a moment only; errors stay longer (ERROR_TIMEOUT)."""
+
     def notify(
         self,
         message: str,
@@ -102,6 +110,8 @@ class VtcApp(App[None]):
     ) -> None:
         """Every toast as plain text: its message often holds text from outside (an error
         body, a model id, a preset's name), shown as itself, escapes removed."""
+        if timeout is None and severity == "error":
+            timeout = ERROR_TIMEOUT
         super().notify(
             inert(message, newlines=True) if not markup else message,
             title=inert(title),

@@ -233,6 +233,7 @@ class MainScreen(LoopKeys, Screen[None]):
             since_launch=since,
             silence=self._silence,
             can_stop=can_stop,
+            url=self.session.base_url,
         )
         self._view = view
         self.server_panel.view = view
