@@ -210,3 +210,38 @@ async def test_the_key_bar_shows_the_keys_that_fit_and_one_that_lists_the_rest()
             await pilot.press("w")
             await settle(pilot)
             assert isinstance(app.screen, SweepScreen), size
+
+
+def in_sight(app: VtcApp, field_id: str) -> bool:
+    """Whether the field's editor is drawn inside the form's scrolling area now."""
+    editor = app.query_one(f"#in-{field_id}")
+    area = app.query_one("#form-fields")
+    return area.display and editor.region.height > 0 and area.region.contains_region(editor.region)
+
+
+async def test_a_palette_jump_shows_the_field_it_edits_from_any_view() -> None:
+    """Issue 39 item 5: from the table view (the form hidden at 80 columns) the jump edited a
+    field that stayed off screen. Every jump, from the table or the cards, declared or an
+    undeclared flag of the installed vLLM (its own row), ends with the field in sight."""
+    from tui.domain.flags.vllm_tables import table_for
+
+    for query, label, field_id in (
+        ("context length", "max-model-len", "max_model_len"),
+        ("kv offload", "kv-offloading-size", "cli-kv_offloading_size"),
+        ("request rate", "request-rate", "load-request_rate"),
+    ):
+        session = ready_session()
+        session.vllm_cli = table_for("0.32.0").cli
+        app, _ = make(session)
+        async with app.run_test(size=(80, 24)) as pilot:
+            keys = Keys(pilot)
+            await keys.press("t")
+            assert app.main_screen.board.table_mode
+            await keys.palette_pick(query, label)
+            for _ in range(50):  # the cards come back, then the form scrolls: wait for it
+                await pilot.pause()
+                if in_sight(app, field_id):
+                    break
+            assert not app.main_screen.board.table_mode
+            assert app.focused is app.query_one(f"#in-{field_id}")
+            assert in_sight(app, field_id), query

@@ -123,8 +123,11 @@ QUIT_HELP = (
     "while any of them runs it asks first: q or y again quits, any other key stays."
 )
 PALETTE_HELP = (
-    "The command palette: type a flag's name (max-model-len, max_num_seqs...) to jump to its "
-    "field, its value selected so typing replaces it; or a command's name to run it."
+    "The command palette: type a flag's name (max-model-len, mml) or what it does (context "
+    "length, cuda graph, kv offload, speculative) to jump to its field, its value selected so "
+    "typing replaces it (any flag of the installed vLLM: one the form lacks gets a row of its "
+    "own); or a command's name to run it. The key bar shows the keys that fit: this help "
+    "lists them all."
 )
 ESCAPE_HELP = "Leave a form field (focus moves to the board), so letter keys work again."
 SAVE_PRESET_HELP = (

@@ -18,13 +18,14 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from tui.domain.flags.meaning import rank
+from tui.domain.flags.meaning import holds_words, rank
 from tui.ui.form_values import WORKLOAD_FIELDS
 from tui.ui.keys import BOARD_KEYS, COMMANDS
 from tui.ui.widgets.flag_search import first_sentence, flag_docs
 
 MAX_FLAG_HITS = 20  # words found in many help texts: the best of them are enough
 FUZZY_WEIGHT = 0.75
+WORDS_SCORE = 0.72  # a field or command whose name holds every word typed ("request rate")
 
 
 def fuzzy_score(score: float, query: str) -> float:
@@ -119,10 +120,12 @@ class ConsoleCommands(Provider):
             yield hit
         matcher = self.matcher(query)
         for entry in self._entries():
-            score = matcher.match(entry.text)
+            score = fuzzy_score(matcher.match(entry.text), query)
+            if holds_words(query, entry.text):
+                score = max(score, WORDS_SCORE)
             if score > 0:
                 yield Hit(
-                    fuzzy_score(score, query),
+                    score,
                     matcher.highlight(entry.text),
                     entry.run,
                     text=entry.text,

@@ -167,6 +167,13 @@ def _joined(text: str) -> str:
     return "-".join(words(text))
 
 
+def holds_words(query: str, text: str) -> bool:
+    """Every word of ``query`` starts a word of ``text`` (``request rate`` in ``workload
+    request-rate``); a blank query holds none."""
+    q = words(query)
+    return bool(q) and _has_all(q, words(text))
+
+
 def _has_all(query: Sequence[str], text_words: Sequence[str]) -> bool:
     """Every query word starts some word of the text."""
     return all(any(w.startswith(q) for w in text_words) for q in query)

@@ -282,7 +282,7 @@ class MainScreen(LoopKeys, Screen[None]):
         the form is laid out again."""
         if self.board.table_mode:
             self.board.action_toggle_table()
-        self.call_after_refresh(self.form.edit_flag, name)
+        self.form.edit_flag(name)
 
     async def run_command(self, action: str) -> None:
         """Run a command as its key would (``board.`` actions: the board's)."""

@@ -9,7 +9,7 @@ the rows' values travel as extra arguments (:meth:`CliFieldRows.tokens`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -18,14 +18,17 @@ from textual.widget import AwaitMount
 from tui.domain.flags.cli_fields import (
     Bounds,
     EditorKind,
+    Lifted,
     Literals,
     editor_kind,
     field_problems,
+    lift,
     placeholder,
     switch_values,
     tokens_of,
 )
 from tui.domain.flags.problems import FlagProblem
+from tui.domain.flags.serve import flag_specs
 from tui.domain.flags.vllm_cli import CliFlag, VllmCli
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import first_sentence
@@ -63,6 +66,11 @@ def cli_row(flag: CliFlag, value: str) -> FlagField:
     )
 
 
+def lift_declared(extra: tuple[str, ...], cli: VllmCli) -> Lifted:
+    """Extra args' flags that can have rows (the form's declared ones stay), and the rest."""
+    return lift(extra, cli, frozenset(s.name for s in flag_specs()))
+
+
 class CliFieldRows(Vertical):
     """The rows of the undeclared flags, in the order they were added."""
 
@@ -97,6 +105,21 @@ class CliFieldRows(Vertical):
         self._flags[flag.dest] = flag
         row = cli_row(flag, value)
         return row, self.mount(row)
+
+    def open(self, flag: CliFlag, focus: Callable[[str], None]) -> str:
+        """``focus`` the row of ``flag`` (a new row once it is mounted); its field name."""
+        row, mounting = self.add(flag)
+        if mounting is None:
+            focus(row.field_name)
+        else:
+            self.call_later(self._focus_mounted, mounting, row.field_name, focus)
+        return row.field_name
+
+    async def _focus_mounted(
+        self, mounting: AwaitMount, name: str, focus: Callable[[str], None]
+    ) -> None:
+        await mounting
+        focus(name)
 
     def texts(self) -> dict[str, str]:
         """Each row's text by dest."""

@@ -15,10 +15,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.widget import AwaitMount
 from textual.widgets import Input, Select, Static
 
-from tui.domain.flags.cli_fields import Lifted, lift
 from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import (
     FlagGroup,
@@ -39,7 +37,7 @@ from tui.ui.form_values import (
 )
 from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
-from tui.ui.widgets.cli_field_rows import PREFIX, CliFieldRows
+from tui.ui.widgets.cli_field_rows import PREFIX, CliFieldRows, lift_declared
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import CliStatus, FlagSearch
 from tui.ui.widgets.twin_line import TwinLine
@@ -94,6 +92,7 @@ class FlagForm(Vertical):
         self._general_flags: list[str] = []
         self._general_load: list[str] = []
         self._revalidate_pending = False
+        self._reveal: FlagField | None = None  # focused while hidden: scrolled to when shown
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -120,7 +119,7 @@ class FlagForm(Vertical):
                     yield FlagField.for_flag(spec, flag_text(spec, getattr(self._flags, spec.name)))
             yield Static("More vLLM flags", classes="group-title")
             yield FlagSearch(self._cli_status, id="flag-search-section")
-            lifted = self._lift(self._flags.extra_args)
+            lifted = lift_declared(self._flags.extra_args, self._validation().parser)
             yield CliFieldRows(lifted.values, self._validation().parser, id="cli-fields")
             yield FlagField(
                 EXTRA,
@@ -206,10 +205,6 @@ class FlagForm(Vertical):
         # The installed vLLM's own parser once it is known (else its version's table).
         return ValidationContext(cli=self._cli_status().cli)
 
-    def _lift(self, extra: tuple[str, ...]) -> Lifted:
-        """The extra args' flags that have fields of their own, and the rest."""
-        return lift(extra, self._validation().parser, frozenset(s.name for s in flag_specs()))
-
     @property
     def cli_rows(self) -> CliFieldRows:
         """The rows of the installed vLLM's flags the form does not declare."""
@@ -280,10 +275,18 @@ class FlagForm(Vertical):
         return None
 
     def focus_field(self, name: str) -> None:
-        """Move focus to a field's editor and scroll it into view."""
+        """Move focus to a field's editor and scroll it into view (again once the form
+        is laid out, if it was hidden: the table view at 80 columns)."""
         row = self.field(name)
         row.editor.focus()
         row.scroll_visible(animate=False)
+        self._reveal = row if self.size.height == 0 else None
+
+    def on_resize(self) -> None:
+        """Shown again (its size was 0): the field just focused scrolls into sight now."""
+        row, self._reveal = self._reveal, None
+        if row is not None:
+            row.scroll_visible(animate=False)
 
     def show_warnings(self, warnings: list[str]) -> None:
         """Pre-flight warnings for the current flags, each under the field it names (the
@@ -308,8 +311,9 @@ class FlagForm(Vertical):
 
     def _load_extra(self, extra: tuple[str, ...]) -> None:
         """Extra args into the form: flags with fields to their rows, the rest as text."""
-        lifted = self._lift(extra)
-        self.cli_rows.load(lifted.values, self._validation().parser)
+        parser = self._validation().parser
+        lifted = lift_declared(extra, parser)
+        self.cli_rows.load(lifted.values, parser)
         self.field(EXTRA).set_value(extra_text(tuple(lifted.rest)))
 
     def load_workload(self, spec: LoadSpec) -> None:
@@ -360,25 +364,13 @@ class FlagForm(Vertical):
         self.edit_flag(event.doc.key)
 
     def edit_flag(self, dest: str) -> str | None:
-        """Focus the field of ``dest`` (any field's name; a row of its own added for an
-        undeclared flag of the installed vLLM); returns the field's name, ``None`` if there
-        is no such flag."""
+        """Focus the field of ``dest`` (any field's name; an undeclared flag of the installed
+        vLLM gets a row of its own); its name, ``None`` if there is no such flag."""
         if self.query(f"#field-{dest}"):
             self.focus_field(dest)
             return dest
         flag = self._validation().parser.flag(dest)
-        if flag is None:
-            return None
-        row, mounting = self.cli_rows.add(flag)
-        if mounting is None:
-            self.focus_field(row.field_name)
-        else:
-            self.call_later(self._focus_mounted, mounting, row.field_name)
-        return row.field_name
-
-    async def _focus_mounted(self, mounting: AwaitMount, name: str) -> None:
-        await mounting
-        self.focus_field(name)
+        return None if flag is None else self.cli_rows.open(flag, self.focus_field)
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:

@@ -115,9 +115,8 @@ class KeyBar(Footer):
         return ordered, help_key
 
     def compose(self) -> ComposeResult:
-        """The keys that fit this width, then the help key saying how many it adds."""
-        if not self._bindings_ready:
-            return
+        """The keys that fit this width, then the help key saying how many it adds (from
+        the first compose: the screen's bindings are known once it is mounted)."""
         screen = self.screen
         keys, help_key = self.candidates(screen)
         shown, hidden = fit(keys, screen.size.width or 80, help_key)
