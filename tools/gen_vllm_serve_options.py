@@ -269,12 +269,17 @@ def render_help(data: dict[str, object], table: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``gen_vllm_serve_options.py PYTHON [--write]``."""
+    """``gen_vllm_serve_options.py PYTHON [--write | --help-texts]``."""
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
     python = argv[0]
     data = dump_vllm_cli(python)
+    version = str(data.get("vllm_version"))
+    table = module_file(version).removesuffix(".py").replace("/", ".")
+    if "--help-texts" in argv[1:]:  # the help module alone, to stdout (the oracle compares)
+        sys.stdout.write(render_help(data, table))
+        return 0
     text = render(data, config_facts(python))
     if "--write" not in argv[1:]:
         sys.stdout.write(text)
@@ -282,9 +287,7 @@ def main(argv: list[str]) -> int:
     target = Path(__file__).resolve().parents[1] / module_file(str(data.get("vllm_version")))
     target.write_text(text, encoding="utf-8")
     print(f"wrote {target}", file=sys.stderr)
-    version = str(data.get("vllm_version"))
     help_target = Path(__file__).resolve().parents[1] / help_module_file(version)
-    table = module_file(version).removesuffix(".py").replace("/", ".")
     help_target.write_text(render_help(data, table), encoding="utf-8")
     print(f"wrote {help_target}", file=sys.stderr)
     return 0

@@ -79,7 +79,7 @@ class MainScreen(LoopKeys, Screen[None]):
         self._launched_at: float | None = None
         self._pid: int | None = None  # live: the record does not keep the process id
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
-        self._view = project(session.current, session.state)
+        self._view = project(session.current, session.state, url=session.base_url)
         self._sweeps = SweepController(self, session, lambda: self.form, self._board_baseline)
         self._kept_form = FormKeeper(self, session, lambda: self.form)
         self._twin = TwinController(self, session)
