@@ -301,18 +301,20 @@ class FlagForm(Vertical):
         box.display = bool(placed.general)
 
     # -- writing ----------------------------------------------------------------------------
-    def load_flags(self, flags: ServeFlags) -> None:
-        """Put ``flags`` in the form, every field (unset flags become empty)."""
+    def load_flags(self, flags: ServeFlags, *, rows: bool = True) -> None:
+        """Put ``flags`` in the form, every field (unset flags become empty); ``rows``
+        False: the extra args stay text (attached: read-only, no row to edit)."""
         self.field(MODEL).set_value(flags.model)
         for spec in flag_specs():
             self.field(spec.name).set_value(flag_text(spec, getattr(flags, spec.name)))
-        self._load_extra(flags.extra_args)
+        self._load_extra(flags.extra_args, rows)
         self.field(ENV).set_value(env_text(flags.env))
 
-    def _load_extra(self, extra: tuple[str, ...]) -> None:
+    def _load_extra(self, extra: tuple[str, ...], rows: bool = True) -> None:
         """Extra args into the form: flags with fields to their rows, the rest as text."""
         parser = self._validation().parser
-        lifted = lift_declared(extra, parser)
+        lifted = lift_declared(extra if rows else (), parser)
+        lifted.rest = lifted.rest if rows else list(extra)
         self.cli_rows.load(lifted.values, parser)
         self.field(EXTRA).set_value(extra_text(tuple(lifted.rest)))
 
