@@ -296,6 +296,41 @@ SCREEN_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 
+async def _esc_and_count(
+    pilot: Pilot[Any], app: VtcApp, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], list[DOMNode]]:
+    """Press Esc; the layouts asked of the main screen meanwhile, and its nodes restyled."""
+    main = app.main_screen
+    layouts: list[str] = []
+    restyled: list[DOMNode] = []
+    refresh = Widget.refresh
+    app_refresh = type(app).refresh
+    update_nodes = app.stylesheet.update_nodes
+
+    def counting(self: Widget, *regions: Any, **kwargs: Any) -> Widget:
+        if kwargs.get("layout") and self.screen is main:
+            layouts.append(f"{type(self).__name__}#{self.id}")
+        return refresh(self, *regions, **kwargs)
+
+    def counting_app(self: VtcApp, **kwargs: Any) -> VtcApp:
+        if kwargs.get("layout") and self.screen is main:
+            layouts.append("app")
+        return app_refresh(self, **kwargs)
+
+    def counting_styles(self: Stylesheet, nodes: Iterable[DOMNode], animate: bool = False) -> None:
+        nodes = list(nodes)
+        restyled.extend(n for n in nodes if n is main or main in n.ancestors)
+        update_nodes(nodes, animate=animate)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Widget, "refresh", counting)
+        patch.setattr(type(app), "refresh", counting_app)
+        patch.setattr(app.stylesheet, "update_nodes", counting_styles.__get__(app.stylesheet))
+        await press(pilot, "escape")
+        await pilot.pause()
+    return layouts, restyled
+
+
 @pytest.mark.parametrize(("key", "opened"), SCREEN_KEYS)
 async def test_esc_back_to_the_main_screen_lays_out_and_restyles_nothing_there(
     monkeypatch: pytest.MonkeyPatch, key: str, opened: str
@@ -318,37 +353,7 @@ async def test_esc_back_to_the_main_screen_lays_out_and_restyles_nothing_there(
             await press(pilot, key)
             await app.workers.wait_for_complete()
             assert type(app.screen).__name__ == opened
-            layouts: list[str] = []
-            restyled: list[DOMNode] = []
-            refresh = Widget.refresh
-            app_refresh = type(app).refresh
-            update_nodes = app.stylesheet.update_nodes
-
-            def counting(self: Widget, *regions: Any, **kwargs: Any) -> Widget:
-                if kwargs.get("layout") and self.screen is main:
-                    layouts.append(f"{type(self).__name__}#{self.id}")
-                return refresh(self, *regions, **kwargs)
-
-            def counting_app(self: VtcApp, **kwargs: Any) -> VtcApp:
-                if kwargs.get("layout") and self.screen is main:
-                    layouts.append("app")
-                return app_refresh(self, **kwargs)
-
-            def counting_styles(
-                self: Stylesheet, nodes: Iterable[DOMNode], animate: bool = False
-            ) -> None:
-                nodes = list(nodes)
-                restyled.extend(n for n in nodes if n is main or main in n.ancestors)
-                update_nodes(nodes, animate=animate)
-
-            with monkeypatch.context() as patch:
-                patch.setattr(Widget, "refresh", counting)
-                patch.setattr(type(app), "refresh", counting_app)
-                patch.setattr(
-                    app.stylesheet, "update_nodes", counting_styles.__get__(app.stylesheet)
-                )
-                await press(pilot, "escape")
-                await pilot.pause()
+            layouts, restyled = await _esc_and_count(pilot, app, monkeypatch)
             assert app.screen is main
             assert layouts == [], layouts
             assert restyled == [], [type(n).__name__ for n in restyled][:10]
