@@ -293,6 +293,10 @@ BAR_LABELS: dict[str, str] = {"command_palette": "Find", "calibrate": "Twin"}
 """Labels the key bar uses instead of the binding's, short for 80 columns (ctrl+p finds
 flags and commands; k calibrates the twin)."""
 
+BAR_ALIASES: dict[str, tuple[str, str, str]] = {"select_cursor": ("detail", "Detail", "Enter")}
+"""A focused widget's own binding that does a command's work, shown as that command: Enter
+in the board's table selects the row, which opens its detail as Enter on the cards does."""
+
 BAR_FROM_COLUMNS = 84
 """Below this width the key bar holds the main commands only (``?`` lists the rest)."""
 BAR_EXTRAS: tuple[str, ...] = (

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from textual.app import ComposeResult
 from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
-from tui.ui.keys import BAR_LABELS, BAR_ORDER, HELP_ACTION
+from tui.ui.keys import BAR_ALIASES, BAR_LABELS, BAR_ORDER, HELP_ACTION
 
 Shown = tuple[object, ...]
 _COPY = re.compile(r"shown\('(\w+)'\)")
@@ -38,7 +38,7 @@ class BarKey:
     label: str
     action: str
     enabled: bool = True
-    tooltip: str = ""
+    tooltip: str = field(default="", compare=False)  # what a focused widget's own says
 
     @property
     def cells(self) -> int:
@@ -91,6 +91,7 @@ class KeyBar(Footer):
             # the key itself works at every width
             copy = _COPY.fullmatch(binding.action)
             action = copy.group(1) if copy else binding.action
+            action, label, display = BAR_ALIASES.get(action, (action, "", ""))
             palette = key == app.COMMAND_PALETTE_BINDING
             if action in found:
                 continue  # one key per action
@@ -98,8 +99,8 @@ class KeyBar(Footer):
                 continue
             bar_key = BarKey(
                 key,
-                app.get_key_display(binding),
-                BAR_LABELS.get(action, binding.description),
+                display or app.get_key_display(binding),
+                label or BAR_LABELS.get(action, binding.description),
                 action,
                 active.enabled or copy is not None,
                 active.tooltip or binding.tooltip or binding.description,
