@@ -389,7 +389,8 @@ async def test_with_a_field_focused_the_key_bar_shows_the_keys_that_work_there()
 
         # The footer recomposes its keys after a focus change: wait for it, not for a speed.
         await until(lambda: bool(bar()), "the key bar's keys")
-        assert bar()[0] == "r" and "t" in bar() and "Esc" not in bar()
+        # a failed start is the latest run: its fix is among the first keys
+        assert bar()[:2] == ["r", "f"] and "Esc" not in bar()
         app.main_screen.form.focus_field("max_model_len")
         await until(lambda: "Esc" in bar(), "the key bar of a focused field")
         # Esc first (it gives the letters back), the F-keys after, F1 (help: "N more") last
