@@ -104,11 +104,14 @@ def _load(key: str) -> VllmTable:
 
 def _helps(table_module: str) -> Mapping[str, tuple[str, str]]:
     """The table's help texts by dest (group, text); none when its module was not generated."""
+    name = help_module(table_module)
+    if name == table_module:
+        return {}  # a table not named as the generator names them: no help beside it
     try:
-        module = importlib.import_module(help_module(table_module))
+        module = importlib.import_module(name)
     except ModuleNotFoundError:
         return {}
-    helps: Mapping[str, tuple[str, str]] = module.HELP
+    helps: Mapping[str, tuple[str, str]] = getattr(module, "HELP", {})
     return helps
 
 
