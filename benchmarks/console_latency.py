@@ -6,11 +6,16 @@
 Drives ``python -m tui.cli --demo`` (this tree's code, a fresh ``VTC_DATA_DIR`` seeded with
 30 and with 200 runs written through :class:`~tui.store.history.RunStore`, a private
 ``XDG_CONFIG_HOME`` holding the workload presets) in a tmux server of its own
-(``-L vtc-latency-PID`` unless ``--socket``), at 80x24 and 120x40, and sends the keys an
-operator uses most: ``t`` (cards <-> table), Left/Right on the cards and Up/Down in the
-table (selection moves), ``?`` and Esc (help), Enter and Esc (the run detail), ctrl+p (the
-command palette, when the console has one), a digit and Backspace typed into the
-gpu-memory-utilization field, Esc out of the field.
+(``-L vtc-latency-PID`` unless ``--socket``), at 80x24 and 120x40, and sends every key of
+each view that changes the screen without starting anything (issue 39): on the cards
+←/→, Home/End, ``p`` (pin, unpin), and each key that opens a
+screen with the Esc that closes it (``?`` help, Enter the run's detail, ``h`` charts, ``v``
+Before/After, ``g`` plot, ``w`` sweep, ``/`` filter, ``e`` export, ``n`` repeat, ctrl+p the
+palette); in the table ``t`` both ways, ↑/↓ (rows), ←/→ (columns), Home/End, ``[``/``]``
+(sort); in a form field a digit and Backspace, Esc out of it. Not sent: the keys that start
+or stop something (``r b f c s k``, ``l`` loads a run into the form, ``y`` copies, ``q``
+quits): their effect is a server's or a load's, not the screen's; nor ↑/↓ and PgUp/PgDn on
+the cards, which scroll a card only when it is longer than the board (the seeded ones fit).
 
 One sample: capture the pane (with its styles), send the key, then capture every ~10 ms
 until the work area (the form and the board: below the GPU/Metrics/Load strip, above the
@@ -391,11 +396,40 @@ def _plain(line: str) -> str:
     return "".join(out)
 
 
+CARD_KEYS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("Left", "←/→ (cards)"), ("Right", "←/→ (cards)")),
+    (("Home", "Home/End (cards)"), ("End", "Home/End (cards)")),  # from the last run
+    (("p", "p (pin)"), ("p", "p (unpin)")),
+    (("?", "? (help)"), ("Escape", "Esc (close help)")),
+    (("Enter", "Enter (detail)"), ("Escape", "Esc (close detail)")),
+    (("h", "h (charts)"), ("Escape", "Esc (close charts)")),
+    (
+        ("p", "p (pin)"),
+        ("v", "v (before/after)"),
+        ("Escape", "Esc (close before/after)"),
+        ("p", "p (unpin)"),
+    ),
+    (("g", "g (plot)"), ("Escape", "Esc (close plot)")),
+    (("w", "w (sweep)"), ("Escape", "Esc (close sweep)")),
+    (("/", "/ (filter)"), ("Escape", "Esc (close filter)")),
+    (("e", "e (export)"), ("Escape", "Esc (close export)")),
+    (("n", "n (repeat)"), ("Escape", "Esc (close repeat)")),
+)
+"""The card view's keys, each group ending where it began (a screen opened is closed)."""
+
+TABLE_KEYS: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("Up", "↑/↓ (table)"), ("Down", "↑/↓ (table)")),
+    (("Right", "←/→ (columns)"), ("Left", "←/→ (columns)")),
+    (("End", "Home/End (columns)"), ("Home", "Home/End (columns)")),
+    (("]", "]/[ (sort)"), ("[", "]/[ (sort)")),
+)
+"""The table view's keys (entered and left with ``t``, each measured too)."""
+
+
 def measure_keys(screen: Screen, out: Samples, n: int) -> None:
-    """Every key of the scope, from the card view with the board focused."""
-    alternate(screen, out, (("Left", "←/→ (cards)"), ("Right", "←/→ (cards)")), n)
-    alternate(screen, out, (("?", "? (help)"), ("Escape", "Esc (close help)")), n)
-    alternate(screen, out, (("Enter", "Enter (detail)"), ("Escape", "Esc (close detail)")), n)
+    """Every key of each view (module docstring), from the card view, the board focused."""
+    for group in CARD_KEYS:
+        alternate(screen, out, group, n)
     palette(screen, out, n)
     if focus_field(screen, TYPE_FIELD):
         alternate(screen, out, (("5", "type (field)"), ("BSpace", "type (field)")), n)
@@ -405,7 +439,8 @@ def measure_keys(screen: Screen, out: Samples, n: int) -> None:
         screen.pane.send("Escape")
     for _ in range(n):
         alternate(screen, out, (("t", "t (to table)"),), 1)
-        alternate(screen, out, (("Up", "↑/↓ (table)"), ("Down", "↑/↓ (table)")), 1)
+        for group in TABLE_KEYS:
+            alternate(screen, out, group, 1)
         alternate(screen, out, (("t", "t (to cards)"),), 1)
 
 

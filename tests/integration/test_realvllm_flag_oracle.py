@@ -36,6 +36,7 @@ from tui.domain.flags.problems import FlagError
 from tui.domain.flags.validation import ModelFacts, ValidationContext, flags_from_argv
 from tui.domain.flags.vllm_tables import (
     REGENERATE,
+    help_module_file,
     is_newer_than_tables,
     module_file,
     newest_series,
@@ -177,6 +178,21 @@ def test_the_shipped_parser_table_is_the_provisioned_vllms(
     shipped = (root / module_file(version)).read_text()
     assert generated == shipped
     assert introspect_vllm(python).version.split("+")[0] == table_for(version).version
+    # and its help texts, which the flag search by meaning reads (issue 39)
+    helps = subprocess.run(
+        [
+            sys.executable,
+            str(root / "tools" / "gen_vllm_serve_options.py"),
+            str(python),
+            "--help-texts",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+        cwd=root,
+    ).stdout
+    assert helps == (root / help_module_file(version)).read_text()
 
 
 @pytest.mark.parametrize("version", VERSIONS)

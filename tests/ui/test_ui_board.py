@@ -389,11 +389,14 @@ async def test_with_a_field_focused_the_key_bar_shows_the_keys_that_work_there()
 
         # The footer recomposes its keys after a focus change: wait for it, not for a speed.
         await until(lambda: bool(bar()), "the key bar's keys")
-        assert bar()[:2] == ["t", "r"] and "Esc" not in bar()
+        # a failed start is the latest run: its fix is among the first keys
+        assert bar()[:2] == ["r", "f"] and "Esc" not in bar()
         app.main_screen.form.focus_field("max_model_len")
-        fkeys = ["F5", "F6", "F7", "F8", "F9", "F1", "Esc"]
         await until(lambda: "Esc" in bar(), "the key bar of a focused field")
-        assert bar() == fkeys
+        # Esc first (it gives the letters back), the F-keys after, F1 (help: "N more") last
+        assert bar()[0] == "Esc" and bar()[-1] == "F1", bar()
+        assert {"F5", "F4", "F3", "F2"} <= set(bar())  # F6: no server to load here
+        assert not [k for k in bar() if len(k) == 1 and k.isalpha()]  # letters type there
         await pilot.press("escape")
         await until(lambda: "Esc" not in bar() and bool(bar()), "the board's key bar again")
         assert board_of(app).has_focus_within and "r" in bar()

@@ -20,77 +20,118 @@ def note(app: object) -> str:
     return str(app.query_one("#flag-search-note", Static).render())  # type: ignore[attr-defined]
 
 
-async def test_search_lists_only_flags_the_form_does_not_declare() -> None:
-    session = FakeSession(mode_label=REAL, vllm_cli=fixture_cli())
+async def find(pilot: object, app: object, words: str) -> list[str]:
+    """Type ``words`` in the form's search box; the options it lists."""
+    box = app.query_one("#flag-search", Input)  # type: ignore[attr-defined]
+    box.focus()  # Tab reaches it too (below the flags)
+    box.value = ""
+    await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.press(*words)  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+    return [d.option for d in app.query_one(FlagSearch).matches]  # type: ignore[attr-defined]
+
+
+async def test_the_search_finds_flags_by_what_they_do_declared_or_not() -> None:
+    session = FakeSession(mode_label=REAL, vllm_cli=table_for("0.32.0").cli)
     app = create_app(session, clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        search = app.query_one(FlagSearch)
-        assert "more flags of vLLM" in note(app)
-        app.query_one("#flag-search", Input).focus()  # Tab reaches it too (below the flags)
-        await pilot.pause()
-        await pilot.press(*"log")
-        await pilot.pause()
-        names = [f.name for f in search.matches]
-        # --max-logprobs matches too, but the form declares it
-        assert names == ["--disable-log-stats", "--enable-log-requests"]
+        assert "more flags of vLLM 0.32.0" in note(app)
+        assert (await find(pilot, app, "context length"))[0] == "--max-model-len"
+        assert (await find(pilot, app, "cuda"))[0] == "--enforce-eager"
+        assert (await find(pilot, app, "kv offload"))[:2] == [
+            "--kv-offloading-size",
+            "--kv-offloading-backend",
+        ]
         options = app.query_one("#flag-matches", OptionList)
-        assert options.display and options.option_count == 2
+        assert options.display and options.option_count >= 2
         first = str(options.get_option_at_index(0).prompt)
-        assert "--disable-log-stats" in first and "Disable logging statistics." in first
+        assert "--kv-offloading-size" in first and "Size of the KV cache offloading" in first
 
 
-async def test_enter_appends_the_flag_to_extra_args_and_focuses_them() -> None:
+async def test_enter_on_a_declared_flag_focuses_its_field() -> None:
+    session = FakeSession(mode_label=REAL, vllm_cli=table_for("0.32.0").cli)
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await find(pilot, app, "context length")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.focused is app.main_screen.form.field("max_model_len").editor
+
+
+async def test_an_undeclared_flag_gets_a_validated_row_and_travels_as_extra_args() -> None:
     session = FakeSession(
         mode_label=REAL,
-        vllm_cli=fixture_cli(),
-        initial_flags=ServeFlags(model=MODEL, extra_args=("--optimization-level", "2")),
+        vllm_cli=table_for("0.32.0").cli,
+        initial_flags=ServeFlags(model=MODEL, extra_args=("--seed", "7")),
     )
     app = create_app(session, clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
         form = app.main_screen.form
-        app.query_one("#flag-search", Input).focus()  # Tab reaches it too (below the flags)
-        await pilot.pause()
-        await pilot.press(*"scheduled", "enter")
-        await pilot.pause()
-        extra = form.field("extra_args")
-        assert extra.value == "--optimization-level 2 --max-num-scheduled-tokens "
-        assert app.focused is extra.editor
-        assert isinstance(app.focused, Input)
-        assert app.focused.cursor_position == len(extra.value)
-        await pilot.press(*"2048")
-        await pilot.pause()
-        # a boolean goes in bare, picked from the list itself
-        app.query_one("#flag-search", Input).value = "headless"
-        await pilot.pause()
-        options = app.query_one("#flag-matches", OptionList)
-        options.focus()
+        # a flag the extra args named is a row of its own; the extra args field is left empty
+        assert form.field("cli-seed").value == "7" and form.field("extra_args").value == ""
+        await find(pilot, app, "kv offload")
         await pilot.press("enter")
         await pilot.pause()
-        assert extra.value == "--optimization-level 2 --max-num-scheduled-tokens 2048 --headless"
+        row = form.field("cli-kv_offloading_size")
+        assert app.focused is row.editor
+        await pilot.press(*"lots")
+        await pilot.pause()
         flags, problems = form.validate_flags()
-    assert problems == []
-    assert flags is not None
-    assert flags.extra_args == (
-        "--optimization-level",
-        "2",
-        "--max-num-scheduled-tokens",
-        "2048",
-        "--headless",
-    )
+        assert flags is None
+        assert [p.field for p in problems] == ["cli-kv_offloading_size"]
+        error = str(row.query_one(".field-error").render())
+        assert "argument --kv-offloading-size: Value lots cannot be converted to float." in error
+        row.set_value("8")
+        await pilot.pause()
+        flags, problems = form.validate_flags()
+        assert problems == [] and flags is not None
+        assert flags.extra_args == ("--seed", "7", "--kv-offloading-size", "8")
+        # loading flags back fills the rows (and empties those the flags do not name)
+        form.load_flags(ServeFlags(model=MODEL, extra_args=("--kv-offloading-size", "2")))
+        await pilot.pause()
+        assert form.field("cli-kv_offloading_size").value == "2"
+        assert form.field("cli-seed").value == ""
+
+
+async def test_a_json_config_row_is_checked_as_vllm_checks_it() -> None:
+    session = FakeSession(mode_label=REAL, vllm_cli=table_for("0.33.0").cli)
+    app = create_app(session, clock=None)
+    async with app.run_test(size=(80, 24)) as pilot:
+        form = app.main_screen.form
+        await find(pilot, app, "speculative")
+        await pilot.press("enter")
+        await pilot.pause()
+        row = form.field("cli-speculative_config")
+        assert app.focused is row.editor
+        row.set_value("ngram")
+        await pilot.pause()
+        assert "expected a JSON object" in str(row.query_one(".field-error").render())
+        row.set_value('{"method": "medusa", "model": "m", "num_speculative_tokens": 2}')
+        await pilot.pause()
+        flags, _ = form.validate_flags()
+        assert flags is None
+        error = str(row.query_one(".field-error").render())
+        assert "validation error for SpeculativeConfig" in error and "'medusa'" in error
+        good = '{"method": "ngram", "num_speculative_tokens": 4}'
+        row.set_value(good)
+        await pilot.pause()
+        flags, problems = form.validate_flags()
+        assert problems == [] and flags is not None
+        assert flags.extra_args == ("--speculative-config", good)
 
 
 async def test_without_a_flag_list_the_section_says_why_and_picks_it_up_later() -> None:
     demo = FakeSession()  # demo label, no list
     app = create_app(demo, clock=None)
     async with app.run_test(size=(80, 24)):
-        assert note(app).startswith(DEMO_REASON)
+        assert DEMO_REASON in note(app)
         assert "extra args: vLLM 0.33.0's table" in note(app)  # which table is in force
         assert not app.query_one("#flag-matches", OptionList).display
 
     session = FakeSession(mode_label=REAL)
     app = create_app(session, clock=None)
     async with app.run_test(size=(80, 24)) as pilot:
-        assert note(app) == LOADING_REASON
+        assert LOADING_REASON in note(app)
         session.vllm_cli = fixture_cli()  # the session finished loading it
         app.query_one("#flag-search", Input).focus()  # focus looks again, before the timer
         await pilot.pause()
@@ -167,13 +208,13 @@ async def test_with_033s_parser_the_form_offers_watchdog_and_refuses_medusa_in_i
             await pilot.pause()
             await pilot.press(*"watchdog")
             await pilot.pause()
-            names = [f.name for f in app.query_one(FlagSearch).matches]
+            names = [f.option for f in app.query_one(FlagSearch).matches]
             assert ("--watchdog-config" in names) is offered, version
             if not offered:
                 continue
             await pilot.press("enter")
             await pilot.pause()
-            assert form.field("extra_args").value == "--watchdog-config "
+            assert app.focused is form.field("cli-watchdog_config").editor
             medusa = '{"method": "medusa", "model": "m", "num_speculative_tokens": 2}'
             form.field("extra_args").set_value(f"--speculative-config '{medusa}'")
             await pilot.pause()

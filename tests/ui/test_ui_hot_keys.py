@@ -282,3 +282,82 @@ async def test_the_heap_built_at_start_is_out_of_the_collectors_full_passes() ->
         assert app.frozen > 10_000  # the widget tree, styles, stylesheet: walked never again
         assert gc.get_freeze_count() > 0
     assert gc.get_freeze_count() == 0  # handed back when the console ends
+
+
+# Each key that opens a screen from the card view, with the screen it opens.
+SCREEN_KEYS: tuple[tuple[str, str], ...] = (
+    ("question_mark", "HelpScreen"),
+    ("enter", "RunDetailScreen"),
+    ("h", "HistoryScreen"),
+    ("v", "BeforeAfterScreen"),
+    ("g", "PlotScreen"),
+    ("w", "SweepScreen"),
+    ("slash", "AskScreen"),
+)
+
+
+async def _esc_and_count(
+    pilot: Pilot[Any], app: VtcApp, monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[str], list[DOMNode]]:
+    """Press Esc; the layouts asked of the main screen meanwhile, and its nodes restyled."""
+    main = app.main_screen
+    layouts: list[str] = []
+    restyled: list[DOMNode] = []
+    refresh = Widget.refresh
+    app_refresh = type(app).refresh
+    update_nodes = app.stylesheet.update_nodes
+
+    def counting(self: Widget, *regions: Any, **kwargs: Any) -> Widget:
+        if kwargs.get("layout") and self.screen is main:
+            layouts.append(f"{type(self).__name__}#{self.id}")
+        return refresh(self, *regions, **kwargs)
+
+    def counting_app(self: VtcApp, **kwargs: Any) -> VtcApp:
+        if kwargs.get("layout") and self.screen is main:
+            layouts.append("app")
+        return app_refresh(self, **kwargs)
+
+    def counting_styles(self: Stylesheet, nodes: Iterable[DOMNode], animate: bool = False) -> None:
+        nodes = list(nodes)
+        restyled.extend(n for n in nodes if n is main or main in n.ancestors)
+        update_nodes(nodes, animate=animate)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Widget, "refresh", counting)
+        patch.setattr(type(app), "refresh", counting_app)
+        patch.setattr(app.stylesheet, "update_nodes", counting_styles.__get__(app.stylesheet))
+        await press(pilot, "escape")
+        await pilot.pause()
+    return layouts, restyled
+
+
+@pytest.mark.parametrize(("key", "opened"), SCREEN_KEYS)
+async def test_esc_back_to_the_main_screen_lays_out_and_restyles_nothing_there(
+    monkeypatch: pytest.MonkeyPatch, key: str, opened: str
+) -> None:
+    """Issue 39 item 6: Esc to a screen's parent sat ~90 ms above the key that opened it.
+    A popped screen was removed, and its removal laid out the whole main screen (twice for
+    a run's detail); it is now kept until the next screen opens (tui.ui.screen_keeper).
+    Esc from every screen: no layout and no restyle of the main screen, nothing of it
+    mounted or removed; the screen closed is removed only when the next one opens."""
+    from tui.ui.screen_keeper import keeper_of
+
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        main = app.main_screen
+        await press(pilot, "p")  # a baseline, so v has a Before/After to show
+        await press(pilot, "left")
+        before = widgets_under(main)
+        for _ in range(2):  # twice: the second time, the first one's screen goes
+            await press(pilot, key)
+            await app.workers.wait_for_complete()
+            assert type(app.screen).__name__ == opened
+            layouts, restyled = await _esc_and_count(pilot, app, monkeypatch)
+            assert app.screen is main
+            assert layouts == [], layouts
+            assert restyled == [], [type(n).__name__ for n in restyled][:10]
+            assert widgets_under(main) == before
+        keeper = keeper_of(app)
+        if key != "question_mark":  # help is installed once, composed once
+            assert keeper is not None and len(keeper.kept) == 1  # the last one, until the next

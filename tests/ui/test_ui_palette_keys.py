@@ -179,28 +179,69 @@ async def test_y_copies_the_selected_runs_vllm_serve_command_and_says_so(monkeyp
     assert "copied (OSC 52)" in notes.text()
 
 
-async def test_the_key_bar_adds_commands_as_the_width_allows_and_the_keys_work_at_any() -> None:
-    """160 columns show w, a, h and board keys; 80 show the main commands; w opens the
-    sweep screen at both widths (the key bar's copy and the hidden key run the same)."""
+async def test_the_key_bar_shows_the_keys_that_fit_and_one_that_lists_the_rest() -> None:
+    """Issue 39 item 2: at 80x24 w, a, h, k and ^p are in sight beside r and b, and the
+    help key says how many keys it adds; 120x40 shows more (k included); 160 more again.
+    Every key works at every width (w opens the sweep screen at each)."""
     from textual.widgets import Footer
 
     from tui.ui.screens.sweep import SweepScreen
 
-    for size, shown, hidden in (
-        ((80, 24), {"t", "r", "b", "?", "q"}, {"w", "a", "h", "p"}),
-        ((160, 40), {"t", "r", "w", "a", "h", "p", "v", "Enter", "?", "q"}, set()),
+    for size, shown in (
+        ((80, 24), {"r", "b", "w", "a", "h", "k", "^p", "?"}),
+        ((120, 40), {"r", "b", "w", "a", "h", "k", "^p", "t", "s", "Enter", "?"}),
+        ((160, 40), {"r", "b", "w", "a", "h", "k", "^p", "t", "s", "p", "v", "Enter", "?"}),
     ):
         app, _ = make(ready_session())
         async with app.run_test(size=size) as pilot:
 
-            def bar(app: VtcApp = app) -> set[str]:
-                return {k.key_display for k in app.query_one(Footer).query("FooterKey")}  # type: ignore[attr-defined]
+            def bar(app: VtcApp = app) -> dict[str, str]:
+                keys = app.query_one(Footer).query("FooterKey")
+                return {k.key_display: k.description for k in keys}  # type: ignore[attr-defined]
 
             for _ in range(100):  # the footer recomposes after mount: wait for its keys
                 await pilot.pause()
-                if shown <= bar():
+                if shown <= set(bar()):
                     break
-            assert shown <= bar() and not hidden & bar(), (size, bar())
+            assert shown <= set(bar()), (size, bar())
+            more = bar()["?"]
+            assert more.endswith(" more"), more  # it says so: "? 9 more"
+            assert sum(len(k) + len(d) + 2 for k, d in bar().items()) - 1 <= size[0]
             await pilot.press("w")
             await settle(pilot)
             assert isinstance(app.screen, SweepScreen), size
+
+
+def in_sight(app: VtcApp, field_id: str) -> bool:
+    """Whether the field's editor is drawn inside the form's scrolling area now."""
+    editor = app.query_one(f"#in-{field_id}")
+    area = app.query_one("#form-fields")
+    return area.display and editor.region.height > 0 and area.region.contains_region(editor.region)
+
+
+async def test_a_palette_jump_shows_the_field_it_edits_from_any_view() -> None:
+    """Issue 39 item 5: from the table view (the form hidden at 80 columns) the jump edited a
+    field that stayed off screen. Every jump, from the table or the cards, declared or an
+    undeclared flag of the installed vLLM (its own row), ends with the field in sight."""
+    from tui.domain.flags.vllm_tables import table_for
+
+    for query, label, field_id in (
+        ("context length", "max-model-len", "max_model_len"),
+        ("kv offload", "kv-offloading-size", "cli-kv_offloading_size"),
+        ("request rate", "request-rate", "load-request_rate"),
+    ):
+        session = ready_session()
+        session.vllm_cli = table_for("0.32.0").cli
+        app, _ = make(session)
+        async with app.run_test(size=(80, 24)) as pilot:
+            keys = Keys(pilot)
+            await keys.press("t")
+            assert app.main_screen.board.table_mode
+            await keys.palette_pick(query, label)
+            for _ in range(50):  # the cards come back, then the form scrolls: wait for it
+                await pilot.pause()
+                if in_sight(app, field_id):
+                    break
+            assert not app.main_screen.board.table_mode
+            assert app.focused is app.query_one(f"#in-{field_id}")
+            assert in_sight(app, field_id), query

@@ -149,6 +149,7 @@ class FakeSession:
         self.history = TelemetryHistory()  # the samples emitted, as the real hub keeps them
         self.tools = FakeTools()
         self.server_config: ServerConfig | None = None  # attached: what was read (tests set it)
+        self.base_url: str | None = "http://127.0.0.1:8000"  # where the server answers
 
     # -- the session surface ----------------------------------------------------------------
     @property

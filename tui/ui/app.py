@@ -27,6 +27,7 @@ from tui.ui.pacer import LOAD_REFRESH_S, EventPacer
 __all__ = ["LOAD_REFRESH_S", "VtcApp", "create_app", "exit_backstop"]
 
 from tui.ui.palette import ConsoleCommands
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.confirm_quit import ConfirmQuitScreen, what_quit_stops
 from tui.ui.screens.main import Clock, MainScreen
 
@@ -49,6 +50,10 @@ def exit_backstop(seconds: float) -> threading.Timer:
     timer.daemon = True
     timer.start()
     return timer
+
+
+ERROR_TIMEOUT = 6.0
+"""Seconds an error's toast stays (the run's card or the form keeps it after)."""
 
 
 class VtcApp(App[None]):
@@ -90,6 +95,10 @@ class VtcApp(App[None]):
         self._signal_task: asyncio.Future[None] | None = None
         self.main_screen = MainScreen(session, clock=clock)
 
+    NOTIFICATION_TIMEOUT: ClassVar[float] = 3.0
+    """Seconds a toast stays (Textual's 5): it sits over the log tail, and a second one over
+    the GPU/Metrics figures, for a moment only; errors stay longer (ERROR_TIMEOUT)."""
+
     def notify(
         self,
         message: str,
@@ -101,6 +110,8 @@ class VtcApp(App[None]):
     ) -> None:
         """Every toast as plain text: its message often holds text from outside (an error
         body, a model id, a preset's name), shown as itself, escapes removed."""
+        if timeout is None and severity == "error":
+            timeout = ERROR_TIMEOUT
         super().notify(
             inert(message, newlines=True) if not markup else message,
             title=inert(title),
@@ -210,7 +221,7 @@ class VtcApp(App[None]):
             if confirmed:
                 await self.quit_now()
 
-        self.push_screen(ConfirmQuitScreen(stops), decided)
+        open_screen(self, ConfirmQuitScreen(stops), decided)
 
     async def quit_now(self) -> None:
         """Close the session (load, the server it started, pollers), then exit."""

@@ -36,7 +36,7 @@ def legend(config: ServerConfig | None) -> str:
 def show_server_config(form: FlagForm, config: ServerConfig | None) -> None:
     """Put ``config`` in ``form``, read-only (``None``: nothing read yet, all "not read")."""
     if config is not None:
-        form.load_flags(config.flags)
+        form.load_flags(config.flags, rows=False)  # read-only: the extra args as text
     unread = config.unread() if config is not None else NOT_READ_YET
     form.field(MODEL).mark_read(TAGS[FROM_MODELS] if config is not None else None, unread)
     for spec in flag_specs():

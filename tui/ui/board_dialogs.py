@@ -12,6 +12,7 @@ from textual.app import App
 
 from tui.domain.export import EXPORT_FORMATS
 from tui.ui.board_query import check_filter
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.ask import AskScreen
 from tui.ui.screens.choice import Choice, ChoiceScreen
 
@@ -32,7 +33,7 @@ FILTER_HINT = (
 def ask_filter(app: App[object], suggestion: str, done: Callable[[str | None], None]) -> None:
     """Ask which runs to show, ``suggestion`` typed in (selected: typing replaces it)."""
     ask = AskScreen("Filter runs", suggestion, hint=FILTER_HINT, check=check_filter)
-    app.push_screen(ask, done)
+    open_screen(app, ask, done)
 
 
 def ask_repeats(app: App[object], label: str, done: Callable[[int], object]) -> None:
@@ -48,7 +49,7 @@ def ask_repeats(app: App[object], label: str, done: Callable[[int], object]) -> 
         hint="each: restart with its flags, wait ready, run its workload",
         check=check_times,
     )
-    app.push_screen(ask, answered)
+    open_screen(app, ask, answered)
 
 
 def ask_export_format(app: App[object], label: str, done: Callable[[str], object]) -> None:
@@ -59,7 +60,7 @@ def ask_export_format(app: App[object], label: str, done: Callable[[str], object
         if fmt is not None:
             done(fmt)
 
-    app.push_screen(ChoiceScreen(f"Export {label} as", choices), chosen)
+    open_screen(app, ChoiceScreen(f"Export {label} as", choices), chosen)
 
 
 def check_times(text: str) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import wraps
 from typing import ParamSpec
@@ -97,3 +98,30 @@ def inert_rendering(render: Callable[P, Content]) -> Callable[P, Content]:
         return inert_content(render(*args, **kwargs))
 
     return wrapper
+
+
+_ID_BREAKS = re.compile(r"(?<=[/\-_=.,:])")
+
+
+def wrap_id(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken at its blanks, and a word longer
+    than a line (a model id, a path, a JSON value) after its ``/``, ``-``, ``_``, ``=``, ``.``,
+    ``,`` or ``:``, never mid-name unless a piece alone is longer than the line."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        pieces = [word] if len(word) <= width else [p for p in _ID_BREAKS.split(word) if p]
+        for i, piece in enumerate(pieces):
+            glue = " " if line and i == 0 else ""
+            if len(line) + len(glue) + len(piece) <= width:
+                line += glue + piece
+                continue
+            if line:
+                lines.append(line)
+            while len(piece) > width:  # one piece longer than a line: cut, nothing else fits
+                lines.append(piece[:width])
+                piece = piece[width:]
+            line = piece
+    if line:
+        lines.append(line)
+    return lines

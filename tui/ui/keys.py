@@ -123,8 +123,11 @@ QUIT_HELP = (
     "while any of them runs it asks first: q or y again quits, any other key stays."
 )
 PALETTE_HELP = (
-    "The command palette: type a flag's name (max-model-len, max_num_seqs...) to jump to its "
-    "field, its value selected so typing replaces it; or a command's name to run it."
+    "The command palette: type a flag's name (max-model-len, mml) or what it does (context "
+    "length, cuda graph, kv offload, speculative) to jump to its field, its value selected so "
+    "typing replaces it (any flag of the installed vLLM: one the form lacks gets a row of its "
+    "own); or a command's name to run it. The key bar shows the keys that fit: this help "
+    "lists them all."
 )
 ESCAPE_HELP = "Leave a form field (focus moves to the board), so letter keys work again."
 SAVE_PRESET_HELP = (
@@ -255,6 +258,44 @@ NAVIGATION_HELP: tuple[tuple[str, str], ...] = (
     ("^PgUp/PgDn", "Cards: a screenful of runs back / on (ctrl+PgUp, ctrl+PgDn)."),
 )
 
+
+HELP_ACTION = "help"
+"""The key that lists every key: the key bar shows it last, saying how many it adds."""
+
+BAR_ORDER: tuple[str, ...] = (
+    "leave_field",
+    "restart",
+    "bench",
+    "fix",
+    "cancel_load",
+    "sweep",
+    "apply_advice",
+    "history",
+    "calibrate",
+    "command_palette",
+    "toggle_table",
+    "stop_server",
+    "detail",
+    "pin",
+    "before_after",
+    "plot",
+    "repeat",
+    "load_run",
+    "export",
+    "copy_command",
+    "filter",
+    "quit",
+)
+"""The order the key bar keeps keys in, the first kept when the width runs out (the help
+key, last, lists the rest; a key a screen says does not apply now goes after these)."""
+
+BAR_LABELS: dict[str, str] = {"command_palette": "Find", "calibrate": "Twin"}
+"""Labels the key bar uses instead of the binding's, short for 80 columns (ctrl+p finds
+flags and commands; k calibrates the twin)."""
+
+BAR_ALIASES: dict[str, tuple[str, str, str]] = {"select_cursor": ("detail", "Detail", "Enter")}
+"""A focused widget's own binding that does a command's work, shown as that command: Enter
+in the board's table selects the row, which opens its detail as Enter on the cards does."""
 
 BAR_FROM_COLUMNS = 84
 """Below this width the key bar holds the main commands only (``?`` lists the rest)."""

@@ -1,9 +1,12 @@
-"""The command palette (ctrl+p): every flag of the form by name, and every command.
+"""The command palette (ctrl+p): every flag by name or by what it does, and every command.
 
-Choosing a flag focuses its field with its value selected, so typing replaces it; choosing
-a command runs it as its key would. The names searched are the form's own labels (the
-``vllm serve`` option without its dashes, e.g. ``max-model-len``) and the snake_case names
-vLLM's config uses (``max_model_len``), so either spelling finds the field.
+Choosing a flag focuses its field with its value selected, so typing replaces it (a flag
+the form does not declare gets a row of its own first); choosing a command runs it as its
+key would. Flags are ranked by :mod:`tui.domain.flags.meaning`: their names (``max model
+len``, ``max_model_len``), the form's sections, vLLM's own help text for the installed
+version and a table of operator words ("context length", "cuda graph", "kv offload"), the
+flag that does what the words say first. The form's other fields and the commands are
+matched by name, as Textual's fuzzy matcher does.
 """
 
 from __future__ import annotations
@@ -13,10 +16,24 @@ from dataclasses import dataclass
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 
-from tui.domain.flags.serve import flag_specs
+from tui.domain.flags.meaning import holds_words, rank
 from tui.ui.form_values import WORKLOAD_FIELDS
 from tui.ui.keys import BOARD_KEYS, COMMANDS
+from tui.ui.widgets.flag_search import first_sentence, flag_docs
+
+MAX_FLAG_HITS = 20  # words found in many help texts: the best of them are enough
+FUZZY_WEIGHT = 0.75
+WORDS_SCORE = 0.72  # a field or command whose name holds every word typed ("request rate")
+
+
+def fuzzy_score(score: float, query: str) -> float:
+    """Textual's fuzzy score (it grows with the query: about 3 a letter, more at word
+    starts) as 0-0.75: a flag named by the words typed (0.7-1) comes before scattered
+    letters ("qu" in "request-rate"), a command's name before a flag found only in a help
+    text (0.3-0.4)."""
+    return FUZZY_WEIGHT * min(1.0, score / (3 * len(query) + 9))
 
 
 @dataclass(frozen=True)
@@ -34,14 +51,6 @@ def _field_entries(screen: object) -> Iterator[Entry]:
     if not isinstance(screen, MainScreen):
         return
     yield Entry("model", partial(screen.jump_to_field, "model"), "flag · the model to serve")
-    for spec in flag_specs():
-        label = spec.cli[2:]
-        also = f" ({spec.name})" if spec.name != label else ""
-        yield Entry(
-            f"{label}{also}",
-            partial(screen.jump_to_field, spec.name),
-            f"flag · {spec.group.value} · {spec.help}",
-        )
     yield Entry(
         "extra args",
         partial(screen.jump_to_field, "extra_args"),
@@ -78,17 +87,42 @@ def _command_entries(screen: object) -> Iterator[Entry]:
         )
 
 
+def _flag_hits(screen: object, query: str) -> Iterator[Hit]:
+    """The flags that answer ``query``, best first (scores 0.3-1: above most fuzzy hits)."""
+    from tui.ui.screens.main import MainScreen
+
+    if not isinstance(screen, MainScreen):
+        return
+    for hit in rank(query, flag_docs(screen.cli_status()))[:MAX_FLAG_HITS]:
+        doc = hit.doc
+        label = doc.option[2:]
+        also = f" ({doc.dest})" if doc.dest != label.replace("-", "_") else ""
+        where = doc.section if doc.declared else f"{doc.section}, its own row"
+        yield Hit(
+            hit.score / 1000,
+            Content(f"{label}{also}"),
+            partial(screen.jump_to_field, doc.key),
+            text=f"{label}{also}",
+            help=f"flag · {where} · {first_sentence(doc.help)}",
+        )
+
+
 class ConsoleCommands(Provider):
-    """Flags by name and the console's commands, for Textual's command palette."""
+    """Flags by name and meaning, and the console's commands, for Textual's palette."""
 
     def _entries(self) -> list[Entry]:
         return [*_field_entries(self.screen), *_command_entries(self.screen)]
 
     async def search(self, query: str) -> Hits:
-        """Every flag and command whose name matches ``query`` (fuzzy, best first)."""
+        """Every flag that answers ``query`` (:mod:`tui.domain.flags.meaning`), then every
+        field and command whose name matches it (fuzzy), best first."""
+        for hit in _flag_hits(self.screen, query):
+            yield hit
         matcher = self.matcher(query)
         for entry in self._entries():
-            score = matcher.match(entry.text)
+            score = fuzzy_score(matcher.match(entry.text), query)
+            if holds_words(query, entry.text):
+                score = max(score, WORDS_SCORE)
             if score > 0:
                 yield Hit(
                     score,

@@ -14,6 +14,7 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort, SessionTools
 from tui.ui.presets_view import check_preset_name, preset_from_form
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.ask import AskScreen
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.workers import run_guarded
@@ -69,6 +70,8 @@ def ask_and_save_preset(
 
     hint = "letters, digits, - _ . · a preset of the same name is replaced"
     suggestion = f"{based_on.name}-mine" if based_on is not None else ""
-    node.app.push_screen(
-        AskScreen("Save the form as preset", suggestion, hint=hint, check=check_preset_name), save
+    open_screen(
+        node.app,
+        AskScreen("Save the form as preset", suggestion, hint=hint, check=check_preset_name),
+        save,
     )

@@ -33,6 +33,7 @@ class ServerView:
     silent_s: float | None = None  # READY but /health unanswered this long (None: answering)
     silent_why: str = ""
     can_stop: bool = True  # False (attached): the panel never offers ``s``
+    url: str = ""  # where the server answers (shown while it starts and serves)
 
 
 def project(
@@ -43,14 +44,22 @@ def project(
     since_launch: float | None = None,
     silence: Unanswered | None = None,
     can_stop: bool = True,
+    url: str | None = None,
 ) -> ServerView:
     """The panel for ``record`` (the current run) in ``state``, with the live ``pid`` and clock."""
     silent = silence if state is ServerState.READY else None  # a stop in progress says so
     silent_s = silent.silent_s if silent is not None else None
     silent_why = silent.reason if silent is not None else ""
+    live = state in (ServerState.STARTING, ServerState.READY)
+    shown_url = (url or "") if live else ""
     if record is None:
         return ServerView(
-            state=state, pid=pid, silent_s=silent_s, silent_why=silent_why, can_stop=can_stop
+            state=state,
+            pid=pid,
+            silent_s=silent_s,
+            silent_why=silent_why,
+            can_stop=can_stop,
+            url=shown_url,
         )
     startup = record.startup
     last = startup.stages[-1] if startup.stages else None
@@ -72,4 +81,5 @@ def project(
         silent_s=silent_s,
         silent_why=silent_why,
         can_stop=can_stop,
+        url=shown_url,
     )

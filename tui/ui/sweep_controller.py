@@ -16,6 +16,7 @@ from textual.screen import Screen
 
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort, SweepUpdated
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.sweep import ApplyBest, SweepScreen
 from tui.ui.widgets.flag_form import FlagForm
 
@@ -77,7 +78,7 @@ class SweepController:
             baseline=self._baseline,
         )
         self._screen = screen
-        self._host.app.push_screen(screen, callback=self._closed)
+        open_screen(self._host.app, screen, self._closed)
 
     def _closed(self, result: ApplyBest | None) -> None:
         self._screen = None

@@ -24,6 +24,7 @@ __all__ = [  # release and series: re-exported, their callers are many
     "VllmTable",
     "default_cli",
     "default_table",
+    "help_module_file",
     "is_newer_than_tables",
     "module_file",
     "newest_series",
@@ -67,6 +68,16 @@ def module_file(version: str) -> str:
     return name.replace(".", "/") + ".py"
 
 
+def help_module(table_module: str) -> str:
+    """The module holding the help texts of the table ``table_module`` (generated beside it)."""
+    return table_module.replace("vllm_serve_options", "vllm_serve_help")
+
+
+def help_module_file(version: str) -> str:
+    """The repository path of ``version``'s help-text module (known or new)."""
+    return help_module(module_file(version))
+
+
 @dataclass(frozen=True)
 class VllmTable:
     """One shipped table: the parser, the config ranges and literals, and why it is in force."""
@@ -81,7 +92,8 @@ class VllmTable:
 @cache
 def _load(key: str) -> VllmTable:
     module = importlib.import_module(TABLE_MODULES[key])
-    flags = tuple(_flag(row) for row in module.ROWS)
+    helps = _helps(TABLE_MODULES[key])
+    flags = tuple(_flag(row, helps.get(row[0], ("", ""))) for row in module.ROWS)
     return VllmTable(
         version=module.VERSION,
         cli=VllmCli(version=module.VERSION, flags=flags),
@@ -90,8 +102,22 @@ def _load(key: str) -> VllmTable:
     )
 
 
-def _flag(row: tuple[Any, ...]) -> CliFlag:
+def _helps(table_module: str) -> Mapping[str, tuple[str, str]]:
+    """The table's help texts by dest (group, text); none when its module was not generated."""
+    name = help_module(table_module)
+    if name == table_module:
+        return {}  # a table not named as the generator names them: no help beside it
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError:
+        return {}
+    helps: Mapping[str, tuple[str, str]] = getattr(module, "HELP", {})
+    return helps
+
+
+def _flag(row: tuple[Any, ...], group_help: tuple[str, str]) -> CliFlag:
     dest, options, action, type_name, optional, nargs, choices, default, *rest = row
+    group, help_text = group_help
     return CliFlag(
         dest=dest,
         option_strings=tuple(options),
@@ -99,8 +125,8 @@ def _flag(row: tuple[Any, ...]) -> CliFlag:
         default=default,
         choices=None if choices is None else tuple(choices),
         nargs=nargs,
-        help="",
-        group="",
+        help=help_text,
+        group=group,
         action=action,
         optional=optional,
         deprecated=bool(rest[0]) if rest else False,

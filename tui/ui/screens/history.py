@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import Static
 
 from tui.domain.advice import Advice
@@ -96,6 +97,7 @@ class HistoryScreen(ModalScreen[None]):
         can_apply: bool = True,
     ) -> None:
         super().__init__()
+        self._timer: Timer | None = None  # the redraw's, once mounted
         self._can_apply = can_apply  # False (attached): no key ``a`` to advertise
         self._history = history
         self._gpu, self._host, self._server_gpus = gpu, host, server_gpus
@@ -125,7 +127,18 @@ class HistoryScreen(ModalScreen[None]):
         box.border_subtitle = "Esc closes"
         self.redraw()
         if self._refresh_s is not None:
-            self.set_interval(self._refresh_s, self.redraw)
+            self._timer = self.set_interval(self._refresh_s, self.redraw)
+
+    def on_screen_suspend(self) -> None:
+        """Closed (it may stay installed a while, tui.ui.screen_keeper) or covered: no
+        redraws nobody sees."""
+        if self._timer is not None:
+            self._timer.pause()
+
+    def on_screen_resume(self) -> None:
+        """On top again: redraw once a second again."""
+        if self._timer is not None:
+            self._timer.resume()
 
     def redraw(self) -> None:
         """Every chart from the history as it is now."""

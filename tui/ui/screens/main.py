@@ -10,7 +10,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Select
+from textual.widgets import Input, Select
 
 from tui.domain.board.baseline import run_label
 from tui.domain.errors import VtcError, one_line
@@ -24,7 +24,7 @@ from tui.domain.events import (
     Unanswered,
 )
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.results import RunRecord
+from tui.domain.results import RunRecord, RunStatus
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress
 from tui.session.port import (
@@ -41,6 +41,7 @@ from tui.ui.form_keeper import FormKeeper
 from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
 from tui.ui.run_requests import export_run, repeat_run
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.help import show_help
 from tui.ui.screens.loop_keys import LoopKeys
 from tui.ui.screens.run_detail import RunDetailScreen
@@ -59,7 +60,6 @@ from tui.ui.widgets.server_panel import ServerPanel
 from tui.ui.workers import run_guarded
 
 Clock = Callable[[], float]
-PALETTE_SHOWN_FROM = 96  # columns: below, the commands fill the key bar (help names ^p)
 
 
 class MainScreen(LoopKeys, Screen[None]):
@@ -79,7 +79,7 @@ class MainScreen(LoopKeys, Screen[None]):
         self._launched_at: float | None = None
         self._pid: int | None = None  # live: the record does not keep the process id
         self._silence: Unanswered | None = None  # live: READY but /health unanswered
-        self._view = project(session.current, session.state)
+        self._view = project(session.current, session.state, url=session.base_url)
         self._sweeps = SweepController(self, session, lambda: self.form, self._board_baseline)
         self._kept_form = FormKeeper(self, session, lambda: self.form)
         self._twin = TwinController(self, session)
@@ -107,14 +107,14 @@ class MainScreen(LoopKeys, Screen[None]):
                 self.session.info.initial_load,
                 list(self.session.info.presets),
                 initial_preset=self.session.info.initial_preset,
-                cli_status=self._cli_status,
+                cli_status=self.cli_status,
                 id="form",
                 classes="panel",
             )
             yield ResultsBoard(can_launch=self.session.can_restart, id="board", classes="panel")
         yield KeyBar()
 
-    def _cli_status(self) -> CliStatus:
+    def cli_status(self) -> CliStatus:
         """The installed vLLM's flag list as the session has it now (it loads after start)."""
         session = self.session
         return cli_status(session.vllm_cli, session.vllm_cli_error, session.info.no_flag_list)
@@ -173,8 +173,10 @@ class MainScreen(LoopKeys, Screen[None]):
                 self.server_panel.border_title = title
         elif isinstance(event, LoadProgress):
             self.query_one(LoadPanel).show_progress(event)
+            self._bar_changed()  # c applies now (the bar recomposes only if its keys change)
         elif isinstance(event, LoadFinished):
             self.query_one(LoadPanel).show_finished(event.result, event.error)
+            self._bar_changed()
             if event.error:
                 self.notify(event.error, title="Load failed", severity="error")
         elif isinstance(event, SweepUpdated):
@@ -183,6 +185,7 @@ class MainScreen(LoopKeys, Screen[None]):
             self._telemetry.show(event, self.query_one(GpuPanel), self.query_one(MetricsPanel))
         elif isinstance(event, RunUpdated):
             self._show_runs()
+            self._bar_changed()
             current = self.session.current
             if current is not None and current.id == event.record.id:
                 self._refresh_view()
@@ -210,6 +213,7 @@ class MainScreen(LoopKeys, Screen[None]):
             hint = " · f applies its fix" if event.diagnosis.fixes else ""
             self.notify(f"its card says why{hint}", title="Start failed", severity="error")
         self._refresh_view()
+        self._bar_changed()
 
     def _show_runs(self) -> None:
         """The board as the session's runs stand; the run serving now is marked live."""
@@ -229,6 +233,7 @@ class MainScreen(LoopKeys, Screen[None]):
             since_launch=since,
             silence=self._silence,
             can_stop=can_stop,
+            url=self.session.base_url,
         )
         self._view = view
         self.server_panel.view = view
@@ -260,7 +265,7 @@ class MainScreen(LoopKeys, Screen[None]):
     # -- commands ---------------------------------------------------------------------------
     def action_history(self) -> None:
         """The last minutes of every chart, every GPU, the advice in full."""
-        self.app.push_screen(self._telemetry.history_screen(self.query_one(GpuPanel)))
+        open_screen(self.app, self._telemetry.history_screen(self.query_one(GpuPanel)))
 
     def action_calibrate(self) -> None:
         """Calibrate the twin of the ready server (``k``)."""
@@ -272,10 +277,12 @@ class MainScreen(LoopKeys, Screen[None]):
 
     def jump_to_field(self, name: str) -> None:
         """Focus a form field (the palette's flag search), its value selected: typing
-        replaces it. In table view the form is hidden: back to cards first."""
+        replaces it; a flag the form does not declare gets a row of its own. In table view
+        the form is hidden: back to cards first, and the field is scrolled into sight once
+        the form is laid out again."""
         if self.board.table_mode:
             self.board.action_toggle_table()
-        self.form.focus_field(name)
+        self.form.edit_flag(name)
 
     async def run_command(self, action: str) -> None:
         """Run a command as its key would (``board.`` actions: the board's)."""
@@ -309,9 +316,24 @@ class MainScreen(LoopKeys, Screen[None]):
 
     # -- the board and the form ------------------------------------------------------------
     def on_resize(self) -> None:
-        """The key bar shows ^p (the palette) once the commands leave room for it; more
-        commands join it as the width allows (the board fits the form itself)."""
-        self.query_one(Footer).show_command_palette = self.size.width >= PALETTE_SHOWN_FROM
+        """The key bar fits the keys to the new width (the board fits the form itself)."""
+        self.refresh_bindings()
+
+    def bar_applies(self, action: str) -> bool:
+        """Whether ``action`` does something now (the key bar shows those first): a fix
+        after a failed start, cancel while a load runs, bench and stop with a server."""
+        state = self.session.state
+        if action == "fix":
+            runs = self.session.runs
+            return bool(runs) and runs[-1].status is RunStatus.FAILED
+        if action == "cancel_load":
+            return self.session.load_running
+        if action in ("bench", "stop_server", "calibrate"):
+            return state in (ServerState.READY, ServerState.STARTING)
+        return True
+
+    def _bar_changed(self) -> None:
+        """What the key bar shows first may have changed (it recomposes only if so)."""
         self.refresh_bindings()
 
     @on(ResultsBoard.LoadIntoForm)
@@ -344,7 +366,7 @@ class MainScreen(LoopKeys, Screen[None]):
     @on(ResultsBoard.ShowDetail)
     def _detail(self, message: board_messages.ShowDetail) -> None:
         """The run in full (its log read through the session's tools)."""
-        self.app.push_screen(RunDetailScreen(message.board, message.row, self.session.tools))
+        open_screen(self.app, RunDetailScreen(message.board, message.row, self.session.tools))
 
     @on(ResultsBoard.RepeatRun)
     def _repeat(self, message: board_messages.RepeatRun) -> None:

@@ -16,6 +16,7 @@ from tui.domain.export.launch import launch_spec
 from tui.domain.results import RunRecord
 from tui.ui import board_messages
 from tui.ui.board_dialogs import ask_export_format, ask_repeats
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.before_after import BeforeAfterScreen
 
 # A plain mixin at run time, as BoardFrame: Textual takes the board's CSS from its widget base.
@@ -67,7 +68,7 @@ class BoardRunKeys(_Base):
                 severity="warning",
             )
             return
-        self.app.push_screen(BeforeAfterScreen(board.before_after(board.baseline.run, run)))
+        open_screen(self.app, BeforeAfterScreen(board.before_after(board.baseline.run, run)))
 
     def action_load_run(self) -> None:
         """Ask the screen to put the selected run's flags and workload into the form."""

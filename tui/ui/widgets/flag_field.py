@@ -243,3 +243,5 @@ class FlagField(Vertical):
         error.update(Content(message or ""))
         self.set_class(bool(message), "-invalid")
         self.editor.set_class(bool(message), "-invalid")
+        if message and self.has_focus_within:  # the row being typed in: its error in sight
+            error.scroll_visible(animate=False)

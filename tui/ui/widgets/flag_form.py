@@ -37,8 +37,9 @@ from tui.ui.form_values import (
 )
 from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
+from tui.ui.widgets.cli_field_rows import PREFIX, CliFieldRows, lift_declared
 from tui.ui.widgets.flag_field import FlagField
-from tui.ui.widgets.flag_search import CliStatus, FlagSearch, insertion
+from tui.ui.widgets.flag_search import CliStatus, FlagSearch
 from tui.ui.widgets.twin_line import TwinLine
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
@@ -91,6 +92,7 @@ class FlagForm(Vertical):
         self._general_flags: list[str] = []
         self._general_load: list[str] = []
         self._revalidate_pending = False
+        self._reveal: FlagField | None = None  # focused while hidden: scrolled to when shown
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -116,13 +118,13 @@ class FlagForm(Vertical):
                 for spec in specs:
                     yield FlagField.for_flag(spec, flag_text(spec, getattr(self._flags, spec.name)))
             yield Static("More vLLM flags", classes="group-title")
-            declared = {MODEL, "--model"} | {s.name for s in flag_specs()}
-            declared |= {s.cli for s in flag_specs()}
-            yield FlagSearch(self._cli_status, declared, id="flag-search-section")
+            yield FlagSearch(self._cli_status, id="flag-search-section")
+            lifted = lift_declared(self._flags.extra_args, self._validation().parser)
+            yield CliFieldRows(lifted.values, self._validation().parser, id="cli-fields")
             yield FlagField(
                 EXTRA,
                 "extra args",
-                value=extra_text(self._flags.extra_args),
+                value=extra_text(tuple(lifted.rest)),
                 placeholder="--flag value ...",
                 help="Any other vllm serve arguments, passed through verbatim (shell quoting).",
             )
@@ -199,18 +201,31 @@ class FlagForm(Vertical):
         """The workload fields' text by ``LoadSpec`` field name."""
         return {f.name: self.field(f"load-{f.name}").value for f in WORKLOAD_FIELDS}
 
+    def _validation(self) -> ValidationContext:
+        # The installed vLLM's own parser once it is known (else its version's table).
+        return ValidationContext(cli=self._cli_status().cli)
+
+    @property
+    def cli_rows(self) -> CliFieldRows:
+        """The rows of the installed vLLM's flags the form does not declare."""
+        return self.query_one(CliFieldRows)
+
     def validate_flags(self) -> tuple[ServeFlags | None, list[FlagProblem]]:
         """The form's flags, or every problem (also shown next to the fields)."""
-        # Checked against the installed vLLM's own parser once it is known (else 0.32's).
-        context = ValidationContext(cli=self._cli_status().cli)
+        context = self._validation()
+        # the rows of undeclared flags travel as extra args, checked each under its row
+        tokens, row_problems = self.cli_rows.check(context.parser, context.bounds, context.literals)
         flags, problems = validate_form(
             self.field(MODEL).value.strip(),
             self.raw_flags(),
-            self.field(EXTRA).value,
+            " ".join([extra_text(tokens), self.field(EXTRA).value]).strip(),
             context,
             self.field(ENV).value,
         )
+        if row_problems:
+            flags, problems = None, row_problems + problems
         names = [s.name for s in flag_specs()] + [MODEL, EXTRA, ENV]
+        names += [PREFIX + dest for dest in self.cli_rows.dests]
         self._general_flags = self._show_problems(problems, names, "")
         self._show_general()
         return flags, problems
@@ -260,10 +275,18 @@ class FlagForm(Vertical):
         return None
 
     def focus_field(self, name: str) -> None:
-        """Move focus to a field's editor and scroll it into view."""
+        """Move focus to a field's editor and scroll it into view (again once the form
+        is laid out, if it was hidden: the table view at 80 columns)."""
         row = self.field(name)
         row.editor.focus()
         row.scroll_visible(animate=False)
+        self._reveal = row if self.size.height == 0 else None
+
+    def on_resize(self) -> None:
+        """Shown again (its size was 0): the field just focused scrolls into sight now."""
+        row, self._reveal = self._reveal, None
+        if row is not None:
+            row.scroll_visible(animate=False)
 
     def show_warnings(self, warnings: list[str]) -> None:
         """Pre-flight warnings for the current flags, each under the field it names (the
@@ -278,13 +301,22 @@ class FlagForm(Vertical):
         box.display = bool(placed.general)
 
     # -- writing ----------------------------------------------------------------------------
-    def load_flags(self, flags: ServeFlags) -> None:
-        """Put ``flags`` in the form, every field (unset flags become empty)."""
+    def load_flags(self, flags: ServeFlags, *, rows: bool = True) -> None:
+        """Put ``flags`` in the form, every field (unset flags become empty); ``rows``
+        False: the extra args stay text (attached: read-only, no row to edit)."""
         self.field(MODEL).set_value(flags.model)
         for spec in flag_specs():
             self.field(spec.name).set_value(flag_text(spec, getattr(flags, spec.name)))
-        self.field(EXTRA).set_value(extra_text(flags.extra_args))
+        self._load_extra(flags.extra_args, rows)
         self.field(ENV).set_value(env_text(flags.env))
+
+    def _load_extra(self, extra: tuple[str, ...], rows: bool = True) -> None:
+        """Extra args into the form: flags with fields to their rows, the rest as text."""
+        parser = self._validation().parser
+        lifted = lift_declared(extra if rows else (), parser)
+        lifted.rest = lifted.rest if rows else list(extra)
+        self.cli_rows.load(lifted.values, parser)
+        self.field(EXTRA).set_value(extra_text(tuple(lifted.rest)))
 
     def load_workload(self, spec: LoadSpec) -> None:
         """Put ``spec`` in the Workload fields; fields the form lacks keep ``spec``'s values."""
@@ -300,7 +332,7 @@ class FlagForm(Vertical):
             if name == MODEL:
                 self.field(MODEL).set_value(str(value))
             elif name == EXTRA:
-                self.field(EXTRA).set_value(extra_text(tuple(value or ())))
+                self._load_extra(tuple(value or ()))
             elif name == ENV:
                 pairs = value.items() if isinstance(value, Mapping) else value or ()
                 self.field(ENV).set_value(env_text(pairs))
@@ -329,15 +361,18 @@ class FlagForm(Vertical):
 
     @on(FlagSearch.Picked)
     def _flag_picked(self, event: FlagSearch.Picked) -> None:
-        """Append the picked option to the extra args and put the cursor after it."""
+        """Focus the picked flag's field (an undeclared flag gets a row of its own)."""
         event.stop()
-        current = self.field(EXTRA).value.rstrip()
-        self.field(EXTRA).set_value((current + " " if current else "") + insertion(event.flag))
-        editor = self.field(EXTRA).editor
-        self.focus_field(EXTRA)
-        if isinstance(editor, Input):
-            # after the focus selected the value: here typing goes on after the flag picked
-            self.call_after_refresh(editor.action_end)
+        self.edit_flag(event.doc.key)
+
+    def edit_flag(self, dest: str) -> str | None:
+        """Focus the field of ``dest`` (any field's name; an undeclared flag of the installed
+        vLLM gets a row of its own); its name, ``None`` if there is no such flag."""
+        if self.query(f"#field-{dest}"):
+            self.focus_field(dest)
+            return dest
+        flag = self._validation().parser.flag(dest)
+        return None if flag is None else self.cli_rows.open(flag, self.focus_field)
 
     @on(Select.Changed, "#preset")
     def _preset_chosen(self, event: Select.Changed) -> None:

@@ -1,14 +1,15 @@
-"""The form's "More vLLM flags" section: search the installed vLLM's other flags.
+"""The form's flag search: find any flag of the installed vLLM by what it does.
 
-The form declares the common flags (``flag_specs``); every other option of the installed
-``vllm serve`` (``VllmCli``, loaded by the session in the background) is found here by
-typing, and picking one appends it to the form's extra args, where the operator types its
-value.
+Typing words ("context length", "kv offload", "cuda graph") lists the flags that match, by
+name, by the form's sections, by vLLM's own help text for the installed version and by a
+table of operator words (:mod:`tui.domain.flags.meaning`), the flag that does what the
+words say first. Picking one focuses its field: a declared flag's own, or for any other
+flag a row of its own (:mod:`tui.ui.widgets.cli_field_rows`), added on demand.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from textual import events, on
@@ -20,8 +21,10 @@ from textual.timer import Timer
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from tui.domain.flags.meaning import FlagDoc, docs_for, rank
+from tui.domain.flags.serve import flag_specs
 from tui.domain.flags.vllm_cli import CliFlag, VllmCli
-from tui.domain.flags.vllm_tables import default_table
+from tui.domain.flags.vllm_tables import VllmTable, default_table
 
 MAX_MATCHES = 8
 LINE_WIDTH = 38  # the form's text width at 80 columns: longer lines end in "…"
@@ -37,6 +40,27 @@ class CliStatus:
     cli: VllmCli | None
     reason: str = ""
     settled: bool = True
+    table: VllmTable | None = None  # what stands in for ``cli`` while there is none
+
+    @property
+    def parser(self) -> VllmCli:
+        """The installed vLLM's flags, else the shipped table that stands in for them."""
+        if self.cli is not None:
+            return self.cli
+        return (self.table or default_table()).cli
+
+
+def flag_docs(status: CliStatus) -> list[FlagDoc]:
+    """Every flag the form can edit, as the search reads them (cached per parser)."""
+    parser = status.parser
+    cached = _DOCS.get(id(parser))
+    if cached is None or cached[0] is not parser:
+        cached = (parser, docs_for(flag_specs(), parser))
+        _DOCS[id(parser)] = cached
+    return cached[1]
+
+
+_DOCS: dict[int, tuple[VllmCli, list[FlagDoc]]] = {}
 
 
 def cli_status(cli: VllmCli | None, error: str | None, never: str | None) -> CliStatus:
@@ -84,51 +108,47 @@ def describe_value(flag: CliFlag) -> str:
     return f"{kind} ={flag.default}"
 
 
-def match_prompt(flag: CliFlag) -> Content:
-    """Two lines for a match: the option and what it takes, then its help's first sentence.
-
-    A deprecated flag is marked, not hidden: vLLM still accepts it (with a warning)."""
-    name = _clip(flag.name + (" (deprecated)" if flag.is_deprecated else ""))
-    rest = _clip(describe_value(flag), max(LINE_WIDTH - len(name) - 1, 1))
+def match_prompt(doc: FlagDoc, cli: VllmCli) -> Content:
+    """Two lines for a match: the option and what it takes (or its form section), then
+    its help's first sentence. A deprecated flag is marked, not hidden: vLLM still accepts
+    it (with a warning)."""
+    flag = cli.flag(doc.dest)
+    deprecated = flag is not None and flag.is_deprecated
+    name = _clip(doc.option + (" (deprecated)" if deprecated else ""))
+    what = doc.section if doc.declared or flag is None else describe_value(flag)
+    rest = _clip(what, max(LINE_WIDTH - len(name) - 1, 1))
     head = Content.assemble((name, "bold"), " ", (rest, "$text-muted"))
-    help_line = Content.styled(_clip(first_sentence(flag.help)), "$text-muted")
+    help_line = Content.styled(_clip(first_sentence(doc.help)), "$text-muted")
     return Content("\n").join([head, help_line])
 
 
-def insertion(flag: CliFlag) -> str:
-    """The text appended to extra args: a value flag leaves room for its value."""
-    return flag.name + (" " if flag.takes_value else "")
-
-
 class FlagSearch(Vertical):
-    """A search box over the installed vLLM's flags that the form does not declare."""
+    """A search box over every flag the form can edit, by name or by what it does."""
 
     class Picked(Message):
-        """The operator chose ``flag``: append :func:`insertion` to the extra args."""
+        """The operator chose ``doc``: focus its field (a row of its own if undeclared)."""
 
-        def __init__(self, flag: CliFlag) -> None:
+        def __init__(self, doc: FlagDoc) -> None:
             super().__init__()
-            self.flag = flag
+            self.doc = doc
 
     def __init__(
         self,
         status: Callable[[], CliStatus],
-        declared: Collection[str],
         *,
         id: str | None = None,
         classes: str | None = None,
     ) -> None:
         super().__init__(id=id, classes=classes)
         self._status = status
-        self._declared = frozenset(declared)
         self._cli: VllmCli | None = None
-        self._matches: list[CliFlag] = []
+        self._matches: list[FlagDoc] = []
         self._timer: Timer | None = None
 
     def compose(self) -> ComposeResult:
         """The search box, a one-line reason or count, the matches."""
         yield Input(
-            placeholder="search: name or words in its help",
+            placeholder="find a flag: name or what it does",
             compact=True,
             id="flag-search",
             select_on_focus=False,
@@ -143,7 +163,7 @@ class FlagSearch(Vertical):
 
     # -- state ------------------------------------------------------------------------------
     @property
-    def matches(self) -> list[CliFlag]:
+    def matches(self) -> list[FlagDoc]:
         """The flags listed now, best first."""
         return list(self._matches)
 
@@ -152,7 +172,7 @@ class FlagSearch(Vertical):
         status = self._status()
         if status.cli is not self._cli or self._cli is None:
             self._cli = status.cli
-            self._refresh(status.reason)
+            self._refresh(status)
         return status.settled
 
     def _poll(self) -> None:
@@ -160,36 +180,30 @@ class FlagSearch(Vertical):
             self._timer.stop()
             self._timer = None
 
-    def others(self, text: str) -> list[CliFlag]:
-        """Flags matching ``text`` that the form does not declare (all when ``text`` is blank)."""
-        if self._cli is None:
-            return []
-        return [
-            f
-            for f in self._cli.search(text)
-            if f.dest not in self._declared
-            and not any(o in self._declared for o in f.option_strings)
-        ]
+    def found(self, text: str) -> list[FlagDoc]:
+        """Every flag matching ``text``, best first (none when ``text`` is blank)."""
+        return [hit.doc for hit in rank(text, flag_docs(self._status()))]
 
-    def _refresh(self, reason: str = "") -> None:
+    def _refresh(self, status: CliStatus) -> None:
         text = self.query_one("#flag-search", Input).value
         note = self.query_one("#flag-search-note", Static)
-        found = self.others(text)
-        self._matches = found[:MAX_MATCHES] if text.strip() else []
-        if self._cli is None:
-            note.update(Content(reason))
-        elif not text.strip():
-            note.update(Content(f"{len(found)} more flags of vLLM {self._cli.version}: type"))
+        found = self.found(text)
+        self._matches = found[:MAX_MATCHES]
+        parser = status.parser
+        if not text.strip():
+            others = sum(1 for d in flag_docs(status) if not d.declared)
+            where = "" if status.cli else f" ({status.reason})"
+            note.update(Content(f"{others} more flags of vLLM {parser.version}{where}: type"))
         elif not found:
-            note.update(Content(f"no other flag matches {text.strip()!r}"))
+            note.update(Content(f"no flag matches {text.strip()!r}"))
         else:
             more = len(found) - len(self._matches)
             plural = "" if len(found) == 1 else "es"
             shown = f"{len(found)} match{plural}" + (f", {more} not shown" if more else "")
-            note.update(Content(shown + " · Enter: to extra args"))
+            note.update(Content(shown + " · Enter: edit it"))
         options = self.query_one("#flag-matches", OptionList)
         options.clear_options()
-        options.add_options(Option(match_prompt(f), id=f.name) for f in self._matches)
+        options.add_options(Option(match_prompt(d, parser), id=d.key) for d in self._matches)
         options.display = bool(self._matches)
         if self._matches:
             options.highlighted = 0
@@ -198,7 +212,7 @@ class FlagSearch(Vertical):
     @on(Input.Changed, "#flag-search")
     def _typed(self, event: Input.Changed) -> None:
         event.stop()
-        self._refresh(self._status().reason)
+        self._refresh(self._status())
 
     def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         """Focus is a cheap moment to look again (the list may have arrived meanwhile)."""

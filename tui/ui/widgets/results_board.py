@@ -31,6 +31,7 @@ from tui.ui.board_cells import out_of_view_text
 from tui.ui.board_dialogs import ask_filter
 from tui.ui.board_query import board_title, describe_view, filter_text, parse_filter
 from tui.ui.keys import BAR_WIDTHS, board_bindings, offered
+from tui.ui.screen_keeper import open_screen
 from tui.ui.screens.board_plot import PlotScreen
 from tui.ui.widgets.board_focus import BoardFocus
 from tui.ui.widgets.board_frame import BoardFrame
@@ -325,7 +326,7 @@ class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
     def action_plot(self) -> None:
         """Throughput against latency, the Pareto frontier, for the runs shown."""
         if self._board is not None:
-            self.app.push_screen(PlotScreen(self._runs, self._view))
+            open_screen(self.app, PlotScreen(self._runs, self._view))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A key's key-bar copy (``shown``) is enabled where the terminal is wide enough;

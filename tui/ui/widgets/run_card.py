@@ -7,7 +7,6 @@ runs`` and the report never disagree.
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 
 from textual.app import ComposeResult
@@ -29,7 +28,7 @@ from tui.ui.board_cells import (
     status_style,
     sweep_mark,
 )
-from tui.ui.format import inert_rendering, plain, seconds, signed_percent, tokens
+from tui.ui.format import inert_rendering, plain, seconds, signed_percent, tokens, wrap_id
 
 HIGHLIGHT = DIFFERS  # a flag that differs from the baseline's
 
@@ -109,19 +108,25 @@ def _model_lines(model: str) -> list[Content]:
     else:
         org, slash, name = model.rpartition("/")
         pieces = [f"{org}/", name] if slash else [model]
-        parts = [line for piece in pieces for line in textwrap.wrap(piece, MODEL_WIDTH)]
+        parts = [line for piece in pieces for line in wrap_id(piece, MODEL_WIDTH)]
     return [Content.styled(part, "$text-muted") for part in parts]
+
+
+def _wrapped(text: str) -> list[Content]:
+    """A flag line in the card's width, broken between words, an id at its ``/`` or ``-``."""
+    return [Content(line) for line in wrap_id(text, MODEL_WIDTH)]
 
 
 def own_flag_lines(record: RunRecord) -> list[Content]:
     """The model and every flag the run set (the baseline's card lists them)."""
     lines = _model_lines(record.flags.model)
     explicit = record.flags.explicit()
-    lines += [Content(f"{name} {format_value(value)}") for name, value in explicit.items()]
+    for name, value in explicit.items():
+        lines += _wrapped(f"{name} {format_value(value)}")
     if record.flags.extra_args:
-        lines.append(Content(" ".join(record.flags.extra_args)))
+        lines += _wrapped(" ".join(record.flags.extra_args))
     if record.flags.env:  # the run's environment is part of its configuration
-        lines.append(Content(env_text(record.flags.env)))
+        lines += _wrapped(env_text(record.flags.env))
     if not explicit and not record.flags.extra_args and not record.flags.env:
         lines.append(Content.styled("vLLM defaults", "$text-muted"))
     return lines

@@ -66,11 +66,8 @@ def fit_failure(summary: str, width: int | None) -> str:
 CARD_SAYS = " · its card says all"
 
 
-@inert_rendering
-def status_lines(view: ServerView, width: int | None = None) -> Content:
-    """The two status lines above the log tail (``width``: the failure's line fits it)."""
-    if view.silent_s is not None and view.state is ServerState.READY:
-        return _silent_lines(view)
+def _head(view: ServerView) -> Content:
+    """The first line: the state, the run, its process and clock, where it answers."""
     head: list[str | tuple[str, str]] = [
         (f"● {view.state.value.upper()}", f"bold {_STATE_STYLE[view.state]}"),
     ]
@@ -84,23 +81,38 @@ def status_lines(view: ServerView, width: int | None = None) -> Content:
         head.append(f" · {view.since_launch:.0f}s since launch")
     if view.exit_code is not None and view.state is not ServerState.READY:
         head.append(f" · exit {view.exit_code}")
+    if view.url:
+        head.append((f" · {view.url}", "$text-muted"))
+    return Content.assemble(*head)
+
+
+def _progress(view: ServerView) -> str:
+    """The second line of a server that did not fail: its stage, its KV figures."""
+    parts = []
+    if view.stage and view.state is not ServerState.READY:  # READY: "up in" says it
+        at = f" @{seconds(view.stage_at)}" if view.stage_at is not None else ""
+        parts.append(f"stage {view.stage}{at}")
+    if view.kv_tokens is not None:
+        parts.append(f"KV cache {tokens(view.kv_tokens)} tok")
+    if view.max_concurrency is not None:
+        parts.append(f"max concurrency {view.max_concurrency:.2f}x")
+    if not parts and view.state is ServerState.READY:
+        parts.append("serving (its KV figures were not in a log this console read)")
+    elif not parts:
+        parts.append("no server yet: r starts one with the form's flags")
+    return " · ".join(parts)
+
+
+@inert_rendering
+def status_lines(view: ServerView, width: int | None = None) -> Content:
+    """The two status lines above the log tail (``width``: the failure's line fits it)."""
+    if view.silent_s is not None and view.state is ServerState.READY:
+        return _silent_lines(view)
     if view.failure and view.state is ServerState.FAILED:
         detail = Content.styled(fit_failure(view.failure, width), "$error")
     else:
-        parts = []
-        if view.stage and view.state is not ServerState.READY:  # READY: "up in" says it
-            at = f" @{seconds(view.stage_at)}" if view.stage_at is not None else ""
-            parts.append(f"stage {view.stage}{at}")
-        if view.kv_tokens is not None:
-            parts.append(f"KV cache {tokens(view.kv_tokens)} tok")
-        if view.max_concurrency is not None:
-            parts.append(f"max concurrency {view.max_concurrency:.2f}x")
-        if not parts and view.state is ServerState.READY:
-            parts.append("serving (its KV figures were not in a log this console read)")
-        elif not parts:
-            parts.append("no server yet: r starts one with the form's flags")
-        detail = Content(" · ".join(parts))
-    return Content("\n").join([Content.assemble(*head), detail])
+        detail = Content(_progress(view))
+    return Content("\n").join([_head(view), detail])
 
 
 class ServerPanel(Vertical):

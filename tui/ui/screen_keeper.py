@@ -1,0 +1,84 @@
+"""Open the console's passing screens so that closing one costs its parent no layout.
+
+Textual removes a pushed screen when it is popped, unless it is installed; removing a
+screen asks the app for a layout, and the app lays out the screen now on top: the main
+screen, every panel of it, twice for a run's detail (issue 39 item 6: every Esc to a
+screen's parent sat near 90 ms above the key that opened it, and the parent had not
+changed at all). :func:`open_screen` installs each passing screen under a name of its own,
+so Esc only pops it; the closed screens are removed the next time a screen opens, once
+the new one is on top, so that layout falls on the (small) new screen, off the key that
+closes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import count
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+from textual.app import App
+from textual.screen import Screen
+
+ResultType = TypeVar("ResultType")
+
+_PREFIX = "vtc-passing-"
+
+
+class ScreenKeeper:
+    """The passing screens one app opened, by name, until the next one opens."""
+
+    def __init__(self, app: App[Any]) -> None:
+        self._app = app
+        self._names = count(1)
+        self._kept: list[str] = []
+
+    @property
+    def kept(self) -> list[str]:
+        """The names of the passing screens still installed (open or closed)."""
+        return list(self._kept)
+
+    def open(
+        self,
+        screen: Screen[ResultType],
+        callback: Callable[[ResultType | None], object] | None = None,
+    ) -> None:
+        """Push ``screen`` (installed: popping it removes nothing), then remove the screens
+        closed before it."""
+        app = self._app
+        name = f"{_PREFIX}{next(self._names)}"
+        app.install_screen(screen, name)
+        app.push_screen(name, callback)  # type: ignore[arg-type]
+        self._drop_closed()
+        self._kept.append(name)
+
+    def _drop_closed(self) -> None:
+        app = self._app
+        open_now = set(map(id, app.screen_stack))
+        for name in list(self._kept):
+            screen = app.get_screen(name)
+            if id(screen) in open_now:
+                continue  # still open (under the new one)
+            app.uninstall_screen(name)
+            self._kept.remove(name)
+            screen.remove()  # lays out the screen on top now: the one just opened
+
+
+_KEEPERS: WeakKeyDictionary[App[Any], ScreenKeeper] = WeakKeyDictionary()
+
+
+def open_screen(
+    app: App[Any],
+    screen: Screen[ResultType],
+    callback: Callable[[ResultType | None], object] | None = None,
+) -> None:
+    """Push ``screen`` on ``app`` so that closing it lays out nothing (module docstring)."""
+    keeper = _KEEPERS.get(app)
+    if keeper is None:
+        keeper = _KEEPERS[app] = ScreenKeeper(app)
+    keeper.open(screen, callback)
+
+
+def keeper_of(app: App[Any]) -> ScreenKeeper | None:
+    """The keeper of ``app``'s passing screens (``None`` before the first opened)."""
+    return _KEEPERS.get(app)
