@@ -27,6 +27,7 @@ from tui.domain.events import LogLine, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress
+from tui.server.launcher import with_default_host
 from tui.server.provision import ProvisionedVllm
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
@@ -388,9 +389,11 @@ class ServerPool:
     def take(self, flags: ServeFlags, grace_s: float) -> Kept | None:
         """A kept server of ``flags`` (any port) stopping with ``grace_s``, still ready;
         ``None``: none, start one."""
-        wanted = _flag_set(flags)
         for kept in self._kept:
-            if kept.grace_s == grace_s and _flag_set(kept.flags) == wanted:
+            # What its launcher would launch for ``flags`` (the default host filled in, as
+            # the kept server's own flags have it).
+            launched = with_default_host(flags, (), kept.sup.launcher.default_host)
+            if kept.grace_s == grace_s and _flag_set(kept.flags) == _flag_set(launched):
                 self._kept.remove(kept)
                 if kept.sup.state is ServerState.READY:
                     return kept
