@@ -12,6 +12,13 @@ from tui.server.parser_env import find_parser_env
 from tui.server.provision import ProvisionedVllm, find_provisioned
 
 NOT_PROVISIONED = "real vLLM is not provisioned: run `vtc setup-cpu-vllm` first"
+
+STARTUP_GUARD_S = 600.0
+"""The startup timeout of a real-vLLM test's server: a good start takes ~21 s on an idle
+2-core machine and took 173 s beside the suite's other work (load 11); only a hang waits
+this long. The tests wait on the start's own events (Ready, Failed), never on a speed."""
+SETTLE_GUARD_S = STARTUP_GUARD_S + 30.0
+"""How long a test waits for a start to be decided: the server's own timeout fires first."""
 ENV_REFERENCE_MODEL = "VTC_REFERENCE_MODEL"
 """A model directory to judge timings against in place of the provisioned small Llama."""
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from fakes.real_vllm import provisioned_vllm, reference_model
-from fakes.supervisor import Supervisor
-from realvllm_support import EventRecorder, SupervisorFactory, make_supervisor
+from realvllm_support import ServerPool, SupervisorFactory
 
 from tui.server.provision import ProvisionedVllm
 
@@ -28,23 +27,23 @@ def reference(real_vllm: ProvisionedVllm) -> Path:
     return reference_model(real_vllm)
 
 
-@pytest_asyncio.fixture
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def server_pool() -> AsyncIterator[ServerPool]:
+    """Ready servers kept by one test for a later one of the same flag set (the tests that
+    use it run on the session's event loop, where the servers' watchers run); those never
+    taken stop at the end of the session."""
+    pool = ServerPool()
+    yield pool
+    await pool.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
 async def supervisors(
-    real_vllm: ProvisionedVllm, tmp_path: Path
+    real_vllm: ProvisionedVllm, tmp_path: Path, server_pool: ServerPool
 ) -> AsyncIterator[SupervisorFactory]:
-    """Makes supervisors of the real ``vllm`` (``make(env=..., grace_s=...)``) and closes
-    every one at teardown, so a failing test never leaves a server behind."""
-    made: list[Supervisor] = []
-
-    def make(
-        *, env: dict[str, str] | None = None, grace_s: float = 10.0
-    ) -> tuple[Supervisor, EventRecorder]:
-        recorder = EventRecorder()
-        log_dir = tmp_path / f"logs-{len(made)}"
-        sup = make_supervisor(real_vllm, log_dir, recorder, env=env, grace_s=grace_s)
-        made.append(sup)
-        return sup, recorder
-
-    yield make
-    for sup in made:
-        await sup.aclose()
+    """Makes supervisors of the real ``vllm`` (``make(env=..., grace_s=...)``), gives ready
+    servers of a flag set (``ready``) and keeps them for later tests (``keep``); closes every
+    other one at teardown, so a failing test never leaves a server behind."""
+    factory = SupervisorFactory(real_vllm, tmp_path, server_pool)
+    yield factory
+    await factory.aclose()

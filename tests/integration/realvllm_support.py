@@ -12,27 +12,39 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import httpx
 import psutil
+from fakes.real_vllm import SETTLE_GUARD_S, STARTUP_GUARD_S
 from fakes.supervisor import Supervisor
 
-from tui.domain.events import LogLine, ServerEvent
+from tui.domain.events import LogLine, ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.telemetry import ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress
+from tui.server.launcher import with_default_host
 from tui.server.provision import ProvisionedVllm
+from tui.telemetry.vllm_metrics import VllmMetricsSource
 
 MIB = 2**20
 KV_64M = 64 * MIB
 # vllm-cpu-findings.md: always pass a KV size on CPU, never reach the hub.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1"}
-# A good start takes ~21 s on an idle 2-core machine, the slowest failure ~45 s; both
-# more than double when the machine is shared. Only a hang ever waits this long.
-STARTUP_TIMEOUT_S = 240.0
-SETTLE_WAIT_S = STARTUP_TIMEOUT_S + 30.0  # the supervisor's own timeout must fire first
+# A good start takes ~21 s on an idle 2-core machine, the slowest failure ~45 s; both take
+# minutes when the machine is shared. Only a hang ever waits this long.
+STARTUP_TIMEOUT_S = STARTUP_GUARD_S
+SETTLE_WAIT_S = SETTLE_GUARD_S  # the supervisor's own timeout must fire first
+# What a test waits on is an event or the server's own counters; these bounds only turn a
+# hung server or client into a failure with a message instead of a stalled CI. None of
+# them is a speed a busy machine has to reach: on two cores shared with other work a
+# /metrics answer has taken over 5 s and a 512-token load over a minute.
+HANG_S = 600.0
+SCRAPE_GUARD_S = 60.0
 CPU_BLOCK_SIZE = 128  # vLLM's default block size on CPU (platforms/cpu.py:292-293)
 
 E = TypeVar("E")
@@ -145,10 +157,6 @@ def kv_bytes_per_token(model_dir: Path) -> int:
 def max_position_embeddings(model_dir: Path) -> int:
     """The model's context length from its config.json."""
     return int(json.loads((model_dir / "config.json").read_text())["max_position_embeddings"])
-
-
-SupervisorFactory = Callable[..., tuple[Supervisor, "EventRecorder"]]
-"""The ``supervisors`` fixture: ``make(env=None, grace_s=10.0) -> (Supervisor, EventRecorder)``."""
 
 
 def make_supervisor(
@@ -268,9 +276,37 @@ def assert_nothing_left(sup: Supervisor | None, seen: Iterable[psutil.Process], 
 
 
 # -- HTTP ------------------------------------------------------------------------------------
-def local_client() -> httpx.AsyncClient:
+def local_client(timeout_s: float = 5.0) -> httpx.AsyncClient:
     """An HTTP client that never goes through a proxy from the environment."""
-    return httpx.AsyncClient(trust_env=False, timeout=5.0)
+    return httpx.AsyncClient(trust_env=False, timeout=timeout_s)
+
+
+@asynccontextmanager
+async def metrics_source(base_url: str) -> AsyncIterator[VllmMetricsSource]:
+    """The product's /metrics source on the server at ``base_url``, for tests that read the
+    server's counters: its scrape deadline is a hang guard, not the console's 3 s (a busy
+    machine answers later; a late answer is not what these tests are about)."""
+    async with local_client(SCRAPE_GUARD_S) as client:
+        yield VllmMetricsSource(base_url + "/metrics", client, timeout_s=SCRAPE_GUARD_S)
+
+
+async def sample_until(
+    source: VllmMetricsSource,
+    done: Callable[[ServerMetrics], bool],
+    what: str,
+    guard_s: float = HANG_S,
+) -> ServerMetrics:
+    """Scrape until a sample is OK and ``done(sample)`` holds: the server's own counters and
+    gauges, which vLLM updates as responses finish, a moment after the client saw them.
+    A failed scrape keeps ``source``'s previous good one, so rates span the gap."""
+    deadline = time.monotonic() + guard_s
+    while True:
+        sample = await source.sample()
+        if sample.status is SourceStatus.OK and done(sample):
+            return sample
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what}: not reached within {guard_s:g} s; last: {sample}")
+        await asyncio.sleep(0.25)
 
 
 async def served_max_model_len(base_url: str) -> int:
@@ -302,3 +338,117 @@ async def wait_streaming(
                 f"{progress[-1] if progress else 'no progress'}"
             )
         await asyncio.sleep(0.05)
+
+
+# -- servers shared between tests --------------------------------------------------------------
+POOL_GRACE_S = 3.0
+"""The stop grace of a server kept for a later test (the loop's last test stops its server
+under load and bounds the stop by this grace)."""
+
+
+@dataclass
+class Kept:
+    """A ready server a test has finished with, and what it recorded since its start."""
+
+    sup: Supervisor
+    recorder: EventRecorder
+    flags: ServeFlags
+    grace_s: float
+
+    @property
+    def base_url(self) -> str:
+        """Where the server answers."""
+        return self.sup.base_url
+
+
+def _flag_set(flags: ServeFlags) -> ServeFlags:
+    """``flags`` without the port: two starts of one flag set on two ports are alike."""
+    return flags.model_copy(update={"port": None})
+
+
+class ServerPool:
+    """Ready servers kept for a later test of the same flag set: one start, two tests.
+
+    A test whose point is a start (a fix that must start, say) keeps the ready server it
+    started here; a later test that only needs a ready server of those flags takes it, and
+    owns it from then on (it may stop it). Servers never taken stop at the session's end.
+    """
+
+    def __init__(self) -> None:
+        self._kept: list[Kept] = []
+
+    def keep(self, sup: Supervisor, recorder: EventRecorder, grace_s: float) -> None:
+        """Keep ``sup``'s ready server (its start's events in ``recorder``) for a later test."""
+        assert sup.state is ServerState.READY and sup.flags is not None, sup.state
+        self._kept.append(Kept(sup, recorder, sup.flags, grace_s))
+
+    def holds(self, sup: Supervisor) -> bool:
+        """Whether ``sup`` is kept here (its test must not stop it)."""
+        return any(k.sup is sup for k in self._kept)
+
+    def take(self, flags: ServeFlags, grace_s: float) -> Kept | None:
+        """A kept server of ``flags`` (any port) stopping with ``grace_s``, still ready;
+        ``None``: none, start one."""
+        for kept in self._kept:
+            # What its launcher would launch for ``flags`` (the default host filled in, as
+            # the kept server's own flags have it).
+            launched = with_default_host(flags, (), kept.sup.launcher.default_host)
+            if kept.grace_s == grace_s and _flag_set(kept.flags) == _flag_set(launched):
+                self._kept.remove(kept)
+                if kept.sup.state is ServerState.READY:
+                    return kept
+                self._kept.append(kept)  # it ended meanwhile: closed with the rest
+        return None
+
+    async def aclose(self) -> None:
+        """Stop every server still kept."""
+        kept, self._kept = self._kept, []
+        for k in kept:
+            await k.sup.aclose()
+
+
+class SupervisorFactory:
+    """The ``supervisors`` fixture: ``make(env=None, grace_s=10.0) -> (Supervisor,
+    EventRecorder)`` makes supervisors of the real ``vllm``; :meth:`ready` gives a ready
+    server of a flag set, kept by an earlier test or started; :meth:`keep` leaves one for a
+    later test. Every server made or taken here that is not kept stops at teardown, so a
+    failing test never leaves a server behind."""
+
+    def __init__(self, real_vllm: ProvisionedVllm, log_dir: Path, pool: ServerPool) -> None:
+        self._real_vllm = real_vllm
+        self._log_dir = log_dir
+        self._pool = pool
+        self._owned: list[Supervisor] = []
+
+    def __call__(
+        self, *, env: dict[str, str] | None = None, grace_s: float = 10.0
+    ) -> tuple[Supervisor, EventRecorder]:
+        recorder = EventRecorder()
+        log_dir = self._log_dir / f"logs-{len(self._owned)}"
+        sup = make_supervisor(self._real_vllm, log_dir, recorder, env=env, grace_s=grace_s)
+        self._owned.append(sup)
+        return sup, recorder
+
+    def keep(self, sup: Supervisor, recorder: EventRecorder) -> None:
+        """Leave ``sup``'s ready server (made with ``grace_s=POOL_GRACE_S``) to a later test
+        of the same flags, which then owns it."""
+        self._pool.keep(sup, recorder, POOL_GRACE_S)
+
+    async def ready(self, flags: ServeFlags) -> Kept:
+        """A ready server of ``flags``' flag set (any port): one an earlier test kept, else
+        one started here; this test owns it."""
+        kept = self._pool.take(flags, POOL_GRACE_S)
+        if kept is not None:
+            self._owned.append(kept.sup)
+            return kept
+        sup, recorder = self(grace_s=POOL_GRACE_S)
+        await sup.start(flags)
+        state = await settle(sup)
+        assert state == "ready", f"{flags.to_argv()} did not start: {state}{log_tail(sup)}"
+        return Kept(sup, recorder, flags, POOL_GRACE_S)
+
+    async def aclose(self) -> None:
+        """Stop every server made or taken here that no later test was left."""
+        for sup in self._owned:
+            if not self._pool.holds(sup):
+                await sup.aclose()

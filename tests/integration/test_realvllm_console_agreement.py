@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from realvllm_support import HANG_S, SETTLE_WAIT_S, STARTUP_TIMEOUT_S
 
 from tui.domain.events import ServerState
 from tui.domain.results import BenchResult
@@ -63,7 +64,7 @@ async def _vtc_bench(url: str, model: str, out_dir: Path, n: int) -> BenchResult
     proc = await asyncio.create_subprocess_exec(
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), 300)
+    out, _ = await asyncio.wait_for(proc.communicate(), HANG_S)
     assert proc.returncode == 0, out.decode(errors="replace")[-2000:]
     data = json.loads((out_dir / f"bench-{n}.json").read_text())
     stats = {k: v for k, v in data.items() if k.endswith("_ms")}  # bench serve's flat keys
@@ -96,7 +97,7 @@ async def test_the_consoles_load_agrees_with_vtc_bench_with_its_loop_busy(
         vllm=str(real_vllm.vllm),
         serve_args=serve_args,
         data_dir=tmp_path,
-        startup_timeout=240,
+        startup_timeout=STARTUP_TIMEOUT_S,
         poll_interval_s=0.5,
     )
     session = build_session(options)
@@ -105,7 +106,9 @@ async def test_the_consoles_load_agrees_with_vtc_bench_with_its_loop_busy(
     try:
         await session.start()
         await session.restart(session.info.initial_flags)
-        state = await wait_for_state(session, {ServerState.READY, ServerState.FAILED}, 270)
+        state = await wait_for_state(
+            session, {ServerState.READY, ServerState.FAILED}, SETTLE_WAIT_S
+        )
         assert state is ServerState.READY
         url = session.base_url
         assert url is not None
@@ -116,7 +119,7 @@ async def test_the_consoles_load_agrees_with_vtc_bench_with_its_loop_busy(
         try:
             for n, who in enumerate(("console", "bench", "bench", "console")):
                 if who == "console":
-                    result = await asyncio.wait_for(session.run_load(SPEC), 300)
+                    result = await asyncio.wait_for(session.run_load(SPEC), HANG_S)
                     assert result is not None
                     console.append(result)
                 else:
@@ -126,7 +129,7 @@ async def test_the_consoles_load_agrees_with_vtc_bench_with_its_loop_busy(
             await busy
         runs = [r for r in session.runs if r.bench is not None]
     finally:
-        await asyncio.wait_for(session.close(), 60)
+        await asyncio.wait_for(session.close(), HANG_S)
 
     assert {r.client for r in console} == {"vtc-worker"} and {r.client for r in bench} == {
         "vtc-bench"

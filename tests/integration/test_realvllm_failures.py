@@ -20,8 +20,10 @@ import pytest
 from fakes.supervisor import Supervisor
 from realvllm_support import (
     CPU_BLOCK_SIZE,
+    HANG_S,
     KV_64M,
     MIB,
+    POOL_GRACE_S,
     STARTUP_TIMEOUT_S,
     EventRecorder,
     SupervisorFactory,
@@ -42,7 +44,9 @@ from tui.domain.events import Failed, KvCacheReported, Launched, Ready, ServerSt
 from tui.domain.flags.serve import ServeFlags
 from tui.server.provision import ProvisionedVllm
 
-pytestmark = pytest.mark.realvllm
+# The session's event loop: a fixed server started here is kept for a later test of the
+# same flags (``supervisors.keep``), and its watchers run on the loop that started it.
+pytestmark = [pytest.mark.realvllm, pytest.mark.asyncio(loop_scope="session")]
 
 # The supervisor handles an exit within about two seconds (it drains the output for up
 # to 1 s and sweeps the tree); a generous bound on two busy cores, far below any timeout.
@@ -60,7 +64,7 @@ async def _launch_expecting_failure(
     exited_at = asyncio.create_task(exit_time(pid, STARTUP_TIMEOUT_S))
     state = await settle(sup)
     assert state == "failed", f"expected a failed start, got {state}{log_tail(sup)}"
-    exit_at = await asyncio.wait_for(exited_at, timeout=10)
+    exit_at = await asyncio.wait_for(exited_at, timeout=HANG_S)
     failed_at = rec.time_of(Failed)
     (failed,) = rec.of(Failed)
     assert exit_at is not None and failed_at is not None
@@ -148,8 +152,9 @@ async def test_invalid_value_in_pass_through_args_is_diagnosed(
     real_vllm: ProvisionedVllm, supervisors: SupervisorFactory
 ) -> None:
     """ServeFlags refuses max_num_seqs 0, in its field and in the extra args alike; a run
-    recorded by an older vtc may still hold it verbatim, so the flags are built unchecked."""
-    sup, rec = supervisors()
+    recorded by an older vtc may still hold it verbatim, so the flags are built unchecked.
+    The fixed server (one sequence at a time) is kept for the server-latency test."""
+    sup, rec = supervisors(grace_s=POOL_GRACE_S)
     flags = good_flags(real_vllm).model_copy(update={"extra_args": ("--max-num-seqs", "0")})
     failed = await _launch_expecting_failure(sup, rec, flags)
     d = failed.diagnosis
@@ -162,6 +167,7 @@ async def test_invalid_value_in_pass_through_args_is_diagnosed(
     # The bad value leaves the pass-through args too: vLLM would read it last otherwise.
     assert "--max-num-seqs" not in fixed.extra_args
     await _fix_starts(sup, rec, fixed)
+    supervisors.keep(sup, rec)
 
 
 async def test_unknown_flag_and_its_removal(
@@ -246,7 +252,9 @@ def impostor(port: int, model: str) -> Iterator[list[str]]:
 async def test_port_in_use_before_launch_and_the_fix_starts(
     real_vllm: ProvisionedVllm, supervisors: SupervisorFactory
 ) -> None:
-    sup, rec = supervisors()
+    """The fixed server (the known-good flags on the next port) is kept for the loop's
+    tests (test_realvllm_loop.py), whose first test reads this start's events."""
+    sup, rec = supervisors(grace_s=POOL_GRACE_S)
     port = free_port_pair()  # the fix proposes port + 1: keep it free
     flags = good_flags(real_vllm, port=port)
     with impostor(port, flags.model):
@@ -264,6 +272,7 @@ async def test_port_in_use_before_launch_and_the_fix_starts(
 
         await _fix_starts(sup, rec, flags.replace(**fix))
         assert sup.base_url.endswith(f":{port + 1}")
+    supervisors.keep(sup, rec)
 
 
 async def test_port_taken_after_launch_is_never_mistaken_for_ready(

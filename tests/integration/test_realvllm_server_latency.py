@@ -17,64 +17,64 @@ a warm-up load, as an operator's comparison would be.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
-from realvllm_support import SupervisorFactory, good_flags, local_client, log_tail, settle
+from realvllm_support import (
+    HANG_S,
+    SCRAPE_GUARD_S,
+    SupervisorFactory,
+    good_flags,
+    local_client,
+    sample_until,
+)
 
 from tui.domain.quantiles import LatencyTracker, bucket_around
 from tui.domain.results import RunRecord
-from tui.domain.telemetry import ServerMetrics, SourceStatus
+from tui.domain.telemetry import ServerMetrics
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.server.provision import ProvisionedVllm
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
-pytestmark = pytest.mark.realvllm
+# The session's event loop: the server may be one an earlier test started and kept
+# (test_realvllm_failures.py's fixed max_num_seqs), whose watchers run on that loop.
+pytestmark = [pytest.mark.realvllm, pytest.mark.asyncio(loop_scope="session")]
 
 CLIENT_OVERHEAD_MS = 150.0
 WARM_UP = LoadSpec(input_len=256, output_len=16, num_prompts=4, max_concurrency=2, seed=3)
 LOAD = LoadSpec(input_len=256, output_len=16, num_prompts=24, max_concurrency=8, seed=11)
 
 
-async def _scrape_ok(source: VllmMetricsSource) -> ServerMetrics:
-    sample = await source.sample()
-    assert sample.status is SourceStatus.OK, sample.message
-    return sample
-
-
 async def _until_counted(source: VllmMetricsSource, requests: int) -> ServerMetrics:
     """Scrape until the TTFT histogram counts ``requests`` (vLLM records a request's
     histograms as it finishes, a moment after the client saw its last token)."""
-    deadline = time.monotonic() + 60
-    while True:
-        sample = await _scrape_ok(source)
-        count = sample.histograms["ttft"].count
-        if count >= requests:
-            return sample
-        assert time.monotonic() < deadline, f"TTFT count stuck at {count} of {requests}"
-        await asyncio.sleep(0.25)
+    return await sample_until(
+        source, lambda m: m.histograms["ttft"].count >= requests, f"{requests} TTFTs counted"
+    )
 
 
 async def test_server_ttft_p50_agrees_with_the_client_within_bucket_resolution(
     real_vllm: ProvisionedVllm, supervisors: SupervisorFactory, tmp_path: Path
 ) -> None:
-    sup, _ = supervisors()
-    await sup.start(good_flags(real_vllm, max_num_seqs=1))
-    assert await settle(sup) == "ready", log_tail(sup)
+    # One sequence at a time: a server the failure tests' fix started, or a new one.
+    server = await supervisors.ready(good_flags(real_vllm, max_num_seqs=1))
+    url = server.base_url
     model = str(real_vllm.model)
-    async with local_client() as client:
-        source = VllmMetricsSource(sup.base_url + "/metrics", client, timeout_s=30.0)
-        await LoadRunner().run(WARM_UP, base_url=sup.base_url, model=model)
+    async with local_client(SCRAPE_GUARD_S) as client:
+        source = VllmMetricsSource(url + "/metrics", client, timeout_s=SCRAPE_GUARD_S)
+        served = (await sample_until(source, lambda m: True, "a first scrape")).histograms
+        counted = served["ttft"].count if "ttft" in served else 0
+        await asyncio.wait_for(LoadRunner().run(WARM_UP, base_url=url, model=model), HANG_S)
         tracker = LatencyTracker(window_s=None)
-        before = await _until_counted(source, WARM_UP.num_prompts)  # the warm-up stays out
+        counted += WARM_UP.num_prompts
+        before = await _until_counted(source, counted)  # the warm-up stays out
         tracker.observe(before.t, before.histograms)
 
-        result = await LoadRunner().run(LOAD, base_url=sup.base_url, model=model)
+        result = await asyncio.wait_for(LoadRunner().run(LOAD, base_url=url, model=model), HANG_S)
         assert result.completed == LOAD.num_prompts and result.failed == 0, result.errors
 
-        after = await _until_counted(source, WARM_UP.num_prompts + LOAD.num_prompts)
+        after = await _until_counted(source, counted + LOAD.num_prompts)
         tracker.observe(after.t, after.histograms)
 
     latency = tracker.latency()

@@ -23,6 +23,7 @@ import httpx
 import psutil
 import pytest
 from fakes.net import free_port, gone
+from fakes.real_vllm import SETTLE_GUARD_S, STARTUP_GUARD_S
 from fakes.waiting import Recorder, until
 
 from tui.domain.events import Exited, Ready
@@ -201,11 +202,11 @@ async def test_a_killed_console_leaves_real_vllm_serving_logging_and_adoptable(
         "command": [str(PROVISIONED.vllm)],
         "log_dir": str(tmp_path / "logs"),
         "env": {"HF_HUB_OFFLINE": "1", "VLLM_API_KEY": "sk-vtc-kill-test"},
-        "timeout": 300,
+        "timeout": STARTUP_GUARD_S,
         "flags": flags,
         "extra": [],
         "state": str(tmp_path / "server.json"),
     }
-    await kill_console_then_adopt(cfg, model, leftovers, startup_s=330)
+    await kill_console_then_adopt(cfg, model, leftovers, startup_s=SETTLE_GUARD_S)
     logs = list((tmp_path / "logs").glob("serve-*.log"))
     assert logs and all("sk-vtc-kill-test" not in p.read_text() for p in logs)

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 from fakes.net import free_port, gone
+from fakes.real_vllm import SETTLE_GUARD_S, STARTUP_GUARD_S
 from fakes.supervisor import Supervisor
 from fakes.waiting import Recorder
 
@@ -49,7 +50,7 @@ async def test_real_vllm_ready_then_api_server_killed_leaves_no_orphans(tmp_path
         {"HF_HUB_OFFLINE": "1", "VLLM_API_KEY": "sk-vtc-test-secret"},
         tmp_path,
         events.append,
-        startup_timeout_s=300,
+        startup_timeout_s=STARTUP_GUARD_S,
         grace_s=5,
     )
     flags = ServeFlags(
@@ -61,7 +62,7 @@ async def test_real_vllm_ready_then_api_server_killed_leaves_no_orphans(tmp_path
     )
     try:
         await sup.start(flags)
-        assert await sup.wait_settled(300) is ServerState.READY, [
+        assert await sup.wait_settled(SETTLE_GUARD_S) is ServerState.READY, [
             e for e in events if isinstance(e, Failed)
         ]
         kv = [e for e in events if isinstance(e, KvCacheReported)]
@@ -98,7 +99,7 @@ async def test_real_vllm_launch_ready_stop_on_loopback(tmp_path: Path) -> None:
         [str(PROVISIONED.vllm)],
         log_dir=tmp_path,
         env={"HF_HUB_OFFLINE": "1"},
-        startup_timeout_s=300,
+        startup_timeout_s=STARTUP_GUARD_S,
         grace_s=5,
     )
     flags = ServeFlags(
@@ -109,7 +110,7 @@ async def test_real_vllm_launch_ready_stop_on_loopback(tmp_path: Path) -> None:
     )
     server = await launcher.launch(flags, rec)
     try:
-        assert await server.wait_settled(300) is ServerState.READY, rec.of(Failed)
+        assert await server.wait_settled(SETTLE_GUARD_S) is ServerState.READY, rec.of(Failed)
         argv = rec.of(Launched)[0].argv
         assert argv[argv.index("--host") + 1] == DEFAULT_HOST
         listening = {
