@@ -27,10 +27,11 @@ settings.register_profile(FULL, max_examples=FULL_EXAMPLES, **_COMMON)
 settings.register_profile(FAST, max_examples=FAST_EXAMPLES, **_COMMON)
 
 
-def examples(full: int) -> int:
-    """The example count for a property whose full count is ``full``, in the loaded profile.
+def examples(full: int, profile: settings | None = None) -> int:
+    """The example count for a property whose full count is ``full``, in ``profile`` (the
+    loaded one by default).
 
     Read when the test module is imported: after the profile is chosen (tests/conftest.py
     loads "fast"; hypothesis' ``--hypothesis-profile`` option loads another at configure)."""
-    scale = settings.default.max_examples / FULL_EXAMPLES
+    scale = (profile or settings.default).max_examples / FULL_EXAMPLES
     return max(min(full, FLOOR), math.ceil(full * scale))
