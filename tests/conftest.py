@@ -1,19 +1,36 @@
-"""Shared test configuration: where the real CPU build of vLLM comes from."""
+"""Shared test configuration: the suite's tiers (tests/suite_tiers.py), the hypothesis
+profile (tests/property_profiles.py), and the one worker that real servers share."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+from hypothesis import settings
+from property_profiles import FAST
+from suite_tiers import TIERS
+
+settings.load_profile(FAST)  # --hypothesis-profile=full (hypothesis' own option) overrides it
 
 SERIAL = ("realvllm", "ray")
 """Markers whose tests run one at a time on one xdist worker (``--dist loadgroup``): real
 servers and Ray instances measured or sized against each other must not overlap."""
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say which tier runs, and how to run the others, when pyproject's default is in force."""
+    if config.option.markexpr == TIERS["fast"]:
+        return (
+            "tier: fast (pytest -m '' runs every tier; -m slow, -m ray, -m realvllm one: "
+            "docs/layout.md#tests)"
+        )
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Defer real-vLLM tests (VTC_DEFER_REAL_VLLM=1) and Ray tests (VTC_DEFER_RAY=1) when CI
-    runs them in their own stage; put every real-server test in one xdist group."""
+    """Put every real-server test in one xdist group; defer real-vLLM tests
+    (VTC_DEFER_REAL_VLLM=1) and Ray tests (VTC_DEFER_RAY=1) where a run selects them but
+    another stage runs them."""
     for item in items:
         if any(marker in item.keywords for marker in SERIAL):
             item.add_marker(pytest.mark.xdist_group("real-servers"))

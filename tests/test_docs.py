@@ -128,6 +128,7 @@ def test_every_relative_link_resolves() -> None:
     assert not broken
 
 
+@pytest.mark.slow  # every scene rendered again: `pytest -m slow tests/test_docs.py`
 def test_screenshots_are_current(tmp_path: Path) -> None:
     """A committed screenshot that differs from what the console renders now is stale:
     ``python tools/screenshots.py`` rewrites it."""

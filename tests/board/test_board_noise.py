@@ -5,6 +5,7 @@ from __future__ import annotations
 from fakes.runs import served_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.board.metrics import OUTPUT_THROUGHPUT, TTFT_P99
 from tui.domain.board.noise import (
@@ -34,7 +35,7 @@ def test_runs_with_identical_flags_and_workload_never_show_a_gain(a: float, b: f
     assert result.verdict in (Verdict.NOISE,)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(mine=samples, theirs=samples)
 def test_the_verdict_follows_the_overlap_of_the_two_spreads(
     mine: list[float], theirs: list[float]
@@ -55,7 +56,7 @@ def test_the_verdict_follows_the_overlap_of_the_two_spreads(
         assert result.confirmed == (len(mine) > 1 and len(theirs) > 1)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(mine=samples, theirs=samples, extra=values)
 def test_a_repeat_can_turn_a_gain_into_noise_never_noise_into_a_gain(
     mine: list[float], theirs: list[float], extra: float

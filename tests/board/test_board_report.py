@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 from fakes.runs import failed_run, served_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.board.view import BoardView, build_board
 from tui.domain.results import Reproduction
@@ -118,7 +119,7 @@ PIECES = [*"<>\"'&/=:ab ", "http://x.invalid/", "<script>", "url(", "<img src=",
 hostile = st.lists(st.sampled_from(PIECES), min_size=1, max_size=12).map("".join)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(model=hostile, summary=hostile, label=hostile)
 def test_recorded_text_cannot_inject_markup(model: str, summary: str, label: str) -> None:
     runs = [

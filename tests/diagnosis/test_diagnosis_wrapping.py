@@ -18,6 +18,7 @@ import pytest
 from diagnosis_corpus import CORPUS, HERE, ISSUES, Fixture, fix_sets, load_all, plain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 _PID = re.compile(r"^\([^()]{1,80}? pid=\d+\)\s?")
@@ -99,7 +100,7 @@ def wrap(text: str, how: dict[str, object]) -> str:
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.name)
 @settings(
-    max_examples=15,
+    max_examples=examples(15),
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

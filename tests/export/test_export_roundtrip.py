@@ -10,6 +10,7 @@ from fakes.flag_strategies import serve_flags
 from fakes.kubelet import kubelet_expand
 from fakes.runs import served_run
 from hypothesis import given, settings
+from property_profiles import examples
 
 from tui.domain.export import export_run
 from tui.domain.flags.config_yaml import import_config_yaml
@@ -17,7 +18,7 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.flags.validation import parse_serve_argv
 from tui.domain.results import Reproduction, RunRecord
 
-EXAMPLES = settings(max_examples=60, deadline=None)
+EXAMPLES = settings(max_examples=examples(60), deadline=None)
 
 
 def _run(flags: ServeFlags, **repro: object) -> RunRecord:

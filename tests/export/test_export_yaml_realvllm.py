@@ -18,6 +18,7 @@ import pytest
 from fakes.flag_strategies import serve_flags
 from fakes.real_vllm import provisioned_vllm
 from hypothesis import HealthCheck, given, settings
+from property_profiles import examples
 
 from tui.domain.export import export_run
 from tui.domain.flags.serve import ServeFlags, flag_specs
@@ -91,7 +92,9 @@ def _expected(flags: ServeFlags) -> dict[str, Any]:
 
 @pytest.mark.realvllm
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(flags=serve_flags())
 def test_vllm_reads_the_exported_yaml_as_the_same_flags(

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.flags.config_yaml import ConfigYamlError, import_config_yaml
 from tui.store.config_file import load_config_file
@@ -92,7 +93,7 @@ _KEY = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(
         _KEY,

@@ -13,6 +13,7 @@ from fakes.kubelet import kubelet_expand
 from fakes.runs import served_run
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 from pydantic import ValidationError
 
 from tui.domain.errors import VtcError
@@ -34,7 +35,7 @@ SHAPED = {
 PLAIN = {"HF_HUB_OFFLINE": "1", "VLLM_LOGGING_LEVEL": "INFO", "HF_HOME": "/data/hf"}
 PASSWORDS = ("hunter22", "s3cr3t-pw", "ghp_tokenvalue123")
 
-EXAMPLES = settings(max_examples=80, deadline=None)
+EXAMPLES = settings(max_examples=examples(80), deadline=None)
 
 
 def _run(env: dict[str, str], argv0: str = "/opt/venv/bin/vllm", **flags: object) -> RunRecord:

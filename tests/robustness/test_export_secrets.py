@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from fakes.runs import served_run
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.board.render import board_csv, board_json, board_markdown, board_text
 from tui.domain.board.view import build_board
@@ -56,7 +57,7 @@ def _runs(api_key: str, hf_token: str, password: str) -> list[RunRecord]:
     return [served_run(1, repro=captured), leaky, served_run(3, max_num_seqs=512)]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(api_key=secrets, hf_token=secrets, password=secrets)
 def test_no_secret_value_anywhere(api_key: str, hf_token: str, password: str) -> None:
     clean = _everything(_runs("PLACEHOLDER-A", "PLACEHOLDER-B", "PLACEHOLDER-C"))

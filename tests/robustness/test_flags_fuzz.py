@@ -15,6 +15,7 @@ from typing import Any
 from fakes.flag_sets import argv_sets, form_texts, random_argv, random_form
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.flags.problems import FlagError
 from tui.domain.flags.serve import ServeFlags, flag_specs
@@ -26,7 +27,9 @@ from tui.domain.flags.validation import (
 )
 
 # A busy 2-core machine: no per-example deadline; generation may be slow.
-BUSY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+BUSY = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def _one_line(error: FlagError) -> None:

@@ -15,6 +15,7 @@ import pytest
 from fakes.runs import served_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 from pydantic import ValidationError
 
 from tui.app.cli import main
@@ -40,7 +41,7 @@ from tui.tune.journal import load_spec_from_journal, read_summary
 from tui.tune.spec_file import SweepSpecError, load_spec
 
 DEEP = 200_000
-EXAMPLES = settings(max_examples=60, deadline=None)
+EXAMPLES = settings(max_examples=examples(60), deadline=None)
 
 # Credentials by their issuers' documented shapes, under names that say nothing.
 TOKENS = {

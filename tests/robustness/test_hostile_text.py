@@ -22,6 +22,7 @@ import pytest
 from fakes.waiting import tmux_leave_field, until_blocking
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.app.output import InertWriter
 from tui.domain.inert import inert, inert_lines
@@ -77,7 +78,7 @@ def _has_control(text: str, allowed: str = "") -> bool:
     )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(HOSTILE)
 @example(f"prompt {OSC52} then {TITLE} end")
 @example("\x9d52;c;aGk=\x9cplain")
@@ -92,7 +93,7 @@ def test_no_escape_and_no_control_survives(text: str) -> None:
     assert "\x1b" not in logged and not _has_control(logged, allowed="\t")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Zl", "Zp"))))
 def test_printable_text_is_kept_whole(text: str) -> None:
     assert inert(text) == text

@@ -16,6 +16,7 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.presets import Preset, PresetError, parse_preset, render_preset
 from tui.store.presets import MAX_PRESET_BYTES, builtin_presets_dir, load_presets
@@ -124,7 +125,7 @@ _FLAG_KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(_KEYS, _VALUE, max_size=8),
     st.dictionaries(_FLAG_KEYS, _VALUE, max_size=5),

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.load.tokenizer import hub_snapshot, load_tokenizer
 from tui.server.model_config import find_model_config
@@ -141,7 +142,7 @@ def test_vtc_bench_with_a_long_model_id_given_or_served_does_not_crash(
         )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.one_of(
         st.sampled_from(LONG_IDS),

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.sweep.compose import ComposeError, parse_values
 from tui.domain.sweep.spec import MAX_COMBINATIONS, MAX_VALUES
@@ -104,7 +105,7 @@ def test_a_wrong_shape_gets_the_rule_in_its_own_words(
     assert words in line and "Input should be" not in line and ".int" not in line, line
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.integers(min_value=MAX_VALUES + 1, max_value=10**15))
 def test_the_console_form_refuses_a_long_range_in_the_rules_words(stop: int) -> None:
     with pytest.raises(ComposeError) as refused:

@@ -18,6 +18,7 @@ from fakes.sim_process import SimProcess, sim_process
 from fakes.tiny_model import write_tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 from tokenizers import Tokenizer
 
 from tui.sim.hf_tokenizer import HfTokenizer
@@ -65,7 +66,7 @@ def test_tokenize_matches_what_real_vllm_answered(server: SimProcess) -> None:
         assert _post(server, "/tokenize", body) == real
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(max_size=200))
 def test_tokenize_count_equals_tokenizer_json_for_any_text(
     server: SimProcess, tiny: Path, text: str

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.flags.serve import ArgvError
 from tui.domain.flags.vllm_cli import CliFlag
@@ -231,7 +232,7 @@ _ARGV = st.lists(
 
 
 @settings(
-    max_examples=int(os.environ.get("VTC_FUZZ_EXAMPLES", "400")),
+    max_examples=int(os.environ.get("VTC_FUZZ_EXAMPLES", examples(400))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -261,7 +262,7 @@ def _parse_check_build(model: str, tokens: list[str]) -> None:
 
 
 @settings(
-    max_examples=int(os.environ.get("VTC_FUZZ_EXAMPLES", "300")),
+    max_examples=int(os.environ.get("VTC_FUZZ_EXAMPLES", examples(300))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -277,7 +278,7 @@ def test_tuning_values_end_in_a_config_error_a_start_failure_or_an_engine(
     _parse_check_build(model, [t for piece in pieces for t in piece])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tokens=st.lists(_TOKEN, max_size=6))
 def test_the_cli_never_prints_a_python_traceback_for_bad_argv(tokens: list[str]) -> None:
     """A bad command line ends in vLLM's error shape, never an uncaught exception.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.errors import VtcError
 from tui.store.bounded_read import (
@@ -26,7 +27,9 @@ from tui.store.bounded_read import (
     require_regular_file,
 )
 
-FILES = settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FILES = settings(
+    max_examples=examples(150), suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 def _one_line(exc: VtcError) -> str:

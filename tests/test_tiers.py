@@ -1,0 +1,101 @@
+"""The tiers partition the suite: every test is in exactly one, plain ``pytest`` runs the fast
+one, and ``.ci/run`` runs every tier (so no test is run by no stage, none by two).
+
+Selection is pytest's own ``-m``: a throwaway suite holding one test per combination of the
+tier markers is collected with each tier's expression (pytest in-process, as pytester does,
+without the installed plugins). .ci/run's last stage also checks the real suite: every test
+``pytest --collect-only -m ''`` lists ran in exactly one stage (tools/test_durations.py)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+from suite_tiers import TIER_MARKERS, TIERS
+
+ROOT = Path(__file__).resolve().parent.parent
+COMBOS = [
+    combo for n in range(len(TIER_MARKERS) + 1) for combo in itertools.combinations(TIER_MARKERS, n)
+]
+
+
+def _name(combo: tuple[str, ...]) -> str:
+    return "test_" + ("_".join(combo) or "plain")
+
+
+class _Selected:
+    """A plugin that keeps the names of the tests a run selected."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.names = {item.name for item in session.items}
+
+
+def _selected(suite: Path, expression: str) -> set[str]:
+    plugin = _Selected()
+    args = [str(suite), "--collect-only", "-q", "-c", str(suite / "pytest.ini")]
+    args += ["--rootdir", str(suite), "-p", "no:cacheprovider"]
+    code = pytest.main([*args, "-m", expression], plugins=[plugin])
+    assert code in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), code
+    return plugin.names
+
+
+@pytest.fixture
+def combos_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One test per combination of the tier markers, the markers registered as pyproject does."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # CI's own (--junitxml) is not for it
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # pytest's own -m, no plugin
+    lines = ["import pytest", ""]
+    for combo in COMBOS:
+        lines += [f"@pytest.mark.{marker}" for marker in combo]
+        lines += [f"def {_name(combo)}():", "    pass", ""]
+    (tmp_path / "test_combos.py").write_text("\n".join(lines))
+    markers = "".join(f"\n    {marker}: a tier" for marker in TIER_MARKERS)
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\nmarkers ={markers}\n")
+    return tmp_path
+
+
+def test_every_combination_of_markers_is_in_exactly_one_tier(combos_suite: Path) -> None:
+    chosen = {tier: _selected(combos_suite, expression) for tier, expression in TIERS.items()}
+    everything = _selected(combos_suite, "")
+    assert everything == {_name(combo) for combo in COMBOS}
+    for name in everything:
+        tiers = [tier for tier, names in chosen.items() if name in names]
+        assert len(tiers) == 1, f"{name} is in {tiers or 'no tier'}"
+    assert chosen["fast"] == {_name(())}
+    assert _name(("slow",)) in chosen["slow"] and _name(("ray",)) in chosen["ray"]
+
+
+def _addopts() -> list[str]:
+    ini = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    return shlex.split(ini["addopts"])
+
+
+def test_plain_pytest_runs_the_fast_tier() -> None:
+    opts = _addopts()
+    assert opts[opts.index("-m") + 1] == TIERS["fast"]
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    declared = {line.split(":")[0] for line in markers["ini_options"]["markers"]}
+    assert set(TIER_MARKERS) <= declared
+
+
+def test_ci_runs_every_tier() -> None:
+    """Each tier other than the README's (plain ``pytest``) is a stage's ``-m`` in .ci/run."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    expressions = set()
+    for line in ci.splitlines():
+        if re.match(r"\s*(\S+=\S+\s+)*pytest\b", line) and "--collect-only" not in line:
+            words = shlex.split(line)
+            if "-m" in words:
+                expressions.add(words[words.index("-m") + 1])
+    for tier in ("slow", "ray", "realvllm"):
+        assert TIERS[tier] in expressions, f"no .ci/run stage runs the {tier} tier"
+    readme = ROOT / "README.md"
+    assert "pip install -e '.[test]' && pytest\n" in readme.read_text()
+    assert "pip install -q -e '.[test]' && pytest" in ci
