@@ -88,9 +88,15 @@ def add_capacity_parser(subparsers: Any) -> None:
         metavar="NAME",
         help="the twin's profile (default: the newest of the server's model)",
     )
-    p.add_argument("--input-len", type=int, default=LoadSpec().input_len, metavar="N")
-    p.add_argument("--output-len", type=int, default=LoadSpec().output_len, metavar="M")
-    p.add_argument("--prefix-len", type=int, default=0, metavar="K")
+    p.add_argument(
+        "--input-len", type=int, default=LoadSpec().input_len, metavar="N", help="prompt tokens"
+    )
+    p.add_argument(
+        "--output-len", type=int, default=LoadSpec().output_len, metavar="M", help="output tokens"
+    )
+    p.add_argument(
+        "--prefix-len", type=int, default=0, metavar="K", help="shared prefix tokens (default 0)"
+    )
     p.add_argument(
         "--num-prompts",
         type=int,
@@ -98,7 +104,7 @@ def add_capacity_parser(subparsers: Any) -> None:
         metavar="N",
         help=f"requests per load, twin and real (default {DEFAULT_PROMPTS})",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals")
     p.add_argument(
         "--request-rate-shape",
         type=rate_shape,

@@ -277,9 +277,19 @@ def next_confirm_rate(answer: CapacityAnswer) -> float | None:
     if confirms(answer):
         return None
     wrong = loads[0] if not loads[0].met else loads[1]
-    rate = answer.corrected_rate(wrong)
-    if rate is None or rate <= 0:
-        return None
+    return _between(answer.corrected_rate(wrong), loads)
+
+
+def _between(rate: float | None, loads: Sequence[RealLoad]) -> float | None:
+    """``rate`` when it lies between the highest rate measured to hold and the lowest
+    measured to miss; else a step of :data:`ABOVE` out of that span (``None``: nothing
+    left to learn: the measurements contradict each other, or it was measured)."""
+    lo = max((r.rate for r in loads if r.met), default=0.0)
+    hi = min((r.rate for r in loads if not r.met), default=math.inf)
+    if lo >= hi:
+        return None  # met above a miss: noise; what was measured stands
+    if rate is None or not lo < rate < hi:
+        rate = lo * ABOVE if math.isinf(hi) else hi / ABOVE if lo == 0 else (lo + hi) / 2
     if any(math.isclose(rate, r.rate, rel_tol=0.02) for r in loads):
         return None
     return rate
