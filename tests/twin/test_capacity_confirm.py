@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import pytest
 from fakes.capacity_twin import QueueTwin
 
-from tui.domain.capacity import ABOVE, MOST_REAL_LOADS, CapacityAnswer
+from tui.domain.capacity import ABOVE, MOST_REAL_LOADS, CapacityAnswer, RealLoad
 from tui.domain.results import BenchResult, RunRecord
 from tui.domain.sweep.slo import SloLimits
 from tui.domain.workload import LoadSpec
@@ -50,7 +50,7 @@ class QueueServer:
 def _confirmed(base_ms: float, throughput: float = 10.0) -> tuple[CapacityAnswer, QueueServer]:
     answer = search(QueueTwin(base_ms=100.0), LoadSpec(num_prompts=50), SLO)
     server = QueueServer(base_ms, throughput)
-    seen = []
+    seen: list[RealLoad] = []
     final = asyncio.run(confirm(answer, server, on_load=seen.append))
     assert seen == final.real_loads
     return final, server
