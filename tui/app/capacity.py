@@ -244,7 +244,7 @@ def run_capacity_command(
     """``vtc capacity``; the exit code."""
     out = out or sys.stdout
     try:
-        answer = asyncio.run(_answer(args, serve_args, out))
+        answer = asyncio.run(capacity_answer(args, serve_args, out))
     except VtcError as exc:
         print(f"vtc: {exc.one_line()}", file=sys.stderr)
         return 2
