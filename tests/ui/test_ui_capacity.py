@@ -142,7 +142,7 @@ def test_capacity_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
     async def open_view(pilot: Pilot[Any]) -> None:
         app = pilot.app
         assert isinstance(app, VtcApp)
-        app.main_screen.board.focus()
+        await pilot.pause()
         await pilot.press("m")
         await until(pilot, lambda: shown(app), "the capacity answer")
         await app.workers.wait_for_complete()

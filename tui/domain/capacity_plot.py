@@ -58,14 +58,15 @@ def draw(plt: Any, answer: CapacityAnswer, *, width: int, height: int) -> None:
     error = (answer.error_pct or 0.0) / 100.0
     plt.ylim(0, top)
     plt.xlim(0, max(p.rate for p in answer.curve) * 1.02)
-    for line in lines:
-        shown = [min(v, top) for v in line.values]
-        plt.plot(line.rates, shown, marker="braille", color="cyan", label=line.name)
+    for line in lines:  # the band first: the predicted line is drawn over it
         if error > 0:
             for edge in (1 + error, max(1 - error, 0.0)):
                 plt.plot(
                     line.rates, [min(v * edge, top) for v in line.values], marker=".", color="gray"
                 )
+    for line in lines:
+        shown = [min(v, top) for v in line.values]
+        plt.plot(line.rates, shown, marker="braille", color="cyan", label=line.name)
     plt.hline(slo, color="red")
     if answer.max_rate > 0:
         plt.vline(answer.max_rate, color="green")
