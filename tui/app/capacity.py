@@ -191,7 +191,11 @@ def _load_line(load: RealLoad) -> str:
     return f"measured at {load.rate:.3g} req/s: {stats}: {'met' if load.met else 'missed'}{run}"
 
 
-async def _answer(args: argparse.Namespace, serve_args: list[str], out: TextIO) -> CapacityAnswer:
+async def capacity_answer(
+    args: argparse.Namespace, serve_args: list[str], out: TextIO
+) -> CapacityAnswer:
+    """The answer ``vtc capacity`` prints (``--confirm``: its real loads run and said on
+    ``out`` as they end, unless ``--json``); :class:`VtcError` for bad input or setup."""
     data_dir = default_data_dir()
     check_slos(args.slo)
     workload = _workload(args)
