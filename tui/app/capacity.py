@@ -79,8 +79,8 @@ def add_capacity_parser(subparsers: Any) -> None:
         "rate meeting every SLO, the interval its validation error implies, the replicas a "
         "target rate needs; --confirm URL settles it with at most three real loads, each a "
         "run on the board.",
-        epilog="exit codes: 0 = a rate meets the SLOs; 1 = none does (or the flags do not "
-        "start); 2 = bad input or setup.",
+        epilog="exit codes: 0 = a rate meets the SLOs (with --confirm: measured); 1 = none "
+        "does (or the flags do not start); 2 = bad input or setup.",
     )
     p.add_argument("url", nargs="?", type=server_url, help="the server (its flags are read)")
     p.add_argument(
@@ -218,7 +218,7 @@ async def capacity_answer(
 
     if confirm_url is None:
         return await asyncio.to_thread(ask)
-    async with confirming(confirm_url, str(profile.name), data_dir) as session:
+    async with confirming(confirm_url, args.profile or profile.name, data_dir) as session:
         answer = await asyncio.to_thread(ask, session.current)
         if not args.json:
             _print(out, _answer_lines(answer, _width(), plot=True))
@@ -260,4 +260,6 @@ def run_capacity_command(
     else:
         _print(out, _answer_lines(answer, _width(), plot=True))
     out.flush()
+    if answer.real_loads:  # what was measured decides
+        return 0 if answer.confirmed_rate is not None else 1
     return 0 if answer.max_rate > 0 and answer.limit is not Limit.NO_START else 1
