@@ -9,15 +9,20 @@ profile it says so in one line and offers ``k``. Waits are on what the operator 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.profiles import cpu_profile
 from fakes.runs import served_run
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
 from ui_fakes import FakeSession, FakeTwin, NoteLog, board_session
 
 from tui.domain.events import ServerState
+from tui.modes import ConsoleOptions, build_session
+from tui.store.capacity_answers import recent_answers
+from tui.store.profiles import save_profile
 from tui.ui.app import VtcApp, create_app
 from tui.ui.screens.capacity import CapacityScreen
 from tui.ui.widgets.capacity_plot import CapacityPlot
@@ -150,3 +155,34 @@ def test_capacity_snapshot(snap_compare: Any, size: tuple[int, int]) -> None:
 
     app, _ = scene()
     assert snap_compare(app, terminal_size=size, run_before=open_view)
+
+
+async def test_on_the_demo_of_a_profile_the_view_asks_the_real_twin(tmp_path: Path) -> None:
+    """The session's own twin (a profile of the demo's server): the answer is the search on
+    the simulator's virtual clock, labelled with the profile, and kept for the report."""
+    profile = save_profile(cpu_profile(tmp_path / "model"), tmp_path)
+    options = ConsoleOptions(
+        demo=True,
+        sim_speed=50,
+        data_dir=tmp_path,
+        autostart=False,
+        sim_profile=profile.name,
+        serve_args=["serve", profile.flags.model, "--kv-cache-memory-bytes", "64M"],
+    )
+    session = build_session(options)
+    try:
+        app = create_app(session, clock=None)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            await pilot.press("m")
+            slo = app.screen.query_one("#capacity-slo", Input)
+            slo.value = "p99_ttft_ms=40"
+            slo.focus()
+            await pilot.press("enter")
+            await until(pilot, lambda: shown(app), "the twin's answer")
+            assert "predicted (twin tiny-cpu r1, ±5% validation)" in summary(app)
+            answer = app.screen.query_one(CapacityPlot).answer
+            assert answer is not None and answer.max_rate > 0
+    finally:
+        await session.close()
+    assert recent_answers(tmp_path)[0].max_rate == answer.max_rate
