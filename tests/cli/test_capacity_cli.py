@@ -102,3 +102,13 @@ def test_a_burstiness_shape_is_the_workload_s(
     argv = ["capacity", "--profile", "tiny-cpu", "--slo", "p99_ttft_ms=40", *QUICK]
     assert main([*argv, "--request-rate-shape", "burstiness=0.5", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["workload"]["burstiness"] == 0.5
+
+
+def test_without_a_name_the_newest_profile_of_the_served_model_answers(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = str(tmp_path / "model")  # the model the saved profile was fitted on
+    argv = ["capacity", "--slo", "p99_ttft_ms=40", *QUICK, "--json", "--", "serve", model]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["label"].startswith("predicted (twin tiny-cpu r1") and data["model"] == model
