@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from fakes.capacity_twin import QueueTwin
 from fakes.runs import failed_run, served_run
 from rich.console import Console
 from textual.app import App
@@ -24,6 +25,7 @@ from textual.widgets import Static
 
 from tui.domain.board.saved import SavedBoard
 from tui.domain.calibration import Progress
+from tui.domain.capacity import CapacityAnswer
 from tui.domain.diagnosis import Diagnosis, Fix
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
@@ -48,10 +50,12 @@ from tui.domain.saved_form import SavedForm
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepState, SweepStatus
 from tui.domain.sweep.cluster import ClusterChoice
+from tui.domain.sweep.slo import SloLimits
 from tui.domain.telemetry import GpuDevice, GpuSample, HostSample, ServerMetrics, SourceStatus
 from tui.domain.workload import LoadProgress, LoadSpec
 from tui.modes import attach, demo
 from tui.session.port import RunUpdated, SessionEvent, SessionInfo, SweepUpdated
+from tui.twin.capacity import search
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 VLLM_CLI_FIXTURE = Path(__file__).parent.parent / "domain" / "vllm_cli_fixture.json"
@@ -277,6 +281,8 @@ class FakeTwin:
         self.steps: asyncio.Queue[Progress | None] = asyncio.Queue()
         self.calibrating = False
         self.calibrated: list[str] = []
+        self.capacity_queue: QueueTwin | None = QueueTwin()
+        self.capacity_asked: list[tuple[str, ServeFlags, SloLimits]] = []
 
     async def predict(self, flags: ServeFlags, load: LoadSpec) -> Prediction | None:
         """The given prediction."""
@@ -293,6 +299,22 @@ class FakeTwin:
             self.calibrating = False
         self.calibrated.append(name)
         return f"twin {name} r1 saved: validation error ±6% (median 4%, worst 9%); fit error ±3%"
+
+    async def capacity(
+        self,
+        flags: ServeFlags,
+        load: LoadSpec,
+        slos: SloLimits,
+        *,
+        target_rate: float | None = None,
+        name: str = "current",
+    ) -> CapacityAnswer:
+        """The search on a queue of known capacity (``capacity_queue``); each ask recorded."""
+        self.capacity_asked.append((name, flags, slos))
+        if self.capacity_queue is None:
+            raise VtcError("no profile of this server (m)", hint="k calibrates it")
+        answer = search(self.capacity_queue, load, slos, target_rate=target_rate)
+        return answer.model_copy(update={"flags_name": name, "model": flags.model})
 
 
 class FakeSweeps:

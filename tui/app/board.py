@@ -34,6 +34,7 @@ from tui.domain.export.launch import ExportOptions
 from tui.domain.results import RunRecord
 from tui.store.atomic import write_atomic
 from tui.store.board_file import board_path, read_board
+from tui.store.capacity_answers import recent_answers
 from tui.store.history import RunStore, default_data_dir, history_file
 from tui.store.report import report_html, write_report
 from tui.store.run_liveness import settle_gone_runs
@@ -287,7 +288,11 @@ def _report(args: argparse.Namespace) -> int:
     selected = find_run(runs, args.selected).id if args.selected else runs[-1].id
     board = _board(runs, args, selected=selected)
     html = report_html(
-        board, generated=datetime.now(UTC), source=str(path), options=ExportOptions(demo=args.demo)
+        board,
+        generated=datetime.now(UTC),
+        source=str(path),
+        options=ExportOptions(demo=args.demo),
+        capacity=recent_answers(default_data_dir(), most=3),
     )
     write_report(args.output, html)  # a full disk: one line, the old report kept
     print(f"vtc report: wrote {args.output} ({len(board.table.rows)} runs)", file=sys.stderr)

@@ -32,6 +32,7 @@ from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
 from tui.app.calibrate import add_calibrate_parser, run_calibrate_command
+from tui.app.capacity import add_capacity_parser, run_capacity_command
 from tui.app.output import inert_output
 from tui.app.setup import cmd_setup_cpu_vllm
 from tui.app.sweep import add_sweep_parser, run_sweep_command
@@ -63,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     add_board_parsers(sub)
     add_sweep_parser(sub)
     add_calibrate_parser(sub)
+    add_capacity_parser(sub)
     add_stop_parser(sub)
     return parser
 
@@ -317,6 +319,8 @@ def _main(argv: Sequence[str] | None) -> int:
     with inert_output():  # text from outside reaches the terminal inert
         if args.command == "calibrate":
             return run_calibrate_command(args, serve_args)
+        if args.command == "capacity":
+            return run_capacity_command(args, serve_args)
         return _headless(args)
 
 

@@ -15,6 +15,7 @@ from typing import Protocol
 from tui.domain.advice import Advice
 from tui.domain.board.saved import SavedBoard
 from tui.domain.calibration import Progress
+from tui.domain.capacity import CapacityAnswer
 from tui.domain.errors import VtcError
 from tui.domain.events import ServerEvent, ServerState
 from tui.domain.flags.serve import ServeFlags
@@ -29,6 +30,7 @@ from tui.domain.saved_form import SavedForm
 from tui.domain.server_config import ServerConfig
 from tui.domain.sweep import SweepSpec, SweepStatus
 from tui.domain.sweep.cluster import ClusterChoice
+from tui.domain.sweep.slo import SloLimits
 from tui.domain.telemetry import GpuSample, HostSample, ServerMetrics
 from tui.domain.workload import LoadProgress, LoadSpec
 
@@ -102,6 +104,19 @@ class TwinControl(Protocol):
     async def calibrate(self, name: str, on_progress: Callable[[Progress], None]) -> str:
         """Calibrate the watched server into profile ``name`` (it becomes the twin); one
         line saying what was saved."""
+        ...
+
+    async def capacity(
+        self,
+        flags: ServeFlags,
+        load: LoadSpec,
+        slos: SloLimits,
+        *,
+        target_rate: float | None = None,
+        name: str = "current",
+    ) -> CapacityAnswer:
+        """The twin's capacity curve and highest rate for ``flags`` (named ``name``) under
+        ``slos``, off the console's loop; ``VtcError`` (one line) without a profile."""
         ...
 
 

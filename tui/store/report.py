@@ -10,6 +10,7 @@ in seed 003's Before / After shape, and each run's reproduction command.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from html import escape
 from pathlib import Path
@@ -21,10 +22,12 @@ from tui.domain.board.pareto import build_scatter
 from tui.domain.board.render import LEGEND, cell_text, machine_line
 from tui.domain.board.table import Cell, Column, Row
 from tui.domain.board.view import Board
+from tui.domain.capacity import CapacityAnswer
 from tui.domain.export import export_run
 from tui.domain.export.launch import ExportOptions
 from tui.domain.flags.serve import format_value
 from tui.store.atomic import write_atomic
+from tui.store.report_capacity import capacity_html
 from tui.store.report_plot import scatter_svg
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -135,9 +138,15 @@ def _selected_pair(board: Board) -> BeforeAfter | None:
 
 
 def report_html(
-    board: Board, *, generated: datetime, source: str, options: ExportOptions | None = None
+    board: Board,
+    *,
+    generated: datetime,
+    source: str,
+    options: ExportOptions | None = None,
+    capacity: Sequence[CapacityAnswer] = (),
 ) -> str:
-    """The whole page for ``board``; ``source`` says which history it was read from."""
+    """The whole page for ``board``; ``source`` says which history it was read from;
+    ``capacity``: the newest capacity answers kept in the data dir."""
     options = options or ExportOptions()
     machine = machine_line(board.runs)
     baseline = board.baseline.run if board.baseline is not None else None
@@ -174,6 +183,7 @@ def report_html(
             f'<p class="legend">{escape(LEGEND.replace("`", ""))}</p>',
             plots,
             compare,
+            capacity_html(capacity),
             "<h2>Reproduce each run</h2>",
             _reproduce_html(board, options),
             "</body></html>\n",

@@ -14,6 +14,7 @@ the console watches now, and the new profile becomes the twin.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,16 +24,20 @@ from typing import Protocol
 import httpx
 
 from tui.domain.calibration import Progress, design
+from tui.domain.capacity import CapacityAnswer
 from tui.domain.errors import VtcError, one_line
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.prediction import Prediction
 from tui.domain.profile import Profile, ProfileError, ProfileIdentity, identity_mismatch
 from tui.domain.results import RunRecord
+from tui.domain.sweep.slo import SloLimits
 from tui.domain.workload import LoadSpec
 from tui.server.log_excerpt import LogReadError, read_log_excerpt
 from tui.session.loads import LoadRunnerLike
+from tui.store.capacity_answers import save_answer
 from tui.store.profiles import list_profiles, load_profile
 from tui.twin.calibrate import Calibration
+from tui.twin.capacity import twin_capacity
 from tui.twin.predict import predict, server_identity
 
 CONSOLE_POLISH = 40  # the fit's last step, kept short: the console waits for it
@@ -184,6 +189,38 @@ class TwinService:
         self._profile, self._named, self.problem = profile, profile.name, None
         self._made.clear()
         return f"twin {profile.ref} saved: {profile.identity.describe()}; {saved_errors(profile)}"
+
+    async def capacity(
+        self,
+        flags: ServeFlags,
+        load: LoadSpec,
+        slos: SloLimits,
+        *,
+        target_rate: float | None = None,
+        name: str = "current",
+    ) -> CapacityAnswer:
+        """The twin's capacity answer for ``flags`` (:func:`tui.twin.capacity.twin_capacity`,
+        in a worker thread), kept for ``vtc report``; one line without a profile."""
+        profile = await asyncio.to_thread(self._find, flags.model)
+        if profile is None:
+            raise VtcError(
+                self.problem or f"no profile of this server ({flags.model})",
+                hint="k calibrates it, or `vtc calibrate URL --name NAME`",
+            )
+        server = self._session.current if self._session is not None else None
+        answer = await asyncio.to_thread(
+            twin_capacity,
+            profile,
+            flags,
+            load,
+            slos,
+            server=server,
+            target_rate=target_rate,
+            flags_name=name,
+        )
+        with contextlib.suppress(OSError):  # the report misses it; the console still shows it
+            await asyncio.to_thread(save_answer, answer, self._data_dir)
+        return answer
 
     def identity_note(self, server: ProfileIdentity) -> str:
         """What differs between the twin's profile and ``server`` ("" when it is the same)."""

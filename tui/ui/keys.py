@@ -102,6 +102,18 @@ COMMANDS: tuple[Command, ...] = (
         "the form and each load on the board, labelled predicted.",
         footer=False,
     ),
+    Command(
+        "m",
+        "m",
+        "f12",
+        "capacity",
+        "Capacity",
+        "The twin's capacity: for the form's flags, the running server's and the "
+        "baseline's, the latency against the request rate for the form's workload, the "
+        "highest rate meeting the SLOs with the interval the twin's error implies, and the "
+        "replicas a target rate needs (`vtc capacity URL --confirm` checks it with real loads).",
+        footer=False,
+    ),
     Command("question_mark", "?", "f1", "help", "Help", "This help."),
 )
 

@@ -42,6 +42,7 @@ from tui.ui.format import plain
 from tui.ui.keys import BAR_WIDTHS, offered, screen_bindings
 from tui.ui.run_requests import export_run, repeat_run
 from tui.ui.screen_keeper import open_screen
+from tui.ui.screens.capacity import open_capacity
 from tui.ui.screens.help import show_help
 from tui.ui.screens.loop_keys import LoopKeys
 from tui.ui.screens.run_detail import RunDetailScreen
@@ -270,6 +271,10 @@ class MainScreen(LoopKeys, Screen[None]):
     def action_calibrate(self) -> None:
         """Calibrate the twin of the ready server (``k``)."""
         self._twin.calibrate()
+
+    def action_capacity(self) -> None:
+        """The twin's capacity for the form's flags, the running ones and the baseline's."""
+        open_capacity(self, self.session, self.form, self.board)
 
     def action_sweep(self) -> None:
         """Open the sweep screen, starting from the form's flags and workload."""
