@@ -76,7 +76,7 @@ from tui.twin.fidelity import (  # noqa: E402
     summarize,
     twin_side,
 )
-from tui.twin.fit import fit_best  # noqa: E402
+from tui.twin.validation import calibrate  # noqa: E402
 
 #: Issue 27's goals: the median held-out error per metric, percent.
 GOALS = {"output_throughput": 10.0, "mean_e2el_ms": 10.0, "mean_ttft_ms": 15.0}
@@ -320,9 +320,9 @@ def replay(path: Path) -> int:
     """Refit the saved profile on its calibration samples and predict the saved cases."""
     data = json.loads(path.read_text())
     profile = Profile.model_validate(data["profile"])
-    refit = fit_best(profile, profile.samples)
+    refit = calibrate(profile, profile.samples)
     print(
-        f"refit: {refit.coefficients}; serial front end {refit.serial_frontend}; "
+        f"refit: {refit.coefficients}; API server blocks the engine {refit.frontend_blocks}; "
         f"fit error median {refit.fit_error.median_pct:.1f}%"
     )
     results = []

@@ -431,7 +431,7 @@ class Scheduler:
 
     @staticmethod
     def _work(scheduled: list[tuple[SimRequest, int]]) -> StepWork:
-        prefill = decode = context = pairs = lora_tokens = 0
+        prefill = decode = context = pairs = lora_tokens = decode_context = sampled = 0
         adapters: set[str] = set()
         for req, n in scheduled:
             if req.lora is not None:
@@ -440,8 +440,10 @@ class Scheduler:
             is_decode = n == 1 and req.num_computed == req.num_tokens - 1 and req.output_ids
             if is_decode:
                 decode += 1
+                decode_context += req.num_computed + 1
             else:
                 prefill += n
+            sampled += req.num_computed + n >= req.num_tokens
             context += req.num_computed + n
             pairs += n * req.num_computed + n * (n + 1) // 2
         return StepWork(
@@ -449,6 +451,9 @@ class Scheduler:
             decode_seqs=decode,
             context_tokens=context,
             attention_pairs=pairs,
+            decode_context_tokens=decode_context,
+            num_seqs=len(scheduled),
+            sampled_seqs=sampled,
             lora_tokens=lora_tokens,
             lora_adapters=len(adapters),
         )

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tui.domain.calibration import design_around
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.prediction import ErrorSource
+from tui.domain.prediction import ErrorSource, TwinMetric
 from tui.domain.profile import (
     UNFITTED,
     DeviceKind,
@@ -43,10 +43,11 @@ from tui.store.private import private_dir
 from tui.tune.lanes import Lane
 from tui.tune.twin import TwinObservation
 from tui.tune.whatif_lane import Cache, WhatIfLane
-from tui.twin.fit import INITIAL, fit_best, fit_profile
+from tui.twin.fit import INITIAL
+from tui.twin.validation import refit
 
-REFIT_POLISH_EVALS = 0
-"""Twin runs of the polish per refit (see :meth:`ProfileTwin.refit`)."""
+SCORED_TRIALS = 4
+"""A refit scores itself on the sweep's most recent real trials, each left out in turn."""
 
 
 def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
@@ -75,6 +76,7 @@ def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
         memory=memory,
         fit_error=UNFITTED,
         model=model,
+        frontend_blocks=device_kind == "cpu",
     )
 
 
@@ -140,7 +142,10 @@ class ProfileTwin:
         trials) the fit's, which the stop rule tops with its out-of-sample misses."""
         if self.cold:
             return None
-        pct = self._profile.stated.stated_for(self._key)
+        stated = self._profile.stated
+        known = {m.value: m for m in TwinMetric}
+        own = stated.interval(known[self._key]) if self._key in known else None
+        pct = own if own is not None else stated.stated_pct
         return pct / 100.0 if math.isfinite(pct) else None
 
     def lane(self) -> Lane:
@@ -154,15 +159,13 @@ class ProfileTwin:
     async def refit(self, observations: Sequence[TwinObservation]) -> None:
         """Fit the profile again over its own samples and every real observation."""
         own = list(self._base.samples)
-        samples = own + [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
-        # A cold profile's first fit also chooses the API server's intake (side by side or
-        # serial) on its loads, as a calibration does; later refits keep what it chose.
-        # No Nelder-Mead polish: a sweep refits after every real trial over every sample
-        # so far (a polish is hundreds of twin runs of each); the least squares fit stays.
-        fit = fit_best if self.cold else fit_profile
+        trials = [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
+        scored = [t.name for t in trials[-SCORED_TRIALS:]]
+        # The same recipe as a calibration's; the refit states the validation of its own
+        # coefficients (its recent trials, each left out in turn), never the calibration's.
         try:
             fitted = await asyncio.to_thread(
-                functools.partial(fit, polish_evals=REFIT_POLISH_EVALS), self._profile, samples
+                functools.partial(refit, scored=scored), self._profile, own + trials
             )
         except ProfileError:
             return  # nothing it could serve: the twin stays as it was

@@ -42,6 +42,9 @@ def predict(
 ) -> Prediction:
     """The twin's run of ``load`` on ``flags`` (``starts`` False with vLLM's reason).
 
+    Each figure's interval, measured on loads the fit never saw, is
+    :meth:`Prediction.interval` (``None``: that metric was not validated).
+
     Blocking (a few thousand virtual steps): run it in a thread. ``server``: the run
     watched now; what differs from the profile's server is carried in the label.
     """
@@ -54,8 +57,9 @@ def predict(
         "error_source": stated.source,
         "kv_tokens": tc.kv_tokens,
         "caveat": caveat,
+        "intervals": stated.metrics,
     }
     if tc.config is None:
         return Prediction(starts=False, failure=tc.failure, **label)  # type: ignore[arg-type]
-    run = serve(tc.config, profile.coefficients, LoadShape.of(load), profile.serial_frontend)
+    run = serve(tc.config, profile.coefficients, LoadShape.of(load), profile.frontend_blocks)
     return run.model_copy(update=label)

@@ -35,7 +35,6 @@ from tui.store.profiles import list_profiles, load_profile
 from tui.twin.calibrate import Calibration
 from tui.twin.predict import predict, server_identity
 
-CONSOLE_POLISH = 40  # the fit's last step, kept short: the console waits for it
 CONSOLE_BUDGET_S = 240.0
 """The most a calibration from the console takes (its loads; the fit adds a few seconds)."""
 CACHED_PREDICTIONS = 64
@@ -172,11 +171,12 @@ class TwinService:
             calibration = Calibration(
                 name=name,
                 target=_SessionTarget(url, run, self._client),
-                loads=design(run.flags.max_model_len or 4096, passes=2),
+                loads=design(
+                    run.flags.max_model_len or 4096, passes=2, max_num_seqs=run.flags.max_num_seqs
+                ),
                 data_dir=self._data_dir,
                 budget_s=CONSOLE_BUDGET_S,
                 runner=self._runner,
-                polish_evals=CONSOLE_POLISH,
             )
             profile = await calibration.run(on_progress)
         finally:
