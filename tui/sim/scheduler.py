@@ -364,10 +364,13 @@ class Scheduler:
         bs = self.config.block_size
         full = req.num_tokens // bs
         # vLLM's block hashes carry the adapter as an extra key: no sharing across adapters.
+        start = len(req.block_hashes)
+        if start >= full:
+            return
         parent = req.block_hashes[-1] if req.block_hashes else hash(("lora", req.lora))
-        for j in range(len(req.block_hashes), full):
-            chunk = tuple(req.token_at(k) for k in range(j * bs, (j + 1) * bs))
-            parent = hash((parent, chunk))
+        tokens = req.prompt_ids + req.output_ids if req.output_ids else req.prompt_ids
+        for j in range(start, full):
+            parent = hash((parent, tuple(tokens[j * bs : (j + 1) * bs])))
             req.block_hashes.append(parent)
 
     def _grow(self, req: SimRequest, total_tokens: int) -> bool:

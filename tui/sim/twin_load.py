@@ -14,6 +14,7 @@ function of the coefficients for the batching this very run produced
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import random
@@ -106,21 +107,32 @@ class TwinTrace:
         return np.vstack([np.zeros((1, WIDTH)), np.cumsum(arr, axis=0)])
 
 
-def build_requests(shape: LoadShape, vocab: int = 32000) -> tuple[list[SimRequest], list[float]]:
-    """The prompts and planned send times of a load: bench serve's random dataset, sent
-    at the load generator's own times (:func:`tui.load.arrivals.send_times`)."""
+@functools.lru_cache(maxsize=256)
+def _prompts(shape: LoadShape, vocab: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """Every request's prompt ids and output length (drawn once per shape: a fit serves
+    the same load many times)."""
     rng = random.Random(shape.seed)
-    prefix = [rng.randrange(1000, vocab) for _ in range(shape.prefix_len)]
-    times = send_times(max(1, shape.num_prompts), shape.request_rate, shape.burstiness, shape.seed)
-    requests = []
-    for i in range(shape.num_prompts):
+    ids = np.random.default_rng(shape.seed)
+    prefix = ids.integers(1000, vocab, shape.prefix_len).tolist()
+    out = []
+    for _ in range(shape.num_prompts):
         n_in, n_out = shape.input_len, shape.output_len
         if shape.range_ratio > 0:
             r = shape.range_ratio
             n_in = rng.randint(max(1, int(n_in * (1 - r))), max(1, int(n_in * (1 + r))))
             n_out = rng.randint(max(1, int(n_out * (1 - r))), max(1, int(n_out * (1 + r))))
-        body = [rng.randrange(1000, vocab) for _ in range(n_in)]
-        requests.append(SimRequest(request_id=f"t{i}", prompt_ids=prefix + body, max_tokens=n_out))
+        out.append((tuple(prefix + ids.integers(1000, vocab, n_in).tolist()), n_out))
+    return tuple(out)
+
+
+def build_requests(shape: LoadShape, vocab: int = 32000) -> tuple[list[SimRequest], list[float]]:
+    """The prompts and planned send times of a load: bench serve's random dataset, sent
+    at the load generator's own times (:func:`tui.load.arrivals.send_times`)."""
+    times = send_times(max(1, shape.num_prompts), shape.request_rate, shape.burstiness, shape.seed)
+    requests = [
+        SimRequest(request_id=f"t{i}", prompt_ids=list(prompt), max_tokens=n_out)
+        for i, (prompt, n_out) in enumerate(_prompts(shape, vocab))
+    ]
     return requests, times[: shape.num_prompts]
 
 
@@ -139,6 +151,7 @@ def run_twin_load(
     engine's next step (:func:`tui.sim.twin.step_features`).
     """
     requests, planned = build_requests(shape)
+    coef = tuple(float(c) for c in coefficients.as_vector())
     sched = Scheduler(config)
     trace = TwinTrace(requests=[TracedRequest(r) for r in requests])
     cap = shape.max_concurrency or len(requests)
@@ -186,7 +199,7 @@ def run_twin_load(
             traced = by_request[id(req)]
             if traced.scheduled_step is None:
                 traced.scheduled_step = steps
-        now += coefficients.seconds(features)
+        now += sum(c * f for c, f in zip(coef, features, strict=True))
         trace.steps.append(features)
         trace.step_ends.append(now)
         events = sched.complete(plan, now, lambda r: 1000 + len(r.output_ids))

@@ -19,6 +19,7 @@ validation fold runs (:mod:`tui.twin.validation`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -46,7 +47,8 @@ from tui.twin.numerics import FitRow, Points, fit_coefficients, polish
 
 INITIAL = StepCoefficients(b0=0.005, b1=0.00005, b2=0.0002, a0=0.002)
 """Where a fit starts (a small model on a small machine); it moves far in a few rounds."""
-FIT_ROUNDS = 8
+FIT_ROUNDS = 4
+"""Rounds of the linear fit at most: the batching settles in two or three."""
 # How much each measured mean counts. The run's duration (throughput) and end-to-end
 # latency are where the tokens ended up; the client's TTFT and TPOT also carry when a busy
 # API server let them out (a stalled server streams a burst), so they count less. The
@@ -125,11 +127,21 @@ def measure(trace: TwinTrace) -> Prediction:
     )
 
 
+@functools.lru_cache(maxsize=128)
+def traced(
+    config: SchedulerConfig, coefficients: StepCoefficients, shape: LoadShape, blocking: bool
+) -> TwinTrace:
+    """:func:`tui.sim.twin_load.run_twin_load`, once per argument set: a fit's first
+    round (every fold starts from :data:`INITIAL`) and a prediction asked again reuse it.
+    A trace is read, never changed, once made."""
+    return run_twin_load(config, coefficients, shape, blocking=blocking)
+
+
 def serve(
     config: SchedulerConfig, coefficients: StepCoefficients, shape: LoadShape, blocking: bool
 ) -> Prediction:
     """``shape`` served on the twin and read as bench serve would (:func:`measure`)."""
-    return measure(run_twin_load(config, coefficients, shape, blocking=blocking))
+    return measure(traced(config, coefficients, shape, blocking))
 
 
 def _span(steps: np.ndarray, cum: np.ndarray, t: TracedRequest, last: int | None) -> np.ndarray:
@@ -277,7 +289,7 @@ def _settle(profile: Profile, cases: Sequence[Case], recipe: FitRecipe) -> StepC
     for _ in range(recipe.rounds):
         rows: list[FitRow] = []
         for config, shape, s in cases:
-            trace = run_twin_load(config, coef, shape, blocking=profile.frontend_blocks)
+            trace = traced(config, coef, shape, profile.frontend_blocks)
             rows.extend(_rows(trace, s, recipe))
         new = fit_coefficients(rows)
         old_v, new_v = coef.as_vector(), new.as_vector()
@@ -322,9 +334,7 @@ def step_check(profile: Profile, samples: Sequence[FitSample]) -> StepCheck | No
         tc = twin_config(profile, sample.flags)
         if not server or tc.config is None:
             continue
-        trace = run_twin_load(
-            tc.config, profile.coefficients, shape_of(sample), blocking=profile.frontend_blocks
-        )
+        trace = traced(tc.config, profile.coefficients, shape_of(sample), profile.frontend_blocks)
         diffs.append((100.0 * abs(len(trace.steps) - server) / server, sample.name))
     if not diffs:
         return None

@@ -80,8 +80,10 @@ class TwinService:
         profile: str | None,
         client: Callable[[], httpx.AsyncClient],
         runner: Callable[[], LoadRunnerLike] | None = None,
+        design: tuple[float, int] = (1.0, 2),
     ) -> None:
         self._runner = runner
+        self._design = design  # k's designed loads: (scale, passes)
         self._data_dir = data_dir
         self._named = profile
         self._client = client
@@ -172,7 +174,10 @@ class TwinService:
                 name=name,
                 target=_SessionTarget(url, run, self._client),
                 loads=design(
-                    run.flags.max_model_len or 4096, passes=2, max_num_seqs=run.flags.max_num_seqs
+                    run.flags.max_model_len or 4096,
+                    self._design[0],
+                    passes=self._design[1],
+                    max_num_seqs=run.flags.max_num_seqs,
                 ),
                 data_dir=self._data_dir,
                 budget_s=CONSOLE_BUDGET_S,
