@@ -147,3 +147,18 @@ def test_every_step_of_a_trace_has_the_profiles_features(profile) -> None:  # ty
     assert trace.steps and all(len(s) == len(COEFFICIENTS) for s in trace.steps)
     intake = COEFFICIENTS.index("a0")
     assert sum(s[intake] for s in trace.steps) == 12  # every request's intake charged once
+
+
+def test_a_profile_of_another_vllm_says_so_even_on_the_simulator(profile) -> None:  # type: ignore[no-untyped-def]
+    from fakes.runs import served_run
+
+    from tui.domain.results import Reproduction
+
+    load = LoadSpec(input_len=32, output_len=8, num_prompts=4)
+    same = Reproduction(vllm_version="0.32.0+cpu", gpu_name="NVIDIA L4 (simulated)")
+    run = served_run(1, repro=same, model=profile.flags.model)
+    assert predict(profile, profile.flags, load, run).caveat == ""
+    other = same.model_copy(update={"vllm_version": "0.33.0"})
+    run = served_run(1, repro=other, model=profile.flags.model)
+    caveat = predict(profile, profile.flags, load, run).caveat
+    assert caveat == "vLLM 0.33.0 (profile: 0.32.0)"

@@ -115,7 +115,7 @@ def identity_mismatch(profile: ProfileIdentity, server: ProfileIdentity) -> list
     checks = (
         ("model", profile.model, server.model),
         ("device", profile.device, server.device),
-        ("vLLM", profile.vllm_version, server.vllm_version),
+        ("vLLM", profile.vllm_version.split("+")[0], server.vllm_version.split("+")[0]),
         ("dtype", profile.dtype, server.dtype),
         ("quantization", profile.quantization or "none", server.quantization or "none"),
         ("tp", str(profile.tensor_parallel_size), str(server.tensor_parallel_size)),

@@ -27,12 +27,13 @@ def server_identity(
     are the profile's own, so they never read as a difference)."""
     ident = profile.identity.model_copy(update={"model": flags.model})
     repro = server.repro if server is not None else None
-    if repro is None or (repro.gpu_name or "").endswith("(simulated)"):
-        return ident  # a simulator: the demo of this very profile
+    if repro is None:
+        return ident
     update: dict[str, object] = {}
-    if repro.vllm_version:
+    if repro.vllm_version:  # a simulator too: the release it speaks
         update["vllm_version"] = repro.vllm_version.split("+")[0]
-    if repro.gpu_name and ident.device_kind == "gpu":
+    simulated = (repro.gpu_name or "").endswith("(simulated)")  # the demo of this profile
+    if repro.gpu_name and ident.device_kind == "gpu" and not simulated:
         update["device"] = repro.gpu_name
     return ident.model_copy(update=update)
 
