@@ -367,12 +367,19 @@ def replay(path: Path) -> int:
     validation, with this code) and predict the saved cases: for iterating on the twin
     without a server. Its figures judge the code, not a quiet measurement."""
     data = json.loads(path.read_text())
-    profile = Profile.model_validate(data["profile"])
+    # A --save file, or a profile `vtc calibrate` saved (its loads only: no held-out cases).
+    profile = Profile.model_validate(data.get("profile", data))
+    t0 = time.monotonic()
     refit = calibrate(profile, profile.samples)
     print(
-        f"refit: {refit.coefficients}; API server blocks the engine {refit.frontend_blocks}; "
-        f"fit error median {refit.fit_error.median_pct:.1f}%"
+        f"refit in {time.monotonic() - t0:.1f} s: {refit.coefficients}; API server blocks the "
+        f"engine {refit.frontend_blocks}; fit error median {refit.fit_error.median_pct:.1f}%"
     )
+    print(f"  validation error: {stated_error(refit).validation}")
+    if refit.step_check is not None:
+        print(f"  {refit.step_check.line()}")
+    if "cases" not in data:
+        return 0
     results = []
     for c in data["cases"]:
         case = HeldOut(
@@ -389,14 +396,20 @@ def replay(path: Path) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="4 held-out cases, 2 restarts")
+    parser.add_argument(
+        "--quick", action="store_true", help="the held-out cases of 4 command lines"
+    )
     add_model_option(parser)
     parser.add_argument("--repeats", type=int, default=2, help="real runs per case (default 2)")
     parser.add_argument("--budget", type=float, default=300.0, help="calibration budget, s")
     parser.add_argument("--scale", type=float, default=1.0, help="calibration loads, x this")
     parser.add_argument("--passes", type=int, default=2, help="calibration passes (default 2)")
     parser.add_argument("--save", type=Path, help="write the profile and real results (JSON)")
-    parser.add_argument("--replay", type=Path, help="refit and predict a --save file, offline")
+    parser.add_argument(
+        "--replay",
+        type=Path,
+        help="refit and predict a --save file (or refit a saved profile's loads), offline",
+    )
     args = parser.parse_args()
     if args.replay:
         return replay(args.replay)
