@@ -119,4 +119,10 @@ def test_the_board_table_shows_the_prediction_beside_the_measurement() -> None:
     text = table.rows[0].cells[i].text
     assert text == "! 1,000 tok/s predicted (twin h100 r2, ±7% validation); off 43%"
     assert table.rows[1].cells[i].text == ""
+    # A profile that measured throughput's own interval: the figure carries it.
+    sharp = run.model_copy(
+        update={"prediction": _pred(intervals=(_interval(TwinMetric.OUTPUT_THROUGHPUT, 8.0),))}
+    )
+    (row,) = build_table([sharp]).rows
+    assert row.cells[i].text.startswith("! 1,000 tok/s ±8% predicted (twin h100 r2")
     assert not any(c.kind is ColumnKind.PREDICTED for c in build_table([plain]).columns)
