@@ -139,4 +139,8 @@ def test_a_prediction_for_another_server_says_what_differs(tmp_path: Path) -> No
     assert "profile of another server: vLLM 0.33.0" in other.label()
     simulated = Reproduction(vllm_version="0.33.0", gpu_name="NVIDIA L4 (simulated)")
     demo = RunRecord(flags=p.flags, repro=simulated)
-    assert to_prediction(p, p.flags, load, demo).caveat == ""
+    # A simulator speaking another vLLM than the profile's is another release's twin: said
+    # so (its simulated device is never compared).
+    assert to_prediction(p, p.flags, load, demo).caveat == "vLLM 0.33.0 (profile: 0.32.0)"
+    spoken = Reproduction(vllm_version="0.32.0", gpu_name="NVIDIA L4 (simulated)")
+    assert to_prediction(p, p.flags, load, RunRecord(flags=p.flags, repro=spoken)).caveat == ""
