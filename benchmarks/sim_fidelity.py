@@ -152,9 +152,10 @@ def rank_correlation(results: Sequence[CaseResult]) -> tuple[float, int]:
         for r in results
         if r.twin is not None and (real := r.real_value(TwinMetric.OUTPUT_THROUGHPUT))
     ]
-    if len(pairs) < 3:
-        return math.nan, len(pairs)
-    rho = spearmanr([p for p, _ in pairs], [m for _, m in pairs]).statistic
+    predicted, measured = [p for p, _ in pairs], [m for _, m in pairs]
+    if len(pairs) < 3 or len(set(predicted)) < 2 or len(set(measured)) < 2:
+        return math.nan, len(pairs)  # nothing to rank (a constant side has no order)
+    rho = spearmanr(predicted, measured).statistic
     return float(rho), len(pairs)
 
 

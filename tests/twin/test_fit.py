@@ -79,7 +79,7 @@ def test_the_servers_own_phase_times_are_rows_that_find_the_engine(profile) -> N
     # is what the loads tell apart (a mixed step alone separates them).
     assert got.b2 + got.b5 + got.a2 == pytest.approx(KNOWN.b2 + KNOWN.b5 + KNOWN.a2, rel=0.05)
     # One long-prompt load: its tokens and its attention pairs share the prefill's time.
-    assert fitted.coefficients.b1 == pytest.approx(KNOWN.b1, rel=0.1)
+    assert fitted.coefficients.b1 == pytest.approx(KNOWN.b1, rel=0.15)
     assert fitted.fit_error.median_pct < 1.0
     # The client's means alone still fit (a server without the histograms).
     bare = fit_profile(start, twin_samples(profile, server=False), FitRecipe(server_rows=False))
