@@ -162,3 +162,22 @@ def test_a_profile_of_another_vllm_says_so_even_on_the_simulator(profile) -> Non
     run = served_run(1, repro=other, model=profile.flags.model)
     caveat = predict(profile, profile.flags, load, run).caveat
     assert caveat == "vLLM 0.33.0 (profile: 0.32.0)"
+
+
+async def test_a_sweeps_twin_lane_holds_its_profile_in_memory_and_predicts_as_the_console(  # type: ignore[no-untyped-def]
+    profile,
+) -> None:
+    from tui.domain.results import SweepTag
+    from tui.tune.twin_profile import ProfileTwin
+
+    twin = ProfileTwin(profile)
+    lane = twin.lane()
+    started = await lane.start(profile.flags, SweepTag(sweep_id="s", trial=1))
+    assert started.ok and started.kv_tokens == predict(profile, profile.flags, LoadSpec()).kv_tokens
+    load = LoadSpec(input_len=32, output_len=16, num_prompts=12, max_concurrency=4)
+    run = await lane.bench(load, model=None, goodput={})
+    console = predict(profile, profile.flags, load)
+    assert run.result.output_throughput == pytest.approx(console.metric("output_throughput"))
+    small = profile.flags.model_copy(update={"kv_cache_memory_bytes": 2**20})
+    refused = await lane.start(small, SweepTag(sweep_id="s", trial=2))
+    assert not refused.ok and refused.diagnosis
