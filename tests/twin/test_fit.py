@@ -181,3 +181,20 @@ async def test_a_sweeps_twin_lane_holds_its_profile_in_memory_and_predicts_as_th
     small = profile.flags.model_copy(update={"kv_cache_memory_bytes": 2**20})
     refused = await lane.start(small, SweepTag(sweep_id="s", trial=2))
     assert not refused.ok and refused.diagnosis
+
+
+def test_the_servers_counters_around_a_load_give_its_steps_and_phase_means() -> None:
+    from tui.twin.calibrate import server_side
+
+    before = {"steps": 100.0, "queue_sum": 1.0, "queue_count": 10.0, "prefill_sum": 2.0}
+    before |= {"prefill_count": 10.0, "decode_sum": 5.0, "decode_count": 10.0}
+    after = {"steps": 160.0, "queue_sum": 1.4, "queue_count": 14.0, "prefill_sum": 2.8}
+    after |= {"prefill_count": 14.0, "decode_sum": 7.0, "decode_count": 14.0}
+    side = server_side(before, after)
+    assert side.steps == 60 and side.requests == 4
+    assert side.queue_s == pytest.approx(0.1) and side.prefill_s == pytest.approx(0.2)
+    assert side.decode_s == pytest.approx(0.5)
+    # A server without the histograms (or no page): what it did not say stays unknown.
+    bare = server_side({"steps": 1.0}, {"steps": 9.0})
+    assert bare.steps == 8 and bare.queue_s is None and bare.decode_s is None
+    assert server_side(None, after).steps is None
