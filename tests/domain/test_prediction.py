@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tui.domain.prediction import (
@@ -10,6 +12,7 @@ from tui.domain.prediction import (
     MetricInterval,
     Prediction,
     TwinMetric,
+    covering,
     twin_label,
 )
 
@@ -126,3 +129,11 @@ def test_the_board_table_shows_the_prediction_beside_the_measurement() -> None:
     (row,) = build_table([sharp]).rows
     assert row.cells[i].text.startswith("! 1,000 tok/s ±8% predicted (twin h100 r2")
     assert not any(c.kind is ColumnKind.PREDICTED for c in build_table([plain]).columns)
+
+
+def test_the_stated_interval_covers_four_new_outcomes_in_five() -> None:
+    # Nine errors scored out of sample: a new one is below the k-th smallest with
+    # probability k/10, so four in five needs the 8th (a plain 80th percentile, 7.4, is not).
+    assert covering([float(e) for e in range(9, 0, -1)]) == 8.0
+    assert covering([3.0, 1.0, 2.0]) == 3.0  # too few for the rank: the largest
+    assert covering([math.inf, 5.0]) == 5.0 and math.isnan(covering([]))

@@ -50,9 +50,9 @@ def test_measured_error_states_an_interval_not_a_median() -> None:
     assert (of_m.median_pct, of_m.worst_pct, of_m.count) == (pytest.approx(7.5), 10.0, 2)
     assert of_n.median_pct == pytest.approx(60.0)
     assert err.interval(TwinMetric.P99_TTFT) == pytest.approx(200.0)
-    # The stated interval is the 80th percentile: four outcomes in five inside it.
-    assert err.interval_pct == pytest.approx(40.0)
-    assert err.label() == "±40%" and err.stated_for(m) == pytest.approx(9.0)
+    # The stated interval covers four new outcomes in five: from three errors, the largest.
+    assert err.interval_pct == pytest.approx(60.0)
+    assert err.label() == "±60%" and err.stated_for(m) == pytest.approx(10.0)
     assert err.interval(TwinMetric.P99_ITL) is None
     assert err.stated_for(TwinMetric.P99_ITL) == err.stated_pct
     assert err.source is ErrorSource.FIT and err.count == 3

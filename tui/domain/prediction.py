@@ -15,6 +15,7 @@ than :data:`MISS_FLOOR_PCT`) is flagged: the machine changed, or the profile is 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -23,7 +24,20 @@ MISS_FLOOR_PCT = 10.0
 """A miss smaller than this is never flagged, however small the profile's own error."""
 
 INTERVAL_PERCENTILE = 80.0
-"""The share of outcomes (percent) a stated error covers: its percentile of absolute errors."""
+"""The share of outcomes (percent) a stated error covers (:func:`covering`)."""
+
+
+def covering(errors: Sequence[float], share_pct: float = INTERVAL_PERCENTILE) -> float:
+    """The error a new outcome stays within ``share_pct`` % of the time, from ``errors``
+    scored out of sample: split conformal prediction's rank, the ``ceil(q (n + 1))``-th
+    smallest of the ``n`` errors (a plain percentile of ``n`` errors under-covers a new one:
+    it is exceeded with probability ``1 - k / (n + 1)``). Fewer errors than that rank
+    needs: the largest (``nan`` for none)."""
+    ordered = sorted(e for e in errors if math.isfinite(e))
+    if not ordered:
+        return math.nan
+    rank = math.ceil(share_pct / 100.0 * (len(ordered) + 1))
+    return float(ordered[min(rank, len(ordered)) - 1])
 
 
 class TwinMetric(StrEnum):

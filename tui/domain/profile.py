@@ -49,10 +49,10 @@ from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.kv import ModelShape
 from tui.domain.prediction import (
-    INTERVAL_PERCENTILE,
     ErrorSource,
     MetricInterval,
     TwinMetric,
+    covering,
     twin_label,
 )
 from tui.domain.results import BenchResult
@@ -263,7 +263,7 @@ class MeasuredError(BaseModel):
     """How far the twin is from the real server, over a set of residuals.
 
     ``interval_pct`` is the stated error over every metric: the
-    :data:`INTERVAL_PERCENTILE` th percentile of the absolute % errors (``None`` in files
+    interval covering :data:`INTERVAL_PERCENTILE` % of new outcomes (``None`` in files
     written before it existed: the median stands in); ``metrics`` the same per metric,
     typed (:meth:`interval`). ``source`` says whether the residuals were the fit's own
     loads or held out.
@@ -348,7 +348,8 @@ UNFITTED = MeasuredError(median_pct=math.inf, worst_pct=math.inf, source=ErrorSo
 def measured_error(
     residuals: Sequence[Residual], source: ErrorSource = ErrorSource.FIT
 ) -> MeasuredError:
-    """Median, :data:`INTERVAL_PERCENTILE` th percentile and worst absolute % error over
+    """Median, interval (:func:`~tui.domain.prediction.covering`: what covers
+    :data:`INTERVAL_PERCENTILE` % of new outcomes) and worst absolute % error over
     ``residuals``, also per metric (:class:`MetricInterval`). The overall figures are the
     fitted metrics' (the tails, scored but never fitted, have their own records)."""
     fitted = set(FIT_METRICS)
@@ -362,7 +363,7 @@ def measured_error(
     records = tuple(
         MetricInterval(
             metric=m,
-            interval_pct=float(np.percentile(v, INTERVAL_PERCENTILE)),
+            interval_pct=covering(v),
             median_pct=float(np.median(v)),
             worst_pct=float(max(v)),
             count=len(v),
@@ -373,7 +374,7 @@ def measured_error(
     return MeasuredError(
         median_pct=float(np.median(errors)),
         worst_pct=float(max(errors)),
-        interval_pct=float(np.percentile(errors, INTERVAL_PERCENTILE)),
+        interval_pct=covering(errors),
         metrics=records,
         source=source,
         count=len(errors),

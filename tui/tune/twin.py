@@ -24,10 +24,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.prediction import INTERVAL_PERCENTILE
+from tui.domain.prediction import covering
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.sweep.outcome import KEPT_METRICS
 from tui.domain.workload import LoadSpec
@@ -242,8 +240,8 @@ class WhatIfTwin:
 async def scale_refit(twin: WhatIfTwin, observations: Sequence[TwinObservation]) -> TwinFit:
     """Per metric, the geometric mean of real over the uncorrected twin (see the module),
     scored by itself: each trial predicted by the factors of the others (``error``: the
-    :data:`~tui.domain.prediction.INTERVAL_PERCENTILE` th percentile of those misses, a
-    fraction; ``None`` with fewer than two trials, and the label says it is not validated)."""
+    interval :func:`~tui.domain.prediction.covering` states of those misses, a fraction;
+    ``None`` with fewer than two trials, and the label says it is not validated)."""
     logs: dict[str, list[float]] = {}
     for obs in observations:
         raw = await twin.raw_metrics(twin.base_args, obs)
@@ -264,7 +262,7 @@ async def scale_refit(twin: WhatIfTwin, observations: Sequence[TwinObservation])
 
 def held_out_error(logs: Mapping[str, Sequence[float]]) -> float | None:
     """Each trial's miss (every metric) when its factor is the others' geometric mean: the
-    :data:`~tui.domain.prediction.INTERVAL_PERCENTILE` th percentile, a fraction."""
+    interval :func:`~tui.domain.prediction.covering` states of them, a fraction."""
     misses = []
     for values in logs.values():
         if len(values) < 2:
@@ -275,7 +273,7 @@ def held_out_error(logs: Mapping[str, Sequence[float]]) -> float | None:
             misses.append(abs(math.expm1(v - others)))
     if not misses:
         return None
-    return float(np.percentile(misses, INTERVAL_PERCENTILE))
+    return covering(misses)
 
 
 def _positive(x: float) -> bool:
