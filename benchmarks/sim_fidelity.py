@@ -333,9 +333,9 @@ async def main_async(args: argparse.Namespace) -> int:
         results.extend(await ref.cases(base.model_copy(update=dict(overrides)), group))
         gate.sample()
         print(f"  ({_loadavg()})")
+        if args.save:  # after each server: a run stopped later keeps what it measured
+            _save(args.save, ref.profile, results)
     assert ref.profile is not None
-    if args.save:
-        _save(args.save, ref.profile, results)
     summary = judge(gate, results, stated_error(ref.profile).interval_pct, ref.spread)
     if ref.spread is not None and not math.isfinite(summary.spread):  # one run per case
         ranges = [ref.spread.range_pct(k) for k in GOALS]
