@@ -10,7 +10,15 @@ import pytest
 from benchmarks import _quiet
 from benchmarks._quiet import QuietGate, Verdict
 from benchmarks._reference import RepeatSpread, reference_model, spread_of
-from benchmarks.sim_fidelity import GOALS, coverage_pct, judge
+from benchmarks.sim_fidelity import (
+    GOALS,
+    INTERVAL_METRICS,
+    MEDIAN_GOALS,
+    WORST_GOALS,
+    coverage_pct,
+    judge,
+    rank_correlation,
+)
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 from tui.server.provision import VLLM_VERSION, ProvisionedVllm
@@ -77,15 +85,30 @@ def _quiet_gate(monkeypatch: pytest.MonkeyPatch) -> QuietGate:
     return QuietGate("t", before=0.2)
 
 
-def test_coverage_counts_outcomes_inside_the_stated_interval() -> None:
+def test_coverage_counts_outcomes_inside_each_metrics_stated_interval() -> None:
     real = _result(100.0, 1000.0, 50.0)
     results = [_case(real, 1.05), _case(real, 1.30)]
-    covered, judged = coverage_pct(results, interval_pct=dict.fromkeys(GOALS, 10.0))
-    assert judged == 2 * len(GOALS)
-    assert covered == pytest.approx(50.0)
+    covered = coverage_pct(results, interval_pct=dict.fromkeys(GOALS, 10.0))
+    assert set(covered) == set(GOALS)
+    assert all(c == (pytest.approx(50.0), 2) for c in covered.values())
     # Each metric against its own interval: the 30 % miss is inside a throughput +-40 %.
     wider = {**dict.fromkeys(GOALS, 10.0), "output_throughput": 40.0}
-    assert coverage_pct(results, wider)[0] == pytest.approx(100.0 * 4 / 6)
+    assert coverage_pct(results, wider)["output_throughput"][0] == pytest.approx(100.0)
+    # A metric without an interval (not validated) is not counted.
+    assert "mean_ttft_ms" not in coverage_pct(results, {**wider, "mean_ttft_ms": None})
+
+
+def test_the_rank_correlation_says_whether_a_sweep_can_trust_the_ranking() -> None:
+    results = []
+    for real_tput, predicted in ((100.0, 90.0), (200.0, 210.0), (300.0, 250.0), (400.0, 500.0)):
+        r = _case(_result(real_tput, 1000.0, 50.0), 1.0)
+        r.twin = _Twin({"output_throughput": predicted})  # type: ignore[assignment]
+        results.append(r)
+    assert rank_correlation(results) == (pytest.approx(1.0), 4)
+    results[0].twin = _Twin({"output_throughput": 450.0})  # type: ignore[assignment]
+    rho, n = rank_correlation(results)
+    assert n == 4 and rho < 0.5
+    assert math.isnan(rank_correlation(results[:2])[0])  # too few to rank
 
 
 def test_a_twin_within_the_goals_meets_them(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +124,8 @@ def test_a_broken_twin_misses_them(monkeypatch: pytest.MonkeyPatch, factor: floa
     real = _result(100.0, 1000.0, 50.0)
     judge(gate, [_case(real, factor)] * 3, dict.fromkeys(GOALS, 8.0), None)
     assert gate.finish() == Verdict.MISSED
-    assert len(gate.missed) == len(GOALS) + 1  # every metric, and the coverage
+    # every median and worst, and each interval's coverage (their widths were met)
+    assert len(gate.missed) == len(MEDIAN_GOALS) + len(WORST_GOALS) + len(INTERVAL_METRICS)
 
 
 def test_an_interval_that_holds_too_few_outcomes_misses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -109,4 +133,14 @@ def test_an_interval_that_holds_too_few_outcomes_misses(monkeypatch: pytest.Monk
     real = _result(100.0, 1000.0, 50.0)
     judge(gate, [_case(real, f) for f in (1.02, 1.04, 1.06)], dict.fromkeys(GOALS, 3.0), None)
     assert gate.finish() == Verdict.MISSED
-    assert gate.missed == ["coverage of the stated interval %"]
+    assert gate.missed == [
+        "coverage of the stated tok/s interval %",
+        "coverage of the stated E2EL interval %",
+    ]
+
+
+def test_an_interval_too_wide_to_act_on_misses(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = _quiet_gate(monkeypatch)
+    real = _result(100.0, 1000.0, 50.0)
+    judge(gate, [_case(real, f) for f in (1.02, 1.04, 1.06)], dict.fromkeys(GOALS, 40.0), None)
+    assert gate.missed == ["stated tok/s interval ±%", "stated E2EL interval ±%"]

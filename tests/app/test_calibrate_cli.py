@@ -30,8 +30,11 @@ def test_a_saved_profile_is_described_with_its_coefficients_and_error(tmp_path: 
     lines = describe(cpu_profile(tmp_path / "m"))
     assert lines[0].startswith("profile tiny-cpu r1: ")
     assert "step time = 4.000 ms + 30.00 us/prefill token + 300.0 us/decode token" in lines[1]
-    assert "KV 131,072 tokens, block 128" in lines[2]
-    assert "fit error (calibration loads, in-sample): median 2.0%, worst 6.0%" in lines[3]
+    assert "us/1k KV tokens decode reads" in lines[1] and "prefill attention pairs" in lines[1]
+    # A CPU server: the API server's work is on the engine's cores, and it says so.
+    assert lines[2].startswith("  API server: 3.00 ms/request") and "engine's cores" in lines[2]
+    assert "KV 131,072 tokens, block 128" in lines[3]
+    assert "fit error (calibration loads, in-sample): median 2.0%, worst 6.0%" in lines[4]
     # The validation error, named as such, with the interval a prediction states.
-    assert lines[4].startswith("  validation error (loads left out of the fit): ±5.0% covers 80%")
-    assert "(median 3.0%, worst 12.0%)" in lines[4]
+    assert lines[5].startswith("  validation error (loads left out of the fit): ±5.0% covers 80%")
+    assert "(median 3.0%, worst 12.0%)" in lines[5]

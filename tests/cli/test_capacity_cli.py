@@ -79,7 +79,7 @@ def test_without_a_profile_it_says_so_and_offers_calibration(
     [
         (["--slo", "p99_ttft=500"], "unknown SLO"),
         (["--slo", "p99_ttft_ms=fast"], "not a number"),
-        (["--slo", "p99_itl_ms=50"], "does not predict p99_itl_ms"),
+        (["--slo", "p90_itl_ms=50"], "does not predict p90_itl_ms"),
         (["--slo", "p99_ttft_ms=500", "--request-rate-shape", "bursty"], "poisson or burstiness"),
         (["--slo", "p99_ttft_ms=500", "--confirm"], "--confirm needs the server's URL"),
         (["--slo", "p99_ttft_ms=500", "--num-prompts", "0"], "num_prompts"),

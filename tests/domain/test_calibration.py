@@ -8,15 +8,32 @@ GIB = 2**30
 
 
 def test_the_design_probes_decode_prefill_mixed_and_prefix_within_the_context() -> None:
-    loads = design(2048)
+    loads = design(2048, max_num_seqs=48)
     names = [d.name for d in loads]
-    assert names[:4] == ["decode-c1", "decode-c4", "decode-c16", "decode-c32"]
-    assert {"prefill-c1", "prefill-c4", "mixed-c8", "prefix-c8"} <= set(names)
+    # A budget cut after three loads still leaves decode, prefill and mixed steps to fit.
+    assert names[:3] == ["decode-c8", "prefill-c1", "mixed-c8"]
+    assert {"decode-c1", "decode-deep-c8", "prefill-short-c1", "prefill-c4", "prefix-c8"} <= set(
+        names
+    )
+    assert names[8] == "decode-full-c48"  # the costliest last
     for d in loads:
         assert d.load.input_len + d.load.prefix_len + d.load.output_len <= 2048
         assert d.load.ignore_eos
-    assert [d.load.max_concurrency for d in loads][:4] == [1, 4, 16, 32]
-    assert design(2048, scale=2.0)[2].load.num_prompts == 2 * loads[2].load.num_prompts
+    # Decode up to the server's max_num_seqs, at short and deep contexts.
+    by_name = {d.name: d.load for d in loads}
+    assert [by_name[n].max_concurrency for n in ("decode-c1", "decode-c8", "decode-full-c48")] == [
+        1,
+        8,
+        48,
+    ]
+    assert by_name["decode-deep-c8"].input_len > 10 * by_name["decode-c8"].input_len
+    # Prefill alone (one output token) at two lengths: the attention pairs apart from tokens.
+    short, long = (
+        next(d.load for d in loads if d.name == n) for n in ("prefill-short-c1", "prefill-c1")
+    )
+    assert short.output_len == long.output_len == 1 and long.input_len >= 4 * short.input_len
+    assert design(2048, scale=2.0)[1].load.num_prompts == 2 * loads[1].load.num_prompts
+    assert max(d.load.max_concurrency or 0 for d in design(4096, max_num_seqs=1024)) == 128
 
 
 def test_the_eta_is_the_time_per_token_of_the_finished_loads() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from tui.domain.prediction import ErrorSource, Prediction
+from tui.domain.prediction import ErrorSource, MetricInterval, Prediction, TwinMetric
 from tui.domain.workload import LoadSpec
 
 
@@ -48,6 +48,15 @@ class QueueTwin:
             error_pct=self.error_pct,
             error_source=ErrorSource.VALIDATION,
             starts=self.starts,
+            intervals=tuple(
+                MetricInterval(
+                    metric=metric,
+                    interval_pct=self.error_pct,
+                    median_pct=self.error_pct / 2,
+                    worst_pct=self.error_pct,
+                )
+                for metric in (TwinMetric.P99_TTFT, TwinMetric.P99_E2EL)
+            ),
         )
         if not self.starts:
             return label.model_copy(update={"failure": "KV cache too small"})

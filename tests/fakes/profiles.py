@@ -23,7 +23,9 @@ from tui.domain.profile import (
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 
-KNOWN = StepCoefficients(b0=0.004, b1=0.00003, b2=0.0003, b3=0.0002, a0=0.003, a1=0.00001)
+KNOWN = StepCoefficients(
+    b0=0.004, b1=0.00003, b2=0.0003, b3=0.0002, b4=0.004, b5=0.00002, a0=0.003, a1=0.00001
+)
 """The coefficients the fake server runs with."""
 KV_BYTES = 64 * 2**20
 
@@ -54,6 +56,7 @@ def cpu_profile(
         validation=MeasuredError(
             median_pct=3.0, worst_pct=12.0, interval_pct=5.0, source=ErrorSource.VALIDATION
         ),
+        frontend_blocks=True,  # a CPU server: the API server shares the engine's cores
     )
 
 
@@ -65,8 +68,14 @@ DESIGN = (
 )
 
 
-def twin_samples(profile: Profile, loads: tuple[LoadSpec, ...] = DESIGN) -> list[FitSample]:
-    """What ``profile``'s own twin measures for ``loads`` (as a real server's results)."""
+def twin_samples(
+    profile: Profile, loads: tuple[LoadSpec, ...] = DESIGN, *, server: bool = True
+) -> list[FitSample]:
+    """What ``profile``'s own twin measures for ``loads`` (as a real server's results and,
+    with ``server``, its own ``/metrics``: steps and phase times)."""
+    from tui.sim.twin import twin_config
+    from tui.sim.twin_load import LoadShape, run_twin_load
+    from tui.twin.fit import server_phases
     from tui.twin.predict import predict
 
     samples = []
@@ -80,8 +89,33 @@ def twin_samples(profile: Profile, loads: tuple[LoadSpec, ...] = DESIGN) -> list
             total_output_tokens=load.output_len * n,
             output_throughput=run.metric("output_throughput"),
             stats={
-                key: run.metric(key) for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms")
+                key: run.metric(key)
+                for key in (
+                    "mean_ttft_ms",
+                    "mean_tpot_ms",
+                    "mean_e2el_ms",
+                    "p99_ttft_ms",
+                    "p99_itl_ms",
+                    "p99_e2el_ms",
+                )
             },
         )
-        samples.append(FitSample(name=f"load{i}", flags=profile.flags, load=load, result=result))
+        side = None
+        if server:
+            config = twin_config(profile, profile.flags).config
+            assert config is not None
+            trace = run_twin_load(
+                config, profile.coefficients, LoadShape.of(load), blocking=profile.frontend_blocks
+            )
+            side = server_phases(trace)
+        samples.append(
+            FitSample(
+                name=f"load{i}",
+                flags=profile.flags,
+                load=load,
+                result=result,
+                server_steps=side.steps if side else None,
+                server=side,
+            )
+        )
     return samples

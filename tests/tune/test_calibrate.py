@@ -49,7 +49,7 @@ async def sim(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _calibration(target: SimTarget, data: Path, **kw) -> Calibration:  # type: ignore[no-untyped-def]
     loads = design(4096, scale=0.25)[:5]
-    return Calibration(name="sim", target=target, loads=loads, data_dir=data, polish_evals=20, **kw)
+    return Calibration(name="sim", target=target, loads=loads, data_dir=data, **kw)
 
 
 async def test_a_calibration_measures_fits_and_saves_a_profile(
@@ -67,7 +67,9 @@ async def test_a_calibration_measures_fits_and_saves_a_profile(
     assert saved.identity.vllm_version
     assert saved.memory.block_size == 16 and saved.memory.kv_tokens > 0
     assert {s.name for s in saved.samples} == {d.name for d in design(4096, 0.25)[:5]}
-    assert all(s.server_steps for s in saved.samples)
+    assert all(s.server_steps for s in saved.samples[1:])  # the first has warm-ups
+    assert all(s.server and s.server.prefill_s is not None for s in saved.samples[1:])
+    assert saved.step_check is not None and saved.step_check.loads == 4
     assert saved.coefficients.b0 > 0 and saved.fit_error.median_pct < 100
     # Five families, one pass: each scored by a fit that left it out; no repeats, no spread.
     assert saved.validation is not None and saved.validation.source.value == "validation"
@@ -137,4 +139,8 @@ def test_a_prediction_for_another_server_says_what_differs(tmp_path: Path) -> No
     assert "profile of another server: vLLM 0.33.0" in other.label()
     simulated = Reproduction(vllm_version="0.33.0", gpu_name="NVIDIA L4 (simulated)")
     demo = RunRecord(flags=p.flags, repro=simulated)
-    assert to_prediction(p, p.flags, load, demo).caveat == ""
+    # A simulator speaking another vLLM than the profile's is another release's twin: said
+    # so (its simulated device is never compared).
+    assert to_prediction(p, p.flags, load, demo).caveat == "vLLM 0.33.0 (profile: 0.32.0)"
+    spoken = Reproduction(vllm_version="0.32.0", gpu_name="NVIDIA L4 (simulated)")
+    assert to_prediction(p, p.flags, load, RunRecord(flags=p.flags, repro=spoken)).caveat == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -193,7 +194,18 @@ async def test_a_catalogue_twin_is_scaled_to_the_real_numbers() -> None:
     predicted = (await lane.bench(load, model=None, goodput={})).result
     for key in keys:
         assert predicted.metric(key) == pytest.approx(measured.metric(key), rel=1e-6)
-    assert "scaled to 1 real trial" in twin.label
+    # One trial: nothing left out to score the correction by; it says so.
+    assert "scaled to 1 real trial, not validated" in twin.label and twin.stated_error is None
+
+
+def test_the_catalogue_twins_correction_is_scored_on_trials_it_left_out() -> None:
+    from tui.tune.twin import held_out_error
+
+    # Three trials 10 % apart in log terms: each predicted by the others' mean misses.
+    logs = {"output_throughput": [0.0, 0.1, 0.2]}
+    error = held_out_error(logs)
+    assert error is not None and error == pytest.approx(math.expm1(0.15), rel=0.2)
+    assert held_out_error({"output_throughput": [0.3]}) is None  # one trial: unscored
 
 
 async def test_a_space_nothing_can_start_in_fails_with_why(server: HiddenServer) -> None:

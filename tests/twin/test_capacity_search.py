@@ -10,7 +10,7 @@ from fakes.capacity_twin import QueueTwin
 from fakes.profiles import cpu_profile
 
 from tui.domain.capacity import Limit
-from tui.domain.prediction import ErrorSource, Prediction
+from tui.domain.prediction import ErrorSource, MetricInterval, Prediction, TwinMetric
 from tui.domain.sweep.slo import SloLimits
 from tui.domain.workload import LoadSpec
 from tui.twin.capacity import (
@@ -77,9 +77,23 @@ def test_slos_the_twin_does_not_predict_are_refused() -> None:
         search(QueueTwin(), WORKLOAD, SloLimits())
 
 
-def test_the_stated_interval_is_read_in_one_place() -> None:
-    validated = Prediction(profile="p r1", error_pct=12.0, starts=True)
-    assert stated_interval(validated, "p99_ttft_ms") == 12.0
+def test_the_stated_interval_is_each_slo_metrics_own() -> None:
+    def interval(metric: TwinMetric, pct: float) -> MetricInterval:
+        return MetricInterval(metric=metric, interval_pct=pct, median_pct=pct, worst_pct=pct)
+
+    validated = Prediction(
+        profile="p r1",
+        error_pct=12.0,
+        error_source=ErrorSource.VALIDATION,
+        starts=True,
+        intervals=(interval(TwinMetric.P99_TTFT, 22.0), interval(TwinMetric.P99_E2EL, 9.0)),
+    )
+    assert stated_interval(validated, "p99_ttft_ms") == 22.0
+    assert stated_interval(validated, "p99_e2el_ms") == 9.0
+    assert stated_interval(validated, "p99_itl_ms") is None  # not validated: no interval
+    assert stated_interval(validated, "p50_ttft_ms") is None  # not a metric the twin scores
+    fit_only = validated.model_copy(update={"error_source": ErrorSource.FIT})
+    assert stated_interval(fit_only, "p99_ttft_ms") is None
     unknown = Prediction(
         profile="p r1", error_pct=math.nan, error_source=ErrorSource.UNFITTED, starts=True
     )
@@ -95,7 +109,8 @@ def test_on_the_twin_of_a_profile_the_rate_found_meets_the_slo_and_more_misses_i
     answer = twin_capacity(profile, profile.flags, load, slo)
     assert answer.limit is Limit.SLO and answer.predictions <= MOST_PREDICTIONS
     assert answer.label.startswith("predicted (twin tiny-cpu r1")
-    assert answer.error_pct == profile.stated.stated_pct
+    first = predict(profile, profile.flags, load)
+    assert answer.error_pct == first.interval(TwinMetric.P99_TTFT)
     at = predict(
         profile,
         profile.flags,

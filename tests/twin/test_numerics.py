@@ -10,15 +10,17 @@ import pytest
 from tui.domain.profile import COEFFICIENTS, ProfileError, StepCoefficients
 from tui.twin.numerics import FitRow, fit_coefficients, loss_of, polish
 
-TRUTH = StepCoefficients(b0=0.004, b1=3e-5, b2=3e-4, b3=2e-4, a0=0.003, a1=1e-5)
+TRUTH = StepCoefficients(
+    b0=0.004, b1=3e-5, b2=3e-4, b3=2e-4, b4=5e-3, b5=2e-5, a0=0.003, a1=1e-5, a2=4e-5
+)
 
 
 def _rows(truth: StepCoefficients, n: int = 40, seed: int = 1) -> list[FitRow]:
     rng = np.random.default_rng(seed)
     rows = []
     for _ in range(n):
-        high = [500, 5e4, 5e3, 900, 64, 9e4]
-        feats = tuple(float(x) for x in rng.uniform([1, 0, 0, 0, 1, 0], high))
+        high = [500, 5e4, 5e3, 900, 400, 6e3, 64, 9e4, 5e3]
+        feats = tuple(float(x) for x in rng.uniform([1, 0, 0, 0, 0, 0, 1, 0, 0], high))
         rows.append(FitRow(feats, float(np.dot(feats, truth.as_vector())), 1.0))
     return rows
 
@@ -73,13 +75,13 @@ def test_nothing_to_fit_is_one_clear_error() -> None:
 def test_the_polish_finds_the_minimum_of_a_known_response_and_is_never_worse() -> None:
     # A "twin" whose metrics are a known smooth function of the coefficients: the polish
     # must recover the coefficients that made the measured values.
-    weights = np.array([3.0, 5e3, 800.0, 50.0, 2.0, 1e3])
+    weights = np.array([3.0, 5e3, 800.0, 50.0, 20.0, 300.0, 2.0, 1e3, 600.0])
 
     def response(c: StepCoefficients) -> float:
         return float(np.dot(weights, c.as_vector()))
 
     truth = StepCoefficients(b0=0.004, b1=3e-5, b2=3e-4, b3=0.0, a0=0.003, a1=1e-5)
-    probes = [np.roll(weights, k) for k in range(6)]
+    probes = [np.roll(weights, k) for k in range(len(weights))]
 
     def measure(c: StepCoefficients) -> list[tuple[float, float, float]]:
         v = c.as_vector()

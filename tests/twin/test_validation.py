@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fakes.profiles import DESIGN, cpu_profile, twin_samples
 
-from tui.domain.prediction import ErrorSource
-from tui.domain.profile import UNFITTED, FitSample, StepCoefficients
+from tui.domain.prediction import ErrorSource, TwinMetric
+from tui.domain.profile import FIT_METRICS, UNFITTED, FitSample, StepCoefficients
 from tui.domain.workload import LoadSpec
 from tui.sim.twin import model_facts
 from tui.store.profiles import list_profiles, load_profile, save_profile
@@ -43,10 +43,13 @@ def test_a_family_is_a_load_without_its_pass() -> None:
 def test_a_server_the_twin_can_be_is_validated_out_of_sample(profile) -> None:  # type: ignore[no-untyped-def]
     samples = twin_samples(profile)
     cold = profile.model_copy(update={"coefficients": StepCoefficients(), "fit_error": UNFITTED})
-    fitted = calibrate(cold, samples, polish_evals=0)
+    fitted = calibrate(cold, samples)
     assert fitted.validation is not None
     assert fitted.validation.source is ErrorSource.VALIDATION
-    assert fitted.validation.count == len(fitted.residuals)  # every load scored, held out
+    # Every load scored, held out, per metric: the fitted means and the tails alike.
+    assert sum(m.count for m in fitted.validation.metrics) == len(fitted.residuals)
+    assert fitted.validation.count == sum(r.metric in FIT_METRICS for r in fitted.residuals)
+    assert fitted.validation.interval(TwinMetric.P99_TTFT) is not None
     # In sample the fit finds the very coefficients; out of sample a fold without the long
     # prompts (or the shared prefix) must guess that cost: worse, but not far off.
     assert fitted.fit_error.stated_pct < 1.0
@@ -62,7 +65,7 @@ def test_a_load_unlike_the_others_shows_in_the_validation_not_the_fit(profile) -
     odd = _passes(samples[2:3], 2.0)[0].model_copy(update={"name": samples[2].name})
     samples[2] = odd
     cold = profile.model_copy(update={"coefficients": StepCoefficients(), "fit_error": UNFITTED})
-    fitted = calibrate(cold, samples, polish_evals=0)
+    fitted = calibrate(cold, samples)
     assert fitted.validation is not None
     assert fitted.validation.worst_pct > fitted.fit_error.worst_pct
     assert fitted.validation.stated_pct > fitted.fit_error.stated_pct

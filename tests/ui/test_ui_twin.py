@@ -56,6 +56,11 @@ async def twin_demo(tmp_path: Path) -> AsyncIterator[Session]:
         poll_interval_s=0.2,
         autostart=False,
         sim_profile=profile.name,
+        # k's calibration: its design's every family, few requests each, one pass: the
+        # least that still measures, fits and validates (the property: progress, an ETA, a
+        # profile saved that becomes the twin).
+        calibration_scale=0.2,
+        calibration_passes=1,
         serve_args=[
             "serve",
             profile.flags.model,

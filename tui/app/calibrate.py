@@ -103,7 +103,7 @@ def validation_line(profile: Profile) -> str:
     floor = f"; the server's own repeat spread {spread:.1f}%" if spread is not None else ""
     if val is None:
         return f"validation error: none (too few load families to leave one out){floor}"
-    per = ", ".join(f"{k} {v:.1f}%" for k, v in sorted(val.interval_per_metric.items()))
+    per = val.per_metric_line()
     return (
         f"validation error (loads left out of the fit): ±{val.stated_pct:.1f}% covers "
         f"{INTERVAL_PERCENTILE:.0f}% (median {val.median_pct:.1f}%, worst {val.worst_pct:.1f}%); "
@@ -118,14 +118,18 @@ def describe(profile: Profile) -> list[str]:
     lines = [
         f"profile {profile.name} r{profile.revision}: {profile.identity.describe()}",
         f"  step time = {c.b0 * 1e3:.3f} ms + {c.b1 * 1e6:.2f} us/prefill token + "
-        f"{c.b2 * 1e6:.1f} us/decode token + {c.b3 * 1e6:.1f} us/1k context tokens; "
-        f"request overhead {c.a0 * 1e3:.2f} ms + {c.a1 * 1e6:.2f} us/prompt token",
+        f"{c.b2 * 1e6:.1f} us/decode token + {c.b3 * 1e6:.1f} us/1k KV tokens decode reads + "
+        f"{c.b4 * 1e3:.2f} ms/1M prefill attention pairs + {c.b5 * 1e6:.1f} us/sequence",
+        f"  API server: {c.a0 * 1e3:.2f} ms/request + {c.a1 * 1e6:.2f} us/prompt token, "
+        f"{c.a2 * 1e6:.1f} us/token streamed"
+        + (" (on the engine's cores: it slows the steps)" if profile.frontend_blocks else ""),
         f"  KV {profile.memory.kv_tokens:,} tokens, block {profile.memory.block_size}",
         f"  fit error (calibration loads, in-sample): median {err.median_pct:.1f}%, worst "
-        f"{err.worst_pct:.1f}%; "
-        + ", ".join(f"{k} {v:.1f}%" for k, v in sorted(err.per_metric.items())),
+        f"{err.worst_pct:.1f}%; " + err.per_metric_line(),
         "  " + validation_line(profile),
     ]
+    if profile.step_check is not None:
+        lines.append("  " + profile.step_check.line())
     return [inert(line) for line in lines]
 
 
@@ -135,7 +139,8 @@ async def _calibrate(args: argparse.Namespace, serve_args: list[str], out: TextI
 
     async def measure(target: AttachedTarget | LaunchedTarget) -> Profile:
         limit = target.flags.max_model_len or 4096
-        loads = design(limit, args.scale, passes=args.passes)
+        mns = target.flags.max_num_seqs
+        loads = design(limit, args.scale, passes=args.passes, max_num_seqs=mns)
         run = Calibration(
             name=args.name,
             target=target,

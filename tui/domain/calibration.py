@@ -41,20 +41,38 @@ class DesignedLoad:
         return ld.num_prompts * (ld.input_len + ld.prefix_len + 4 * ld.output_len)
 
 
+TOP_CONCURRENCY = 128
+"""The highest concurrency a design sends (the server's max_num_seqs when it is lower):
+the regime where a batch is as large as the server allows, within the budget."""
+
+
 def design(
-    max_model_len: int, scale: float = 1.0, seed: int = 7, passes: int = 1
+    max_model_len: int,
+    scale: float = 1.0,
+    seed: int = 7,
+    passes: int = 1,
+    max_num_seqs: int | None = None,
 ) -> list[DesignedLoad]:
     """The designed loads for a server of ``max_model_len`` (``scale``: more requests each;
     ``passes``: the whole set again, other prompts, so a busy moment falls on one pass of a
     load and the fit sees it as the outlier it is; the second pass's names end ``#2``).
 
-    Decode-heavy at concurrency 1, 4, 16 and 32 separates a step's fixed cost from its
-    per-sequence cost; long prompts alone at concurrency 1 and 4 give the per-prefill-token
-    cost and the attention over long contexts; a mixed load and a shared-prefix load put
-    chunked prefill, decode and prefix-cache hits in the same steps.
+    Each term of the step model (``tui.domain.profile``) has loads that move it alone:
+
+    - decode at concurrency 1, 8 and the server's ``max_num_seqs`` (at most
+      :data:`TOP_CONCURRENCY`) on short prompts: the per-step, per-token and per-sequence
+      costs; decode at concurrency 8 after long prompts: the KV each decode step reads;
+    - prefill alone (one output token) at two prompt lengths: the per-token cost apart from
+      the attention pairs (which grow with the square of the length); long prompts four at
+      a time: chunks through the server's token budget;
+    - a mixed load and a shared-prefix load: chunked prefill, decode and prefix-cache hits
+      in the same steps.
     """
     long_in = max(64, min(1536, max_model_len // 2))
     mid_in = max(32, min(512, max_model_len // 6))
+    short_in = max(16, min(256, max_model_len // 8))
+    deep_in = max(32, min(1024, max_model_len // 3))
+    top = max(2, min(max_num_seqs or TOP_CONCURRENCY, TOP_CONCURRENCY))
 
     def n(count: int) -> int:
         return max(2, round(count * scale))
@@ -70,15 +88,20 @@ def design(
             ignore_eos=True,
         )
 
+    # In the order a budget cut leaves the most to fit: the first loads already move the
+    # decode, prefill and mixed terms apart (a calibration cut after three decode loads,
+    # as a busy CPU server's was, cannot tell a prompt token's cost from a step's), the
+    # costliest (the top concurrency's many requests) last.
     rows = (
-        ("decode-c1", 32, 128, 6, 1, 0),
-        ("decode-c4", 32, 128, 12, 4, 0),
-        ("decode-c16", 32, 128, 32, 16, 0),
-        ("decode-c32", 32, 96, 64, 32, 0),
-        ("prefill-c1", long_in, 4, 6, 1, 0),
-        ("prefill-c4", long_in, 4, 16, 4, 0),
-        ("mixed-c8", mid_in, 64, 32, 8, 0),
-        ("prefix-c8", 64, 48, 32, 8, mid_in),
+        ("decode-c8", 32, 128, 16, 8, 0),
+        ("prefill-c1", long_in, 1, 6, 1, 0),
+        ("mixed-c8", mid_in, 64, 24, 8, 0),
+        ("decode-c1", 32, 128, 4, 1, 0),
+        ("prefill-short-c1", short_in, 1, 12, 1, 0),
+        ("decode-deep-c8", deep_in, 64, 16, 8, 0),
+        ("prefill-c4", long_in, 1, 12, 4, 0),
+        ("prefix-c8", 64, 48, 24, 8, mid_in),
+        (f"decode-full-c{top}", 32, 16, top, top, 0),
     )
     out_loads = []
     for k in range(max(1, passes)):

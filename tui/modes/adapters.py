@@ -315,12 +315,17 @@ def vllm_reproducer(
 
 
 def sim_reproducer(
-    gpu: str, *, launch_env: Mapping[str, str], inherited_env: Mapping[str, str]
+    gpu: str,
+    *,
+    launch_env: Mapping[str, str],
+    inherited_env: Mapping[str, str],
+    version: str = SIM_VLLM_VERSION,
 ) -> MachineReproducer:
-    """Each run of the simulator names the vLLM it speaks and its catalogue GPU."""
+    """Each run of the simulator names the vLLM it speaks (``version``: with a twin
+    profile, the release it was fitted on) and its catalogue GPU."""
     return MachineReproducer(
         launch_env=dict(launch_env),
         inherited_env=dict(inherited_env),
-        version=lambda: SIM_VLLM_VERSION,
+        version=lambda: version,
         gpu_name=f"{resolve_gpu(gpu).name} (simulated)",
     )

@@ -85,6 +85,7 @@ class AttachMode:
             files=ConsoleFiles(data_dir),
             twin=True,
             twin_profile=options.sim_profile,
+            twin_design=(options.calibration_scale, options.calibration_passes),
             twin_runner=lambda: ProcessLoadRunner(
                 api_key=credentials.api_key, credential=url_credential
             ),

@@ -175,6 +175,7 @@ class Services:
     twin: bool = False  # predictions by the twin of the watched server (the console's modes)
     twin_profile: str | None = None  # --sim-profile: that profile (else one of the model's)
     twin_runner: Callable[[], LoadRunnerLike] | None = None  # a calibration's load runner
+    twin_design: tuple[float, int] = (1.0, 2)  # k's calibration: (scale, passes)
     cluster: ClusterLanes | None = None  # sweeps on a Ray cluster (demo and local consoles)
 
 
@@ -204,6 +205,7 @@ def assemble(info: SessionInfo, services: Services, *, poll_interval_s: float) -
             services.twin_profile,
             local_client,
             runner=services.twin_runner,
+            design=services.twin_design,
         )
         info = dataclasses.replace(info, twin=twin)
     book = RunBook(services.store, services.history, bus.emit, session_id=uuid.uuid4().hex[:12])

@@ -10,8 +10,10 @@ pre-flight estimates use the simulator's catalogue for both the GPU and the mode
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from tui.domain.credentials import Credentials
+from tui.domain.profile import ProfileError
 from tui.domain.telemetry import SimInfo
 from tui.modes import adapters
 from tui.modes.adapters import simulator_command
@@ -29,10 +31,12 @@ from tui.modes.launching import launching_services
 from tui.modes.options import ConsoleOptions
 from tui.session.facade import Session
 from tui.session.port import SessionInfo
+from tui.sim.argv import profile_version
 from tui.sim.catalog import DEFAULT_GPU, UnknownGpuError, resolve_gpu
+from tui.sim.logs import VERSION as SIM_VLLM_VERSION
 from tui.store.console_files import ConsoleFiles
 from tui.store.history import default_data_dir, history_file
-from tui.store.profiles import profile_file
+from tui.store.profiles import load_profile, profile_file
 
 DEMO_PRESET = "demo-rtx3080-8b-fp8"
 NO_FLAG_LIST = "demo: the simulator's flags are the declared ones"
@@ -76,8 +80,11 @@ class DemoMode:
         launch_args = ["--sim-gpu", gpu, "--sim-speed", f"{options.sim_speed:g}"]
         if options.sim_host != "linux":
             launch_args += ["--sim-host", options.sim_host]
+        speaks = SIM_VLLM_VERSION
         if options.sim_profile:
-            launch_args += ["--sim-profile", str(profile_file(options.sim_profile, data_dir))]
+            path = profile_file(options.sim_profile, data_dir)
+            launch_args += ["--sim-profile", str(path)]
+            speaks = _spoken_with(path)
         services = launching_services(
             options,
             data_dir,
@@ -95,7 +102,9 @@ class DemoMode:
             credentials=credentials,
             # The GPU is the simulator's own gauges on its /metrics page, freed when it exits.
             gpu=adapters.gpu_source(simulated=True),
-            reproducer=adapters.sim_reproducer(gpu, launch_env=server_env, inherited_env=env),
+            reproducer=adapters.sim_reproducer(
+                gpu, launch_env=server_env, inherited_env=env, version=speaks
+            ),
             files=files,
             launch_args=launch_args,
             twin_gpu=gpu,
@@ -114,3 +123,12 @@ class DemoMode:
             no_flag_list=NO_FLAG_LIST,
         )
         return info, services
+
+
+def _spoken_with(profile: Path) -> str:
+    """The vLLM the simulator speaks with ``profile`` (the release it was fitted on; the
+    default when the file cannot be read: the simulator says why when it starts)."""
+    try:
+        return profile_version(load_profile(str(profile)), SIM_VLLM_VERSION, named=False)
+    except ProfileError:
+        return SIM_VLLM_VERSION

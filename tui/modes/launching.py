@@ -62,6 +62,7 @@ def launching_services(
         twin_gpu=twin_gpu,
         twin=True,
         twin_profile=options.sim_profile,
+        twin_design=(options.calibration_scale, options.calibration_passes),
         twin_runner=lambda: ProcessLoadRunner(api_key=credentials.api_key),
         cluster=cluster_lanes(options, data_dir),
     )

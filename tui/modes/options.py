@@ -36,6 +36,10 @@ class ConsoleOptions:
     attach: str | None = None  # the URL of a server this console watches but did not start
     attach_log: Path | None = None  # that server's startup log, read for its flags
     sim_profile: str | None = None  # a twin profile: the demo simulates it, others predict
+    # k's calibration: its designed loads, x this, and how many passes (a test: the least
+    # that still measures, fits and validates).
+    calibration_scale: float = 1.0
+    calibration_passes: int = 2
 
     @classmethod
     def from_args(

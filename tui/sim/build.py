@@ -104,18 +104,17 @@ def build_engine(
         )
     )
     cost = CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None)
-    if profile is not None:
-        cost = TwinCost.of(cost, profile.coefficients)
+    twin = TwinCost.of(cost, profile) if profile is not None else None
     engine = AsyncEngine(
         scheduler,
-        cost,
+        twin or cost,
         metrics,
         tokenizer,
         log,
         speed=sim.speed,
         seed=sim.seed,
         mfu_metrics=front.mfu_metrics,
-        admit_delay=profile.coefficients.request_seconds if profile else None,
+        admit_delay=twin.admit_delay if twin is not None else None,
     )
     add_gpu_gauges(metrics, engine, cfg, plan)
     return engine

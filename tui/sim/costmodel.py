@@ -39,6 +39,9 @@ class StepWork:
     decode_seqs: int = 0  # sequences generating one token this step
     context_tokens: int = 0  # KV entries read by attention, summed over scheduled sequences
     attention_pairs: int = 0  # (query, key) pairs, summed: drives attention FLOPs
+    decode_context_tokens: int = 0  # KV entries the decode sequences read (of the above)
+    num_seqs: int = 0  # sequences scheduled (prefill chunks and decodes)
+    sampled_seqs: int = 0  # sequences that sample a token this step (an output streamed)
     lora_tokens: int = 0  # tokens of sequences that run under a LoRA adapter
     lora_adapters: int = 0  # distinct adapters in the batch
 

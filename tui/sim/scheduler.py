@@ -399,10 +399,13 @@ class Scheduler:
         bs = self.config.block_size
         full = req.num_tokens // bs
         # vLLM's block hashes carry the adapter as an extra key: no sharing across adapters.
+        start = len(req.block_hashes)
+        if start >= full:
+            return
         parent = req.block_hashes[-1] if req.block_hashes else hash(("lora", req.lora))
-        for j in range(len(req.block_hashes), full):
-            chunk = tuple(req.token_at(k) for k in range(j * bs, (j + 1) * bs))
-            parent = hash((parent, chunk))
+        tokens = req.prompt_ids + req.output_ids if req.output_ids else req.prompt_ids
+        for j in range(start, full):
+            parent = hash((parent, tuple(tokens[j * bs : (j + 1) * bs])))
             req.block_hashes.append(parent)
 
     def _grow(self, req: SimRequest, total_tokens: int) -> bool:
@@ -466,7 +469,7 @@ class Scheduler:
 
     @staticmethod
     def _work(scheduled: list[tuple[SimRequest, int]]) -> StepWork:
-        prefill = decode = context = pairs = lora_tokens = 0
+        prefill = decode = context = pairs = lora_tokens = decode_context = sampled = 0
         adapters: set[str] = set()
         for req, n in scheduled:
             if req.lora is not None:
@@ -475,8 +478,10 @@ class Scheduler:
             is_decode = n == 1 and req.num_computed == req.num_tokens - 1 and req.output_ids
             if is_decode:
                 decode += 1
+                decode_context += req.num_computed + 1
             else:
                 prefill += n
+            sampled += req.num_computed + n >= req.num_tokens
             context += req.num_computed + n
             pairs += n * req.num_computed + n * (n + 1) // 2
         return StepWork(
@@ -484,6 +489,9 @@ class Scheduler:
             decode_seqs=decode,
             context_tokens=context,
             attention_pairs=pairs,
+            decode_context_tokens=decode_context,
+            num_seqs=len(scheduled),
+            sampled_seqs=sampled,
             lora_tokens=lora_tokens,
             lora_adapters=len(adapters),
         )

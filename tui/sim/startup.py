@@ -152,6 +152,14 @@ def sim_notes(log: VllmLog, command: SimCommand, tokenizer_note: str, exact: boo
             f"times fitted on that server, error {p.errors_line()}; every number this "
             "server reports is predicted.",
         )
+        fitted = p.identity.vllm_version.split("+")[0]
+        if fitted and fitted != sim.vllm_version.split("+")[0]:
+            log.warning(
+                API,
+                SIM_SRC,
+                f"vtc-sim: profile {p.name} was fitted on vLLM {fitted}, this simulator speaks "
+                f"{sim.vllm_version}: its step times are another release's.",
+            )
         if command.parsed.model and command.parsed.model != p.identity.model:
             log.warning(
                 API,

@@ -145,15 +145,8 @@ def twin_config(profile: Profile, flags: ServeFlags) -> TwinConfig:
         return TwinConfig(None, failure=failure, available_kv=available, engine=cfg)
     cap = kv.capacity(available, bs, per_block, mml, override)
     blocks = cap.num_blocks
-    config = SchedulerConfig(
-        num_gpu_blocks=blocks,
-        block_size=bs,
-        max_num_seqs=cfg.max_num_seqs,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        max_model_len=mml,
-        enable_prefix_caching=cfg.enable_prefix_caching,
-        enable_chunked_prefill=cfg.enable_chunked_prefill,
-    )
+    # The twin's profile holds no LoRA adapters: a LoRA run is not what it was fitted on.
+    config = SchedulerConfig.of(cfg, num_gpu_blocks=blocks, max_model_len=mml)
     return TwinConfig(config, cap.kv_cache_size_tokens, None, cap, available, cfg)
 
 
@@ -192,23 +185,80 @@ def twin_plan(
     return cfg, plan
 
 
+def step_features(
+    work: StepWork, intake_units: int = 0, intake_tokens: int = 0, blocking: bool = False
+) -> tuple[float, ...]:
+    """One step's features, in :data:`~tui.domain.profile.COEFFICIENTS` order: what its
+    time is the profile's coefficients times (``tui.domain.profile``'s step model).
+
+    ``intake_*``: requests (and their prompt tokens) the API server took in while the
+    step ran; with ``blocking`` (a CPU server) they and the tokens streamed lengthen it.
+    An empty step is all zeros: no time.
+    """
+    if work.prefill_tokens + work.decode_seqs <= 0:
+        return (0.0,) * 9
+    prefill_pairs = max(0, work.attention_pairs - work.decode_context_tokens)
+    front = (
+        (float(intake_units), float(intake_tokens), float(work.sampled_seqs))
+        if blocking
+        else (0.0, 0.0, 0.0)
+    )
+    return (
+        1.0,
+        float(work.prefill_tokens),
+        float(work.decode_seqs),
+        work.decode_context_tokens / 1e3,
+        prefill_pairs / 1e6,
+        float(work.num_seqs),
+        *front,
+    )
+
+
+@dataclass
+class Intake:
+    """Requests the API server took in since the last step (charged to the next one)."""
+
+    units: int = 0
+    tokens: int = 0
+
+    def add(self, prompt_tokens: int) -> None:
+        """One more request of ``prompt_tokens``."""
+        self.units += 1
+        self.tokens += prompt_tokens
+
+    def take(self) -> tuple[int, int]:
+        """``(requests, prompt tokens)`` so far; the count starts again."""
+        out = (self.units, self.tokens)
+        self.units = self.tokens = 0
+        return out
+
+
 @dataclass(frozen=True)
 class TwinCost(CostModel):
-    """The roofline's bookkeeping (MFU counters) with the profile's step time."""
+    """The roofline's bookkeeping (MFU counters) with the profile's step time: the same
+    features the twin's virtual clock charges (:func:`step_features`), the API server's
+    intake included (``vtc-sim serve --sim-profile`` calls :meth:`admit_delay` per
+    request, as :func:`tui.sim.twin_load.run_twin_load` does)."""
 
     coefficients: StepCoefficients = field(default_factory=StepCoefficients)
+    blocking: bool = False
+    intake: Intake = field(default_factory=Intake, compare=False)
 
     @classmethod
-    def of(cls, base: CostModel, coefficients: StepCoefficients) -> TwinCost:
-        """``base`` with its step time replaced by ``coefficients``'."""
+    def of(cls, base: CostModel, profile: Profile) -> TwinCost:
+        """``base`` with its step time replaced by ``profile``'s."""
         values = {f.name: getattr(base, f.name) for f in fields(CostModel)}
-        return cls(**values, coefficients=coefficients)
+        return cls(**values, coefficients=profile.coefficients, blocking=profile.frontend_blocks)
+
+    def admit_delay(self, prompt_tokens: int) -> float:
+        """A request's own wait before the scheduler; its work joins the next step's."""
+        self.intake.add(prompt_tokens)
+        return self.coefficients.request_seconds(prompt_tokens)
 
     def step_time(self, work: StepWork) -> float:
         """The profile's step time (simulated seconds)."""
-        return self.coefficients.step_seconds(
-            work.prefill_tokens, work.decode_seqs, work.context_tokens
-        )
+        units, tokens = self.intake.take()
+        return self.coefficients.seconds(step_features(work, units, tokens, self.blocking))
 
 
 def flags_of(argv: Sequence[str]) -> ServeFlags:

@@ -1,16 +1,20 @@
 """A load on the twin's virtual clock: vLLM's scheduler, a profile's step times, a trace.
 
 :func:`run_twin_load` serves a :class:`~tui.domain.workload.LoadSpec` as ``vtc bench`` sends
-it (Poisson or gamma arrivals, a concurrency cap as bench serve's semaphore, a shared
-prefix, the range ratio) through :class:`~tui.sim.scheduler.Scheduler` with step times from
-:class:`~tui.domain.profile.StepCoefficients`. Besides each request's times it keeps a
-trace: every step's work and which steps each request's TTFT and end-to-end latency span,
-so a fit can write each measured mean as a linear function of the coefficients for the
-batching this very run produced (:func:`tui.twin.fit.fit_profile`).
+it (the load generator's own send times, :func:`tui.load.arrivals.send_times`, so the twin
+is judged on the arrival sequence it predicts; a concurrency cap as bench serve's
+semaphore, a shared prefix, the range ratio) through :class:`~tui.sim.scheduler.Scheduler`
+with step times from :class:`~tui.domain.profile.StepCoefficients` over
+:func:`tui.sim.twin.step_features` (the same features ``vtc-sim serve --sim-profile``
+charges). Besides each request's times it keeps a trace: every step's features and which
+steps each request's latencies span, so a fit can write each measured mean as a linear
+function of the coefficients for the batching this very run produced
+(:func:`tui.twin.fit.fit_profile`).
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import random
@@ -18,9 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tui.domain.profile import StepCoefficients
+from tui.domain.profile import COEFFICIENTS, StepCoefficients
 from tui.domain.workload import LoadSpec
+from tui.load.arrivals import send_times
 from tui.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
+from tui.sim.twin import step_features
+
+WIDTH = len(COEFFICIENTS)
 
 
 @dataclass(frozen=True)
@@ -59,24 +67,26 @@ class TracedRequest:
 
     request: SimRequest
     dispatched: float = 0.0  # the client sends it (after the concurrency cap)
-    entered: float = 0.0  # it reaches the scheduler (after the request overhead)
+    entered: float = 0.0  # it reaches the scheduler (after its own intake)
     enter_step: int = 0  # the first step whose end counts toward its latencies
     enter_fraction: float = 1.0  # the share of that step it waited (mid-step arrival)
+    scheduled_step: int | None = None  # the first step that computed any of it
     first_step: int | None = None
     last_step: int | None = None
-    # Its time before the scheduler as the overheads make it: ``units * a0 + tokens * a1 +
-    # offset`` (one request's own overhead; with a serial front end, also those queued
-    # ahead of it in the same busy period, and ``offset`` <= 0 when that began earlier).
-    frontend_units: int = 1
-    frontend_tokens: int = 0
-    frontend_offset: float = 0.0
+
+    def own(self) -> np.ndarray:
+        """Its own time before the scheduler, as features: one intake of its prompt."""
+        out = np.zeros(WIDTH)
+        out[COEFFICIENTS.index("a0")] = 1.0
+        out[COEFFICIENTS.index("a1")] = float(self.request.num_prompt_tokens)
+        return out
 
 
 @dataclass
 class TwinTrace:
     """Every step's features and every request's span (see the module docstring)."""
 
-    steps: list[tuple[float, float, float, float]] = field(default_factory=list)
+    steps: list[tuple[float, ...]] = field(default_factory=list)
     step_ends: list[float] = field(default_factory=list)
     requests: list[TracedRequest] = field(default_factory=list)
     idle: float = 0.0  # seconds the engine waited for arrivals
@@ -93,32 +103,37 @@ class TwinTrace:
 
     def cumulative(self) -> np.ndarray:
         """Prefix sums of the step features (row k: steps 0..k-1), for span sums."""
-        arr = np.array(self.steps, dtype=float).reshape(-1, 4)
-        return np.vstack([np.zeros((1, 4)), np.cumsum(arr, axis=0)])
+        arr = np.array(self.steps, dtype=float).reshape(-1, WIDTH)
+        return np.vstack([np.zeros((1, WIDTH)), np.cumsum(arr, axis=0)])
 
 
-def build_requests(shape: LoadShape, vocab: int = 32000) -> tuple[list[SimRequest], list[float]]:
-    """The prompts and planned send times of a load (bench serve's random dataset)."""
+@functools.lru_cache(maxsize=256)
+def _prompts(shape: LoadShape, vocab: int) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """Every request's prompt ids and output length (drawn once per shape: a fit serves
+    the same load many times)."""
     rng = random.Random(shape.seed)
-    prefix = [rng.randrange(1000, vocab) for _ in range(shape.prefix_len)]
-    t = 0.0
-    requests, times = [], []
-    for i in range(shape.num_prompts):
-        if math.isfinite(shape.request_rate):
-            if math.isinf(shape.burstiness):
-                t += 1.0 / shape.request_rate
-            else:
-                theta = 1.0 / (shape.request_rate * shape.burstiness)
-                t += rng.gammavariate(shape.burstiness, theta)
+    ids = np.random.default_rng(shape.seed)
+    prefix = ids.integers(1000, vocab, shape.prefix_len).tolist()
+    out = []
+    for _ in range(shape.num_prompts):
         n_in, n_out = shape.input_len, shape.output_len
         if shape.range_ratio > 0:
             r = shape.range_ratio
             n_in = rng.randint(max(1, int(n_in * (1 - r))), max(1, int(n_in * (1 + r))))
             n_out = rng.randint(max(1, int(n_out * (1 - r))), max(1, int(n_out * (1 + r))))
-        body = [rng.randrange(1000, vocab) for _ in range(n_in)]
-        requests.append(SimRequest(request_id=f"t{i}", prompt_ids=prefix + body, max_tokens=n_out))
-        times.append(t)
-    return requests, times
+        out.append((tuple(prefix + ids.integers(1000, vocab, n_in).tolist()), n_out))
+    return tuple(out)
+
+
+def build_requests(shape: LoadShape, vocab: int = 32000) -> tuple[list[SimRequest], list[float]]:
+    """The prompts and planned send times of a load: bench serve's random dataset, sent
+    at the load generator's own times (:func:`tui.load.arrivals.send_times`)."""
+    times = send_times(max(1, shape.num_prompts), shape.request_rate, shape.burstiness, shape.seed)
+    requests = [
+        SimRequest(request_id=f"t{i}", prompt_ids=list(prompt), max_tokens=n_out)
+        for i, (prompt, n_out) in enumerate(_prompts(shape, vocab))
+    ]
+    return requests, times[: shape.num_prompts]
 
 
 def run_twin_load(
@@ -127,14 +142,16 @@ def run_twin_load(
     shape: LoadShape,
     max_steps: int = 2_000_000,
     *,
-    serial_frontend: bool = False,
+    blocking: bool = False,
 ) -> TwinTrace:
     """Serve ``shape`` to completion on the virtual clock; the trace (see the module doc).
 
-    ``serial_frontend``: the API server takes requests in one at a time (each waits for the
-    overheads of those ahead of it), instead of each only for its own.
+    Each request waits its own intake (``a0 + a1 * prompt tokens``) before the scheduler;
+    ``blocking`` (a CPU server): that work and each streamed token also lengthen the
+    engine's next step (:func:`tui.sim.twin.step_features`).
     """
     requests, planned = build_requests(shape)
+    coef = tuple(float(c) for c in coefficients.as_vector())
     sched = Scheduler(config)
     trace = TwinTrace(requests=[TracedRequest(r) for r in requests])
     cap = shape.max_concurrency or len(requests)
@@ -143,8 +160,7 @@ def run_twin_load(
     next_send = 0
     in_flight = 0
     now = 0.0
-
-    front = _FrontEnd(coefficients, serial_frontend)
+    intake = [0, 0]  # requests and prompt tokens taken in since the last step
 
     def dispatch(at: float) -> None:
         nonlocal next_send, in_flight
@@ -152,7 +168,8 @@ def run_twin_load(
             i = next_send
             traced = trace.requests[i]
             traced.dispatched = max(at, planned[i])
-            front.take(traced)
+            n = traced.request.num_prompt_tokens
+            traced.entered = traced.dispatched + coefficients.request_seconds(n)
             heapq.heappush(entering, (traced.entered, i, i))
             next_send += 1
             in_flight += 1
@@ -165,6 +182,8 @@ def run_twin_load(
             at, _, i = heapq.heappop(entering)
             traced = trace.requests[i]
             traced.request.arrival = traced.dispatched
+            intake[0] += 1
+            intake[1] += traced.request.num_prompt_tokens
             _enter(trace, traced, at)
             sched.add(traced.request)
         plan = sched.schedule(now) if sched.has_work() else None
@@ -174,14 +193,13 @@ def run_twin_load(
             trace.idle += max(0.0, entering[0][0] - now)
             now = max(now, entering[0][0])
             continue
-        work = plan.work
-        features = (
-            1.0,
-            float(work.prefill_tokens),
-            float(work.decode_seqs),
-            work.context_tokens / 1000.0,
-        )
-        now += coefficients.step_seconds(work.prefill_tokens, work.decode_seqs, work.context_tokens)
+        features = step_features(plan.work, intake[0], intake[1], blocking)
+        intake = [0, 0]
+        for req, _ in plan.scheduled:
+            traced = by_request[id(req)]
+            if traced.scheduled_step is None:
+                traced.scheduled_step = steps
+        now += sum(c * f for c, f in zip(coef, features, strict=True))
         trace.steps.append(features)
         trace.step_ends.append(now)
         events = sched.complete(plan, now, lambda r: 1000 + len(r.output_ids))
@@ -199,27 +217,6 @@ def run_twin_load(
     trace.num_preemptions = sched.num_preemptions
     trace.prefix_queries, trace.prefix_hits = sched.prefix_queries, sched.prefix_hits
     return trace
-
-
-class _FrontEnd:
-    """The API server's intake: each request's overhead, serial or side by side."""
-
-    def __init__(self, coefficients: StepCoefficients, serial: bool) -> None:
-        self.c, self.serial = coefficients, serial
-        self.free = -math.inf  # when the intake is next idle
-        self.busy_start, self.units, self.tokens = 0.0, 0, 0
-
-    def take(self, t: TracedRequest) -> None:
-        n = t.request.num_prompt_tokens
-        if not self.serial or t.dispatched >= self.free:  # idle: a new busy period
-            self.busy_start, self.units, self.tokens = t.dispatched, 0, 0
-        self.units += 1
-        self.tokens += n
-        t.frontend_units, t.frontend_tokens = self.units, self.tokens
-        t.frontend_offset = self.busy_start - t.dispatched
-        t.entered = self.busy_start + self.units * self.c.a0 + self.tokens * self.c.a1
-        if self.serial:
-            self.free = t.entered
 
 
 def _enter(trace: TwinTrace, traced: TracedRequest, at: float) -> None:

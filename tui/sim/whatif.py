@@ -143,7 +143,7 @@ class Scenario:
         cost = CostModel.from_plan(plan, lora.max_lora_rank if lora.enabled else None)
         profile = command.sim.profile
         if profile is not None:
-            cost = TwinCost.of(cost, profile.coefficients)
+            cost = TwinCost.of(cost, profile)
         return cls(config, cost, profile)
 
     def run(self, workload: Workload) -> Outcome:
@@ -166,8 +166,9 @@ class Scenario:
 
     def twin_load(self, profile: Profile, shape: LoadShape) -> SimulationResult:
         """``shape`` (a concurrency cap included) on the twin of ``profile``."""
-        serial = profile.serial_frontend
-        trace = run_twin_load(self.config, profile.coefficients, shape, serial_frontend=serial)
+        trace = run_twin_load(
+            self.config, profile.coefficients, shape, blocking=profile.frontend_blocks
+        )
         return SimulationResult(
             duration=trace.end,
             requests=[t.request for t in trace.requests],

@@ -9,7 +9,9 @@ hand-made, or a calibrated profile), and its refit is injected: a callable from 
 observations to a :class:`TwinFit` (new simulator arguments, a correction, an error). The
 default, :func:`scale_refit`, corrects the twin's numbers metric by metric: each metric of
 bench serve is multiplied by the geometric mean of real over twin on the trials measured
-(the twin re-run, uncorrected, on each trial's flags and load). It keeps the twin's shape
+(the twin re-run, uncorrected, on each trial's flags and load), and states the error of
+that correction on trials it left out (each predicted by the others' factors), or that it
+is not validated. It keeps the twin's shape
 (which configuration wins where the scheduler and memory decide) and takes the machine's
 scale from the real server; a fitted step-time profile (issue 20's ``vtc calibrate``)
 corrects the shape too.
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from tui.domain.flags.serve import ServeFlags
+from tui.domain.prediction import covering
 from tui.domain.results import BenchResult, SweepTag
 from tui.domain.sweep.outcome import KEPT_METRICS
 from tui.domain.workload import LoadSpec
@@ -235,7 +238,10 @@ class WhatIfTwin:
 
 
 async def scale_refit(twin: WhatIfTwin, observations: Sequence[TwinObservation]) -> TwinFit:
-    """Per metric, the geometric mean of real over the uncorrected twin (see the module)."""
+    """Per metric, the geometric mean of real over the uncorrected twin (see the module),
+    scored by itself: each trial predicted by the factors of the others (``error``: the
+    interval :func:`~tui.domain.prediction.covering` states of those misses, a fraction;
+    ``None`` with fewer than two trials, and the label says it is not validated)."""
     logs: dict[str, list[float]] = {}
     for obs in observations:
         raw = await twin.raw_metrics(twin.base_args, obs)
@@ -248,8 +254,26 @@ async def scale_refit(twin: WhatIfTwin, observations: Sequence[TwinObservation])
             logs.setdefault(key, []).append(math.log(real / mine))
     factors = {k: math.exp(sum(v) / len(v)) for k, v in logs.items() if v}
     n = len(observations)
-    label = f"{twin.base_label}, scaled to {n} real trial{'s' if n != 1 else ''}"
-    return TwinFit(twin.base_args, Scales(factors), label)
+    error = held_out_error(logs)
+    said = f"±{100 * error:.0f}% held out" if error is not None else "not validated"
+    label = f"{twin.base_label}, scaled to {n} real trial{'s' if n != 1 else ''}, {said}"
+    return TwinFit(twin.base_args, Scales(factors), label, error)
+
+
+def held_out_error(logs: Mapping[str, Sequence[float]]) -> float | None:
+    """Each trial's miss (every metric) when its factor is the others' geometric mean: the
+    interval :func:`~tui.domain.prediction.covering` states of them, a fraction."""
+    misses = []
+    for values in logs.values():
+        if len(values) < 2:
+            continue
+        total = sum(values)
+        for v in values:
+            others = (total - v) / (len(values) - 1)
+            misses.append(abs(math.expm1(v - others)))
+    if not misses:
+        return None
+    return covering(misses)
 
 
 def _positive(x: float) -> bool:

@@ -1,11 +1,13 @@
-"""A twin on a calibrated profile (issue 20): the what-if lane with ``--sim-profile``.
+"""A twin on a calibrated profile: a lane on the twin's virtual clock, the profile in memory.
 
-The profile (``tui.domain.profile``: BLIS-form step times fitted to one real server, its
-memory side, its validation error) runs on the simulator's scheduler; every real trial of
-the sweep is one more sample, and :meth:`ProfileTwin.refit` fits the profile again over
-the calibration's samples and the trials' (:func:`tui.twin.fit.fit_profile`). Each revision
-is written to a private temporary folder for the lane (``--sim-profile FILE``); the
-operator's saved profile is not changed by a sweep.
+The profile (``tui.domain.profile``: the step model fitted to one real server, its memory
+side, its validation error per metric) runs on the simulator's scheduler through the same
+code as the console's predictions: :func:`tui.sim.twin.twin_config` says whether a
+command line starts (vLLM's reason when not) and :func:`tui.twin.fit.traced` serves the
+load (:class:`ProfileLane`). Every real trial of the sweep is one more sample, and
+:meth:`ProfileTwin.refit` fits the profile again over the calibration's samples and the
+trials' and scores the refit on its recent trials (:func:`tui.twin.validation.refit`).
+Revisions are held in memory; the operator's saved profile is not changed by a sweep.
 
 Without a calibration, :func:`cold_profile` starts from the simulator's generic step costs
 on the sweep's own base command; the strategy then calibrates on its first real start
@@ -19,13 +21,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 from tui.domain.calibration import design_around
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.prediction import ErrorSource
+from tui.domain.prediction import ErrorSource, TwinMetric
 from tui.domain.profile import (
     UNFITTED,
     DeviceKind,
@@ -36,17 +36,21 @@ from tui.domain.profile import (
     ProfileIdentity,
     identity_mismatch,
 )
-from tui.domain.results import BenchResult
+from tui.domain.results import BenchResult, SweepTag
 from tui.domain.workload import LoadSpec
-from tui.sim.twin import model_facts
-from tui.store.private import private_dir
-from tui.tune.lanes import Lane
+from tui.server.diagnose import diagnose
+from tui.sim.scheduler import SchedulerConfig, SimulationResult
+from tui.sim.twin import model_facts, twin_config
+from tui.sim.twin_load import LoadShape
+from tui.sim.whatif import Outcome
+from tui.tune.lanes import BenchRun, Lane, LaneError, StartResult
 from tui.tune.twin import TwinObservation
-from tui.tune.whatif_lane import Cache, WhatIfLane
-from tui.twin.fit import INITIAL, fit_best, fit_profile
+from tui.tune.whatif_lane import Cache, run_result
+from tui.twin.fit import INITIAL, traced
+from tui.twin.validation import refit
 
-REFIT_POLISH_EVALS = 0
-"""Twin runs of the polish per refit (see :meth:`ProfileTwin.refit`)."""
+SCORED_TRIALS = 4
+"""A refit scores itself on the sweep's most recent real trials, each left out in turn."""
 
 
 def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
@@ -75,6 +79,7 @@ def cold_profile(flags: ServeFlags, name: str = "sweep-cold") -> Profile:
         memory=memory,
         fit_error=UNFITTED,
         model=model,
+        frontend_blocks=device_kind == "cpu",
     )
 
 
@@ -94,6 +99,72 @@ def sample_of(obs: TwinObservation, name: str) -> FitSample:
     return FitSample(name=name, flags=obs.flags, load=obs.load, result=result)
 
 
+class ProfileLane:
+    """Trials on the twin of a profile held in memory (the console's very predictions)."""
+
+    def __init__(self, profile: Profile, cache: Cache) -> None:
+        self._profile = profile
+        self._cache = cache
+        self._config: SchedulerConfig | None = None
+
+    @property
+    def name(self) -> str:
+        """The twin lane's name."""
+        return "twin"
+
+    async def start(self, flags: ServeFlags, tag: SweepTag) -> StartResult:
+        """Whether ``flags`` start on the profile's server, and its KV capacity."""
+        tc = await asyncio.to_thread(twin_config, self._profile, flags)
+        self._config = tc.config
+        if tc.config is None:
+            # The console's diagnosis of vLLM's own message, as a real start would get.
+            found = diagnose(tc.failure or "would not start", flags=flags)
+            return StartResult(ok=False, diagnosis=found.summary, diagnosis_kind=found.kind)
+        return StartResult(ok=True, kv_tokens=tc.kv_tokens)
+
+    async def bench(
+        self, load: LoadSpec, *, model: str | None, goodput: Mapping[str, float]
+    ) -> BenchRun:
+        """``load`` on the twin's virtual clock; bench serve's numbers."""
+        if self._config is None:
+            raise LaneError("no server is up")
+        p = self._profile
+        key = ("profile-bench", p.ref, self._config, load, tuple(sorted(goodput.items())))
+        found = self._cache.get(key)
+        if found is None:
+            found = await asyncio.to_thread(self._serve, self._config, load, dict(goodput))
+            self._cache[key] = found
+        assert isinstance(found, BenchRun)
+        return found
+
+    def _serve(
+        self, config: SchedulerConfig, load: LoadSpec, goodput: dict[str, float]
+    ) -> BenchRun:
+        p = self._profile
+        trace = traced(config, p.coefficients, LoadShape.of(load), p.frontend_blocks)
+        sim = SimulationResult(
+            duration=trace.end,
+            requests=[t.request for t in trace.requests],
+            steps=len(trace.steps),
+            num_preemptions=trace.num_preemptions,
+            prefix_queries=trace.prefix_queries,
+            prefix_hits=trace.prefix_hits,
+        )
+        outcome = Outcome(sim, config)
+        result = run_result(outcome, load.request_rate, goodput, load.max_concurrency)
+        return BenchRun(result, 100.0 * outcome.prefix_hit_rate)
+
+    async def reset_prefix_cache(self) -> bool:
+        """Every twin benchmark starts with an empty cache."""
+        return True
+
+    async def abort(self) -> None:
+        """Nothing to cut short."""
+
+    async def release(self) -> None:
+        """Nothing held between trials."""
+
+
 class ProfileTwin:
     """The what-if lane on a profile, fitted again with every real trial."""
 
@@ -107,9 +178,6 @@ class ProfileTwin:
         self._base = profile
         self._profile = profile
         self._key = objective_key
-        self._folder = tempfile.TemporaryDirectory(prefix="vtc-twin-")
-        private_dir(Path(self._folder.name))
-        self._file = self._write(profile)
         self.cache: Cache = {}
         self.refits = 0
 
@@ -140,12 +208,15 @@ class ProfileTwin:
         trials) the fit's, which the stop rule tops with its out-of-sample misses."""
         if self.cold:
             return None
-        pct = self._profile.stated.stated_for(self._key)
+        stated = self._profile.stated
+        known = {m.value: m for m in TwinMetric}
+        own = stated.interval(known[self._key]) if self._key in known else None
+        pct = own if own is not None else stated.stated_pct
         return pct / 100.0 if math.isfinite(pct) else None
 
     def lane(self) -> Lane:
-        """The what-if lane on the current revision."""
-        return WhatIfLane(["--sim-profile", str(self._file)], name="twin", cache=self.cache)
+        """A lane on the current revision (held in memory)."""
+        return ProfileLane(self._profile, self.cache)
 
     def calibration_loads(self, load: LoadSpec) -> list[LoadSpec]:
         """:func:`tui.domain.calibration.design_around` while never fitted, else none."""
@@ -154,24 +225,16 @@ class ProfileTwin:
     async def refit(self, observations: Sequence[TwinObservation]) -> None:
         """Fit the profile again over its own samples and every real observation."""
         own = list(self._base.samples)
-        samples = own + [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
-        # A cold profile's first fit also chooses the API server's intake (side by side or
-        # serial) on its loads, as a calibration does; later refits keep what it chose.
-        # No Nelder-Mead polish: a sweep refits after every real trial over every sample
-        # so far (a polish is hundreds of twin runs of each); the least squares fit stays.
-        fit = fit_best if self.cold else fit_profile
+        trials = [sample_of(o, f"trial-{i}") for i, o in enumerate(observations)]
+        scored = [t.name for t in trials[-SCORED_TRIALS:]]
+        # The same recipe as a calibration's; the refit states the validation of its own
+        # coefficients (its recent trials, each left out in turn), never the calibration's.
         try:
             fitted = await asyncio.to_thread(
-                functools.partial(fit, polish_evals=REFIT_POLISH_EVALS), self._profile, samples
+                functools.partial(refit, scored=scored), self._profile, own + trials
             )
         except ProfileError:
             return  # nothing it could serve: the twin stays as it was
         self.refits += 1
         revision = self._base.revision + self.refits
         self._profile = fitted.model_copy(update={"revision": revision})
-        self._file = self._write(self._profile)
-
-    def _write(self, profile: Profile) -> Path:
-        path = Path(self._folder.name) / f"{profile.name}.r{profile.revision}.json"
-        path.write_text(profile.model_dump_json(), encoding="utf-8")
-        return path

@@ -143,17 +143,17 @@ def _twin_bench(scenario: Scenario, load: LoadSpec, goodput: dict[str, float]) -
     assert scenario.profile is not None
     sim = scenario.twin_load(scenario.profile, LoadShape.of(load))
     outcome = Outcome(sim, scenario.config)
-    result = _result(outcome, load.request_rate, goodput, load.max_concurrency)
+    result = run_result(outcome, load.request_rate, goodput, load.max_concurrency)
     return BenchRun(result, 100.0 * outcome.prefix_hit_rate)
 
 
 def result_of(outcome: Outcome, workload: Workload, goodput: Mapping[str, float]) -> BenchResult:
     """bench serve's result for a what-if run (failed: requests that never got a token)."""
     rate = math.inf if workload.rate is None else workload.rate
-    return _result(outcome, rate, goodput)
+    return run_result(outcome, rate, goodput)
 
 
-def _result(
+def run_result(
     outcome: Outcome,
     rate: float,
     goodput: Mapping[str, float],

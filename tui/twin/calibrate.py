@@ -42,6 +42,7 @@ from tui.domain.profile import (
     FitSample,
     Profile,
     ProfileIdentity,
+    ServerSide,
     StepCoefficients,
 )
 from tui.domain.results import BenchResult
@@ -53,13 +54,19 @@ from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.lock import SweepLock
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
-from tui.twin.numerics import POLISH_EVALS
+from tui.twin.fit import DEFAULT_RECIPE, FitRecipe
 from tui.twin.validation import calibrate
 
 MIN_LOADS = 3
 """Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
 ITERATION_COUNT = "vllm:iteration_tokens_total_count"
 CACHE_CONFIG = "vllm:cache_config_info"
+#: The server's own phase histograms (vLLM's engine clock), read as sum and count.
+PHASES = {
+    "queue": "vllm:request_queue_time_seconds",
+    "prefill": "vllm:request_prefill_time_seconds",
+    "decode": "vllm:request_decode_time_seconds",
+}
 
 
 class CalibrationError(VtcError):
@@ -191,20 +198,52 @@ async def server_facts(target: CalibrationTarget) -> ServerFacts:
     )
 
 
-async def step_count(target: CalibrationTarget) -> float | None:
-    """``vllm:iteration_tokens_total``'s count: the engine steps so far."""
+async def server_counters(target: CalibrationTarget) -> dict[str, float] | None:
+    """The server's counters a load moves: ``steps`` (``vllm:iteration_tokens_total``'s
+    count) and each phase histogram's ``_sum`` and ``_count`` (``None``: no page)."""
     try:
         async with target.client() as client:
             page = await fetch_page(client, f"{target.base_url}/metrics")
     except ScrapeError:
         return None
     families = await asyncio.to_thread(parse_families, page)
-    total = None
+    wanted = {ITERATION_COUNT: "steps"}
+    for phase, name in PHASES.items():
+        wanted[f"{name}_sum"] = f"{phase}_sum"
+        wanted[f"{name}_count"] = f"{phase}_count"
+    out: dict[str, float] = {}
     for family in families:
         for sample in family.samples:
-            if sample.name == ITERATION_COUNT:
-                total = (total or 0.0) + sample.value
-    return total
+            key = wanted.get(sample.name)
+            if key is not None:
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def server_side(before: dict[str, float] | None, after: dict[str, float] | None) -> ServerSide:
+    """What the server counted between two reads of :func:`server_counters`."""
+    if before is None or after is None:
+        return ServerSide()
+
+    def moved(key: str) -> float | None:
+        if key not in before or key not in after:
+            return None
+        return after[key] - before[key]
+
+    steps = moved("steps")
+    means: dict[str, float | None] = {}
+    count = 0
+    for phase in PHASES:
+        total, n = moved(f"{phase}_sum"), moved(f"{phase}_count")
+        means[phase] = total / n if total is not None and n else None
+        count = max(count, int(n or 0))
+    return ServerSide(
+        steps=int(steps) if steps is not None else None,
+        requests=count,
+        queue_s=means["queue"],
+        prefill_s=means["prefill"],
+        decode_s=means["decode"],
+    )
 
 
 def identity_of(
@@ -253,7 +292,7 @@ class Calibration:
     # Who sends the loads (default: vtc bench's engine in this process; the console passes
     # its load process, so its own screen never delays the measuring clock).
     runner: Callable[[], LoadRunnerLike] | None = None
-    polish_evals: int = POLISH_EVALS  # twin runs of every load the fit's last step may take
+    recipe: FitRecipe = DEFAULT_RECIPE  # the fit (and each validation fold: the same)
 
     async def run(self, on_progress: ProgressSink | None = None) -> Profile:
         """Measure, fit and save under the name's lock; the saved profile."""
@@ -314,7 +353,7 @@ class Calibration:
         runner = self.runner() if self.runner else LoadRunner(client="vtc-bench")
         # The twin serves each load from a cold cache: so does the server, where it can.
         await reset_prefix_cache(self.target.base_url, self.target.client)
-        before = await step_count(self.target)
+        before = await server_counters(self.target)
         t0 = time.monotonic()
         running = runner.run(
             load,
@@ -340,14 +379,16 @@ class Calibration:
             raise CalibrationError(
                 f"load {designed.name}: no request completed ({'; '.join(result.errors[:2])})"
             )
-        after = await step_count(self.target)
-        steps = int(after - before) if before is not None and after is not None else None
+        server = server_side(before, await server_counters(self.target))
+        if load.num_warmups:  # the warm-up requests are in the server's counts, not the load's
+            server = ServerSide()
         sample = FitSample(
             name=designed.name,
             flags=self.target.flags,
             load=designed.load,
             result=result,
-            server_steps=steps,
+            server_steps=server.steps,
+            server=server,
         )
         return JournalLine(name=designed.name, sample=sample, seconds=secs)
 
@@ -381,7 +422,8 @@ class Calibration:
             memory=memory,
             fit_error=UNFITTED,
             model=model,
+            frontend_blocks=identity.device_kind == "cpu",
         )
-        fitted = calibrate(base, samples, polish_evals=self.polish_evals)
+        fitted = calibrate(base, samples, self.recipe)
         fitted = fitted.model_copy(update={"fit_seconds": time.monotonic() - started})
         return save_profile(fitted, self.data_dir)

@@ -27,7 +27,7 @@ from scipy.optimize import brentq
 from tui.domain.capacity import CapacityAnswer, CurvePoint, Limit, replicas_for
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.prediction import Prediction
+from tui.domain.prediction import Prediction, TwinMetric
 from tui.domain.profile import Profile
 from tui.domain.results import RunRecord
 from tui.domain.sweep.slo import SloLimits
@@ -58,12 +58,15 @@ def stated_interval(prediction: Prediction, metric: str) -> float | None:
     """The relative half-width, in percent, of the interval the twin states for
     ``metric`` in ``prediction`` (``None``: not validated, no interval).
 
-    The one place capacity reads the twin's error: today the profile's single stated error
-    (its validation interval, or the fit's when it was never validated); a per-metric
-    interval takes its place here.
+    The one place capacity reads the twin's error: each SLO metric's own interval, as its
+    held-out validation measured it (:meth:`Prediction.interval`); a metric the twin does
+    not state an interval for, or a profile never validated, states none.
     """
-    del metric  # one error for every metric today
-    error = prediction.error_pct
+    try:
+        key = TwinMetric(metric)
+    except ValueError:
+        return None
+    error = prediction.interval(key)
     return error if error is not None and math.isfinite(error) and error >= 0 else None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from tui.domain.flags.serve import ServeFlags
-from tui.domain.prediction import Prediction
+from tui.domain.prediction import Prediction, TwinMetric
 from tui.domain.profile import Profile, abs_pct_error
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
@@ -27,14 +27,16 @@ from tui.load.runner import LoadRunner
 from tui.twin.calibrate import reset_prefix_cache
 from tui.twin.predict import predict
 
-#: The metrics compared, bench serve's keys (a :class:`Prediction` has the same).
+#: The metrics compared (a :class:`Prediction` and a bench result have each).
 METRICS = (
-    "output_throughput",
-    "mean_ttft_ms",
-    "p90_ttft_ms",
-    "mean_tpot_ms",
-    "mean_itl_ms",
-    "mean_e2el_ms",
+    TwinMetric.OUTPUT_THROUGHPUT,
+    TwinMetric.MEAN_TTFT,
+    TwinMetric.P99_TTFT,
+    TwinMetric.MEAN_TPOT,
+    TwinMetric.MEAN_ITL,
+    TwinMetric.P99_ITL,
+    TwinMetric.MEAN_E2EL,
+    TwinMetric.P99_E2EL,
 )
 PERCENTILES = (50.0, 90.0, 99.0)
 
@@ -67,11 +69,14 @@ def _load(inp: int, out: int, n: int, conc: int | None, **kw: Any) -> LoadSpec:
 def held_out(quick: bool = False) -> list[HeldOut]:
     """The held-out set: every flag vtc tunes moved off the calibration's, new loads.
 
-    ``quick``: the cases on the calibrated command line plus two restarts.
+    ``quick``: the cases on the calibrated command line plus three restarts (Poisson
+    arrivals, high concurrency and long prompts through a small chunk budget among them).
     """
     cases = [
         HeldOut("base-c12-200/100", (), _load(200, 100, 36, 12)),
         HeldOut("base-rate15-poisson", (), _load(128, 64, 45, None, request_rate=15.0)),
+        HeldOut("base-c96-high", (), _load(48, 48, 96, 96)),
+        HeldOut("mbt256-long", (("max_num_batched_tokens", 256),), _load(1024, 32, 16, 4)),
         HeldOut("seqs4-c16", (("max_num_seqs", 4),), _load(64, 96, 24, 16)),
         HeldOut(
             "kv-pressure-mml1024",
@@ -83,7 +88,7 @@ def held_out(quick: bool = False) -> list[HeldOut]:
         return cases
     return [
         *cases,
-        HeldOut("mbt256-long", (("max_num_batched_tokens", 256),), _load(1024, 32, 16, 4)),
+        HeldOut("base-rate6-poisson-long", (), _load(512, 48, 30, None, request_rate=6.0)),
         HeldOut(
             "no-prefix-cache-shared",
             (("enable_prefix_caching", False),),
@@ -172,10 +177,10 @@ def coverage(results: Sequence[CaseResult], profile: Profile) -> float:
     for that metric (the metrics a fit compares; ``nan``: none to count)."""
     stated = profile.stated
     inside = [
-        e <= stated.stated_for(key)
+        e <= m.interval_pct
         for r in results
-        for key in stated.interval_per_metric or METRICS
-        if (e := r.error(key)) is not None and math.isfinite(e)
+        for m in stated.metrics
+        if (e := r.error(m.metric)) is not None and math.isfinite(e)
     ]
     return sum(inside) / len(inside) if inside else math.nan
 

@@ -30,19 +30,29 @@ SCALE_ROUNDS = 4
 """Huber fits at most, each with the scale of the previous one's residuals."""
 RIDGE = 1e-9
 """Keeps a coefficient the loads do not excite (no long contexts, say) at 0."""
-FLOORS = {"b0": 1e-6, "b1": 1e-9, "b2": 1e-7, "b3": 1e-9, "a0": 1e-6, "a1": 1e-10}
+FLOORS = {
+    "b0": 1e-6,
+    "b1": 1e-9,
+    "b2": 1e-7,
+    "b3": 1e-9,
+    "b4": 1e-9,
+    "b5": 1e-8,
+    "a0": 1e-6,
+    "a1": 1e-10,
+    "a2": 1e-8,
+}
 """Below these (seconds) a coefficient counts as zero: the polish runs on logarithms."""
 POLISH_EVALS = 100
-"""Twin runs of every load the polish may take (a calibration's; a console's is shorter)."""
+"""Twin runs of every load the polish may take when a recipe asks for one."""
 
 
 @dataclass(frozen=True)
 class FitRow:
     """One linear equation: ``features · coefficients ≈ target`` (seconds), with a weight.
 
-    ``features`` follow :data:`~tui.domain.profile.COEFFICIENTS`: step counts, prefill
-    tokens, decode tokens and context thousands summed over the steps a measured time
-    spans, then request counts and prompt tokens of the overheads it includes.
+    ``features`` follow :data:`~tui.domain.profile.COEFFICIENTS`: the step features
+    (:func:`tui.sim.twin.step_features`) summed over the steps a measured time spans,
+    plus the request's own intake where the time includes it.
     """
 
     features: tuple[float, ...]

@@ -27,12 +27,13 @@ def server_identity(
     are the profile's own, so they never read as a difference)."""
     ident = profile.identity.model_copy(update={"model": flags.model})
     repro = server.repro if server is not None else None
-    if repro is None or (repro.gpu_name or "").endswith("(simulated)"):
-        return ident  # a simulator: the demo of this very profile
+    if repro is None:
+        return ident
     update: dict[str, object] = {}
-    if repro.vllm_version:
+    if repro.vllm_version:  # a simulator too: the release it speaks
         update["vllm_version"] = repro.vllm_version.split("+")[0]
-    if repro.gpu_name and ident.device_kind == "gpu":
+    simulated = (repro.gpu_name or "").endswith("(simulated)")  # the demo of this profile
+    if repro.gpu_name and ident.device_kind == "gpu" and not simulated:
         update["device"] = repro.gpu_name
     return ident.model_copy(update=update)
 
@@ -41,6 +42,9 @@ def predict(
     profile: Profile, flags: ServeFlags, load: LoadSpec, server: RunRecord | None = None
 ) -> Prediction:
     """The twin's run of ``load`` on ``flags`` (``starts`` False with vLLM's reason).
+
+    Each figure's interval, measured on loads the fit never saw, is
+    :meth:`Prediction.interval` (``None``: that metric was not validated).
 
     Blocking (a few thousand virtual steps): run it in a thread. ``server``: the run
     watched now; what differs from the profile's server is carried in the label.
@@ -54,8 +58,9 @@ def predict(
         "error_source": stated.source,
         "kv_tokens": tc.kv_tokens,
         "caveat": caveat,
+        "intervals": stated.metrics,
     }
     if tc.config is None:
         return Prediction(starts=False, failure=tc.failure, **label)  # type: ignore[arg-type]
-    run = serve(tc.config, profile.coefficients, LoadShape.of(load), profile.serial_frontend)
+    run = serve(tc.config, profile.coefficients, LoadShape.of(load), profile.frontend_blocks)
     return run.model_copy(update=label)

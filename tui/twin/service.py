@@ -40,7 +40,6 @@ from tui.twin.calibrate import Calibration
 from tui.twin.capacity import twin_capacity
 from tui.twin.predict import predict, server_identity
 
-CONSOLE_POLISH = 40  # the fit's last step, kept short: the console waits for it
 CONSOLE_BUDGET_S = 240.0
 """The most a calibration from the console takes (its loads; the fit adds a few seconds)."""
 CACHED_PREDICTIONS = 64
@@ -86,8 +85,10 @@ class TwinService:
         profile: str | None,
         client: Callable[[], httpx.AsyncClient],
         runner: Callable[[], LoadRunnerLike] | None = None,
+        design: tuple[float, int] = (1.0, 2),
     ) -> None:
         self._runner = runner
+        self._design = design  # k's designed loads: (scale, passes)
         self._data_dir = data_dir
         self._named = profile
         self._client = client
@@ -177,11 +178,15 @@ class TwinService:
             calibration = Calibration(
                 name=name,
                 target=_SessionTarget(url, run, self._client),
-                loads=design(run.flags.max_model_len or 4096, passes=2),
+                loads=design(
+                    run.flags.max_model_len or 4096,
+                    self._design[0],
+                    passes=self._design[1],
+                    max_num_seqs=run.flags.max_num_seqs,
+                ),
                 data_dir=self._data_dir,
                 budget_s=CONSOLE_BUDGET_S,
                 runner=self._runner,
-                polish_evals=CONSOLE_POLISH,
             )
             profile = await calibration.run(on_progress)
         finally:

@@ -2,13 +2,16 @@
 
 A calibration's loads come in families (``decode-c16``, ``prefill-c4``, ... and, with two
 passes, ``decode-c16#2`` the same load with other prompts). :func:`validate` leaves each
-family out in turn, fits the rest from scratch, and scores the left-out family on that
-fit: the residuals are out of sample, like BLIS's validation split and LLM-Emu's
-held-out figures. Their :func:`tui.domain.profile.measured_error` (the 80th percentile
-interval, median, worst) is the profile's validation error. :func:`repeat_spread` is the
-real server's own spread between the passes of one load: the floor no twin can beat.
-:func:`calibrate` is the one calibration fit: the profile on every load, its validation
-and the spread.
+family out in turn, fits the rest from scratch with the very recipe that made the profile
+(:class:`~tui.twin.fit.FitRecipe`: nothing is chosen on the left-out loads), and scores
+the left-out family on that fit: the residuals are out of sample, like BLIS's validation
+split and LLM-Emu's held-out figures. Their :func:`tui.domain.profile.measured_error`
+(per metric, the tails included: the 80th percentile interval, median, worst) is the
+profile's validation error. :func:`repeat_spread` is the real server's own spread
+between the passes of one load: the floor no twin can beat. :func:`calibrate` is the one
+fit that ships: the profile on every load, scored by its own validation, the spread and
+the step-count check; a sweep's refit goes through it too, so a refit states its own
+validation or none.
 """
 
 from __future__ import annotations
@@ -27,14 +30,10 @@ from tui.domain.profile import (
     measured_error,
     sample_metrics,
 )
-from tui.twin.fit import FIT_ROUNDS, fit_best, fit_profile, residuals_of
-from tui.twin.numerics import POLISH_EVALS
+from tui.twin.fit import DEFAULT_RECIPE, FitRecipe, fit_profile, residuals_of, step_check
 
 MIN_TRAIN = 3
 """A fold fitted on fewer loads than this cannot separate the coefficients: skipped."""
-FOLD_POLISH = 0
-"""Twin runs of the polish per fold: the folds fit by least squares alone (the profile
-itself is polished, so its validation is, if anything, pessimistic)."""
 
 
 def family(name: str) -> str:
@@ -48,20 +47,24 @@ def families(samples: Sequence[FitSample]) -> list[str]:
 
 
 def validate(
-    profile: Profile, samples: Sequence[FitSample], *, polish_evals: int = FOLD_POLISH
+    profile: Profile,
+    samples: Sequence[FitSample],
+    recipe: FitRecipe = DEFAULT_RECIPE,
+    left_out_families: Sequence[str] | None = None,
 ) -> MeasuredError | None:
-    """Leave-one-family-out error of ``profile``'s fit on ``samples`` (``None``: fewer than
-    two families, or no fold could be fitted). Each fold starts from no coefficients and
-    keeps the profile's intake model (chosen on every load)."""
+    """Leave-one-family-out error of ``recipe``'s fit on ``samples`` (``None``: fewer than
+    two families, or no fold could be fitted). Each fold starts from no coefficients.
+    ``left_out_families``: the families scored (default: every one)."""
     cold = profile.model_copy(update={"coefficients": StepCoefficients()})
     residuals: list[Residual] = []
-    for left_out in families(samples):
+    scored = families(samples) if left_out_families is None else list(left_out_families)
+    for left_out in scored:
         train = [s for s in samples if family(s.name) != left_out]
         test = [s for s in samples if family(s.name) == left_out]
         if len(train) < MIN_TRAIN:
             continue
         try:
-            fold = fit_profile(cold, train, rounds=FIT_ROUNDS, polish_evals=polish_evals)
+            fold = fit_profile(cold, train, recipe)
         except ProfileError:
             continue
         residuals.extend(residuals_of(fold, test))
@@ -89,15 +92,32 @@ def repeat_spread(samples: Sequence[FitSample]) -> float | None:
     return statistics.median(spreads) if spreads else None
 
 
-def calibrate(
-    profile: Profile, samples: Sequence[FitSample], *, polish_evals: int = POLISH_EVALS
+def refit(
+    profile: Profile,
+    samples: Sequence[FitSample],
+    scored: Sequence[str],
+    recipe: FitRecipe = DEFAULT_RECIPE,
 ) -> Profile:
-    """``profile`` fitted on every sample (:func:`tui.twin.fit.fit_best`), with its
-    validation error and the server's repeat spread."""
-    fitted = fit_best(profile, samples, polish_evals=polish_evals)
+    """A refit that scores itself: fitted on every sample, validated by leaving each of
+    the ``scored`` families out in turn (a sweep's recent trials); with none to score, its
+    validation is ``None`` and every label says so (never the calibration's, which was of
+    other coefficients)."""
+    fitted = fit_profile(profile, samples, recipe)
+    validation = validate(fitted, samples, recipe, scored) if scored else None
+    return fitted.model_copy(update={"validation": validation})
+
+
+def calibrate(
+    profile: Profile, samples: Sequence[FitSample], recipe: FitRecipe = DEFAULT_RECIPE
+) -> Profile:
+    """``profile`` fitted on every sample by ``recipe``
+    (:func:`tui.twin.fit.fit_profile`), with the validation of that same recipe (``None``:
+    too few families), the server's repeat spread and the step-count check."""
+    fitted = fit_profile(profile, samples, recipe)
     return fitted.model_copy(
         update={
-            "validation": validate(fitted, samples),
+            "validation": validate(fitted, samples, recipe),
             "repeat_spread_pct": repeat_spread(samples),
+            "step_check": step_check(fitted, samples),
         }
     )

@@ -34,6 +34,7 @@ from tui.domain.errors import VtcError
 from tui.domain.flags.run_env import ENV_FIELD, env_text
 from tui.domain.flags.serve import flag_spec, flag_specs, format_value
 from tui.domain.flags.serve_diff import FlagChange, diff_flags
+from tui.domain.prediction import TwinMetric
 from tui.domain.results import RunRecord, RunStatus
 from tui.domain.workload import LoadSpec
 
@@ -467,11 +468,12 @@ def _cell(run: RunRecord, column: Column, baseline: RunRecord | None, groups: Gr
 
 
 def _predicted_cell(run: RunRecord) -> Cell:
-    """``predicted 1,234 tok/s (twin X r1, ±7%); off 8%`` (``!`` when it missed)."""
+    """``1,234 tok/s ±8% predicted (twin X r1, ±7% validation); off 8%`` (``!`` when it
+    missed; the figure with its own metric's interval where the profile measured one)."""
     pred, bench = run.prediction, run.bench
     if pred is None:
         return Cell("", None)
-    tput = f"{pred.output_throughput:,.0f} tok/s" if pred.output_throughput else "won't start"
+    tput = pred.figure(TwinMetric.OUTPUT_THROUGHPUT) if pred.output_throughput else "won't start"
     text = f"{tput} {pred.label()}"
     miss = None
     if bench is not None:

@@ -303,7 +303,7 @@ def _observations(spec: SweepSpec, candidates: Sequence[Candidate]) -> list[Twin
         model = request_model(spec, c.choice)
         for m in trial.measurements:
             full = m.load.num_prompts == spec.workload.load.num_prompts
-            if (full or m.phase.startswith(CALIBRATE)) and m.metrics:
+            if (full or m.phase.kind is PhaseKind.CALIBRATE) and m.metrics:
                 out.append(TwinObservation(c.flags, m.load, dict(m.metrics), model))
     return out
 
