@@ -11,6 +11,7 @@ import asyncio
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tui.domain.events import Failed, Ready, ServerState
 from tui.domain.flags.serve_diff import diff_flags
@@ -21,6 +22,9 @@ from tui.modes.common import assemble
 from tui.modes.demo import DEMO_PRESET, DemoMode
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore
+
+# slow tier: the services drive the simulator's server process in real time.
+pytestmark = pytest.mark.slow
 
 
 async def test_seed_000_story_through_the_services(tmp_path: Path) -> None:

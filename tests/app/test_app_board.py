@@ -54,7 +54,11 @@ def test_runs_prints_every_format(data_dir: Path, capsys: pytest.CaptureFixture[
     assert main(["runs", "--format", "md"]) == 0
     md = capsys.readouterr().out
     assert "| failed: kv_cache_too_small |" in md and "`max_num_seqs`" in md
-    assert "| run | changed | out tok/s | TTFT p99 | state |" in md
+    # Answers first: the run, its change, the verdict on it, the objective metrics; state later.
+    header = next(line for line in md.splitlines() if line.startswith("| run |"))
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells[:5] == ["run", "changed", "verdict", "out tok/s", "TTFT p99"]
+    assert "state" in cells[5:]
     assert (
         main(["runs", "--format", "csv", "--show", "served", "--sort", "out tok/s", "--desc"]) == 0
     )

@@ -19,6 +19,9 @@ import pytest
 
 from tui.server.log_excerpt import LogExcerpt, LogReadError, read_log_excerpt
 
+# slow tier: each case runs the vtc command line in a process of its own.
+pytestmark = pytest.mark.slow
+
 CAPTURES = Path(__file__).resolve().parent.parent / "captures"
 FAILURE = (CAPTURES / "fail_a1_maxlen65536_kvbytes16M.log").read_bytes()
 CLEAN = (CAPTURES / "startup_pressure.log").read_bytes()

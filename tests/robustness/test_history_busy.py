@@ -27,6 +27,9 @@ from tui.domain.flags.serve import ServeFlags
 from tui.domain.results import RunRecord
 from tui.store.history import BUSY_ATTEMPTS, BUSY_TIMEOUT_S, HistoryBusy, RunStore
 
+# slow tier: the demo console and the vtc command line as processes of their own.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sqlite3, sys

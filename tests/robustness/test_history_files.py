@@ -28,6 +28,9 @@ from fakes.store import (
 from tui.modes import ConsoleOptions, build_session
 from tui.store.history import HistoryError, RunStore
 
+# slow tier: each case runs the vtc command line or a console against a simulator process.
+pytestmark = pytest.mark.slow
+
 DAMAGE: dict[str, Callable[[Path], object]] = {
     "truncated": write_truncated_history,
     "junk": write_junk_history,

@@ -29,7 +29,11 @@ from tui.store.history import RunStore
 from tui.store.server_state import ServerStateFile, ServerStateRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+# slow tier: a console in tmux against simulator processes.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 
 def _runs(data: Path) -> list[RunRecord]:

@@ -29,6 +29,9 @@ from tui.store.console_files import read_tail
 from tui.store.hf_cache import find_snapshot_file
 from tui.store.regular_file import NotRegularFileError, is_regular_file, read_regular_text
 
+# slow tier: each case runs the vtc command line in a process of its own.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 GOOD_PRESET = 'name = "good-one"\ndescription = "d"\nsource = "s"\nmodel = "m/x"\n'
 

@@ -33,6 +33,9 @@ from tui.modes.options import ConsoleOptions
 from tui.server.logbuffer import LogBuffer
 from tui.store.history import RunStore
 
+# slow tier: vtc top and vtc bench as processes against a server.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 USER, PASSWORD = "ops", "s3cret-Pw%40x"  # percent-encoded '@' in the URL
 PLAIN_PASSWORD = "s3cret-Pw@x"

@@ -25,7 +25,11 @@ from tui.server.adopted import stop_recorded_server
 from tui.server.process import ProcessInfo, snapshot_tree
 from tui.store.server_state import ServerStateFile, ServerStateRecord
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="needs Linux ptys")
+# slow tier: a console on a pty hung up, as a process of its own.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="needs Linux ptys"),
+]
 
 
 def _drain(fd: int) -> None:

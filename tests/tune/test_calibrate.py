@@ -18,6 +18,9 @@ from tui.store.profiles import list_profiles, load_profile
 from tui.twin.calibrate import Calibration, CalibrationError, journal_path, read_journal
 from tui.twin.predict import predict
 
+# slow tier: calibrations: designed loads on a simulator process, then the fit.
+pytestmark = pytest.mark.slow
+
 SPEED = "50"
 
 

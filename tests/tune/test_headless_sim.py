@@ -14,10 +14,14 @@ import json
 from pathlib import Path
 
 import psutil
+import pytest
 from fakes.sweep_process import start_sweep, stored_runs
 
 from tui.domain.results import RunStatus
 from tui.store.server_state import ServerStateFile
+
+# slow tier: headless sweeps on simulator processes, killed and resumed.
+pytestmark = pytest.mark.slow
 
 SPEC = """\
 name = "sim-2x3"

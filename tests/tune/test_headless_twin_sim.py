@@ -10,7 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from fakes.sweep_process import start_sweep, stored_runs
+
+# slow tier: a twin-first sweep: calibration loads and real starts of the simulator.
+pytestmark = pytest.mark.slow
 
 SPEC = """\
 name = "sim-twin"

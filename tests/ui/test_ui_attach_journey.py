@@ -23,6 +23,9 @@ from tui.modes import ConsoleOptions, build_session
 from tui.ui.app import create_app
 from tui.ui.widgets.flag_field import FlagField
 
+# slow tier: the console attached to a simulator process.
+pytestmark = pytest.mark.slow
+
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 LAUNCHING = {"restart", "fix", "stop_server", "sweep", "repeat", "load_run"}
 

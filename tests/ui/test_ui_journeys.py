@@ -26,6 +26,9 @@ from tui.ui.app import VtcApp, create_app
 from tui.ui.widgets.metrics_panel import MetricsPanel
 from tui.ui.widgets.run_card import RunCard
 
+# slow tier: operator journeys: the console drives the simulator's server process in real time.
+pytestmark = pytest.mark.slow
+
 SIZE = (80, 24)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 
 from tui.domain.events import ServerState
@@ -17,6 +18,9 @@ from tui.modes import ConsoleOptions, build_session
 from tui.session import wait_for_state
 from tui.ui.app import create_app
 from tui.ui.widgets.run_card import RunCard
+
+# slow tier: the console drives the simulator's server process in real time.
+pytestmark = pytest.mark.slow
 
 
 async def until(pilot: Pilot[None], done: Callable[[], bool], what: str) -> None:

@@ -29,6 +29,9 @@ from tui.ui.app import create_app
 from tui.ui.screens.sweep import SweepScreen
 from tui.ui.widgets.sweep_status import SweepStatusLine
 
+# slow tier: two sweeps on simulator processes, stopped and resumed.
+pytestmark = pytest.mark.slow
+
 SIZE = (80, 24)
 OTHER_SPEC = """
 name = "other-process"

@@ -92,6 +92,7 @@ async def test_the_form_says_what_the_twin_predicts_for_the_edited_flags(
         assert "max seq len (4096)" in twin_text(app)
 
 
+@pytest.mark.slow  # a whole calibration (designed loads on the simulator, then the fit)
 async def test_a_load_carries_the_twins_prediction_and_k_calibrates_the_server(
     twin_demo: Session, tmp_path: Path
 ) -> None:

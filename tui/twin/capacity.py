@@ -22,8 +22,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from scipy.optimize import brentq
-
 from tui.domain.capacity import CapacityAnswer, CurvePoint, Limit, replicas_for
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
@@ -165,6 +163,8 @@ def check_slos(slos: SloLimits) -> None:
 def _crossing(curve: _Curve, edge: float, tolerance: float, budget: int) -> float | None:
     """The rate where the SLO ratio (at ``edge``) crosses 1, between the bracket seen so far
     (``None``: no bracket: met nowhere, or missed nowhere)."""
+    from scipy import optimize  # imported when used: scipy.optimize costs ~0.4 s
+
     found = curve.bracket(edge)
     if found is None:
         return None
@@ -180,7 +180,7 @@ def _crossing(curve: _Curve, edge: float, tolerance: float, budget: int) -> floa
 
     # the budget ends the refinement: the bracket found so far stands
     with contextlib.suppress(_Spent, RuntimeError, ValueError):
-        brentq(excess, lo, hi, xtol=tolerance, maxiter=12)
+        optimize.brentq(excess, lo, hi, xtol=tolerance, maxiter=12)
     final = curve.bracket(edge)
     return final[0] if final is not None else lo
 

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares, minimize, nnls
 
 from tui.domain.profile import COEFFICIENTS, ProfileError, StepCoefficients
 
@@ -84,10 +83,12 @@ def fit_coefficients(
     work. ``robust``: the least squares' answer is refined under Huber's loss, its scale
     the residuals' median absolute deviation.
     """
+    from scipy import optimize  # imported when used: scipy.optimize costs ~0.4 s
+
     if not rows:
         raise ProfileError("nothing to fit: no measured loads")
     a, y, scale = _system(rows, ridge)
-    coef, _ = nnls(a, y)
+    coef, _ = optimize.nnls(a, y)
     for _ in range(SCALE_ROUNDS if robust else 0):
         # Huber's scale from the current residuals: the least squares' are inflated by the
         # very outliers it weighs down, so it is estimated again from the robust fit's.
@@ -95,7 +96,7 @@ def fit_coefficients(
         spread = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
         if spread <= 1e-12:
             break
-        found = least_squares(
+        found = optimize.least_squares(
             lambda x: a @ x - y,
             np.maximum(coef, 0.0),
             jac=lambda _x: a,
@@ -132,6 +133,8 @@ def polish(
     start: StepCoefficients, measure: Measure, evals: int = POLISH_EVALS
 ) -> StepCoefficients:
     """Nelder-Mead (scipy's) from ``start`` on the log-coefficients; never worse than it."""
+    from scipy import optimize  # imported when used: scipy.optimize costs ~0.4 s
+
     floors = np.array([FLOORS[n] for n in COEFFICIENTS])
     x0 = np.log(np.maximum(start.as_vector(), floors))
 
@@ -147,7 +150,7 @@ def polish(
     if evals <= 1 or not math.isfinite(start_loss):
         return start
     simplex = np.vstack([x0] + [x0 + 0.7 * np.eye(len(x0))[i] for i in range(len(x0))])
-    found = minimize(
+    found = optimize.minimize(
         f,
         x0,
         method="Nelder-Mead",
