@@ -55,6 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_launch_arguments(parser)
     _add_demo_arguments(parser)
     _add_watch_arguments(parser)
+    _add_calibration_arguments(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_diagnose_parser(sub)
     add_setup_parser(sub)
@@ -144,6 +145,25 @@ def _add_watch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --attach: that server's startup log, read for the flags /v1/models and "
         "/metrics do not tell (quantization, dtype, ...)",
+    )
+
+
+def _add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
+    """k's calibration in the console: the design ``vtc calibrate`` runs, sized here."""
+    parser.add_argument(
+        "--calibration-scale",
+        type=positive_float,
+        default=1.0,
+        metavar="X",
+        help="k: requests per calibration load, x this (smaller: quicker, wider interval)",
+    )
+    parser.add_argument(
+        "--calibration-passes",
+        type=int,
+        default=2,
+        choices=range(1, 5),
+        metavar="N",
+        help="k: run the designed loads N times (default 2; the spread needs 2)",
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Select, Static
@@ -35,11 +35,11 @@ from tui.ui.form_values import (
     parse_workload,
     workload_text,
 )
-from tui.ui.preflight_view import place_warnings
 from tui.ui.presets_view import edited_prompt, holds, preset_label
 from tui.ui.widgets.cli_field_rows import PREFIX, CliFieldRows, lift_declared
 from tui.ui.widgets.flag_field import FlagField
 from tui.ui.widgets.flag_search import CliStatus, FlagSearch
+from tui.ui.widgets.form_notes import FormNotes
 from tui.ui.widgets.twin_line import TwinLine
 
 FORM_HELP = "Tab moves between fields; Esc leaves the form so letter keys act; F5 restarts."
@@ -54,7 +54,7 @@ ENV_HELP = (
 )
 
 
-class FlagForm(Vertical):
+class FlagForm(FormNotes):
     """Edits a :class:`ServeFlags` and a :class:`LoadSpec` as text, validated live."""
 
     class Validated(Message):
@@ -188,11 +188,6 @@ class FlagForm(Vertical):
             picker.clear()
 
     # -- reading ----------------------------------------------------------------------------
-    def field(self, name: str) -> FlagField:
-        """The row for a flag name, ``model``, ``extra_args``, ``env`` or
-        ``load-<workload field>``."""
-        return self.query_one(f"#field-{name}", FlagField)
-
     def raw_flags(self) -> dict[str, str]:
         """The flag fields' text by snake_case name."""
         return {spec.name: self.field(spec.name).value for spec in flag_specs()}
@@ -226,16 +221,16 @@ class FlagForm(Vertical):
             flags, problems = None, row_problems + problems
         names = [s.name for s in flag_specs()] + [MODEL, EXTRA, ENV]
         names += [PREFIX + dest for dest in self.cli_rows.dests]
-        self._general_flags = self._show_problems(problems, names, "")
-        self._show_general()
+        self._general_flags = self.place_problems(problems, names, "")
+        self.show_general([*self._general_flags, *self._general_load])
         return flags, problems
 
     def validate_workload(self) -> tuple[LoadSpec | None, list[FlagProblem]]:
         """The form's workload, or its problems (also shown next to the fields)."""
         spec, problems = parse_workload(self._load, self.raw_workload())
         names = [f.name for f in WORKLOAD_FIELDS]
-        self._general_load = self._show_problems(problems, names, "load-")
-        self._show_general()
+        self._general_load = self.place_problems(problems, names, "load-")
+        self.show_general([*self._general_flags, *self._general_load])
         return spec, problems
 
     def revalidate(self) -> None:
@@ -244,35 +239,6 @@ class FlagForm(Vertical):
         workload, _ = self.validate_workload()
         self._mark_edited(flags, workload)
         self.post_message(self.Validated(flags))
-
-    def _show_problems(
-        self, problems: list[FlagProblem], names: list[str], prefix: str
-    ) -> list[str]:
-        """Put each problem under its field; returns those that name no field."""
-        by_field: dict[str, list[str]] = {}
-        general: list[str] = []
-        for problem in problems:
-            if problem.field in names:
-                by_field.setdefault(problem.field, []).append(problem.message)
-            else:
-                general.append(problem.message)
-        for name in names:
-            messages = by_field.get(name)
-            self.field(prefix + name).set_error(" ".join(messages) if messages else None)
-        return general
-
-    def _show_general(self) -> None:
-        general = [*self._general_flags, *self._general_load]
-        box = self.query_one("#form-problems", Static)
-        box.update(Content("\n".join(general)))
-        box.display = bool(general)
-
-    def first_problem_field(self, problems: list[FlagProblem], prefix: str = "") -> str | None:
-        """The field name (with ``prefix``) of the first problem that names a field on screen."""
-        for problem in problems:
-            if problem.field and self.query(f"#field-{prefix}{problem.field}"):
-                return prefix + problem.field
-        return None
 
     def focus_field(self, name: str) -> None:
         """Move focus to a field's editor and scroll it into view (again once the form
@@ -289,16 +255,8 @@ class FlagForm(Vertical):
             row.scroll_visible(animate=False)
 
     def show_warnings(self, warnings: list[str]) -> None:
-        """Pre-flight warnings for the current flags, each under the field it names (the
-        form-wide box keeps only those that name none; empty hides it)."""
-        names = [MODEL, *(s.name for s in flag_specs()), EXTRA, ENV]
-        placed = place_warnings(warnings, names)
-        for name in names:
-            found = placed.by_field.get(name)
-            self.field(name).set_warning(" ".join(f"! {w}" for w in found) if found else None)
-        box = self.query_one("#preflight", Static)
-        box.update(Content("\n".join(f"! {w}" for w in placed.general)))
-        box.display = bool(placed.general)
+        """Pre-flight warnings for the current flags, each under the field it names."""
+        self.place_warnings(warnings, [MODEL, *(s.name for s in flag_specs()), EXTRA, ENV])
 
     # -- writing ----------------------------------------------------------------------------
     def load_flags(self, flags: ServeFlags, *, rows: bool = True) -> None:
