@@ -403,10 +403,12 @@ CARD_KEYS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("?", "? (help)"), ("Escape", "Esc (close help)")),
     (("Enter", "Enter (detail)"), ("Escape", "Esc (close detail)")),
     (("h", "h (charts)"), ("Escape", "Esc (close charts)")),
-    (
+    (  # v compares the pinned run with another: pin, move, v (on the pin itself it refuses)
         ("p", "p (pin)"),
+        ("Left", "←/→ (cards)"),
         ("v", "v (before/after)"),
         ("Escape", "Esc (close before/after)"),
+        ("Right", "←/→ (cards)"),
         ("p", "p (unpin)"),
     ),
     (("g", "g (plot)"), ("Escape", "Esc (close plot)")),

@@ -17,6 +17,15 @@ SERIAL = ("realvllm", "ray")
 servers and Ray instances measured or sized against each other must not overlap."""
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): half again as many workers as usable cores, at
+    least two. A console test spends part of its time waiting on Textual's timers, the
+    simulator's clock or a child process; a third worker on two cores fills those waits
+    (docs/layout.md#tests has the measured times)."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(2, (usable or 1) * 3 // 2)
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Say which tier runs, and how to run the others, when pyproject's default is in force."""
     if config.option.markexpr == TIERS["fast"]:
