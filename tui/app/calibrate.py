@@ -36,6 +36,28 @@ from tui.twin.calibrate import Calibration
 DEFAULT_BUDGET_S = 300.0
 
 
+def add_design_arguments(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The calibration design's size, for ``vtc calibrate`` (``--scale``, ``--passes``) and
+    the console's ``k`` (``--calibration-scale``, ``--calibration-passes``)."""
+    k = "k: " if prefix else ""
+    parser.add_argument(
+        f"--{prefix}scale",
+        type=positive_float,
+        default=1.0,
+        metavar="X",
+        help=f"{k}requests per load, x this (smaller: quicker, a wider interval)",
+    )
+    parser.add_argument(
+        f"--{prefix}passes",
+        type=int,
+        default=2,
+        choices=range(1, 5),
+        metavar="N",
+        help=f"{k}run the designed set N times (default 2: noise falls on one pass, and the "
+        "server's own spread is measured)",
+    )
+
+
 def add_calibrate_parser(subparsers: Any) -> None:
     """Register ``vtc calibrate``."""
     p = subparsers.add_parser(
@@ -66,16 +88,7 @@ def add_calibrate_parser(subparsers: Any) -> None:
         metavar="SECONDS",
         help=f"the most the loads may take (default {DEFAULT_BUDGET_S:g})",
     )
-    p.add_argument("--scale", type=positive_float, default=1.0, help="requests per load, x this")
-    p.add_argument(
-        "--passes",
-        type=int,
-        default=2,
-        choices=range(1, 5),
-        metavar="N",
-        help="run the designed set N times (default 2: noise falls on one pass, and the "
-        "server's own spread is measured)",
-    )
+    add_design_arguments(p)
     p.add_argument("--device", help="the device's name when the server cannot say it")
     p.add_argument("--attach-log", type=Path, metavar="FILE", help="with URL: its startup log")
     p.add_argument("--fresh", action="store_true", help="ignore an earlier run's journal")

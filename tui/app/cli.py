@@ -31,7 +31,7 @@ from tui.app.arg_types import nonnegative_float, positive_float, sim_gpu
 from tui.app.bench import add_bench_parser, run_bench
 from tui.app.board import add_board_parsers, history_path, run_board_command
 from tui.app.broken_pipe import quiet_on_broken_pipe
-from tui.app.calibrate import add_calibrate_parser, run_calibrate_command
+from tui.app.calibrate import add_calibrate_parser, add_design_arguments, run_calibrate_command
 from tui.app.capacity import add_capacity_parser, run_capacity_command
 from tui.app.output import inert_output
 from tui.app.setup import cmd_setup_cpu_vllm
@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_launch_arguments(parser)
     _add_demo_arguments(parser)
     _add_watch_arguments(parser)
-    _add_calibration_arguments(parser)
+    add_design_arguments(parser, prefix="calibration-")  # k's, in the console
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_diagnose_parser(sub)
     add_setup_parser(sub)
@@ -145,25 +145,6 @@ def _add_watch_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="with --attach: that server's startup log, read for the flags /v1/models and "
         "/metrics do not tell (quantization, dtype, ...)",
-    )
-
-
-def _add_calibration_arguments(parser: argparse.ArgumentParser) -> None:
-    """k's calibration in the console: the design ``vtc calibrate`` runs, sized here."""
-    parser.add_argument(
-        "--calibration-scale",
-        type=positive_float,
-        default=1.0,
-        metavar="X",
-        help="k: requests per calibration load, x this (smaller: quicker, wider interval)",
-    )
-    parser.add_argument(
-        "--calibration-passes",
-        type=int,
-        default=2,
-        choices=range(1, 5),
-        metavar="N",
-        help="k: run the designed loads N times (default 2; the spread needs 2)",
     )
 
 
