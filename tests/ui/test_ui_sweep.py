@@ -8,7 +8,7 @@ from typing import Any
 
 from painted import painted
 from textual.widgets import DataTable, Input, Select
-from ui_fakes import FIXED_TIME, FakeSession, baseline_flags, bench
+from ui_fakes import FIXED_TIME, FakeSession, NoteLog, baseline_flags, bench
 
 from tui.domain.results import RunRecord, RunStatus, SweepTag
 from tui.domain.sweep import (
@@ -123,6 +123,7 @@ async def test_w_composes_from_the_form_and_starts_a_sweep() -> None:
 async def test_the_composer_starts_a_sweep_on_a_ray_cluster_when_asked() -> None:
     session = FakeSession(runs=runs())
     app = create_app(session, clock=None, autostart=False)
+    notes = NoteLog(app)  # also a notification whose toast has gone
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_sweep(pilot)
         screen.query_one("#sweep-where", Select).value = "ray"
@@ -135,7 +136,7 @@ async def test_the_composer_starts_a_sweep_on_a_ray_cluster_when_asked() -> None
         await pilot.press("g")
         await pilot.pause()
         assert session.sweeps.clusters == [ClusterChoice(address=None, gpus=4)]
-        assert any("on a local Ray instance (4 GPUs)" in str(n.message) for n in app._notifications)
+        assert "on a local Ray instance (4 GPUs)" in notes.text(), notes.text()
 
 
 async def test_progress_trials_and_verdicts_show_and_r_is_refused_while_it_runs() -> None:
@@ -206,6 +207,7 @@ async def test_x_stops_and_u_resumes_only_the_sweep_this_screen_ran() -> None:
     """Issue 17: u resumed another process's sweep; now only this screen's, by its id."""
     session = FakeSession(runs=runs())
     app = create_app(session, clock=None, autostart=False)
+    notes = NoteLog(app)  # also a notification whose toast has gone
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_sweep(pilot)
         sweeps = session.sweeps
@@ -230,7 +232,7 @@ async def test_x_stops_and_u_resumes_only_the_sweep_this_screen_ran() -> None:
         await pilot.pause()
         await pilot.pause()
         assert sweeps.started == [] and sweeps.resumed == []
-        assert any("s-1 has no journal" in str(n.message) for n in app._notifications)
+        assert "s-1 has no journal" in notes.text(), notes.text()
         mine = unfinished.model_copy(update={"name": "mine"})
         sweeps.unfinished = [unfinished, mine]
         sweeps.status = replace(sweeps.status, sweep_id=mine.sweep_id())  # type: ignore[arg-type]
@@ -243,6 +245,7 @@ async def test_x_stops_and_u_resumes_only_the_sweep_this_screen_ran() -> None:
 async def test_u_before_any_sweep_ran_here_says_why_not() -> None:
     session = FakeSession(runs=runs())
     app = create_app(session, clock=None, autostart=False)
+    notes = NoteLog(app)  # also a notification whose toast has gone
     async with app.run_test(size=SIZE) as pilot:
         await open_sweep(pilot)
         sweeps = session.sweeps
@@ -260,7 +263,7 @@ async def test_u_before_any_sweep_ran_here_says_why_not() -> None:
         await pilot.press("u")
         await pilot.pause()
         assert sweeps.started == []
-        assert any("has run no sweep" in str(n.message) for n in app._notifications)
+        assert "has run no sweep" in notes.text(), notes.text()
 
 
 async def test_a_applies_the_best_to_the_form_and_v_shows_before_after() -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Select
+from ui_fakes import NoteLog
 
 from tui.domain.sweep import SweepState
 from tui.modes import ConsoleOptions, build_session
@@ -131,6 +132,7 @@ async def test_a_sweep_stopped_and_resumed_while_another_runs(
     proc, out = other_sweep
     data = tmp_path / "data"
     app = create_app(demo, clock=None)
+    notes = NoteLog(app)  # every notification, also one whose toast has timed out
     async with app.run_test(size=SIZE) as pilot:
         form = app.main_screen.form
         for name, value in (("num_prompts", "4"), ("input_len", "32"), ("output_len", "16")):
@@ -174,7 +176,7 @@ async def test_a_sweep_stopped_and_resumed_while_another_runs(
         assert proc.poll() is None, out.read_text()[-2000:]  # the other sweep still runs
         await pilot.press("u")
         await until(pilot, lambda: sweeps.running, "the resume")
-        assert any("Resuming console-grid" in str(n.message) for n in app._notifications)
+        assert "Resuming console-grid" in notes.text(), notes.text()
         await until(pilot, lambda: not sweeps.running, "the resumed sweep's end")
         status = sweeps.status
         assert status is not None and status.state is SweepState.DONE, status.message
