@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -111,11 +112,29 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux's default 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port that nothing holds right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port that nothing holds right now, below the kernel's ephemeral range.
+
+    vLLM binds its port seconds after launch (its imports first). A port the OS picked
+    (``bind(0)``) is an ephemeral one, which any outgoing connection meanwhile (the
+    supervisor's own /health probes) may take as its local port: CI saw the port_in_use
+    fix's ``P + 1`` fail with EADDRINUSE that way. Below the range only an explicit bind
+    can hold a port, and the check sees those."""
+    top = _ephemeral_low() - 2  # P + 1 stays below the range too (free_port_pair)
+    pick = random.SystemRandom()
+    for _ in range(200):
+        port = pick.randrange(20000, top)
+        if _port_free(port):
+            return port
+    raise AssertionError(f"no free port from 20000 to {top}")
 
 
 def free_port_pair() -> int:
