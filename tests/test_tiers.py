@@ -8,11 +8,14 @@ without the installed plugins). .ci/run's last stage also checks the real suite:
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import re
 import shlex
+import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from suite_tiers import TIER_MARKERS, TIERS
@@ -99,3 +102,44 @@ def test_ci_runs_every_tier() -> None:
     readme = ROOT / "README.md"
     assert "pip install -e '.[test]' && pytest\n" in readme.read_text()
     assert "pip install -q -e '.[test]' && pytest" in ci
+
+
+def _durations_tool() -> ModuleType:
+    """tools/test_durations.py, imported from its file (tools/ is no package)."""
+
+    spec = importlib.util.spec_from_file_location(
+        "test_durations_tool", ROOT / "tools" / "test_durations.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_partition_check_reads_a_skipped_module_as_no_test(tmp_path: Path) -> None:
+    """The README's stage runs without the ray extra: each Ray module is skipped while
+    collected, and pytest's JUnit XML writes that as a case named for the module. CI's tiers
+    check must not count it as a test run by that stage (CI failed on exactly this), while a
+    test that no stage ran is still a problem."""
+    tool = _durations_tool()
+    readme = tmp_path / "readme.xml"
+    readme.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="" name="tests.tune.test_ray_local">'
+        '<skipped message="collection skipped">no ray</skipped></testcase>'
+        '<testcase classname="tests.test_a" name="test_one" time="0.1"/>'
+        "</testsuite></testsuites>"
+    )
+    ray = tmp_path / "ray.xml"
+    ray.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.tune.test_ray_local" name="test_sweep" time="3"/>'
+        "</testsuite></testsuites>"
+    )
+    collected = tmp_path / "collected.txt"
+    collected.write_text("tests/test_a.py::test_one\ntests/tune/test_ray_local.py::test_sweep\n")
+    stages = [f"README={readme}", f"ray={ray}"]
+    assert tool.check_partition(collected, stages) == []
+    collected.write_text(collected.read_text() + "tests/test_a.py::test_two\n")
+    assert tool.check_partition(collected, stages) == ["tests/test_a.py::test_two: run by no stage"]

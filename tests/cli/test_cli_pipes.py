@@ -67,7 +67,7 @@ class ClosedPipe(io.StringIO):
         ["presets"],
         ["diagnose", str(CAPTURES / "fail_a1_maxlen65536_kvbytes16M.log")],
     ],
-    ids=" ".join,
+    ids=lambda argv: " ".join(Path(word).name for word in argv),  # no checkout path in an id
 )
 def test_each_headless_command_meets_a_closed_pipe_quietly(
     argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
