@@ -25,7 +25,7 @@ import numpy as np
 from tui.domain.profile import COEFFICIENTS, StepCoefficients
 from tui.domain.workload import LoadSpec
 from tui.load.arrivals import send_times
-from tui.sim.scheduler import Scheduler, SchedulerConfig, SimRequest
+from tui.sim.scheduler import Scheduler, SchedulerConfig, SimRequest, TokenEvent
 from tui.sim.twin import step_features
 
 WIDTH = len(COEFFICIENTS)
@@ -195,21 +195,12 @@ def run_twin_load(
             continue
         features = step_features(plan.work, intake[0], intake[1], blocking)
         intake = [0, 0]
-        for req, _ in plan.scheduled:
-            traced = by_request[id(req)]
-            if traced.scheduled_step is None:
-                traced.scheduled_step = steps
+        _mark_scheduled(plan.scheduled, by_request, steps)
         now += sum(c * f for c, f in zip(coef, features, strict=True))
         trace.steps.append(features)
         trace.step_ends.append(now)
         events = sched.complete(plan, now, lambda r: 1000 + len(r.output_ids))
-        for ev in events:
-            traced = by_request[id(ev.request)]
-            if traced.first_step is None:
-                traced.first_step = steps
-            if ev.finished:
-                traced.last_step = steps
-                in_flight -= 1
+        in_flight -= _mark_outputs(events, by_request, steps)
         steps += 1
         # A next step would be the first one a request sent now could wait in.
         dispatch(now)
@@ -217,6 +208,29 @@ def run_twin_load(
     trace.num_preemptions = sched.num_preemptions
     trace.prefix_queries, trace.prefix_hits = sched.prefix_queries, sched.prefix_hits
     return trace
+
+
+def _mark_scheduled(
+    scheduled: list[tuple[SimRequest, int]], by_request: dict[int, TracedRequest], step: int
+) -> None:
+    """The step each newly scheduled request first ran in."""
+    for req, _ in scheduled:
+        traced = by_request[id(req)]
+        if traced.scheduled_step is None:
+            traced.scheduled_step = step
+
+
+def _mark_outputs(events: list[TokenEvent], by_request: dict[int, TracedRequest], step: int) -> int:
+    """Each request's first and last output step; how many requests finished."""
+    finished = 0
+    for ev in events:
+        traced = by_request[id(ev.request)]
+        if traced.first_step is None:
+            traced.first_step = step
+        if ev.finished:
+            traced.last_step = step
+            finished += 1
+    return finished
 
 
 def _enter(trace: TwinTrace, traced: TracedRequest, at: float) -> None:
