@@ -9,6 +9,7 @@ import pytest
 from fakes.profiles import cpu_profile
 
 from tui.app.cli import main
+from tui.domain.capacity import LOAD_SECONDS
 from tui.store.capacity_answers import recent_answers
 from tui.store.profiles import save_profile
 
@@ -83,6 +84,7 @@ def test_without_a_profile_it_says_so_and_offers_calibration(
         (["--slo", "p99_ttft_ms=500", "--request-rate-shape", "bursty"], "poisson or burstiness"),
         (["--slo", "p99_ttft_ms=500", "--confirm"], "--confirm needs the server's URL"),
         (["--slo", "p99_ttft_ms=500", "--num-prompts", "0"], "num_prompts"),
+        (["--slo", "p99_ttft_ms=500", "--load-seconds", "0"], "finite number above 0"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -94,6 +96,18 @@ def test_bad_input_is_one_line(
         code = int(exc.code or 0)
     assert code == 2
     assert said in _one_line_error(capsys)
+
+
+def test_each_load_is_bounded_in_time_by_default_and_says_so(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["capacity", "--profile", "tiny-cpu", "--slo", "p99_ttft_ms=40", *QUICK]
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["load_seconds"] == LOAD_SECONDS
+    assert main([*argv, "--json", "--load-seconds", "30"]) == 0
+    assert json.loads(capsys.readouterr().out)["load_seconds"] == 30.0
+    assert main([*argv, "--load-seconds", "30"]) == 0
+    assert "rate x 30 s requests per load (20-60)" in capsys.readouterr().out
 
 
 def test_a_burstiness_shape_is_the_workload_s(

@@ -1,13 +1,18 @@
-"""Capacity's records and decisions: replicas, the real loads --confirm asks for, the JSON."""
+"""Capacity's records and decisions: replicas, the real loads --confirm asks for and their
+size, the JSON."""
 
 from __future__ import annotations
 
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from property_profiles import examples
 
 from tui.domain.capacity import (
     ABOVE,
+    LEAST_PROMPTS,
     MOST_REAL_LOADS,
     CapacityAnswer,
     CurvePoint,
@@ -15,6 +20,8 @@ from tui.domain.capacity import (
     RealLoad,
     next_confirm_rate,
     replicas_for,
+    sized_load,
+    sized_prompts,
 )
 from tui.domain.sweep.slo import SloLimits
 from tui.domain.workload import LoadSpec
@@ -109,3 +116,50 @@ def test_the_ratio_reads_every_slo_and_an_interval_edge() -> None:
     assert point.ratio(slos) == pytest.approx(0.9)
     assert point.ratio(slos, 1.2) == pytest.approx(1.08)
     assert CurvePoint(rate=1.0).ratio(slos) == math.inf
+
+
+@pytest.mark.parametrize(
+    ("rate", "seconds", "most", "want"),
+    [
+        (0.5, 60.0, 100, 30),  # rate x seconds
+        (0.05, 60.0, 100, LEAST_PROMPTS),  # 3 requests would say nothing of a p99
+        (40.0, 120.0, 200, 200),  # a fast server: the workload's whole count
+        (0.5, 60.0, 12, 12),  # a workload smaller than the floor keeps its own count
+        (math.inf, 60.0, 100, 100),  # no rate paces it: the whole count
+        (0.5, None, 100, 100),  # no time given: unbounded, as before
+    ],
+)
+def test_a_load_sends_its_rate_times_its_seconds_within_the_floor_and_the_workload(
+    rate: float, seconds: float | None, most: int, want: int
+) -> None:
+    assert sized_prompts(rate, seconds, most) == want
+
+
+@settings(max_examples=examples(200))
+@given(
+    rates=st.lists(st.floats(1e-3, 1e3), min_size=2, max_size=2).map(sorted),
+    seconds=st.floats(1.0, 3600.0),
+    most=st.integers(1, 5000),
+)
+def test_a_sized_load_never_grows_and_grows_with_its_rate(
+    rates: list[float], seconds: float, most: int
+) -> None:
+    low, high = (sized_prompts(r, seconds, most) for r in rates)
+    assert min(LEAST_PROMPTS, most) <= low <= high <= most
+    if low > LEAST_PROMPTS and low < most:  # neither bound: it lasts about ``seconds``
+        assert abs(low / rates[0] - seconds) <= 0.5 / rates[0] + 1e-9
+
+
+def test_the_answer_sizes_each_rate_s_load_and_says_how() -> None:
+    answer = _answer(load_seconds=30.0)
+    assert answer.load_at(2.0).num_prompts == 60
+    assert answer.load_at(2.0).request_rate == 2.0
+    assert answer.load_at(0.1).num_prompts == LEAST_PROMPTS
+    assert answer.load_at(math.inf).num_prompts == 100
+    assert answer.sizing() == f"rate x 30 s requests per load ({LEAST_PROMPTS}-100)"
+    assert answer.to_json()["load_seconds"] == 30.0
+    unbounded = _answer()
+    assert unbounded.load_at(2.0).num_prompts == 100 and unbounded.sizing() == (
+        "100 requests per load"
+    )
+    assert sized_load(LoadSpec(num_prompts=80), 1.0, 45.0).num_prompts == 45

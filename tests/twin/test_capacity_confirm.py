@@ -84,3 +84,24 @@ def test_a_server_off_the_twin_is_corrected_in_at_most_three(
     confirmed = answer.confirmed_rate
     assert confirmed is not None and confirmed <= truth + 1e-9  # only what was measured to hold
     assert answer.verdict().startswith("corrected")
+
+
+def test_on_a_slow_server_each_real_load_is_sized_by_its_rate_as_the_twin_s() -> None:
+    # 1 req/s at most: 200 requests at 0.8 req/s would be a 4-minute load; 30 s each here
+    answer = search(
+        QueueTwin(throughput=1.0, base_ms=100.0), LoadSpec(num_prompts=200), SLO, load_seconds=30.0
+    )
+    server = QueueServer(100.0, throughput=1.0)
+    final = asyncio.run(confirm(answer, server))
+    assert len(server.loads) == 2
+    for spec, load in zip(server.loads, final.real_loads, strict=True):
+        assert spec.num_prompts == answer.load_at(spec.request_rate).num_prompts
+        assert spec.num_prompts == max(20, round(spec.request_rate * 30.0))
+        assert load.requests == spec.num_prompts  # said with the load
+        assert spec.num_warmups == 1 and spec.max_concurrency is None
+    assert final.to_json()["real_loads"][0]["requests"] == server.loads[0].num_prompts
+
+
+def test_without_a_time_per_load_every_real_load_sends_the_workload() -> None:
+    _, server = _confirmed(100.0)
+    assert {s.num_prompts for s in server.loads} == {50}

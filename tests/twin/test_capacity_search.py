@@ -52,6 +52,24 @@ def test_the_curve_spans_light_load_to_saturation() -> None:
     assert answer.saturation == 10.0
 
 
+def test_with_a_time_per_load_each_rate_s_prediction_is_sized_as_its_real_load() -> None:
+    twin = QueueTwin(throughput=1.0, base_ms=100.0)  # a slow server: 100 requests = minutes
+    loads: list[LoadSpec] = []
+
+    def seen(load: LoadSpec) -> Prediction:
+        loads.append(load)
+        return twin(load)
+
+    answer = search(seen, WORKLOAD, SLO, load_seconds=40.0)
+    assert answer.load_seconds == 40.0
+    for load in loads:  # the saturated run sends the workload; each rate its sized load
+        assert load.num_prompts == answer.load_at(load.request_rate).num_prompts
+    assert {ld.num_prompts for ld in loads if ld.request_rate == math.inf} == {100}
+    finite = [ld for ld in loads if math.isfinite(ld.request_rate)]
+    assert all(20 <= ld.num_prompts <= 40 for ld in finite)
+    assert answer.max_rate == pytest.approx(twin.max_rate(500.0), rel=0.02)  # same answer
+
+
 def test_a_latency_above_the_slo_even_unloaded_holds_no_rate() -> None:
     answer = search(QueueTwin(base_ms=600.0), WORKLOAD, SLO, target_rate=5.0)
     assert answer.limit is Limit.UNMET and answer.max_rate == 0.0

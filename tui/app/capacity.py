@@ -5,7 +5,9 @@ profile's) for the latency-versus-rate curve of a workload, the highest rate mee
 SLO, the interval its stated error implies and, with ``--target-rate``, the replicas
 (:func:`tui.twin.capacity.twin_capacity`); ``vtc capacity URL ...`` reads that server's
 flags; ``--confirm`` then runs at most three real loads on it
-(:func:`tui.twin.confirm.confirm`), each a run on the board. It prints the answer, the curve
+(:func:`tui.twin.confirm.confirm`), each a run on the board. Each load at a rate R sends R x
+``--load-seconds`` requests (at least 20, at most ``--num-prompts``), the twin's and the
+real ones alike, so a slow server's confirmation is bounded in time. It prints the answer, the curve
 as a text plot at the terminal's width, or ``--json``; the answer is kept for ``vtc
 report``. Exit 0 when a rate holds the SLOs, 1 when none does (or the flags do not start),
 2 for bad input or setup (one line).
@@ -23,7 +25,7 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from tui.app.arg_types import positive_float, server_url
-from tui.domain.capacity import CapacityAnswer, Limit, RealLoad
+from tui.domain.capacity import LEAST_PROMPTS, LOAD_SECONDS, CapacityAnswer, Limit, RealLoad
 from tui.domain.capacity_plot import draw, legend
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
@@ -102,7 +104,16 @@ def add_capacity_parser(subparsers: Any) -> None:
         type=int,
         default=DEFAULT_PROMPTS,
         metavar="N",
-        help=f"requests per load, twin and real (default {DEFAULT_PROMPTS})",
+        help=f"the most requests of one load, twin and real (default {DEFAULT_PROMPTS})",
+    )
+    p.add_argument(
+        "--load-seconds",
+        type=positive_float,
+        default=LOAD_SECONDS,
+        metavar="S",
+        help=f"each load at R req/s sends R x S requests, at least {LEAST_PROMPTS} and at most "
+        f"--num-prompts (default {LOAD_SECONDS:g}: a real load lasts about S s, or "
+        f"{LEAST_PROMPTS}/R s at a low rate)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the prompts and arrivals")
     p.add_argument(
@@ -167,7 +178,7 @@ def _answer_lines(answer: CapacityAnswer, width: int, plot: bool) -> list[str]:
         lines.append(answer.replicas_line())
     lines.append(
         f"twin: {answer.predictions} predictions in {answer.seconds:.1f} s, "
-        f"{answer.workload.num_prompts} requests each, saturates at {answer.saturation:.3g} req/s"
+        f"{answer.sizing()}, saturates at {answer.saturation:.3g} req/s"
     )
     if plot and answer.curve:
         lines += text_plot(answer, width).splitlines()
@@ -188,7 +199,9 @@ def text_plot(answer: CapacityAnswer, width: int, height: int = PLOT_HEIGHT) -> 
 def _load_line(load: RealLoad) -> str:
     stats = ", ".join(f"{k} {v:.0f}" for k, v in load.stats.items())
     run = f" (run #{load.run_id})" if load.run_id is not None else ""
-    return f"measured at {load.rate:.3g} req/s: {stats}: {'met' if load.met else 'missed'}{run}"
+    sent = f" ({load.requests} requests)" if load.requests is not None else ""
+    verdict = "met" if load.met else "missed"
+    return f"measured at {load.rate:.3g} req/s{sent}: {stats}: {verdict}{run}"
 
 
 async def capacity_answer(
@@ -213,7 +226,13 @@ async def capacity_answer(
 
     def ask(server: Any = None) -> CapacityAnswer:
         return twin_capacity(
-            profile, flags, workload, args.slo, server=server, target_rate=args.target_rate
+            profile,
+            flags,
+            workload,
+            args.slo,
+            server=server,
+            target_rate=args.target_rate,
+            load_seconds=args.load_seconds,
         )
 
     if confirm_url is None:
@@ -222,7 +241,9 @@ async def capacity_answer(
         answer = await asyncio.to_thread(ask, session.current)
         if not args.json:
             _print(out, _answer_lines(answer, _width(), plot=True))
-            out.write(f"confirming on {inert(confirm_url)}: at most 3 real loads\n")
+            out.write(
+                f"confirming on {inert(confirm_url)}: at most 3 real loads, {answer.sizing()}\n"
+            )
             out.flush()
 
         def said(load: RealLoad) -> None:

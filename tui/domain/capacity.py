@@ -11,6 +11,11 @@ one :data:`ABOVE` times it, and a third only when those two disagree with the pr
 at the rate the measured error moves the twin's curve to. What is measured is stated as
 measured: ``confirmed_rate`` is the highest rate a real load met every SLO at.
 
+Each load at a finite rate may be bounded in time (:func:`sized_prompts`): ``rate x
+load_seconds`` requests, at least :data:`LEAST_PROMPTS` and at most the workload's own
+count, so a slow server's loads at low rates do not run for half an hour each. The twin's
+curve is drawn for the same sized loads the real server then runs (:meth:`CapacityAnswer.load_at`).
+
 Pure: records and decisions, no twin and no I/O (:mod:`tui.twin.capacity` searches, the
 modes run the real loads).
 """
@@ -30,6 +35,30 @@ ABOVE = 1.3
 """The second real load runs this many times the predicted rate: it must miss the SLOs."""
 MOST_REAL_LOADS = 3
 """Real loads ``--confirm`` may spend (GuideLLM's sweep: 12)."""
+LEAST_PROMPTS = 20
+"""The fewest requests a load sized by its time sends: a p99 over fewer means little."""
+LOAD_SECONDS = 120.0
+"""``vtc capacity``'s time per load (``--load-seconds``): it binds only below
+``num_prompts / LOAD_SECONDS`` req/s (200 / 120 = 1.7 req/s at the defaults)."""
+
+
+def sized_prompts(rate: float, seconds: float | None, most: int, least: int = LEAST_PROMPTS) -> int:
+    """The requests of one load at ``rate`` req/s lasting about ``seconds``.
+
+    ``round(rate * seconds)``, at least ``least`` (never more than ``most``) and at most
+    ``most``; ``most`` itself at an infinite rate (the load is paced by the server, not the
+    arrivals) or without a time (``seconds`` ``None``). A load at a low rate may outlast
+    ``seconds``: ``least / rate``.
+    """
+    if seconds is None or not (math.isfinite(rate) and math.isfinite(seconds)):
+        return most
+    return max(min(least, most), min(most, round(rate * seconds)))
+
+
+def sized_load(workload: LoadSpec, rate: float, seconds: float | None) -> LoadSpec:
+    """``workload`` at ``rate`` req/s with :func:`sized_prompts` of its requests."""
+    prompts = sized_prompts(rate, seconds, workload.num_prompts)
+    return workload.model_copy(update={"request_rate": rate, "num_prompts": prompts})
 
 
 class Limit(StrEnum):
@@ -93,6 +122,7 @@ class RealLoad(BaseModel):
     met: bool
     served: float = 0.0  # measured request throughput, req/s
     run_id: int | None = None  # the run it is on the board as
+    requests: int | None = None  # the requests it sent (its sized num_prompts)
     predicted_ratio: float | None = None  # the twin's worst statistic/limit at this rate
 
 
@@ -106,7 +136,8 @@ class CapacityAnswer(BaseModel):
     flags_name: str = "current"  # "current", "baseline #4", "form"...
     model: str = ""
     slos: SloLimits
-    workload: LoadSpec
+    workload: LoadSpec  # num_prompts: the most requests of one load
+    load_seconds: float | None = None  # each load's time (sized_prompts); None: unbounded
     limit: Limit
     max_rate: float  # req/s; 0 when no rate holds
     low: float  # the interval's low edge, req/s
@@ -126,6 +157,19 @@ class CapacityAnswer(BaseModel):
         """The highest rate a real load met every SLO at (``None``: none did, or no load)."""
         met = [r.rate for r in self.real_loads if r.met]
         return max(met) if met else None
+
+    def load_at(self, rate: float) -> LoadSpec:
+        """The load the answer stands for at ``rate``: the workload, sized by
+        ``load_seconds`` (the twin's point there and the real load that confirms it)."""
+        return sized_load(self.workload, rate, self.load_seconds)
+
+    def sizing(self) -> str:
+        """``200 requests per load``, or ``rate x 120 s requests per load (20-200)``."""
+        most = self.workload.num_prompts
+        if self.load_seconds is None or not math.isfinite(self.load_seconds):
+            return f"{most} requests per load"
+        least = min(LEAST_PROMPTS, most)
+        return f"rate x {self.load_seconds:g} s requests per load ({least}-{most})"
 
     def predicted_ratio(self, rate: float) -> float:
         """The twin's worst statistic over its limit at ``rate``, read off the curve
@@ -230,6 +274,7 @@ class CapacityAnswer(BaseModel):
             "model": self.model,
             "error_pct": self.error_pct,
             "workload": self.workload.model_dump(mode="json", exclude={"request_rate"}),
+            "load_seconds": self.load_seconds,
             "curve": [{"rate": p.rate, **_finite(p.stats)} for p in self.curve],
             "predictions": self.predictions,
             "seconds": self.seconds,

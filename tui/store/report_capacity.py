@@ -33,7 +33,7 @@ def _one(answer: CapacityAnswer) -> str:
         f"<h3>{escape(answer.flags_name)} · {escape(answer.model)}</h3>",
         f"<p><b>{escape(answer.summary())}</b></p>",
         f'<p class="meta">{escape(answer.label)} · {answer.workload.input_len} in / '
-        f"{answer.workload.output_len} out · {answer.workload.num_prompts} requests per load"
+        f"{answer.workload.output_len} out · {escape(answer.sizing())}"
         f" · {escape(answer.created)}</p>",
     ]
     if answer.replicas is not None:

@@ -7,7 +7,9 @@ holds), then the crossing of the SLOs by Brent's method (``scipy.optimize.brentq
 the highest rate seen to meet them and the lowest seen to miss, and the same for the two
 interval edges (the SLO statistics ``1 ± e`` times the prediction, ``e`` from
 :func:`stated_interval`); then a few rates where the curve has no point yet. Every
-prediction is a point of the curve; none is made twice.
+prediction is a point of the curve; none is made twice. With ``load_seconds`` each finite
+rate's load is sized as the real loads that confirm it are
+(:func:`tui.domain.capacity.sized_load`); the saturated run sends the whole workload.
 
 :func:`twin_capacity` is that search on :func:`tui.twin.predict.predict` for a profile,
 flags and workload: blocking (each prediction runs the load on the twin's virtual clock),
@@ -22,7 +24,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from tui.domain.capacity import CapacityAnswer, CurvePoint, Limit, replicas_for
+from tui.domain.capacity import CapacityAnswer, CurvePoint, Limit, replicas_for, sized_load
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
 from tui.domain.prediction import Prediction, TwinMetric
@@ -71,10 +73,17 @@ def stated_interval(prediction: Prediction, metric: str) -> float | None:
 class _Curve:
     """The predictions made so far, by rate (none made twice), within the budget."""
 
-    def __init__(self, predictor: Predictor, workload: LoadSpec, slos: SloLimits) -> None:
+    def __init__(
+        self,
+        predictor: Predictor,
+        workload: LoadSpec,
+        slos: SloLimits,
+        load_seconds: float | None = None,
+    ) -> None:
         self._predictor = predictor
         self._workload = workload
         self._slos = slos
+        self._load_seconds = load_seconds
         self.points: dict[float, CurvePoint] = {}
         self.first: Prediction | None = None
         self.errors: dict[str, float | None] = {}
@@ -89,7 +98,7 @@ class _Curve:
         found = self.points.get(rate)
         if found is not None:
             return found
-        load = self._workload.model_copy(update={"request_rate": rate})
+        load = sized_load(self._workload, rate, self._load_seconds)
         prediction = self._predictor(load)
         if not prediction.starts:
             raise _NoStart(prediction)
@@ -197,18 +206,20 @@ def search(
     label: str = "",
     target_rate: float | None = None,
     budget: int = MOST_PREDICTIONS,
+    load_seconds: float | None = None,
 ) -> CapacityAnswer:
     """The twin's capacity answer for ``workload`` under ``slos`` (see the module)."""
     check_slos(slos)
     started = time.perf_counter()
     workload = workload.model_copy(update={"max_concurrency": None})  # arrivals, not slots
-    curve = _Curve(predictor, workload, slos)
+    curve = _Curve(predictor, workload, slos, load_seconds)
     try:
         saturated = curve.at(math.inf)
     except _NoStart as exc:
         return CapacityAnswer(
             slos=slos,
             workload=workload,
+            load_seconds=load_seconds,
             label=label or exc.prediction.label(),
             limit=Limit.NO_START,
             max_rate=0.0,
@@ -242,6 +253,7 @@ def search(
     return CapacityAnswer(
         slos=slos,
         workload=workload,
+        load_seconds=load_seconds,
         label=label or curve.first.label(),
         limit=limit,
         max_rate=max_rate,
@@ -294,11 +306,13 @@ def twin_capacity(
     server: RunRecord | None = None,
     target_rate: float | None = None,
     flags_name: str = "current",
+    load_seconds: float | None = None,
 ) -> CapacityAnswer:
-    """:func:`search` on ``profile``'s twin for ``flags`` (blocking: seconds; a thread)."""
+    """:func:`search` on ``profile``'s twin for ``flags`` (blocking: seconds; a thread);
+    ``load_seconds``: each rate's load sized as ``--confirm``'s real one."""
 
     def on_twin(load: LoadSpec) -> Prediction:
         return predict(profile, flags, load, server)
 
-    answer = search(on_twin, workload, slos, target_rate=target_rate)
+    answer = search(on_twin, workload, slos, target_rate=target_rate, load_seconds=load_seconds)
     return answer.model_copy(update={"flags_name": flags_name, "model": flags.model})

@@ -5,7 +5,11 @@ predicted highest rate, :data:`~tui.domain.capacity.ABOVE` times it, and a third
 those two disagree with the prediction) on a session's ready server, each through the
 session's own load path: ``vtc bench``'s engine in its own process, every load kept on the
 board as a run like any other (the first on the attached server's run, each further one
-a run of its own), with the twin's prediction beside it. The answer then carries what was
+a run of its own), with the twin's prediction beside it. Each load is the one the twin's
+curve stands for at its rate (:meth:`~tui.domain.capacity.CapacityAnswer.load_at`: with
+``load_seconds``, ``rate x load_seconds`` requests, at least
+:data:`~tui.domain.capacity.LEAST_PROMPTS`, at most the workload's), so
+a slow server's confirmation lasts minutes, not an hour. The answer then carries what was
 measured (:class:`~tui.domain.capacity.RealLoad`).
 """
 
@@ -35,8 +39,14 @@ class LoadTarget(Protocol):
     ) -> BenchResult | None: ...
 
 
-def real_load(answer: CapacityAnswer, rate: float, result: BenchResult, run_id: int | None):
-    """What one real load measured, against the answer's SLOs."""
+def real_load(
+    answer: CapacityAnswer,
+    rate: float,
+    result: BenchResult,
+    run_id: int | None,
+    requests: int | None = None,
+) -> RealLoad:
+    """What one real load (of ``requests`` requests) measured, against the answer's SLOs."""
     stats = {}
     for key in answer.slos.limits:
         value = result.metric(key)
@@ -52,6 +62,7 @@ def real_load(answer: CapacityAnswer, rate: float, result: BenchResult, run_id: 
         met=met,
         served=float(result.metric("request_throughput") or 0.0),
         run_id=run_id,
+        requests=requests,
         predicted_ratio=answer.predicted_ratio(rate),
     )
 
@@ -77,9 +88,8 @@ async def confirm(
     while (rate := next_confirm_rate(answer)) is not None:
         # one warm-up request first, left out of the numbers: a cold server's first load
         # would otherwise carry its warm-up in its p99
-        spec = answer.workload.model_copy(
+        spec = answer.load_at(round(rate, 4)).model_copy(
             update={
-                "request_rate": round(rate, 4),
                 "max_concurrency": None,
                 "num_warmups": max(answer.workload.num_warmups, 1),
             }
@@ -87,7 +97,8 @@ async def confirm(
         result = await target.run_load(spec, goodput=goodput or None)
         if result is None:
             raise VtcError(f"the real load at {rate:.3g} req/s returned no result")
-        load = real_load(answer, spec.request_rate, result, _run_of(target, result))
+        run_id = _run_of(target, result)
+        load = real_load(answer, spec.request_rate, result, run_id, spec.num_prompts)
         answer = answer.model_copy(update={"real_loads": [*answer.real_loads, load]})
         if on_load is not None:
             on_load(load)
