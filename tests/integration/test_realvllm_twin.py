@@ -20,7 +20,8 @@ profile with its step costs x3, and /3, predicting the same held-out loads: 3x o
 ``benchmarks/sim_fidelity.py`` measures the accuracy goal itself (10 %) on a quiet
 machine; this bound is what CI can hold on a shared one. One start of the small model and
 about twenty short loads (the small model is compute-bound: on a loaded machine it slows
-many-fold), sized to finish within about six minutes in CI (ten before 2026-11-29). Run it under the shared lock:
+many-fold), sized to finish within about six minutes in CI (ten before 2026-11-29). Run it
+under the shared lock:
 ``flock /tmp/vtc-realvllm.lock pytest -q -m realvllm tests/integration/test_realvllm_twin.py``.
 """
 
