@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from pathlib import Path
 from tui.domain.results import BenchResult
 from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
-from tui.server.provision import ProvisionedVllm
+from tui.server.provision import ProvisionedVllm, find_provisioned
 
 MODEL_CHOICES = ("small", "tiny")
 SPREAD_RUNS = 5  # issue 27: at least five identical runs of one load
@@ -45,6 +46,15 @@ def add_model_option(parser: argparse.ArgumentParser) -> None:
         help="the real server's model: 'small' (default, compute-bound, ~51M parameters), "
         "'tiny' (449k, timings are noise) or a model directory",
     )
+
+
+def provisioned_or_say() -> ProvisionedVllm | None:
+    """The provisioned CPU build of vLLM; ``None`` after one line on stderr saying how to
+    get it (the benchmark then exits 2)."""
+    found = find_provisioned()
+    if found is None:
+        print("real vLLM is not provisioned: run `vtc setup-cpu-vllm` first", file=sys.stderr)
+    return found
 
 
 def reference_model(found: ProvisionedVllm, choice: str) -> Path:

@@ -63,7 +63,7 @@ from benchmarks._procs import (
     table,
     terminate_on_sigterm,
 )
-from tui.server.provision import find_provisioned
+from benchmarks._reference import provisioned_or_say
 
 HERE = Path(__file__).resolve().parent
 KEYS = ("completed", "failed", "total_input_tokens", "total_output_tokens")
@@ -136,9 +136,8 @@ def main() -> int:
     server_cpus, client_cpus = cpu_set(args.server_cpus), cpu_set(args.client_cpus)
 
     terminate_on_sigterm()
-    found = find_provisioned()
+    found = provisioned_or_say()
     if found is None:
-        print("real vLLM is not provisioned: run `vtc setup-cpu-vllm` first", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.deadline
     work = Path(tempfile.mkdtemp(prefix="vtc-agreement-"))

@@ -65,6 +65,7 @@ from benchmarks._reference import (  # noqa: E402
     RepeatSpread,
     add_model_option,
     measure_spread,
+    provisioned_or_say,
     reference_model,
 )
 from tui.app.arg_types import positive_float  # noqa: E402
@@ -82,7 +83,6 @@ from tui.domain.sweep.outcome import KEPT_METRICS, Measurement, Phase  # noqa: E
 from tui.domain.sweep.slo import SloLimits  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.calibrate import LaunchedTarget, launched  # noqa: E402
-from tui.server.provision import find_provisioned  # noqa: E402
 from tui.store.profiles import load_profile  # noqa: E402
 from tui.tune.context import TrialBench  # noqa: E402
 from tui.tune.strategies.rates import bisect  # noqa: E402
@@ -368,9 +368,8 @@ def judge(gate: QuietGate, figures: Figures) -> int:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    found = find_provisioned()
+    found = provisioned_or_say()
     if found is None:
-        print("real vLLM is not provisioned: run `vtc setup-cpu-vllm` first", file=sys.stderr)
         return 2
     model = reference_model(found, args.model)
     gate = QuietGate("capacity")

@@ -62,6 +62,7 @@ from benchmarks._reference import (  # noqa: E402
     RepeatSpread,
     add_model_option,
     measure_spread,
+    provisioned_or_say,
     reference_model,
 )
 from tui.domain.calibration import design  # noqa: E402
@@ -72,7 +73,6 @@ from tui.domain.profile import Profile  # noqa: E402
 from tui.domain.results import BenchResult  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.calibrate import LaunchedTarget, launched  # noqa: E402
-from tui.server.provision import find_provisioned  # noqa: E402
 from tui.twin.calibrate import Calibration, reset_prefix_cache  # noqa: E402
 from tui.twin.fidelity import (  # noqa: E402
     METRICS,
@@ -297,9 +297,8 @@ def judge(
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    found = find_provisioned()
+    found = provisioned_or_say()
     if found is None:
-        print("real vLLM is not provisioned: run `vtc setup-cpu-vllm` first", file=sys.stderr)
         return 2
     from tui.twin.fidelity import held_out
 
