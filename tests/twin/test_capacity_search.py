@@ -82,6 +82,15 @@ def test_an_slo_met_at_saturation_is_capped_by_the_throughput() -> None:
     assert answer.limit is Limit.THROUGHPUT and answer.max_rate == 10.0
 
 
+@pytest.mark.parametrize("starts", [True, False])
+def test_the_answer_s_time_is_its_clock_s(starts: bool) -> None:
+    """The seconds an answer took are read off its clock, from before the first prediction
+    to after the last (the console and the JSON show them)."""
+    ticks = iter([100.0, 102.5])
+    answer = search(QueueTwin(starts=starts), WORKLOAD, SLO, clock=lambda: next(ticks))
+    assert answer.seconds == 2.5
+
+
 def test_flags_that_do_not_start_say_why() -> None:
     answer = search(QueueTwin(starts=False), WORKLOAD, SLO)
     assert answer.limit is Limit.NO_START and answer.failure == "KV cache too small"

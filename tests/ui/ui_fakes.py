@@ -313,7 +313,9 @@ class FakeTwin:
         self.capacity_asked.append((name, flags, slos))
         if self.capacity_queue is None:
             raise VtcError("no profile of this server (m)", hint="k calibrates it")
-        answer = search(self.capacity_queue, load, slos, target_rate=target_rate)
+        # A still clock: the fake's queue answers at once, and the view's "in N s" is a
+        # scene, not the test machine's load.
+        answer = search(self.capacity_queue, load, slos, target_rate=target_rate, clock=lambda: 0.0)
         return answer.model_copy(update={"flags_name": name, "model": flags.model})
 
 

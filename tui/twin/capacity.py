@@ -207,10 +207,12 @@ def search(
     target_rate: float | None = None,
     budget: int = MOST_PREDICTIONS,
     load_seconds: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> CapacityAnswer:
-    """The twin's capacity answer for ``workload`` under ``slos`` (see the module)."""
+    """The twin's capacity answer for ``workload`` under ``slos`` (see the module);
+    ``clock`` times it (the answer's ``seconds``)."""
     check_slos(slos)
-    started = time.perf_counter()
+    started = clock()
     workload = workload.model_copy(update={"max_concurrency": None})  # arrivals, not slots
     curve = _Curve(predictor, workload, slos, load_seconds)
     try:
@@ -227,7 +229,7 @@ def search(
             high=0.0,
             failure=exc.prediction.failure,
             predictions=1,
-            seconds=time.perf_counter() - started,
+            seconds=clock() - started,
             created=_now(),
         )
     top = saturated.served
@@ -263,7 +265,7 @@ def search(
         error_pct=error,
         curve=sorted(curve.points.values(), key=lambda p: p.rate),
         predictions=curve.spent + 1,
-        seconds=time.perf_counter() - started,
+        seconds=clock() - started,
         replicas=(
             replicas_for(target_rate, max_rate, low, high) if target_rate is not None else None
         ),
