@@ -14,6 +14,7 @@ from typing import ClassVar
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from tui.domain.errors import retry_line
@@ -119,6 +120,17 @@ class VtcApp(App[None]):
             timeout=timeout,
             markup=markup,
         )
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this platform; on Linux and macOS its Linux driver with a
+        lone Esc delivered when ESCDELAY is over, not up to 100 ms later
+        (:mod:`tui.ui.prompt_escape`)."""
+        driver = super().get_driver_class()
+        if driver.__name__ == "LinuxDriver" and driver.__module__ == "textual.drivers.linux_driver":
+            from tui.ui.prompt_escape import PromptEscapeDriver  # imports termios: not on Windows
+
+            return PromptEscapeDriver
+        return driver
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the app's base screen (the help modal goes on top)."""
