@@ -293,6 +293,7 @@ SCREEN_KEYS: tuple[tuple[str, str], ...] = (
     ("g", "PlotScreen"),
     ("w", "SweepScreen"),
     ("slash", "AskScreen"),
+    ("ctrl+p", "CommandPalette"),  # Textual's palette, opened as a passing screen too
 )
 
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
 from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
@@ -218,6 +218,15 @@ class VtcApp(App[None]):
         # keeps reporting; once shutdown has begun the panels may already be gone.
         if self.is_running:
             self.main_screen.apply(message.event)
+
+    def action_command_palette(self) -> None:
+        """ctrl+p: Textual's palette, opened as a passing screen (:mod:`tui.ui.screen_keeper`):
+        closing it lays out nothing of the main screen (popped, Textual removed it, and the
+        removal laid out the whole main screen: Esc after ctrl+p, ~270 ms at 80x24)."""
+        if self.use_command_palette and not CommandPalette.is_open(self):
+            # no id (Textual's "--command-palette"): the one closed last is still installed
+            # when the next opens, and ids are unique; Textual tells it by its class
+            open_screen(self, CommandPalette())
 
     async def action_quit(self) -> None:
         """``q``: quit at once when nothing runs; else ask first, naming what quitting stops
