@@ -223,7 +223,7 @@ class VtcApp(App[None]):
         """ctrl+p: Textual's palette, opened as a passing screen (:mod:`tui.ui.screen_keeper`):
         closing it lays out nothing of the main screen (popped, Textual removed it, and the
         removal laid out the whole main screen: Esc after ctrl+p, ~270 ms at 80x24)."""
-        if self.use_command_palette and not CommandPalette.is_open(self):
+        if self.use_command_palette and not isinstance(self.screen, CommandPalette):
             # no id (Textual's "--command-palette"): the one closed last is still installed
             # when the next opens, and ids are unique; Textual tells it by its class
             open_screen(self, CommandPalette())
