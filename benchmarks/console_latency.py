@@ -415,7 +415,13 @@ CARD_KEYS: tuple[tuple[tuple[str, str], ...], ...] = (
     (("w", "w (sweep)"), ("Escape", "Esc (close sweep)")),
     (("/", "/ (filter)"), ("Escape", "Esc (close filter)")),
     (("e", "e (export)"), ("Escape", "Esc (close export)")),
-    (("n", "n (repeat)"), ("Escape", "Esc (close repeat)")),
+    (  # n on the console's own run (no load yet) only refuses, in a toast over the log
+        # tail, outside the work area: it asks how many repeats on a run with numbers
+        ("Left", "←/→ (cards)"),
+        ("n", "n (repeat)"),
+        ("Escape", "Esc (close repeat)"),
+        ("Right", "←/→ (cards)"),
+    ),
 )
 """The card view's keys, each group ending where it began (a screen opened is closed)."""
 

@@ -13,7 +13,8 @@ from typing import ClassVar
 
 from textual.app import App, CSSPathType
 from textual.binding import Binding, BindingType
-from textual.command import Provider
+from textual.command import CommandPalette, Provider
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 
 from tui.domain.errors import retry_line
@@ -120,6 +121,17 @@ class VtcApp(App[None]):
             markup=markup,
         )
 
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this platform; on Linux and macOS its Linux driver with a
+        lone Esc delivered when ESCDELAY is over, not up to 100 ms later
+        (:mod:`tui.ui.prompt_escape`)."""
+        driver = super().get_driver_class()
+        if driver.__name__ == "LinuxDriver" and driver.__module__ == "textual.drivers.linux_driver":
+            from tui.ui.prompt_escape import PromptEscapeDriver  # imports termios: not on Windows
+
+            return PromptEscapeDriver
+        return driver
+
     def get_default_screen(self) -> MainScreen:
         """The main screen is the app's base screen (the help modal goes on top)."""
         return self.main_screen
@@ -206,6 +218,15 @@ class VtcApp(App[None]):
         # keeps reporting; once shutdown has begun the panels may already be gone.
         if self.is_running:
             self.main_screen.apply(message.event)
+
+    def action_command_palette(self) -> None:
+        """ctrl+p: Textual's palette, opened as a passing screen (:mod:`tui.ui.screen_keeper`):
+        closing it lays out nothing of the main screen (popped, Textual removed it, and the
+        removal laid out the whole main screen: Esc after ctrl+p, ~270 ms at 80x24)."""
+        if self.use_command_palette and not isinstance(self.screen, CommandPalette):
+            # no id (Textual's "--command-palette"): the one closed last is still installed
+            # when the next opens, and ids are unique; Textual tells it by its class
+            open_screen(self, CommandPalette())
 
     async def action_quit(self) -> None:
         """``q``: quit at once when nothing runs; else ask first, naming what quitting stops

@@ -8,6 +8,11 @@ changed at all). :func:`open_screen` installs each passing screen under a name o
 so Esc only pops it; the closed screens are removed the next time a screen opens, once
 the new one is on top, so that layout falls on the (small) new screen, off the key that
 closes anything.
+
+A screen dear to build and the same each time (the sweep screen while the form's flags
+stay) is kept instead: :func:`open_kept` installs it under a name of its own and shows that
+one screen again, composed once; a new one under the name replaces it (the old one is
+removed once the new one is on top, as above).
 """
 
 from __future__ import annotations
@@ -77,6 +82,24 @@ def open_screen(
     if keeper is None:
         keeper = _KEEPERS[app] = ScreenKeeper(app)
     keeper.open(screen, callback)
+
+
+def open_kept(
+    app: App[Any],
+    name: str,
+    screen: Screen[ResultType],
+    callback: Callable[[ResultType | None], object] | None = None,
+) -> None:
+    """Show ``screen``, kept installed under ``name`` (module docstring): shown again, it
+    is neither composed nor laid out anew; another screen under ``name`` replaces it."""
+    old = app.get_screen(name) if app.is_screen_installed(name) else None
+    if old is not screen:
+        if old is not None:
+            app.uninstall_screen(name)
+        app.install_screen(screen, name)
+    app.push_screen(name, callback)  # type: ignore[arg-type]
+    if old is not None and old is not screen:
+        old.remove()  # lays out the screen on top now: the one just opened
 
 
 def keeper_of(app: App[Any]) -> ScreenKeeper | None:

@@ -16,9 +16,12 @@ from textual.screen import Screen
 
 from tui.domain.results import RunRecord
 from tui.session.port import SessionPort, SweepUpdated
-from tui.ui.screen_keeper import open_screen
+from tui.ui.screen_keeper import open_kept
 from tui.ui.screens.sweep import ApplyBest, SweepScreen
 from tui.ui.widgets.flag_form import FlagForm
+
+SWEEP_SCREEN = "vtc-sweep"
+"""The name the sweep screen is kept under (tui.ui.screen_keeper.open_kept)."""
 
 
 class SweepController:
@@ -35,7 +38,8 @@ class SweepController:
         self._session = session
         self._form = form
         self._baseline = baseline  # the board's baseline: a sweep's best is compared with it
-        self._screen: SweepScreen | None = None
+        self._screen: SweepScreen | None = None  # open now
+        self._kept: tuple[object, SweepScreen] | None = None  # (what it was built from, it)
 
     @property
     def running(self) -> bool:
@@ -61,7 +65,9 @@ class SweepController:
             self._host.notify(f"Sweep {event.status.name}: {event.status.message}", timeout=8)
 
     def open(self) -> None:
-        """Open the sweep screen, starting from the form's flags and workload."""
+        """Open the sweep screen, starting from the form's flags and workload: the screen
+        opened before while they are the same (building it is most of ``w``'s time: three
+        dropdowns, a dozen fields, the trials table), a new one when they changed."""
         info = self._session.info
         if info.sweeps is None:
             self._host.notify(
@@ -71,14 +77,14 @@ class SweepController:
         form = self._form()
         flags, _ = form.validate_flags()
         load, _ = form.validate_workload()
-        screen = SweepScreen(
-            self._session,
-            flags or info.initial_flags,
-            load or info.initial_load,
-            baseline=self._baseline,
-        )
+        base = (flags or info.initial_flags, load or info.initial_load)
+        if self._kept is not None and self._kept[0] == base:
+            screen = self._kept[1]  # the same base: shown again, composed once (its fields kept)
+        else:
+            screen = SweepScreen(self._session, *base, baseline=self._baseline)
+            self._kept = (base, screen)
         self._screen = screen
-        open_screen(self._host.app, screen, self._closed)
+        open_kept(self._host.app, SWEEP_SCREEN, screen, self._closed)
 
     def _closed(self, result: ApplyBest | None) -> None:
         self._screen = None

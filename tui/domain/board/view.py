@@ -8,7 +8,7 @@ filter, latency axis, selection), so a widget keeps a view and re-renders the bo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tui.domain.board.baseline import NO_BASELINE, Baseline, choose_baseline, run_label
 from tui.domain.board.before_after import BeforeAfter, before_after
@@ -48,6 +48,8 @@ class Board:
     groups: Groups
     table: BoardTable
     scatter: Scatter
+    unsorted: BoardTable | None = field(default=None, compare=False, repr=False)
+    """The table in the runs' own order (:func:`resort_board` reorders it, judging nothing)."""
 
     def find(self, ref: str | int) -> RunRecord:
         """A run by id (``7``), label (``#7``, ``attached``) or ``last``; :class:`BoardError`."""
@@ -79,16 +81,28 @@ def build_board(runs: Sequence[RunRecord], view: BoardView | None = None) -> Boa
     baseline = choose_baseline(runs, pinned=view.pinned, session=view.session)
     base_run = baseline.run if baseline is not None else None
     groups = Groups(runs)
-    table = build_table(runs, baseline=base_run, groups=groups, row_filter=view.filter)
-    if view.sort:
-        table = table.sorted_by(view.sort, descending=view.descending)
+    unsorted = build_table(runs, baseline=base_run, groups=groups, row_filter=view.filter)
+    table = unsorted.sorted_by(view.sort, descending=view.descending) if view.sort else unsorted
     scatter = build_scatter(
         [r.run for r in table.rows],
         latency=view.latency,
         baseline=base_run,
         selected=view.selected,
     )
-    return Board(runs, view, baseline, groups, table, scatter)
+    return Board(runs, view, baseline, groups, table, scatter, unsorted)
+
+
+def resort_board(board: Board, view: BoardView) -> Board:
+    """``board`` under ``view``, a view that differs from the board's own only in its sort
+    (and selection): the rows of the built table reordered, no run judged or measured
+    again (the same board as :func:`build_board` gives; :class:`BoardError` on a bad sort)."""
+    unsorted = board.unsorted if board.unsorted is not None else board.table
+    table = unsorted.sorted_by(view.sort, descending=view.descending) if view.sort else unsorted
+    base_run = board.baseline.run if board.baseline is not None else None
+    scatter = build_scatter(
+        [r.run for r in table.rows], latency=view.latency, baseline=base_run, selected=view.selected
+    )
+    return replace(board, view=view, table=table, scatter=scatter)
 
 
 def find_run(runs: Sequence[RunRecord], ref: str | int) -> RunRecord:

@@ -16,13 +16,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.pareto import Scatter
 from tui.domain.board.view import BoardView, build_board
 from tui.domain.results import RunRecord
+from tui.ui.widgets.key_bar import SteadyFooter
 
 PLOT_WIDTH = 80
 """The width drawn for before the plot has its own (an 80-column terminal)."""
@@ -160,7 +161,7 @@ class PlotScreen(Screen[None]):
         yield Static("", id="plot-title")
         yield PlotextPlot(id="plot")
         yield Static("", id="plot-notes")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         """Draw."""

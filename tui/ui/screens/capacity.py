@@ -20,7 +20,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Select, Static
+from textual.widgets import Input, Select, Static
 
 from tui.domain.board.baseline import run_label
 from tui.domain.capacity import CapacityAnswer
@@ -36,6 +36,7 @@ from tui.ui.widgets.capacity_inputs import CapacityInputs
 from tui.ui.widgets.capacity_plot import CapacityPlot
 from tui.ui.widgets.capacity_summary import CapacitySummary
 from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.key_bar import SteadyFooter
 from tui.ui.widgets.results_board import ResultsBoard
 
 
@@ -78,7 +79,7 @@ class CapacityScreen(Screen[None]):
         yield CapacityInputs(list(self._sets), id="capacity-inputs")
         yield CapacityPlot(id="capacity-plot")
         yield CapacitySummary("", id="capacity-summary")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         """Title, then the first set's answer."""

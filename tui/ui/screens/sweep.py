@@ -26,7 +26,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Input, Select, Static
+from textual.widgets import Input, Select, Static
 
 from tui.domain.board.before_after import BeforeAfter, before_after
 from tui.domain.board.metrics import ALL_METRICS
@@ -41,6 +41,7 @@ from tui.domain.sweep.versus import versus_baseline
 from tui.domain.workload import LoadSpec
 from tui.session.port import SessionPort, SweepControl
 from tui.ui.format import plain
+from tui.ui.widgets.key_bar import SteadyFooter
 from tui.ui.widgets.sweep_before_after import SweepBeforeAfter
 from tui.ui.widgets.sweep_composer import SweepComposer
 from tui.ui.widgets.sweep_status import SweepStatusLine
@@ -121,6 +122,7 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         self.session = session
         self._flags, self._load = flags, load
         self._board_baseline = baseline  # the board's baseline now (it may change meanwhile)
+        self._resumed = False  # shown before: each later showing reads the sweep anew
 
     @property
     def control(self) -> SweepControl:
@@ -137,7 +139,7 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
             yield SweepTrials(id="sweep-trials")
             yield Static("", id="sweep-trial-detail")
             yield SweepBeforeAfter(id="sweep-ba")
-        yield Footer()
+        yield SteadyFooter()
 
     def on_mount(self) -> None:
         """Title, then the sweep as it stands."""
@@ -147,6 +149,14 @@ class SweepScreen(ModalScreen[ApplyBest | None]):
         self.query_one(SweepBeforeAfter).display = False
         self.show(self.control.status)
         self._focus_home()
+
+    def on_screen_resume(self) -> None:
+        """Shown again (kept while the form's flags stay: tui.ui.sweep_controller): the sweep
+        as it stands now, the focus where the letter keys act."""
+        if self._resumed:
+            self.show(self.control.status)
+            self._focus_home()
+        self._resumed = True
 
     def _focus_home(self) -> None:
         """Focus where the screen's letter keys act: the strategy dropdown while the form

@@ -55,9 +55,10 @@ class CardStrip(HorizontalScroll, can_focus=False):
         self._selected = selected
         mounted = self.cards
         fresh: list[RunCard] = []
+        in_view = self._in_view(len(cards))
         for slot, (record, context) in enumerate(cards):
-            if slot < len(mounted):
-                mounted[slot].show(record, context)
+            if slot < len(mounted):  # a card out of view is drawn when it comes into view
+                mounted[slot].show(record, context, draw=slot in in_view)
             else:
                 fresh.append(RunCard(record, context))
         for extra in mounted[len(cards) :]:
@@ -73,6 +74,30 @@ class CardStrip(HorizontalScroll, can_focus=False):
             card.set_class(card.record.id == self._selected, "-selected")
         if reveal:
             self._reveal()
+        self._draw_in_view()
+
+    def _in_view(self, count: int) -> range:
+        """The slots of the cards in view now (every slot before the strip has a width).
+
+        Only these are drawn when the board changes (a pin redraws every card's deltas:
+        30 cards' text and styles for the two or three an 80-column board shows); the
+        others when they scroll into view (:meth:`watch_scroll_x`)."""
+        width = self.scrollable_content_region.width
+        if width <= 0:
+            return range(count)
+        first = int(self.scroll_x) // CARD_STRIDE
+        last = (int(self.scroll_x) + width - 1) // CARD_STRIDE
+        return range(max(0, first), min(count, last + 1))
+
+    def _draw_in_view(self) -> None:
+        cards = self.cards
+        for slot in self._in_view(len(cards)):
+            cards[slot].draw()
+
+    def watch_scroll_x(self, old_value: float, new_value: float) -> None:
+        """Scrolled (a selection moved, the mouse): draw the cards that came into view."""
+        super().watch_scroll_x(old_value, new_value)
+        self._draw_in_view()
 
     def _reveal(self) -> None:
         """Scroll so the selected card shows whole (by its place in the row: a card mounted

@@ -151,3 +151,39 @@ class KeyBar(Footer):
         keys, help_key = self.candidates(screen)
         shown, hidden = fit(keys, screen.size.width or 80, help_key)
         return (tuple(shown), help_key, hidden)
+
+
+def footer_keys(screen: Screen[object]) -> Shown:
+    """What Textual's Footer shows for ``screen``: every active binding as it draws it."""
+    return tuple(
+        (
+            key,
+            active.binding.action,
+            active.binding.description,
+            active.binding.key_display,
+            active.binding.show,
+            active.binding.group,
+            active.enabled,
+            active.tooltip,
+        )
+        for key, active in screen.active_bindings.items()
+    )
+
+
+class SteadyFooter(Footer):
+    """Textual's Footer (the sweep, plot and capacity screens), composed again only when the
+    keys it shows change: Footer recomposes on every change of its screen's bindings, each
+    focus move included (opening the sweep screen recomposed it twice, closing it once)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._shown: Shown | None = None
+
+    def bindings_changed(self, screen: Screen[object]) -> None:
+        """The screen's bindings changed: recompose if the keys shown differ."""
+        if screen is self.screen and screen.app.app_focus:
+            shown = footer_keys(screen)
+            if shown == self._shown:
+                return
+            self._shown = shown
+        super().bindings_changed(screen)

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 
 from tui.domain.board.saved import SavedBoard
 from tui.domain.board.table import BoardError, ColumnKind, flag_value
-from tui.domain.board.view import Board, BoardView, build_board
+from tui.domain.board.view import Board, BoardView, build_board, resort_board
 from tui.domain.fix_loop import choose_fix
 from tui.domain.flags.serve import format_value
 from tui.domain.results import RunRecord
@@ -372,7 +372,18 @@ class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
             self._view = replace(self._view, sort=None, descending=False)  # the runs' own order
         else:
             self._view = replace(self._view, sort=key, descending=descending)
-        self._redraw()
+        board = self._board
+        if board is None or replace(board.view, sort=None, descending=False, selected=None) != (
+            replace(self._view, sort=None, descending=False, selected=None)
+        ):
+            self._redraw()
+        else:  # the same runs, pin and filter: the built rows reordered, none judged again
+            try:
+                self._board = resort_board(board, self._view)
+            except BoardError:  # a sort column that is gone: _redraw drops the sort
+                self._redraw()
+            else:
+                self._draw(self._board)
         self._keep()
 
 

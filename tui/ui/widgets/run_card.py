@@ -270,6 +270,7 @@ class RunCard(VerticalScroll, can_focus=False):
         super().__init__(classes="run-card")
         self._run = record
         self._card = context
+        self._stale = False  # compose draws what it was built with
 
     def compose(self) -> ComposeResult:
         """The card's text."""
@@ -289,13 +290,28 @@ class RunCard(VerticalScroll, can_focus=False):
         """Where the card sits on the board."""
         return self._card
 
-    def show(self, record: RunRecord, context: CardContext) -> None:
-        """Redraw for a changed run or a changed board."""
+    @property
+    def stale(self) -> bool:
+        """Whether the card holds a run or a board it has not drawn yet (it is out of view)."""
+        return self._stale
+
+    def show(self, record: RunRecord, context: CardContext, *, draw: bool = True) -> None:
+        """Redraw for a changed run or a changed board; ``draw`` False (a card out of view):
+        keep them, drawn by :meth:`draw` when the card comes into view."""
         if record == self._run and context == self._card:
             return
         self._run = record
         self._card = context
-        self.query_one(".card-body", Static).update(card_body(record, context))
+        self._stale = True
+        if draw:
+            self.draw()
+
+    def draw(self) -> None:
+        """Draw what :meth:`show` kept, if the card has not drawn it yet."""
+        if not self._stale:
+            return
+        self._stale = False
+        self.query_one(".card-body", Static).update(card_body(self._run, self._card))
         self._decorate()
 
     def _decorate(self) -> None:

@@ -1,0 +1,139 @@
+"""What the slower keys rebuild, counted (issue 39: every key's p95 <= 100 ms idle).
+
+Structural, never timed: a pin (``p``) draws the cards in view, not all thirty (the others
+when they scroll into view); a sort (``[``/``]``) reorders the built board, judging no run
+again; ``w`` shows the sweep screen it built before while the form's flags stay, and its
+footer is not composed again when its keys stay. ``benchmarks/console_latency.py``
+measures the time these keys take in a real terminal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from ui_fakes import board_session, many_runs
+
+from tui.domain.board.view import Board, build_board
+from tui.ui.app import VtcApp, create_app
+from tui.ui.screens.sweep import SweepScreen
+from tui.ui.widgets import results_board, run_card
+from tui.ui.widgets.card_strip import CardStrip
+from tui.ui.widgets.flag_form import FlagForm
+from tui.ui.widgets.results_board import ResultsBoard
+from tui.ui.widgets.run_card import card_heading
+
+
+def console() -> VtcApp:
+    return create_app(board_session(many_runs(30)), clock=None)
+
+
+async def press(pilot: Pilot[Any], *keys: str) -> None:
+    for key in keys:
+        await pilot.press(key)
+        await pilot.pause()
+
+
+def count_card_bodies(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
+    drawn: list[int | None] = []
+    body = run_card.card_body
+
+    def counting(record: Any, context: Any) -> Any:
+        drawn.append(record.id)
+        return body(record, context)
+
+    monkeypatch.setattr(run_card, "card_body", counting)
+    return drawn
+
+
+async def test_a_pin_draws_the_cards_in_view_and_the_rest_as_they_come_into_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        strip = app.main_screen.query_one(CardStrip)
+        cards = strip.cards
+        in_view = [c for c in cards if strip.region.overlaps(c.region)]  # 80 columns: 2 or 3
+        assert 0 < len(in_view) <= 3 < len(cards)
+        drawn = count_card_bodies(monkeypatch)
+        await press(pilot, "p")
+        # the cards in view (and one whose margin shows), not all thirty
+        assert {c.record.id for c in in_view} <= set(drawn) and len(drawn) <= 3
+        assert [c for c in cards if not c.stale] == [c for c in cards if c.record.id in drawn]
+        pinned = strip.selected_id
+        drawn.clear()
+        await press(pilot, "home")  # the first cards come into view: drawn then, as pinned
+        first = strip.cards[0]
+        assert first.record.id in drawn and not first.stale
+        assert card_heading(first.context).endswith(f"vs #{pinned}")
+        assert len(drawn) <= 3
+        assert strip.cards == cards  # the same cards, updated in place
+
+
+def count_builds(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    built: list[object] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Board:
+        built.append(args)
+        return build_board(*args, **kwargs)
+
+    monkeypatch.setattr(results_board, "build_board", counting)
+    return built
+
+
+async def test_a_sort_reorders_the_built_board_and_judges_no_run_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, "t", "right")
+        board = app.main_screen.query_one(ResultsBoard)
+        built = count_builds(monkeypatch)
+        for key in ("right_square_bracket", "left_square_bracket", "right_square_bracket"):
+            await press(pilot, key)
+            shown = board.board
+            assert shown is not None and shown.view.sort is not None
+            fresh = build_board(shown.runs, shown.view)  # what a rebuild would show
+            assert [r.run.id for r in shown.table.rows] == [r.run.id for r in fresh.table.rows]
+            assert shown.table.rows == fresh.table.rows
+            assert shown.scatter == fresh.scatter
+        assert built == []
+
+
+async def test_w_shows_the_sweep_screen_built_before_while_the_form_stays() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, "w")
+        first = app.screen
+        assert isinstance(first, SweepScreen)
+        widgets = [id(w) for w in first.walk_children()]
+        keys = [id(k) for k in first.query("FooterKey")]
+        assert keys
+        await press(pilot, "escape", "w")
+        assert app.screen is first  # shown again, composed once
+        assert [id(w) for w in first.walk_children()] == widgets  # its footer's keys too
+        assert [id(k) for k in first.query("FooterKey")] == keys
+        await press(pilot, "escape")
+        assert app.screen is app.main_screen
+
+
+async def test_the_sweep_screen_is_built_anew_from_changed_flags() -> None:
+    app = console()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        await press(pilot, "w")
+        first = app.screen
+        await press(pilot, "escape")
+        form = app.main_screen.query_one(FlagForm)
+        flags, _ = form.validate_flags()
+        assert flags is not None
+        form.load_flags(flags.model_copy(update={"max_num_seqs": 7}))
+        await pilot.pause()
+        await press(pilot, "w")
+        assert isinstance(app.screen, SweepScreen) and app.screen is not first
+        assert not first.is_attached  # the old one is gone
+        await press(pilot, "escape")
