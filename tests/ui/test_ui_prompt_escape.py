@@ -89,3 +89,30 @@ def test_the_console_runs_on_the_prompt_escape_driver() -> None:
     app = create_app(board_session(), clock=None)
     if os.name == "posix":
         assert app.driver_class is PromptEscapeDriver
+
+
+def test_the_copied_loop_is_the_installed_textuals() -> None:
+    """The driver copies Textual's input loop: a Textual whose loop changed fails here (the
+    copy must be reviewed against it, then COPIED_LOOP_SHA256 renewed), and until then the
+    console runs Textual's own driver (below)."""
+    import textual
+
+    assert prompt_escape.matches_textual(), (
+        f"textual {textual.__version__}: LinuxDriver.run_input_thread is not the loop "
+        "tui/ui/prompt_escape.py copies; review the copy against it"
+    )
+
+
+def test_a_changed_textual_loop_runs_textuals_own_driver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from textual.drivers.linux_driver import LinuxDriver
+
+    prompt_escape.matches_textual.cache_clear()
+    monkeypatch.setattr(prompt_escape, "COPIED_LOOP_SHA256", "0" * 64)
+    try:
+        app = create_app(board_session(), clock=None)
+        if os.name == "posix":
+            assert app.driver_class is LinuxDriver
+    finally:
+        prompt_escape.matches_textual.cache_clear()

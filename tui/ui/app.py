@@ -127,9 +127,11 @@ class VtcApp(App[None]):
         (:mod:`tui.ui.prompt_escape`)."""
         driver = super().get_driver_class()
         if driver.__name__ == "LinuxDriver" and driver.__module__ == "textual.drivers.linux_driver":
-            from tui.ui.prompt_escape import PromptEscapeDriver  # imports termios: not on Windows
+            # imports termios: not on Windows
+            from tui.ui.prompt_escape import PromptEscapeDriver, matches_textual
 
-            return PromptEscapeDriver
+            if matches_textual():  # else an upgraded Textual: its own loop, not a stale copy
+                return PromptEscapeDriver
         return driver
 
     def get_default_screen(self) -> MainScreen:

@@ -8,12 +8,19 @@ after ``select(0.1)`` returns: with no further input, 100 ms after the Esc. Ever
 console idle (measured: 20-40 ms of CPU, 130+ ms p50 wall). :class:`PromptEscapeDriver`
 runs the same loop, but after input that holds an Esc it waits only until the parser's
 delay is over, then ticks; with nothing pending it waits as Textual does.
+
+The loop is Textual's own (8.2.8) with one wait changed: :func:`matches_textual` tells
+whether the installed Textual's loop is still the one copied, and the app uses this driver
+only then (an upgraded Textual runs its own driver until the copy is reviewed).
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import selectors
 from codecs import getincrementaldecoder
+from functools import cache
 from os import read
 
 from textual import constants
@@ -28,6 +35,20 @@ Selector = selectors.SelectSelector
 """The input thread's selector (Textual's choice: ``select`` copes with every tty)."""
 MARGIN_S = 0.002
 """Past the parser's own deadline, so the tick that follows finds it passed."""
+COPIED_LOOP_SHA256 = "d796af6d69db337d6fa6bd463984f7d17188d991dbb22f60efb92a8a9619507c"
+"""sha256 of ``LinuxDriver.run_input_thread``'s source in the Textual the loop was copied
+from (8.2.8)."""
+
+
+@cache
+def matches_textual() -> bool:
+    """Whether the installed Textual's input loop is the one :class:`PromptEscapeDriver`
+    copies (its source unreadable counts as changed)."""
+    try:
+        source = inspect.getsource(LinuxDriver.run_input_thread)
+    except (OSError, TypeError):  # no source shipped: nothing to compare
+        return False
+    return hashlib.sha256(source.encode()).hexdigest() == COPIED_LOOP_SHA256
 
 
 def next_wait(escape_pending: bool) -> float:
