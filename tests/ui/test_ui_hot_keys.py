@@ -33,6 +33,7 @@ from ui_fakes import (
     host_sample,
     load_progress,
     many_runs,
+    press_each,
     server_metrics,
 )
 
@@ -85,12 +86,6 @@ def console() -> VtcApp:
     return create_app(board_session(many_runs(30)), clock=None)
 
 
-async def press(pilot: Pilot[Any], *keys: str) -> None:
-    for key in keys:
-        await pilot.press(key)
-        await pilot.pause()
-
-
 def widgets_under(node: DOMNode) -> set[int]:
     return {id(w) for w in node.walk_children(with_self=True)}
 
@@ -99,12 +94,12 @@ async def test_hot_keys_make_no_blocking_call_on_the_event_loop() -> None:
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, *HOT_KEYS)  # once first: lazy imports open their files once
+        await press_each(pilot, *HOT_KEYS)  # once first: lazy imports open their files once
         await app.workers.wait_for_complete()
         _CALLS.thread, _CALLS.seen = threading.get_ident(), []
         _CALLS.armed = True
         try:
-            await press(pilot, *HOT_KEYS)
+            await press_each(pilot, *HOT_KEYS)
         finally:
             _CALLS.armed = False
         assert isinstance(app.screen, type(app.main_screen))
@@ -137,10 +132,10 @@ async def test_toggling_the_board_rebuilds_nothing_and_leaves_the_form_styles_al
             return build_board(*args, **kwargs)
 
         monkeypatch.setattr(results_board, "build_board", counting_build)
-        await press(pilot, "t")
+        await press_each(pilot, "t")
         assert app.screen.query_one(ResultsBoard).table_mode
         assert not form.display  # 80 columns: the table takes the form's width
-        await press(pilot, "up", "down", "t")
+        await press_each(pilot, "up", "down", "t")
         assert form.display
         assert widgets_under(work) == before  # nothing mounted, removed or recomposed
         assert list(app.screen.query(RunCard)) == cards  # the same cards, updated in place
@@ -157,7 +152,7 @@ async def test_selection_moves_in_the_table_do_not_rebuild_it(
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, "t")
+        await press_each(pilot, "t")
         grid = app.screen.query_one(BoardGrid)
         cleared: list[bool] = []
         clear = grid.clear
@@ -170,7 +165,7 @@ async def test_selection_moves_in_the_table_do_not_rebuild_it(
         updated: list[object] = []
         monkeypatch.setattr(grid, "update_cell", lambda *a, **k: updated.append(a))
         rows = grid.row_count
-        await press(pilot, "up", "up", "down")
+        await press_each(pilot, "up", "up", "down")
         assert grid.cursor_row == rows - 2  # moved: the selection is on the run above the last
         assert cleared == []
         assert grid.row_count == rows
@@ -191,7 +186,7 @@ async def test_focus_moves_that_keep_the_keys_do_not_rebuild_the_key_bar() -> No
         await pilot.pause()
         keys = [id(k) for k in app.main_screen.query("FooterKey")]
         assert keys
-        await press(pilot, "t", "question_mark", "escape", "t", "enter", "escape")
+        await press_each(pilot, "t", "question_mark", "escape", "t", "enter", "escape")
         assert [id(k) for k in app.main_screen.query("FooterKey")] == keys
 
 
@@ -199,15 +194,15 @@ async def test_help_is_composed_once_and_stays_small() -> None:
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, "question_mark")
+        await press_each(pilot, "question_mark")
         first = app.screen
         assert isinstance(first, HelpScreen)
         widgets: list[Widget] = list(first.walk_children())
         assert len(widgets) <= 4  # one scroller, one text: not a widget per key
-        await press(pilot, "escape", "question_mark")
+        await press_each(pilot, "escape", "question_mark")
         assert app.screen is first
         assert [id(w) for w in first.walk_children()] == [id(w) for w in widgets]
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")
         assert app.screen is app.main_screen
 
 
@@ -216,9 +211,9 @@ async def test_the_run_detail_opens_without_rebuilding_the_board() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         before = widgets_under(app.screen.query_one("#board"))
-        await press(pilot, "enter")
+        await press_each(pilot, "enter")
         assert isinstance(app.screen, RunDetailScreen)
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")
         assert widgets_under(app.screen.query_one("#board")) == before
 
 
@@ -327,7 +322,7 @@ async def _esc_and_count(
         patch.setattr(Widget, "refresh", counting)
         patch.setattr(type(app), "refresh", counting_app)
         patch.setattr(app.stylesheet, "update_nodes", counting_styles.__get__(app.stylesheet))
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")
         await pilot.pause()
     return layouts, restyled
 
@@ -347,11 +342,11 @@ async def test_esc_back_to_the_main_screen_lays_out_and_restyles_nothing_there(
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         main = app.main_screen
-        await press(pilot, "p")  # a baseline, so v has a Before/After to show
-        await press(pilot, "left")
+        await press_each(pilot, "p")  # a baseline, so v has a Before/After to show
+        await press_each(pilot, "left")
         before = widgets_under(main)
         for _ in range(2):  # twice: the second time, the first one's screen goes
-            await press(pilot, key)
+            await press_each(pilot, key)
             await app.workers.wait_for_complete()
             assert type(app.screen).__name__ == opened
             layouts, restyled = await _esc_and_count(pilot, app, monkeypatch)

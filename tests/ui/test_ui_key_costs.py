@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
-from ui_fakes import board_session, many_runs
+from ui_fakes import board_session, many_runs, press_each
 
 from tui.domain.board.view import Board, build_board
 from tui.ui.app import VtcApp, create_app
@@ -27,12 +26,6 @@ from tui.ui.widgets.run_card import card_heading
 
 def console() -> VtcApp:
     return create_app(board_session(many_runs(30)), clock=None)
-
-
-async def press(pilot: Pilot[Any], *keys: str) -> None:
-    for key in keys:
-        await pilot.press(key)
-        await pilot.pause()
 
 
 def count_card_bodies(monkeypatch: pytest.MonkeyPatch) -> list[int | None]:
@@ -58,13 +51,13 @@ async def test_a_pin_draws_the_cards_in_view_and_the_rest_as_they_come_into_view
         in_view = [c for c in cards if strip.region.overlaps(c.region)]  # 80 columns: 2 or 3
         assert 0 < len(in_view) <= 3 < len(cards)
         drawn = count_card_bodies(monkeypatch)
-        await press(pilot, "p")
+        await press_each(pilot, "p")
         # the cards in view (and one whose margin shows), not all thirty
         assert {c.record.id for c in in_view} <= set(drawn) and len(drawn) <= 3
         assert [c for c in cards if not c.stale] == [c for c in cards if c.record.id in drawn]
         pinned = strip.selected_id
         drawn.clear()
-        await press(pilot, "home")  # the first cards come into view: drawn then, as pinned
+        await press_each(pilot, "home")  # the first cards come into view: drawn then, as pinned
         first = strip.cards[0]
         assert first.record.id in drawn and not first.stale
         assert card_heading(first.context).endswith(f"vs #{pinned}")
@@ -89,11 +82,11 @@ async def test_a_sort_reorders_the_built_board_and_judges_no_run_again(
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, "t", "right")
+        await press_each(pilot, "t", "right")
         board = app.main_screen.query_one(ResultsBoard)
         built = count_builds(monkeypatch)
         for key in ("right_square_bracket", "left_square_bracket", "right_square_bracket"):
-            await press(pilot, key)
+            await press_each(pilot, key)
             shown = board.board
             assert shown is not None and shown.view.sort is not None
             fresh = build_board(shown.runs, shown.view)  # what a rebuild would show
@@ -107,17 +100,17 @@ async def test_w_shows_the_sweep_screen_built_before_while_the_form_stays() -> N
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, "w")
+        await press_each(pilot, "w")
         first = app.screen
         assert isinstance(first, SweepScreen)
         widgets = [id(w) for w in first.walk_children()]
         keys = [id(k) for k in first.query("FooterKey")]
         assert keys
-        await press(pilot, "escape", "w")
+        await press_each(pilot, "escape", "w")
         assert app.screen is first  # shown again, composed once
         assert [id(w) for w in first.walk_children()] == widgets  # its footer's keys too
         assert [id(k) for k in first.query("FooterKey")] == keys
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")
         assert app.screen is app.main_screen
 
 
@@ -125,15 +118,15 @@ async def test_the_sweep_screen_is_built_anew_from_changed_flags() -> None:
     app = console()
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
-        await press(pilot, "w")
+        await press_each(pilot, "w")
         first = app.screen
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")
         form = app.main_screen.query_one(FlagForm)
         flags, _ = form.validate_flags()
         assert flags is not None
         form.load_flags(flags.model_copy(update={"max_num_seqs": 7}))
         await pilot.pause()
-        await press(pilot, "w")
+        await press_each(pilot, "w")
         assert isinstance(app.screen, SweepScreen) and app.screen is not first
         assert not first.is_attached  # the old one is gone
-        await press(pilot, "escape")
+        await press_each(pilot, "escape")

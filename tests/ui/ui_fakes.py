@@ -21,6 +21,7 @@ from fakes.capacity_twin import QueueTwin
 from fakes.runs import failed_run, served_run
 from rich.console import Console
 from textual.app import App
+from textual.pilot import Pilot
 from textual.widgets import Static
 
 from tui.domain.board.saved import SavedBoard
@@ -706,3 +707,10 @@ def help_lines(app: App[None], width: int = 80) -> list[str]:
     console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
     console.print(app.screen.query_one("#help-text", Static).content)
     return console.export_text().splitlines()
+
+
+async def press_each(pilot: Pilot[Any], *keys: str) -> None:
+    """Each key pressed, the app let settle after each (its handlers and refreshes run)."""
+    for key in keys:
+        await pilot.press(key)
+        await pilot.pause()
