@@ -23,7 +23,7 @@ from tui.domain.board.metrics import LATENCY_AXES
 from tui.domain.board.pareto import Scatter
 from tui.domain.board.view import BoardView, build_board
 from tui.domain.results import RunRecord
-from tui.ui.widgets.key_bar import SteadyFooter
+from tui.ui.widgets.steady_footer import SteadyFooter
 
 PLOT_WIDTH = 80
 """The width drawn for before the plot has its own (an 80-column terminal)."""

@@ -36,8 +36,8 @@ from tui.ui.widgets.capacity_inputs import CapacityInputs
 from tui.ui.widgets.capacity_plot import CapacityPlot
 from tui.ui.widgets.capacity_summary import CapacitySummary
 from tui.ui.widgets.flag_form import FlagForm
-from tui.ui.widgets.key_bar import SteadyFooter
 from tui.ui.widgets.results_board import ResultsBoard
+from tui.ui.widgets.steady_footer import SteadyFooter
 
 
 @dataclass(frozen=True)

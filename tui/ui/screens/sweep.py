@@ -41,7 +41,7 @@ from tui.domain.sweep.versus import versus_baseline
 from tui.domain.workload import LoadSpec
 from tui.session.port import SessionPort, SweepControl
 from tui.ui.format import plain
-from tui.ui.widgets.key_bar import SteadyFooter
+from tui.ui.widgets.steady_footer import SteadyFooter
 from tui.ui.widgets.sweep_before_after import SweepBeforeAfter
 from tui.ui.widgets.sweep_composer import SweepComposer
 from tui.ui.widgets.sweep_status import SweepStatusLine

@@ -7,9 +7,8 @@ focused view that fit (a screen may say which of its keys apply now, ``bar_appli
 others go last), and ends with the help key labelled with how many keys it lists besides
 ("? 9 more"). ctrl+p, the palette, is one of the keys, not a docked extra.
 
-It is also composed again only when the keys it shows change: Textual's Footer recomposes
-on every change of the screen's bindings (each focus move, each screen change: 10-60 ms of
-such a key for nothing, issue 22).
+It is also composed again only when the keys it shows change
+(:class:`~tui.ui.widgets.steady_footer.SteadyFooter`, which it extends).
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 from tui.ui.keys import BAR_ALIASES, BAR_LABELS, BAR_ORDER, HELP_ACTION
+from tui.ui.widgets.steady_footer import Shown, SteadyFooter
 
-Shown = tuple[object, ...]
 _COPY = re.compile(r"shown\('(\w+)'\)")
 
 
@@ -72,12 +71,11 @@ def _rank(action: str, applies: bool) -> tuple[int, int]:
     return (0 if applies else 1, place)
 
 
-class KeyBar(Footer):
+class KeyBar(SteadyFooter):
     """The current view's keys that fit, then the key that lists the rest."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, show_command_palette=False, compact=True)
-        self._shown: Shown | None = None  # what the last recompose asked for shows
 
     def candidates(self, screen: Screen[object]) -> tuple[list[BarKey], BarKey | None]:
         """The keys the focused view offers, best first, and the help key (if any)."""
@@ -136,54 +134,9 @@ class KeyBar(Footer):
             tooltip=key.tooltip,
         ).data_bind(compact=Footer.compact)
 
-    def bindings_changed(self, screen: Screen[object]) -> None:
-        """The screen's bindings changed: recompose if the keys shown differ."""
-        if screen is self.screen and screen.app.app_focus:
-            shown = self.shown_keys(screen)
-            if shown == self._shown:
-                return
-            self._shown = shown
-        super().bindings_changed(screen)
-
     def shown_keys(self, screen: Screen[object]) -> Shown:
         """What the bar shows for ``screen`` now: the keys that fit and the help key's
         label (the width and what applies decide both)."""
         keys, help_key = self.candidates(screen)
         shown, hidden = fit(keys, screen.size.width or 80, help_key)
         return (tuple(shown), help_key, hidden)
-
-
-def footer_keys(screen: Screen[object]) -> Shown:
-    """What Textual's Footer shows for ``screen``: every active binding as it draws it."""
-    return tuple(
-        (
-            key,
-            active.binding.action,
-            active.binding.description,
-            active.binding.key_display,
-            active.binding.show,
-            active.binding.group,
-            active.enabled,
-            active.tooltip,
-        )
-        for key, active in screen.active_bindings.items()
-    )
-
-
-class SteadyFooter(Footer):
-    """Textual's Footer (the sweep, plot and capacity screens), composed again only when the
-    keys it shows change: Footer recomposes on every change of its screen's bindings, each
-    focus move included (opening the sweep screen recomposed it twice, closing it once)."""
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._shown: Shown | None = None
-
-    def bindings_changed(self, screen: Screen[object]) -> None:
-        """The screen's bindings changed: recompose if the keys shown differ."""
-        if screen is self.screen and screen.app.app_focus:
-            shown = footer_keys(screen)
-            if shown == self._shown:
-                return
-            self._shown = shown
-        super().bindings_changed(screen)
