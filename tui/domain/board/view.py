@@ -48,7 +48,7 @@ class Board:
     groups: Groups
     table: BoardTable
     scatter: Scatter
-    unsorted: BoardTable | None = field(default=None, compare=False, repr=False)
+    unsorted: BoardTable = field(compare=False, repr=False)
     """The table in the runs' own order (:func:`resort_board` reorders it, judging nothing)."""
 
     def find(self, ref: str | int) -> RunRecord:
@@ -82,6 +82,14 @@ def build_board(runs: Sequence[RunRecord], view: BoardView | None = None) -> Boa
     base_run = baseline.run if baseline is not None else None
     groups = Groups(runs)
     unsorted = build_table(runs, baseline=base_run, groups=groups, row_filter=view.filter)
+    table, scatter = _arranged(unsorted, view, base_run)
+    return Board(runs, view, baseline, groups, table, scatter, unsorted)
+
+
+def _arranged(
+    unsorted: BoardTable, view: BoardView, base_run: RunRecord | None
+) -> tuple[BoardTable, Scatter]:
+    """The built table in ``view``'s order and the scatter of its rows."""
     table = unsorted.sorted_by(view.sort, descending=view.descending) if view.sort else unsorted
     scatter = build_scatter(
         [r.run for r in table.rows],
@@ -89,19 +97,15 @@ def build_board(runs: Sequence[RunRecord], view: BoardView | None = None) -> Boa
         baseline=base_run,
         selected=view.selected,
     )
-    return Board(runs, view, baseline, groups, table, scatter, unsorted)
+    return table, scatter
 
 
 def resort_board(board: Board, view: BoardView) -> Board:
     """``board`` under ``view``, a view that differs from the board's own only in its sort
     (and selection): the rows of the built table reordered, no run judged or measured
     again (the same board as :func:`build_board` gives; :class:`BoardError` on a bad sort)."""
-    unsorted = board.unsorted if board.unsorted is not None else board.table
-    table = unsorted.sorted_by(view.sort, descending=view.descending) if view.sort else unsorted
     base_run = board.baseline.run if board.baseline is not None else None
-    scatter = build_scatter(
-        [r.run for r in table.rows], latency=view.latency, baseline=base_run, selected=view.selected
-    )
+    table, scatter = _arranged(board.unsorted, view, base_run)
     return replace(board, view=view, table=table, scatter=scatter)
 
 
