@@ -15,8 +15,11 @@ On one start of the real CPU build of vLLM 0.32 serving ``model_small`` (compute
 3. The saturated throughput (an unbounded rate), then, without ``--slo``, the light load.
 4. ``vtc capacity URL --profile ... --slo ... --json``, timed (the twin's answer: the whole
    command, reading the server's flags included).
-5. A real bisection of the same SLO (``tui.tune.strategies.rates.bisect``, the sweep's:
-   from the saturated throughput, 5 halvings, then the rate found run in full).
+5. A real bisection of the same SLO: from the saturated throughput by factors of 1.3, up
+   until a load misses or down until one meets (a load of finite length can meet a latency
+   SLO above what a burst served), then the sweep's bisection
+   (``tui.tune.strategies.rates.bisect``) between the highest rate met and that miss, 4
+   halvings, then the rate found run in full.
 6. The real server at the predicted rate (must meet the SLO) and at 1.3x it (must miss).
 7. ``vtc capacity URL ... --confirm --json``: its real loads counted.
 
@@ -33,7 +36,7 @@ saturated throughput (printed). Goals (a quiet machine): the predicted rate with
 the bisection's; met at it and missed at 1.3x; ``--confirm`` in at most 3 loads; the twin's
 answer in under 10 s. Exit 0 met, 1 missed, 3 when the machine was too busy to count.
 
-The defaults fit a session on a two-core machine (about 25-30 minutes on ``model_small``;
+The defaults fit a session on a two-core machine (about 28-32 minutes on ``model_small``;
 ``benchmarks/README.md`` has the arithmetic): 64 in / 32 out, 45 s per load, at most 100
 requests, a spread of 16 requests a run, the calibration's 600 s.
 """
@@ -78,8 +81,7 @@ from tui.domain.capacity import (  # noqa: E402
     sized_prompts,
 )
 from tui.domain.flags.serve import ServeFlags  # noqa: E402
-from tui.domain.results import BenchResult  # noqa: E402
-from tui.domain.sweep.outcome import KEPT_METRICS, Measurement, Phase  # noqa: E402
+from tui.domain.sweep.outcome import KEPT_METRICS, Measurement, Phase, PhaseKind  # noqa: E402
 from tui.domain.sweep.slo import SloLimits  # noqa: E402
 from tui.domain.workload import LoadSpec  # noqa: E402
 from tui.modes.calibrate import LaunchedTarget, launched  # noqa: E402
@@ -90,7 +92,8 @@ from tui.twin.calibrate import Calibration, reset_prefix_cache  # noqa: E402
 
 RATE_GOAL = 0.15  # the predicted rate within 15% of the real bisection's
 ANSWER_GOAL_S = 10.0  # the twin's answer, the whole command
-BISECT_STEPS = 5
+BISECT_STEPS = 4  # halvings of the bracket [met, missed]: within 1/16 of it
+STEPS_OUT = 5  # loads from the saturated throughput, by factors of ABOVE, to a met and a miss
 SLO_SCALE = 4.0  # default SLO: this many times the p99 TTFT at a fifth of saturation
 LIGHT_SHARE = 0.2  # the light load's rate, as a share of the saturated throughput
 LOAD_SECONDS = 45.0  # each load at a rate R: R x this many requests (see sized_prompts)
@@ -242,11 +245,20 @@ def plan_line(args: argparse.Namespace) -> str:
 
 
 @dataclass(frozen=True)
+class Real:
+    """The real bisection's answer: the highest rate it saw meet the SLO, and whether a
+    miss above it bounded the search (else the answer lies higher: a lower bound)."""
+
+    rate: float
+    bounded: bool
+
+
+@dataclass(frozen=True)
 class Figures:
     """What the run judges."""
 
     predicted: float  # the twin's highest rate, req/s
-    real: float  # the real bisection's, req/s
+    real: Real  # the real bisection's
     met_at: bool  # the real server met the SLO at the predicted rate
     missed_above: bool  # ... and missed it at ABOVE times it
     confirm_loads: int  # --confirm's real loads
@@ -265,25 +277,73 @@ async def saturation(
     return await probe.measure(load.model_copy(update={"num_prompts": prompts}), "saturated")
 
 
-async def bisection(
-    bench: RealBench, slo: SloLimits, saturated: Measurement, load: LoadSpec
-) -> float:
-    """The real bisection's highest rate meeting ``slo`` (0: none)."""
-    # the saturated run, judged by the SLO found: the bisection's ceiling
-    judged = slo.verdict(BenchResult(stats=saturated.metrics), None)
-    first = saturated.model_copy(update={"verdict": judged})
+@dataclass(frozen=True)
+class Bracket:
+    """The real server's rates around its answer, a factor :data:`ABOVE` apart: the highest
+    seen to meet the SLO (0: none) and the lowest seen to miss it (``None``: none)."""
+
+    met: float
+    missed: Measurement | None
+
+
+async def bracket(bench: RealBench, load: LoadSpec, start: float) -> Bracket:
+    """From ``start`` (the saturated throughput) by factors of :data:`ABOVE`: upward until
+    a load misses the SLO, or downward until one meets it (at most :data:`STEPS_OUT` each).
+
+    A load of finite length can meet a latency SLO at a rate above what a burst served
+    (its queue has no time to grow past the limit), so the saturated throughput bounds
+    nothing here: the search sees a miss before it bisects (an earlier bisection, capped at
+    a burst's 0.775 req/s, met at every probe). The bracket is the same width either way,
+    so the bisection's steps land as close in either case.
+    """
+    met, missed, rate = 0.0, None, start
+    for _ in range(STEPS_OUT):
+        await bench.reset_prefix_cache()
+        probe = load.model_copy(update={"request_rate": round(rate, 3)})
+        found = await bench.measure(probe, Phase.of(PhaseKind.RATE, f"{rate:.3g}"))
+        if found.verdict.met:
+            met = rate
+            if missed is not None:
+                break
+            rate *= ABOVE
+        else:
+            missed = found
+            if met > 0:
+                break
+            rate /= ABOVE
+    return Bracket(met=met, missed=missed)
+
+
+async def bisection(bench: RealBench, saturated: Measurement, load: LoadSpec) -> Real:
+    """The real bisection's highest rate meeting ``bench``'s SLO between the rates
+    :func:`bracket` found (0: none)."""
+    start = saturated.metrics.get("request_throughput", 0.0)
+    around = await bracket(bench, load, start)
+    if around.missed is None or around.met <= 0:
+        print(
+            f"real bisection: no bracket in {bench.loads} loads (met up to {around.met:.3g} "
+            "req/s, " + ("never missed: a lower bound)" if around.missed is None else "never met)"),
+            flush=True,
+        )
+        return Real(rate=around.met, bounded=False)
     found_real = await bisect(  # the sweep's bisection, on this server's loads
         cast(TrialBench, bench),
-        first,
+        around.missed,
         short_prompts=load.num_prompts,  # RealBench sizes each by its rate
         full_prompts=load.num_prompts,
         steps=BISECT_STEPS,
+        floor=around.met,
+        ceiling=around.missed.load.request_rate,
     )
     index = found_real.chosen
     chosen = found_real.measurements[index] if index is not None else None
     real = chosen.load.request_rate if chosen is not None and chosen.verdict.met else 0.0
-    print(f"real bisection: max {real:.3g} req/s in {bench.loads} loads", flush=True)
-    return real
+    print(
+        f"real bisection: max {real:.3g} req/s (met {around.met:.3g}, missed "
+        f"{around.missed.load.request_rate:.3g} before it) in {bench.loads} loads",
+        flush=True,
+    )
+    return Real(rate=real, bounded=True)
 
 
 async def measure_all(
@@ -329,7 +389,7 @@ async def measure_all(
     laps.lap("twin")
     gate.sample()
     bench = RealBench(target, slo, args.load_seconds)
-    real = await bisection(bench, slo, saturated, load)
+    real = await bisection(bench, saturated, load)
     laps.lap("bisection")
     gate.sample()
     at = await bench.measure(load.model_copy(update={"request_rate": predicted}), "predicted")
@@ -346,7 +406,13 @@ async def measure_all(
 
 def judge(gate: QuietGate, figures: Figures) -> int:
     """The goals checked; the exit code."""
-    real = figures.real
+    real = figures.real.rate
+    gate.check(
+        "the real bisection bounded by a miss (1 = yes)",
+        float(figures.real.bounded),
+        goal=1.0,
+        higher_is_better=True,
+    )
     ratio = figures.predicted / real if real > 0 else float("inf")
     print(f"ratio twin / real bisection: {ratio:.3f}")
     gate.check("|twin - real| / real", abs(ratio - 1.0), goal=RATE_GOAL)

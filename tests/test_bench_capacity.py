@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pytest
 
 from benchmarks._reference import SPREAD_LOAD, RepeatSpread
 from benchmarks.capacity import (
+    BISECT_STEPS,
     LOAD_SECONDS,
     MOST_PROMPTS,
     SPREAD_PROMPTS,
+    STEPS_OUT,
+    RealBench,
+    bisection,
     guess_rate,
     load_line,
     parser,
     plan_line,
     saturated_prompts,
 )
-from tui.domain.capacity import LEAST_PROMPTS, sized_prompts
+from tui.domain.capacity import ABOVE, LEAST_PROMPTS, sized_prompts
+from tui.domain.sweep.outcome import Measurement, Phase
+from tui.domain.sweep.slo import SloLimits, SloVerdict
 from tui.domain.workload import LoadSpec
+from tui.modes.calibrate import LaunchedTarget
+from tui.tune.strategies.rates import FULL_RETREATS
 
 WORKLOAD = LoadSpec(input_len=64, output_len=32, num_prompts=100, max_concurrency=None)
 
@@ -64,3 +73,54 @@ def test_the_sizes_are_printed() -> None:
     assert load_line(at) == "23 requests at 0.5 req/s (~46 s of arrivals)"
     burst = WORKLOAD.model_copy(update={"request_rate": math.inf, "num_prompts": 39})
     assert load_line(burst) == "39 requests at once"
+
+
+class _Server(RealBench):
+    """A server that holds the SLO at every rate up to ``holds`` req/s, whatever a burst
+    served: the finite load's case the burst-capped bisection could not see."""
+
+    def __init__(self, holds: float) -> None:
+        super().__init__(cast(LaunchedTarget, None), SloLimits(limits={"p99_ttft_ms": 1.0}), 45.0)
+        self.holds = holds
+        self.rates: list[float] = []
+
+    async def reset_prefix_cache(self) -> None:
+        return None
+
+    async def measure(self, load: LoadSpec, phase: str) -> Measurement:
+        self.loads += 1
+        self.rates.append(load.request_rate)
+        met = load.request_rate <= self.holds
+        return Measurement(
+            phase=Phase(phase),
+            load=load,
+            metrics={"request_throughput": min(load.request_rate, 0.9)},
+            verdict=SloVerdict(met=met),
+        )
+
+
+def _burst(served: float) -> Measurement:
+    burst = WORKLOAD.model_copy(update={"request_rate": math.inf, "num_prompts": 40})
+    return Measurement(phase=Phase("saturated"), load=burst, metrics={"request_throughput": served})
+
+
+@pytest.mark.parametrize("holds", [0.3, 0.5, 0.775, 1.15, 1.6])
+async def test_the_real_bisection_looks_above_what_a_burst_served(holds: float) -> None:
+    server = _Server(holds)
+    real = await bisection(server, _burst(0.775), WORKLOAD)
+    assert real.bounded
+    # within 1/16 of the bracket (a 1.3x step) below what the server holds, never above
+    assert holds * (1 - 0.3 / 16) - 1e-3 <= real.rate <= holds
+    assert any(r > holds for r in server.rates)  # a miss bounded it
+    assert server.loads <= STEPS_OUT + BISECT_STEPS + 1 + FULL_RETREATS
+
+
+async def test_a_server_that_never_misses_gives_a_lower_bound_said_so() -> None:
+    server = _Server(100.0)
+    real = await bisection(server, _burst(0.775), WORKLOAD)
+    assert not real.bounded
+    assert real.rate == pytest.approx(0.775 * ABOVE ** (STEPS_OUT - 1), rel=1e-3)
+    assert server.loads == STEPS_OUT
+    nowhere = _Server(0.0)  # never met: no bracket either, and no rate claimed
+    none = await bisection(nowhere, _burst(0.775), WORKLOAD)
+    assert (none.rate, none.bounded) == (0.0, False)

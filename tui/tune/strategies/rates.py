@@ -65,17 +65,16 @@ async def bisect(
     full_prompts: int,
     steps: int,
     floor: float = 0.0,
+    ceiling: float | None = None,
 ) -> Evaluated:
     """The highest rate that meets the SLOs, by bisection, then measured in full.
 
     ``floor``: a rate already seen to meet the SLOs (the search's short run at the
-    incumbent's rate), so the steps refine above it.
+    incumbent's rate), so the steps refine above it. ``ceiling``: a rate already seen to
+    miss them; without it, the throughput ``first`` reached (at most its rate).
     """
     out = [first]
-    ceiling = first.metrics.get("request_throughput", 0.0)
-    if math.isfinite(first.load.request_rate):
-        ceiling = min(ceiling, first.load.request_rate) or first.load.request_rate
-    hi = float(ceiling)
+    hi = float(ceiling) if ceiling is not None else _reached(first)
     lo = floor if 0 < floor < hi else 0.0
     for _ in range(steps):
         if hi <= 0:
@@ -93,6 +92,15 @@ async def bisect(
     held = [m.load.request_rate for m in out[1:] if m.verdict.met and m.load.request_rate < lo]
     safest = min([r for r in (floor, *held) if r > 0], default=0.0)
     return await _settle_full(bench, first.load, out, lo, safest, full_prompts)
+
+
+def _reached(first: Measurement) -> float:
+    """The throughput ``first`` reached, at most its offered rate: the server could not
+    serve more in that run."""
+    ceiling = first.metrics.get("request_throughput", 0.0)
+    if math.isfinite(first.load.request_rate):
+        ceiling = min(ceiling, first.load.request_rate) or first.load.request_rate
+    return float(ceiling)
 
 
 async def _settle_full(
