@@ -23,10 +23,12 @@ class QueueTwin:
         base_ms: float = 100.0,
         error_pct: float = 10.0,
         starts: bool = True,
+        throughput_error_pct: float | None = None,
     ) -> None:
         self.throughput = throughput
         self.base_ms = base_ms
         self.error_pct = error_pct
+        self.throughput_error_pct = throughput_error_pct  # None: throughput not validated
         self.starts = starts
         self.rates: list[float] = []
 
@@ -39,6 +41,13 @@ class QueueTwin:
     def max_rate(self, slo_ms: float, scale: float = 1.0) -> float:
         """The rate where ``scale`` times :meth:`latency` equals ``slo_ms``."""
         return self.throughput * (1.0 - scale * self.base_ms / slo_ms)
+
+    def _throughput_interval(self) -> tuple[MetricInterval, ...]:
+        pct = self.throughput_error_pct
+        if pct is None:
+            return ()
+        metric = TwinMetric.OUTPUT_THROUGHPUT
+        return (MetricInterval(metric=metric, interval_pct=pct, median_pct=pct / 2, worst_pct=pct),)
 
     def __call__(self, load: LoadSpec) -> Prediction:
         """The prediction for ``load`` (its rate)."""
@@ -56,7 +65,8 @@ class QueueTwin:
                     worst_pct=self.error_pct,
                 )
                 for metric in (TwinMetric.P99_TTFT, TwinMetric.P99_E2EL)
-            ),
+            )
+            + self._throughput_interval(),
         )
         if not self.starts:
             return label.model_copy(update={"failure": "KV cache too small"})

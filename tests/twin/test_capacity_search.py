@@ -80,6 +80,16 @@ def test_a_latency_above_the_slo_even_unloaded_holds_no_rate() -> None:
 def test_an_slo_met_at_saturation_is_capped_by_the_throughput() -> None:
     answer = search(QueueTwin(base_ms=0.1), WORKLOAD, SLO)
     assert answer.limit is Limit.THROUGHPUT and answer.max_rate == 10.0
+    assert (answer.low, answer.high) == (10.0, 10.0)  # no throughput interval stated: none
+
+
+@pytest.mark.parametrize("error", [8.0, 40.0])
+def test_a_throughput_bound_answer_carries_the_throughput_s_interval(error: float) -> None:
+    twin = QueueTwin(base_ms=0.1, throughput_error_pct=error)
+    answer = search(twin, WORKLOAD, SLO)
+    assert answer.limit is Limit.THROUGHPUT and answer.max_rate == 10.0
+    assert answer.low == pytest.approx(10.0 * (1 - error / 100))
+    assert answer.high == pytest.approx(10.0 * (1 + error / 100))
 
 
 @pytest.mark.parametrize("starts", [True, False])

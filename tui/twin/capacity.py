@@ -87,6 +87,7 @@ class _Curve:
         self.points: dict[float, CurvePoint] = {}
         self.first: Prediction | None = None
         self.errors: dict[str, float | None] = {}
+        self.served_error = 0.0  # the twin's throughput interval, a share (0: none stated)
 
     @property
     def spent(self) -> int:
@@ -105,6 +106,8 @@ class _Curve:
         if self.first is None:
             self.first = prediction
             self.errors = {k: stated_interval(prediction, k) for k in self._slos.limits}
+            served = stated_interval(prediction, TwinMetric.OUTPUT_THROUGHPUT)
+            self.served_error = served / 100.0 if served is not None else 0.0
         stats = {k: _stat(prediction, k) for k in self._slos.limits}
         point = CurvePoint(rate=rate, stats=stats, served=prediction.metric("request_throughput"))
         self.points[rate] = point
@@ -274,9 +277,14 @@ def search(
 
 
 def _edge(curve: _Curve, edge: float, top: float, budget: int, fallback: float) -> float:
-    """One interval edge: where the SLOs cross at that edge of the twin's interval."""
+    """One interval edge: where the SLOs cross at that edge of the twin's interval.
+
+    Where the SLOs hold at saturation even at that edge, the throughput limits the rate, so
+    the edge is the saturated throughput at its own interval's edge (``top`` alone would
+    state no width at all: an answer of [1.02, 1.02] beside a ±67% validation).
+    """
     if curve.ratio(top, edge) <= 1.0:
-        return top  # met at saturation even there
+        return top * max(1.0 - edge * curve.served_error, 0.0)
     if curve.ratio(top * LIGHT_SHARE, edge) > 1.0:
         return 0.0 if edge > 0 else fallback
     found = _crossing(curve, edge, EDGE_TOLERANCE * top, budget)
