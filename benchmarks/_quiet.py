@@ -3,7 +3,15 @@
 A timing, a fidelity error or a wall-time ratio is only valid when nothing else runs: the
 1-minute load average is printed before and after, and a run whose load average passed
 ``MAX_LOAD`` says its figure is not valid instead of reporting it as met. A benchmark whose
-goal is not met exits non-zero. Use::
+goal is not met exits non-zero.
+
+"Before" is read before the benchmark starts anything. "After" is read once the
+benchmark's own servers have stopped and the 1-minute average has had time to forget them
+(it decays by 1/e a minute: a benchmark that kept two cores busy reads ~2 the moment it ends
+on a quiet machine, ~0.7 a minute later, while another job's load stays): :meth:`finish`
+waits up to ``settle_s`` for it to fall to ``MAX_LOAD``. Mid-run samples may include the
+benchmark's own server on every core (``own_load``), never more than that plus
+``MAX_LOAD``: beyond it something else ran. Use::
 
     gate = QuietGate("sim_fidelity")       # prints the load average before
     ...measure...
@@ -14,10 +22,14 @@ goal is not met exits non-zero. Use::
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 MAX_LOAD = 1.5  # above this 1-minute load average a figure is not a figure (DEVELOPERS.md)
+SETTLE_S = 120.0  # how long finish() waits for the benchmark's own load to decay
+SETTLE_POLL_S = 5.0
 
 
 class Verdict(IntEnum):
@@ -40,7 +52,11 @@ class QuietGate:
     name: str
     max_load: float = MAX_LOAD
     before: float = field(default_factory=load_now)
+    own_load: float = field(default_factory=lambda: float(os.cpu_count() or 1))
+    settle_s: float = SETTLE_S
+    wait: Callable[[float], None] = time.sleep
     peak: float = 0.0
+    after: float | None = None
     missed: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -66,15 +82,36 @@ class QuietGate:
 
     @property
     def valid(self) -> bool:
-        """Whether the machine stayed quiet enough for the figures to count."""
-        return self.peak <= self.max_load
+        """Whether the machine was quiet before, quiet again after the benchmark's own load
+        decayed, and never busier in between than the benchmark's own server can make it."""
+        after = self.after if self.after is not None else self.peak
+        return (
+            self.before <= self.max_load
+            and after <= self.max_load
+            and self.peak <= self.max_load + self.own_load
+        )
+
+    def settle(self) -> tuple[float, float]:
+        """The load average once it falls to ``max_load``, or at ``settle_s``; and the
+        seconds waited (call it after the benchmark's own servers have stopped)."""
+        waited = 0.0
+        now = self.sample()
+        while now > self.max_load and waited < self.settle_s:
+            self.wait(SETTLE_POLL_S)
+            waited += SETTLE_POLL_S
+            now = self.sample()
+        self.after = now
+        return now, waited
 
     def finish(self) -> int:
-        """Print the load after and the verdict; return the exit status."""
-        self.sample()
+        """Print the load after (settled) and the verdict; return the exit status."""
+        right_after = load_now()
+        after, waited = self.settle()
         print(
-            f"{self.name}: load average after {load_now():.2f}, highest {self.peak:.2f} "
-            f"(figures valid at <= {self.max_load})"
+            f"{self.name}: load average after {after:.2f} ({waited:.0f} s after its own "
+            f"processes stopped; {right_after:.2f} at once), highest mid-run {self.peak:.2f} "
+            f"(valid: before and after <= {self.max_load}, mid-run <= "
+            f"{self.max_load + self.own_load:g} with its own server on every core)"
         )
         if not self.valid:
             print(f"{self.name}: NOT VALID: the machine was busy; rerun on a quiet machine")
