@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from tui.domain.calibration import LoadCosts, Progress, design, log_facts, memory_side, plan
+from tui.domain.calibration import Progress, design, log_facts, memory_side
 from tui.domain.workload import LoadSpec
+from tui.twin.budget import LoadCosts, plan
 
 GIB = 2**30
 

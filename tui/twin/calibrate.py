@@ -10,7 +10,7 @@ loads), then fits the profile on the twin and scores each load family on a fit t
 saw it (:func:`tui.twin.validation.calibrate`), captures the model's shape, and saves it
 (:func:`tui.store.profiles.save_profile`). The whole stays within ``budget_s``: after
 each load the rest are sized again from the costs measured so far
-(:func:`tui.domain.calibration.plan`: fewer requests, then shorter long prompts, then a
+(:func:`tui.twin.budget.plan`: fewer requests, then shorter long prompts, then a
 lower top concurrency) so that every family and every pass completes, and the progress
 line's ETA is those same estimates; a load still running at the budget's end is cut and
 the fit uses the loads that finished.
@@ -34,11 +34,9 @@ from tui.domain.calibration import (
     DesignedLoad,
     JournalLine,
     LogFacts,
-    Plan,
     Progress,
     log_facts,
     memory_side,
-    plan,
 )
 from tui.domain.errors import VtcError
 from tui.domain.flags.serve import ServeFlags
@@ -59,6 +57,7 @@ from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.lock import SweepLock
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
+from tui.twin.budget import Plan, plan
 from tui.twin.fit import DEFAULT_RECIPE, FitRecipe
 from tui.twin.validation import calibrate
 
