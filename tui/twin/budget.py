@@ -96,7 +96,8 @@ def plan(
     ran: Mapping[str, tuple[LoadSpec, float]],
     budget_s: float,
 ) -> Plan:
-    """``loads`` (:func:`design`'s) sized so that every pass completes within ``budget_s``.
+    """``loads`` (:func:`tui.domain.calibration.design`'s) sized so that every pass
+    completes within ``budget_s``.
 
     ``ran``: each finished load as it ran and its seconds. A finished load stays as it ran;
     a later pass repeats its family's first pass; the probes run as designed. The first
