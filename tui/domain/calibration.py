@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import BaseModel, ConfigDict
 
@@ -29,16 +29,44 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class DesignedLoad:
-    """One load of the design: a name that says what it probes, and the load."""
+    """One load of the design: a name that says what it probes, and the load.
+
+    ``load`` is the load as designed; :func:`tui.twin.budget.plan` shrinks it to the
+    budget, never below ``least`` requests (a concurrency-``c`` load sends at least one
+    full batch), and only then the prompts of a ``stretch`` load (its lengths scale with
+    the design's length factor, the others' stay: the families' ratios hold). A ``probe``
+    runs as designed, before any cost is known: the first rows of
+    :class:`tui.twin.budget.LoadCosts`. ``top``: the load whose concurrency is the server's
+    ``max_num_seqs``, the last thing a slow server gives up.
+    """
 
     name: str
     load: LoadSpec
+    least: int = 2
+    stretch: bool = False
+    probe: bool = False
+    top: bool = False
 
     @property
-    def tokens(self) -> int:
-        """Tokens it moves (prompt + output over all requests): its share of the time."""
+    def family(self) -> str:
+        """Its family: the name without the pass suffix (``decode-c8#2``: ``decode-c8``)."""
+        return self.name.split("#", 1)[0]
+
+    def sized(self, requests: float = 1.0, length: float = 1.0, top: int | None = None) -> LoadSpec:
+        """The load with ``requests`` x its requests (at least :attr:`least`), a ``stretch``
+        load's prompts x ``length``, and a ``top`` load's concurrency (and requests) ``top``."""
         ld = self.load
-        return ld.num_prompts * (ld.input_len + ld.prefix_len + 4 * ld.output_len)
+        update: dict[str, int] = {"num_prompts": max(self.least, round(ld.num_prompts * requests))}
+        if self.stretch and length < 1.0:  # a shared-prefix load's prefix is its long prompt
+            key = "prefix_len" if ld.prefix_len else "input_len"
+            update[key] = max(16, round(getattr(ld, key) * length))
+        if self.top and top is not None and top < (ld.max_concurrency or top):
+            update["max_concurrency"] = update["num_prompts"] = top
+        return ld.model_copy(update=update)
+
+    def as_run(self, load: LoadSpec) -> DesignedLoad:
+        """This load with the sizes of ``load`` (its seed kept: another pass, other prompts)."""
+        return replace(self, load=load.model_copy(update={"seed": self.load.seed}))
 
 
 TOP_CONCURRENCY = 128
@@ -55,7 +83,8 @@ def design(
 ) -> list[DesignedLoad]:
     """The designed loads for a server of ``max_model_len`` (``scale``: more requests each;
     ``passes``: the whole set again, other prompts, so a busy moment falls on one pass of a
-    load and the fit sees it as the outlier it is; the second pass's names end ``#2``).
+    load and the fit sees it as the outlier it is; the second pass's names end ``#2``),
+    at their full size: :func:`tui.twin.budget.plan` fits them to a budget from the costs measured.
 
     Each term of the step model (``tui.domain.profile``) has loads that move it alone:
 
@@ -70,45 +99,43 @@ def design(
     """
     long_in = max(64, min(1536, max_model_len // 2))
     mid_in = max(32, min(512, max_model_len // 6))
-    short_in = max(16, min(256, max_model_len // 8))
+    short_in = max(16, min(128, max_model_len // 12))
     deep_in = max(32, min(1024, max_model_len // 3))
     top = max(2, min(max_num_seqs or TOP_CONCURRENCY, TOP_CONCURRENCY))
 
-    def n(count: int) -> int:
-        return max(2, round(count * scale))
-
-    def spec(i: int, inp: int, out: int, count: int, conc: int, prefix: int = 0) -> LoadSpec:
-        return LoadSpec(
-            input_len=inp,
-            output_len=out,
-            num_prompts=n(count),
-            max_concurrency=conc,
-            prefix_len=prefix,
-            seed=seed + i,
-            ignore_eos=True,
-        )
-
-    # In the order a budget cut leaves the most to fit: the first loads already move the
-    # decode, prefill and mixed terms apart (a calibration cut after three decode loads,
-    # as a busy CPU server's was, cannot tell a prompt token's cost from a step's), the
-    # costliest (the top concurrency's many requests) last.
+    # In the order a budget cut leaves the most to fit. Three small probes first (decode
+    # alone at 1 and 8, short prompts alone): the per-step, per-output-token and
+    # per-prompt-token costs every later load is sized from, and already decode apart from
+    # prefill; then long prompts, mixed and deep decode; the top concurrency last.
+    # (name, input, output, requests, concurrency, prefix, probe, stretch)
     rows = (
-        ("decode-c8", 32, 128, 16, 8, 0),
-        ("prefill-c1", long_in, 1, 6, 1, 0),
-        ("mixed-c8", mid_in, 64, 24, 8, 0),
-        ("decode-c1", 32, 128, 4, 1, 0),
-        ("prefill-short-c1", short_in, 1, 12, 1, 0),
-        ("decode-deep-c8", deep_in, 64, 16, 8, 0),
-        ("prefill-c4", long_in, 1, 12, 4, 0),
-        ("prefix-c8", 64, 48, 24, 8, mid_in),
-        (f"decode-full-c{top}", 32, 16, top, top, 0),
+        ("decode-c1", 32, 64, 2, 1, 0, True, False),
+        ("prefill-short-c1", short_in, 1, 2, 1, 0, True, False),
+        ("decode-c8", 32, 64, 8, 8, 0, True, False),
+        ("prefill-c1", long_in, 1, 6, 1, 0, False, True),
+        ("mixed-c8", mid_in, 64, 24, 8, 0, False, True),
+        ("decode-deep-c8", deep_in, 64, 16, 8, 0, False, True),
+        ("prefill-c4", long_in, 1, 12, 4, 0, False, True),
+        ("prefix-c8", 64, 48, 24, 8, mid_in, False, True),
+        ("decode-top", 32, 16, top, top, 0, False, False),
     )
     out_loads = []
     for k in range(max(1, passes)):
         tag = f"#{k + 1}" if k else ""
-        for i, (name, inp, out, count, conc, prefix) in enumerate(rows):
-            load = spec(i + 100 * k, inp, out, count, conc, prefix)
-            out_loads.append(DesignedLoad(name + tag, load))
+        for i, (name, inp, out, count, conc, prefix, probe, stretch) in enumerate(rows):
+            least = max(2, conc)
+            load = LoadSpec(
+                input_len=inp,
+                output_len=out,
+                num_prompts=max(least, round(count * scale)),
+                max_concurrency=conc,
+                prefix_len=prefix,
+                seed=seed + i + 100 * k,
+                ignore_eos=True,
+            )
+            out_loads.append(
+                DesignedLoad(name + tag, load, least, stretch, probe, top=name == "decode-top")
+            )
     return out_loads
 
 
@@ -183,16 +210,6 @@ def clock(seconds: float) -> str:
     """``m:ss``."""
     s = max(0, round(seconds))
     return f"{s // 60}:{s % 60:02d}"
-
-
-def eta(loads: list[DesignedLoad], done: Mapping[str, float], elapsed_s: float) -> float | None:
-    """Seconds left: the time per token of the finished loads times the tokens left."""
-    finished = [d for d in loads if d.name in done]
-    if not finished:
-        return None
-    spent = sum(done[d.name] for d in finished)
-    per_token = spent / max(1, sum(d.tokens for d in finished))
-    return per_token * sum(d.tokens for d in loads if d.name not in done)
 
 
 # -- what the server's log and metrics say -------------------------------------------------------

@@ -8,8 +8,12 @@ each finished load to the journal (``<data dir>/calibrations/NAME.jsonl``: a cal
 stopped by Ctrl-C, a closed terminal or SIGKILL resumes without repeating finished
 loads), then fits the profile on the twin and scores each load family on a fit that never
 saw it (:func:`tui.twin.validation.calibrate`), captures the model's shape, and saves it
-(:func:`tui.store.profiles.save_profile`). The whole stays within ``budget_s``: a load
-still running at the budget's end is cut and the fit uses the loads that finished.
+(:func:`tui.store.profiles.save_profile`). The whole stays within ``budget_s``: after
+each load the rest are sized again from the costs measured so far
+(:func:`tui.twin.budget.plan`: fewer requests, then shorter long prompts, then a
+lower top concurrency) so that every family and every pass completes, and the progress
+line's ETA is those same estimates; a load still running at the budget's end is cut and
+the fit uses the loads that finished.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from tui.domain.calibration import (
     JournalLine,
     LogFacts,
     Progress,
-    eta,
     log_facts,
     memory_side,
 )
@@ -54,6 +57,7 @@ from tui.store.journal_file import JournalWriteError, append_records
 from tui.store.lock import SweepLock
 from tui.store.profiles import check_name, save_profile
 from tui.telemetry.scrape import ScrapeError, fetch_page, parse_families
+from tui.twin.budget import Plan, plan
 from tui.twin.fit import DEFAULT_RECIPE, FitRecipe
 from tui.twin.validation import calibrate
 
@@ -307,36 +311,46 @@ class Calibration:
             path.replace(path.with_suffix(f".{int(time.time())}.old"))
         done = await asyncio.to_thread(read_journal, path, flags)
         started = time.monotonic()
-        seconds = {k: v.seconds for k, v in done.items()}
-        for i, designed in enumerate(self.loads):
-            if designed.name in done:
-                continue
-            elapsed = time.monotonic() - started
-            left = self.budget_s - elapsed
-            if left <= 0:
+        # Each load as it ran and its seconds: the costs the rest is sized from (plan).
+        ran = {k: (v.sample.load, v.seconds) for k, v in done.items()}
+        while True:
+            sized = plan(self.loads, ran, self.budget_s)
+            todo = [(i, d) for i, d in enumerate(sized.loads) if d.name not in done]
+            left = self.budget_s - (time.monotonic() - started)
+            if not todo or left <= 0:
                 break
-            report = self._reporter(on_progress, started, seconds, designed.name)
+            i, designed = todo[0]
+            report = self._reporter(on_progress, started, sized, done, designed.name)
             report(None)
             line = await self._measure(designed, facts, left, warm=i == 0, report=report)
             if line is None:
                 break  # cut at the budget's end
             await asyncio.to_thread(_append, path, line)
             done[line.name] = line
-            seconds[line.name] = line.seconds
+            run = designed.load.model_copy(update={"num_warmups": 2}) if i == 0 else designed.load
+            ran[line.name] = (run, line.seconds)
         if on_progress is not None:
-            self._reporter(on_progress, started, seconds, "fitting")(None)
+            self._reporter(on_progress, started, sized, done, "fitting")(None)
         samples = [done[d.name].sample for d in self.loads if d.name in done]
         return await asyncio.to_thread(self._fit, facts, samples, started)
 
     def _reporter(
-        self, sink: ProgressSink | None, started: float, seconds: dict[str, float], name: str
+        self,
+        sink: ProgressSink | None,
+        started: float,
+        sized: Plan,
+        done: Mapping[str, JournalLine],
+        name: str,
     ) -> Callable[[float | None], None]:
-        def report(_: float | None) -> None:
+        def report(current_s: float | None) -> None:
             if sink is None:
                 return
             elapsed = time.monotonic() - started
-            left = eta(self.loads, seconds, elapsed)
-            sink(Progress(len(seconds), len(self.loads), name, elapsed, left, self.budget_s))
+            left = sized.eta(done, current_s or 0.0)
+            if left is not None:  # the budget cuts what it would not leave
+                left = min(left, max(0.0, self.budget_s - elapsed))
+            count = sum(d.name in done for d in sized.loads)
+            sink(Progress(count, len(sized.loads), name, elapsed, left, self.budget_s))
 
         return report
 
