@@ -9,15 +9,19 @@ measures the time these keys take in a real terminal.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import pytest
+from rich.style import Style
+from textual.renderables.styled import Styled
 from ui_fakes import board_session, many_runs, press_each
 
 from tui.domain.board.view import Board, build_board
 from tui.ui.app import VtcApp, create_app
 from tui.ui.screens.sweep import SweepScreen
 from tui.ui.widgets import results_board, run_card
+from tui.ui.widgets.board_grid import BoardGrid
 from tui.ui.widgets.card_strip import CardStrip
 from tui.ui.widgets.flag_form import FlagForm
 from tui.ui.widgets.results_board import ResultsBoard
@@ -130,3 +134,48 @@ async def test_the_sweep_screen_is_built_anew_from_changed_flags() -> None:
         assert isinstance(app.screen, SweepScreen) and app.screen is not first
         assert not first.is_attached  # the old one is gone
         await press_each(pilot, "escape")
+
+
+Draw = tuple[int, int, Style, Style | None]
+
+
+def count_cell_draws(app: VtcApp, monkeypatch: pytest.MonkeyPatch) -> list[Draw]:
+    """Each table cell Rich renders: its row, column and styles (a DataTable cell is drawn
+    as a ``Styled`` whose style carries its row and column; the fixed column's cells are
+    drawn in two styles, the fixed one and the scrolled one)."""
+    drawn: list[Draw] = []
+    render_lines = app.console.render_lines
+
+    def counting(renderable: Any, *args: Any, **kwargs: Any) -> Any:
+        pre = getattr(renderable, "pre_style", None)
+        if isinstance(renderable, Styled) and isinstance(pre, Style):
+            meta = pre.meta
+            if "row" in meta and "column" in meta:
+                drawn.append((meta["row"], meta["column"], pre, renderable.post_style))
+        return render_lines(renderable, *args, **kwargs)
+
+    monkeypatch.setattr(app.console, "render_lines", counting)
+    return drawn
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_a_table_key_draws_each_visible_cell_at_most_once(
+    monkeypatch: pytest.MonkeyPatch, size: tuple[int, int]
+) -> None:
+    """``t``, a column step and a sort each changed the table's size and drew every visible
+    cell twice: the frame drew them, then the DataTable's resize handler marked them all
+    stale (issue 39: the slowest keys at 120x40). A key draws a cell once at most."""
+    app = console()
+    async with app.run_test(size=size) as pilot:
+        await pilot.pause()
+        await press_each(pilot, "t", "right", "left", "t")  # the table drawn once before
+        drawn = count_cell_draws(app, monkeypatch)
+        grid = app.main_screen.query_one(BoardGrid)
+        for key in ("t", "right", "right", "left", "right_square_bracket", "up"):
+            drawn.clear()
+            await press_each(pilot, key)
+            await pilot.pause()
+            if key in ("t", "right_square_bracket"):  # the focus's style, a new order: drawn
+                assert drawn, key
+            repeated = [cell for cell, n in Counter(drawn).items() if n > 1]
+            assert repeated == [], (key, grid.size, [cell[:2] for cell in repeated[:5]])
