@@ -362,29 +362,42 @@ def palette_shown(screen: Screen) -> bool:
     return PALETTE_TEXT in "\n".join(screen.pane.capture(styles=False))
 
 
+def palette_becomes(screen: Screen, shown: bool) -> bool:
+    """Wait (KEY_TIMEOUT_S at most) until the palette is open (``shown``) or closed."""
+    deadline = time.perf_counter() + KEY_TIMEOUT_S
+    while palette_shown(screen) != shown:
+        if time.perf_counter() > deadline:
+            return False
+        time.sleep(POLL_S)
+    return True
+
+
 def palette(screen: Screen, out: Samples, n: int) -> None:
     """ctrl+p and Esc, when ctrl+p opens the palette and Esc closes it; else a note.
 
-    The palette is told by its own search line, not by a change of the work area: at
-    120x40 that line is above the work area, where only the palette's tint shows (the
-    check compared the work area's text before and after, and read a palette as "nothing
-    changed", or any other change meanwhile, a card's live figures, as "not a palette").
+    The palette is told by its own search line, waited for, not by the work area after it
+    was still for QUIET_S: at 120x40 that line is above the work area, where only the
+    palette's tint shows, and on a loaded machine the palette can take longer to come than
+    a still moment lasts (the check read a palette as "nothing changed", or, when Esc came
+    before the palette, as "not a palette that Esc closes", and left it open).
     """
     screen.settle()
     first = screen.press("C-p")
-    screen.settle()
-    if first is None or not palette_shown(screen):
+    if first is None or not palette_becomes(screen, True):
         out.notes.append("ctrl+p: no palette (its search line never showed)")
         return
     closed = screen.press("Escape")
-    screen.settle()
-    if palette_shown(screen):
+    if not palette_becomes(screen, False):
         out.notes.append("ctrl+p: Esc left the palette open; skipped")
         screen.pane.send("Escape")
         return
     out.add("ctrl+p (palette)", first)
     out.add("Esc (palette)", closed)  # their CPU: not kept (other presses came between)
-    alternate(screen, out, (("C-p", "ctrl+p (palette)"), ("Escape", "Esc (palette)")), n - 1)
+    for _ in range(n - 1):
+        out.add("ctrl+p (palette)", screen.press("C-p"))
+        palette_becomes(screen, True)
+        out.add("Esc (palette)", screen.press("Escape"))
+        palette_becomes(screen, False)
 
 
 def focus_field(screen: Screen, label: str, tries: int = 12) -> bool:
