@@ -316,7 +316,8 @@ class RunCard(VerticalScroll, can_focus=False):
         # A layout (of the whole screen) only when the text's height changes: a pin redraws
         # every card in view, most of them as tall as before (issue 39).
         width, height = body.content_size
-        body.update(content, layout=not width or content.get_height(body.styles, width) != height)
+        rules = body.styles.get_render_rules()
+        body.update(content, layout=not width or content.get_height(rules, width) != height)
         self._decorate()
 
     def _decorate(self) -> None:
