@@ -11,11 +11,15 @@ side are announced (:class:`BoardGrid.ColumnsOutOfView`) for the board to name u
 The selected run's ``▸`` is drawn over the rendered line, not written into its cell: a
 DataTable's ``update_cell`` invalidates the render cache of every cell, so each Up/Down
 re-rendered every column of every visible row (issue 22: 50-130 ms a key at 120x40).
+Nor does a new size clear that cache (:meth:`BoardGrid.on_resize`): each column step, each
+toggle to the table changes the table's width or height, and every visible cell was drawn
+twice for one key (issue 39: ``t``, ←/→ and the sort at 120x40 were the slowest keys).
 """
 
 from __future__ import annotations
 
 from rich.segment import Segment
+from textual import events
 from textual.binding import Binding
 from textual.coordinate import Coordinate
 from textual.message import Message
@@ -148,6 +152,14 @@ class BoardGrid(DataTable[object]):
         for index in (before, self._marked_row):
             if index is not None and index < self.row_count:
                 self.refresh_row(index)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new size draws no cell again: the DataTable's own handler (skipped here) marks
+        every rendered cell stale on each resize, yet this table's cells do not depend on
+        its size (one-line rows, columns as wide as their contents; its line cache is keyed
+        by the width and the scroll already). The frame that resized the table had drawn
+        every visible cell, and the next drew them all again (issue 39)."""
+        event.prevent_default()
 
     def render_line(self, y: int) -> Strip:
         """The DataTable's line, with the selection mark over its label cell's first column."""

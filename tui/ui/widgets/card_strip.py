@@ -125,9 +125,11 @@ class CardStrip(HorizontalScroll, can_focus=False):
     def _after_layout(self, reveal: bool) -> None:
         # After the next refresh the cards have their place; asking for a refresh makes
         # sure there is one (an idle screen would otherwise run the callback only at the
-        # next key press).
+        # next key press). A repaint, not a layout: cards mounted or removed, or a card's
+        # text of a new height, ask for their own; a layout here laid out the whole screen
+        # on every pin and selection (issue 39).
         self.call_after_refresh(self._mark_selected, reveal)
-        self.refresh(layout=True)
+        self.refresh()
 
     def _select_index(self, index: int) -> None:
         cards = self.cards

@@ -300,9 +300,12 @@ class ResultsBoard(BoardFrame, BoardRunKeys, Vertical, can_focus=False):
         self.query_one(BoardFocus).can_focus = not self._table_mode  # the table takes it
         self.query_one(CardStrip).display = not self._table_mode
         self.query_one(BoardGrid).display = self._table_mode
-        if not self._table_mode:
-            self.query_one("#board-columns", Static).display = False
-        else:  # the width may have changed while the cards showed
+        line = self.query_one("#board-columns", Static)
+        # The note as last drawn shows with the table, in the same layout: the table names
+        # the same columns as before unless its width changed (then the note follows), and
+        # the note's line, shown a frame later, laid out the whole screen again (issue 39).
+        line.display = self._table_mode and bool(str(line.render()))
+        if self._table_mode:  # the width may have changed while the cards showed
             grid = self.query_one(BoardGrid)
             grid.call_after_refresh(grid.snap_to_column)
         self._draw(self._board) if self._board is not None else self._redraw()  # no rebuild

@@ -311,7 +311,13 @@ class RunCard(VerticalScroll, can_focus=False):
         if not self._stale:
             return
         self._stale = False
-        self.query_one(".card-body", Static).update(card_body(self._run, self._card))
+        body = self.query_one(".card-body", Static)
+        content = card_body(self._run, self._card)
+        # A layout (of the whole screen) only when the text's height changes: a pin redraws
+        # every card in view, most of them as tall as before (issue 39).
+        width, height = body.content_size
+        rules = body.styles.get_render_rules()
+        body.update(content, layout=not width or content.get_height(rules, width) != height)
         self._decorate()
 
     def _decorate(self) -> None:
