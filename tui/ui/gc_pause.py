@@ -9,10 +9,10 @@ what the console creates later is collected as usual. Unfrozen when the console 
 process that runs many consoles (the tests) frees them.
 
 Before freezing, only the young generations are collected: that is where start-up's garbage
-is. A full pass there was itself the walk this module avoids, on the first frame: about
-0.2 s for the console alone, and 0.3-0.6 s per console in a process that holds more (each
-console a test suite's worker starts; issue 36). What only a full pass would have found (a
-few thousand objects, some per cent of the heap) stays frozen until the console ends.
+is. A full pass there was itself the walk this module avoids, on the first frame, and it
+grows with everything else the process holds (a test worker runs hundreds of consoles). What
+only a full pass would have found (a few per cent of the heap) stays frozen until the
+console ends.
 """
 
 from __future__ import annotations
