@@ -6,12 +6,13 @@ import ast
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tui"
 
 
 def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = parsed(path)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -228,7 +229,7 @@ def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     paths = {_module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         found: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):

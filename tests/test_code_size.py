@@ -12,7 +12,7 @@ import ast
 from pathlib import Path
 
 import pytest
-from radon.complexity import cc_visit
+from source_trees import complexity_blocks, parsed, source
 
 PACKAGE = Path(__file__).resolve().parent.parent / "tui"
 MAX_FUNCTION_LINES = 120
@@ -28,7 +28,7 @@ def _sizes(root: Path = PACKAGE) -> list[tuple[str, str, int, int]]:
     """``(module, name, lines, limit)`` for every function and class under ``root``."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         module = str(path.relative_to(root))
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -84,7 +84,7 @@ def _too_complex(root: Path = PACKAGE, bound: int = MAX_COMPLEXITY) -> list[str]
     """Functions above ``bound`` as radon counts (``and``/``or`` each add one)."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        for block in cc_visit(path.read_text(encoding="utf-8")):
+        for block in complexity_blocks(path):
             blocks = [block, *getattr(block, "methods", [])]
             found.extend(
                 f"{path.relative_to(root)}: {b.fullname} is {b.complexity}"
@@ -122,9 +122,8 @@ def _blind_excepts(root: Path = PACKAGE) -> list[str]:
     """``except Exception`` (or broader) that neither raises nor says why in a comment."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text)):
+        lines = source(path).splitlines()
+        for node in ast.walk(parsed(path)):
             if not isinstance(node, ast.ExceptHandler):
                 continue
             if node.type is None:

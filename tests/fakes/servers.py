@@ -1,6 +1,6 @@
 """Fake servers behind ``tui.server.backend``'s protocol, driven by the test.
 
-``FakeLauncher.launch`` returns a :class:`FakeBackend` that has emitted ``Launched``; the
+``FakeLauncher.prepare`` returns a :class:`FakeBackend` whose ``begin`` emits ``Launched``; the
 test then plays the server's life with :meth:`FakeBackend.ready`, :meth:`FakeBackend.fail`
 and :meth:`FakeBackend.exit`. :class:`FakeExisting` is an adopted or attached server.
 Every command is recorded in ``calls`` so a test can assert what the session asked for.
@@ -8,6 +8,7 @@ Every command is recorded in ``calls`` so a test can assert what the session ask
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +22,6 @@ from tui.server.backend import (
     LAUNCHED,
     Capabilities,
     EventSink,
-    ServerBackend,
     Takeover,
 )
 
@@ -38,8 +38,12 @@ class FakeBackend:
         capabilities: Capabilities = LAUNCHED,
         tree: Sequence[int] = (),
         detachable: bool = True,
+        port_busy: bool = False,
+        begun: asyncio.Event | None = None,
     ) -> None:
         self.sink = sink
+        self.port_busy = port_busy  # begin() refuses the way a busy port does
+        self.begun = begun  # set: begin() returns only once it is set (a launch in progress)
         self.capabilities = capabilities
         self.state = ServerState.IDLE
         self.pid = pid
@@ -52,6 +56,16 @@ class FakeBackend:
     def pids(self) -> set[int]:
         """The scripted tree."""
         return set(self.tree) if self.capabilities.local else set()
+
+    async def begin(self) -> None:
+        """Launched (or refused, port busy), as the launcher's server does; then returns,
+        once ``begun`` is set when the test holds the launch there."""
+        if self.port_busy:
+            self.fail(Diagnosis(kind="port_in_use", summary="port busy"), exit_code=None)
+            return
+        self.launched()
+        if self.begun is not None:
+            await self.begun.wait()
 
     # -- the test plays the server ----------------------------------------------------------
     def launched(self, argv: Sequence[str] = ("vllm", "serve", "m")) -> None:
@@ -107,25 +121,33 @@ class FakeLauncher:
     flags: list[ServeFlags] = field(default_factory=list)
     extra: list[tuple[str, ...]] = field(default_factory=list)
     port_busy: bool = False  # refuse the next launch the way a busy port does
+    begun: asyncio.Event | None = None  # set: each launch returns only once it is set
 
-    async def launch(
+    def prepare(
         self, flags: ServeFlags, on_event: EventSink, *, extra_args: Sequence[str] = ()
-    ) -> ServerBackend:
-        """A new fake server that has emitted ``Launched`` (or ``Failed``, port busy)."""
+    ) -> FakeBackend:
+        """A new fake server, not started: :meth:`FakeBackend.begin` emits ``Launched`` (or
+        ``Failed``, port busy)."""
         pid = self.pid_base + len(self.launched)
         backend = FakeBackend(
             on_event,
             pid=pid,
             url=f"http://127.0.0.1:{flags.effective_port}",
             tree=(pid, pid + 500),
+            port_busy=self.port_busy,
+            begun=self.begun,
         )
         self.launched.append(backend)
         self.flags.append(flags)
         self.extra.append(tuple(extra_args))
-        if self.port_busy:
-            backend.fail(Diagnosis(kind="port_in_use", summary="port busy"), exit_code=None)
-        else:
-            backend.launched()
+        return backend
+
+    async def launch(
+        self, flags: ServeFlags, on_event: EventSink, *, extra_args: Sequence[str] = ()
+    ) -> FakeBackend:
+        """:meth:`prepare`, begun: a fake server that has emitted ``Launched`` (or ``Failed``)."""
+        backend = self.prepare(flags, on_event, extra_args=extra_args)
+        await backend.begin()
         return backend
 
     async def aclose(self) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pytest
 from fakes.servers import FakeExisting, FakeLauncher
@@ -65,6 +67,65 @@ async def test_a_launch_is_recorded_with_its_url_and_run_and_forgotten_when_it_e
     assert slot.live_pids() == {1000, 1500}
     launcher.last.exit(1)
     assert keeper.forgotten == [1000] and slot.live_pids() == set()
+
+
+class Launching(NamedTuple):
+    """A slot whose launch has sent ``Launched`` but not returned (held until ``finish``)."""
+
+    slot: ServerSlot
+    launcher: FakeLauncher
+    begun: asyncio.Event
+    task: asyncio.Task[None]
+
+    async def finish(self) -> None:
+        """Let the launch return (it must not fail)."""
+        self.begun.set()
+        await self.task
+
+
+async def _launch_in_progress(keeper: FakeKeeper) -> Launching:
+    begun = asyncio.Event()
+    launcher = FakeLauncher(begun=begun)
+    slot = ServerSlot(launcher=launcher, keeper=keeper)
+    seen = asyncio.Event()
+    slot.listen(lambda event: seen.set() if isinstance(event, Launched) else None)
+    launch = asyncio.create_task(slot.launch(FLAGS, run_id=3))
+    await seen.wait()
+    assert not launch.done()
+    return Launching(slot, launcher, begun, launch)
+
+
+async def test_a_server_is_recorded_when_it_is_launched_before_the_launch_returns() -> None:
+    """The leak of issue 36: the demo's server, launched by ``r`` after a start on a busy
+    history, was recorded only once launch() returned; the console quit (hung up) before
+    that, and left a server no state file named (``vtc stop --demo``: none running)."""
+    keeper = FakeKeeper()
+    slot = (launching := await _launch_in_progress(keeper)).slot
+    assert keeper.recorded == [
+        {"pid": 1000, "url": "http://127.0.0.1:8123", "flags": FLAGS, "run_id": 3}
+    ]
+    assert slot.pid == 1000 and slot.state is ServerState.STARTING
+    await launching.finish()
+
+
+async def test_a_quit_during_a_launch_stops_the_server_being_launched() -> None:
+    keeper = FakeKeeper()
+    launching = await _launch_in_progress(keeper)
+    slot, launcher = launching.slot, launching.launcher
+    await slot.stop()  # q: the session closes while the launch is under way
+    assert launcher.last.calls == ["stop"] and launcher.last.state is ServerState.STOPPED
+    assert keeper.forgotten == [1000]  # it ended: its state file goes
+    await launching.finish()
+
+
+async def test_a_hang_up_during_a_launch_leaves_the_server_recorded_for_the_next_console() -> None:
+    keeper = FakeKeeper()
+    launching = await _launch_in_progress(keeper)
+    slot, launcher = launching.slot, launching.launcher
+    assert await slot.detach_or_stop() is True  # SIGHUP: detach, as once launched
+    assert keeper.released == [1000] and "stop" not in launcher.last.calls
+    assert slot.left_running == LeftRunning(pid=1000, base_url="http://127.0.0.1:8123")
+    await launching.finish()
 
 
 async def test_events_of_a_server_the_slot_moved_on_from_are_dropped() -> None:

@@ -128,16 +128,24 @@ class ExistingServer(ServerBackend, Protocol):
         ...
 
 
+class LaunchingServer(ServerBackend, Protocol):
+    """A launched server in hand before it starts (:meth:`Launcher.prepare`)."""
+
+    async def begin(self) -> None:
+        """Start it; returns once launched or refused (a ``Failed`` event says why)."""
+        ...
+
+
 class Launcher(Protocol):
     """Launches servers for a session (each launch a new :class:`ServerBackend`)."""
 
-    async def launch(
+    def prepare(
         self, flags: ServeFlags, on_event: EventSink, *, extra_args: Sequence[str] = ()
-    ) -> ServerBackend:
-        """Launch ``flags``; returns once launched or refused (a ``Failed`` event says why).
-
-        Readiness and failure arrive later as events.
-        """
+    ) -> LaunchingServer:
+        """The server a launch of ``flags`` makes, not started yet: its caller holds it
+        before its first event (``Launched`` comes while :meth:`LaunchingServer.begin`
+        runs), so a stop or a detach asked meanwhile reaches it. Readiness and failure
+        arrive later as events."""
         ...
 
     async def aclose(self) -> None:

@@ -89,7 +89,7 @@ class ServerSlot:
         self._generation = 0
         self._flags: ServeFlags | None = None  # what the launched server runs with
         self._run_id: int | None = None
-        self._unrecorded: Launched | None = None  # seen before launch() returned
+        self._launching = False  # between prepare() and begin()'s return: stoppable already
         self.left_running: LeftRunning | None = None  # set by a detach that left it running
 
     def listen(self, callback: Callable[[ServerEvent], None]) -> None:
@@ -172,17 +172,22 @@ class ServerSlot:
         ensure_valid(flags)  # the launch gate: flags vLLM would refuse never launch
         await self._retire()
         self._flags, self._run_id = flags, run_id
-        self._backend = await self._launcher.launch(
-            flags, self._sink_for(), extra_args=self._launch_args
-        )
-        launched, self._unrecorded = self._unrecorded, None
-        if launched is not None:  # reported during launch(): the URL is known only now
-            self._record_state(launched)
+        # Held before it starts: its Launched (sent while begin() runs) is recorded at once,
+        # and a quit or a hang-up meanwhile stops or detaches it. Held only once begin()
+        # returned, a console that ended during the launch left a server nothing named.
+        server = self._launcher.prepare(flags, self._sink_for(), extra_args=self._launch_args)
+        self._backend, self._launching = server, True
+        try:
+            await server.begin()
+        finally:
+            self._launching = False
 
     async def stop(self) -> None:
         """Stop the current server when it runs and may be stopped."""
         backend = self._backend
-        if backend is not None and backend.capabilities.can_stop and backend.state in STOPPABLE:
+        if backend is None or not backend.capabilities.can_stop:
+            return
+        if backend.state in STOPPABLE or self._launching:  # not STARTING until its task runs
             await backend.stop()
 
     async def detach(self) -> bool:
@@ -253,10 +258,7 @@ class ServerSlot:
         # A launched or adopted server is recorded as this console's (the next console's
         # way back to it); an attached one has no keeper.
         if isinstance(event, Launched):
-            if self._backend is None:
-                self._unrecorded = event
-            else:
-                self._record_state(event)
+            self._record_state(event)
         elif isinstance(event, Failed | Exited) and self._keeper is not None:
             self._keeper.forget(self.pid)
         for listener in self._listeners:

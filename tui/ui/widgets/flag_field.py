@@ -8,7 +8,6 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.suggester import SuggestFromList
-from textual.widget import Widget
 from textual.widgets import Input, Label, Select, Static
 
 from tui.domain.flags.serve import (
@@ -59,6 +58,7 @@ class FlagField(Vertical):
         self._suggestions = suggestions
         self._error_shown: str | None = None
         self._warning_shown: str | None = None
+        self._editor: Input | Select[str] | None = None  # made by compose (kept: see editor)
 
     @classmethod
     def for_flag(cls, spec: FlagSpec, value: str) -> FlagField:
@@ -118,11 +118,12 @@ class FlagField(Vertical):
         """Label, editor and hint on one line; the error line is added on the first error."""
         with Horizontal(classes="field-row"):
             yield Label(self._label, classes="field-label")
-            yield self._make_editor()
+            self._editor = self._make_editor()
+            yield self._editor
             if self._hint:
                 yield Static(self._hint, classes="field-hint")
 
-    def _make_editor(self) -> Widget:
+    def _make_editor(self) -> Input | Select[str]:
         editor_id = f"in-{self.field_name}"
         if self._kind == "select":
             options = [(c, c) for c in self._choices]
@@ -154,7 +155,11 @@ class FlagField(Vertical):
     @property
     def editor(self) -> Input | Select[str]:
         """The Input or Select holding the value."""
-        return cast("Input | Select[str]", self.query_one(".field-editor"))
+        # Kept from compose, not queried: the form reads every field's value on each edit
+        # and each validation, thirty fields and more each time.
+        if self._editor is None:  # not composed yet: Textual's own NoMatches says so
+            return cast("Input | Select[str]", self.query_one(".field-editor"))
+        return self._editor
 
     @property
     def help(self) -> str:
