@@ -8,13 +8,20 @@ import os
 import pytest
 from hypothesis import settings
 from property_profiles import FAST
-from suite_tiers import TIERS
+from suite_tiers import TIERS, TIMED, TIMED_REASON
 
 settings.load_profile(FAST)  # --hypothesis-profile=full (hypothesis' own option) overrides it
 
 SERIAL = ("realvllm", "ray")
 """Markers whose tests run one at a time on one xdist worker (``--dist loadgroup``): real
-servers and Ray instances measured or sized against each other must not overlap."""
+servers and Ray instances measured or sized against each other must not overlap. (.ci/run's
+real-vLLM lane of untimed tests runs them two at a time with ``--dist loadscope``, which
+ignores the group; its ``timed`` tests run alone: tests/suite_tiers.py.)"""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``timed`` marker, declared with its reason in tests/suite_tiers.py."""
+    config.addinivalue_line("markers", f"{TIMED}: {TIMED_REASON}")
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

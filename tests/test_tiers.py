@@ -18,12 +18,16 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from suite_tiers import TIER_MARKERS, TIERS
+from suite_tiers import REALVLLM_LANES, TIER_MARKERS, TIERS, TIMED
 
 ROOT = Path(__file__).resolve().parent.parent
-COMBOS = [
-    combo for n in range(len(TIER_MARKERS) + 1) for combo in itertools.combinations(TIER_MARKERS, n)
-]
+
+
+def _combos(markers: tuple[str, ...]) -> list[tuple[str, ...]]:
+    return [combo for n in range(len(markers) + 1) for combo in itertools.combinations(markers, n)]
+
+
+COMBOS = _combos(TIER_MARKERS)
 
 
 def _name(combo: tuple[str, ...]) -> str:
@@ -49,19 +53,30 @@ def _selected(suite: Path, expression: str) -> set[str]:
     return plugin.names
 
 
-@pytest.fixture
-def combos_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """One test per combination of the tier markers, the markers registered as pyproject does."""
-    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)  # CI's own (--junitxml) is not for it
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # pytest's own -m, no plugin
+def _combos_suite(directory: Path, markers: tuple[str, ...]) -> Path:
+    """One test per combination of ``markers``, registered as pyproject (or conftest) does."""
     lines = ["import pytest", ""]
-    for combo in COMBOS:
+    for combo in _combos(markers):
         lines += [f"@pytest.mark.{marker}" for marker in combo]
         lines += [f"def {_name(combo)}():", "    pass", ""]
-    (tmp_path / "test_combos.py").write_text("\n".join(lines))
-    markers = "".join(f"\n    {marker}: a tier" for marker in TIER_MARKERS)
-    (tmp_path / "pytest.ini").write_text(f"[pytest]\nmarkers ={markers}\n")
-    return tmp_path
+    # a module name of its own per suite: pytest in-process imports each once
+    (directory / f"test_combos_{len(markers)}.py").write_text("\n".join(lines))
+    declared = "".join(f"\n    {marker}: a tier" for marker in markers)
+    (directory / "pytest.ini").write_text(f"[pytest]\nmarkers ={declared}\n")
+    return directory
+
+
+@pytest.fixture
+def plain_pytest(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest's own ``-m``: CI's options (--junitxml) and the installed plugins left out."""
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+@pytest.fixture
+def combos_suite(tmp_path: Path, plain_pytest: None) -> Path:
+    """One test per combination of the tier markers."""
+    return _combos_suite(tmp_path, TIER_MARKERS)
 
 
 def test_every_combination_of_markers_is_in_exactly_one_tier(combos_suite: Path) -> None:
@@ -73,6 +88,20 @@ def test_every_combination_of_markers_is_in_exactly_one_tier(combos_suite: Path)
         assert len(tiers) == 1, f"{name} is in {tiers or 'no tier'}"
     assert chosen["fast"] == {_name(())}
     assert _name(("slow",)) in chosen["slow"] and _name(("ray",)) in chosen["ray"]
+
+
+def test_the_real_vllm_lanes_partition_its_tier(tmp_path: Path, plain_pytest: None) -> None:
+    """Every test of the real-vLLM tier is in exactly one of its lanes, whatever else it is
+    marked with, and the timed lane holds exactly the timed ones."""
+    suite = _combos_suite(tmp_path, (*TIER_MARKERS, TIMED))
+    tier = _selected(suite, TIERS["realvllm"])
+    lanes = {lane: _selected(suite, expression) for lane, expression in REALVLLM_LANES.items()}
+    assert tier and all(lanes.values())
+    for name in tier:
+        assert sum(name in names for names in lanes.values()) == 1, name
+    assert set().union(*lanes.values()) == tier
+    timed = {name for name in tier if TIMED in name.split("_")}
+    assert timed in lanes.values() and timed != tier
 
 
 def _addopts() -> list[str]:
@@ -89,7 +118,8 @@ def test_plain_pytest_runs_the_fast_tier() -> None:
 
 
 def test_ci_runs_every_tier() -> None:
-    """Each tier other than the README's (plain ``pytest``) is a stage's ``-m`` in .ci/run."""
+    """Each tier other than the README's (plain ``pytest``) is a stage's ``-m`` in .ci/run; the
+    real-vLLM tier is two, one per lane."""
     ci = (ROOT / ".ci" / "run").read_text()
     expressions = set()
     for line in ci.splitlines():
@@ -97,8 +127,10 @@ def test_ci_runs_every_tier() -> None:
             words = shlex.split(line)
             if "-m" in words:
                 expressions.add(words[words.index("-m") + 1])
-    for tier in ("slow", "ray", "realvllm"):
+    for tier in ("slow", "ray"):
         assert TIERS[tier] in expressions, f"no .ci/run stage runs the {tier} tier"
+    for lane, expression in REALVLLM_LANES.items():  # the real-vLLM tier, lane by lane
+        assert expression in expressions, f"no .ci/run stage runs the lane {lane}"
     readme = ROOT / "README.md"
     assert "pip install -e '.[test]' && pytest\n" in readme.read_text()
     assert "pip install -q -e '.[test]' && pytest" in ci

@@ -9,7 +9,9 @@ parser env of ``python -m tui.server.parser_env 0.33.0`` for 0.33)::
 :mod:`tui.domain.flags.vllm_tables` looks for that version
 (``tui/domain/flags/vllm_serve_options.py`` for 0.32, ``vllm_serve_options_0_33.py`` for 0.33, and
 so on; a new version also needs its record in ``tui/domain/vllm_release.py``); without it the
-module goes to stdout. It runs the same introspection the console runs
+module goes to stdout. ``--write-to DIR`` writes both at the same paths under ``DIR``
+instead of the checkout (the oracle compares them with the shipped ones, from one
+introspection). It runs the same introspection the console runs
 (``tui/server/introspect_script.py``) and writes one row per argparse action;
 ``tests/integration/test_realvllm_flag_oracle.py`` checks that the shipped tables still
 equal the provisioned parsers.
@@ -268,8 +270,15 @@ def render_help(data: dict[str, object], table: str) -> str:
     return "".join(out)
 
 
+def _write_root(argv: list[str]) -> Path | None:
+    """Where ``--write`` (the checkout) or ``--write-to DIR`` puts the modules; None: stdout."""
+    if "--write-to" in argv:
+        return Path(argv[argv.index("--write-to") + 1])
+    return Path(__file__).resolve().parents[1] if "--write" in argv else None
+
+
 def main(argv: list[str]) -> int:
-    """``gen_vllm_serve_options.py PYTHON [--write | --help-texts]``."""
+    """``gen_vllm_serve_options.py PYTHON [--write | --write-to DIR | --help-texts]``."""
     if not argv or argv[0].startswith("-"):
         print(__doc__, file=sys.stderr)
         return 2
@@ -277,19 +286,21 @@ def main(argv: list[str]) -> int:
     data = dump_vllm_cli(python)
     version = str(data.get("vllm_version"))
     table = module_file(version).removesuffix(".py").replace("/", ".")
-    if "--help-texts" in argv[1:]:  # the help module alone, to stdout (the oracle compares)
+    if "--help-texts" in argv[1:]:  # the help module alone, to stdout
         sys.stdout.write(render_help(data, table))
         return 0
     text = render(data, config_facts(python))
-    if "--write" not in argv[1:]:
+    root = _write_root(argv[1:])
+    if root is None:
         sys.stdout.write(text)
         return 0
-    target = Path(__file__).resolve().parents[1] / module_file(str(data.get("vllm_version")))
-    target.write_text(text, encoding="utf-8")
-    print(f"wrote {target}", file=sys.stderr)
-    help_target = Path(__file__).resolve().parents[1] / help_module_file(version)
-    help_target.write_text(render_help(data, table), encoding="utf-8")
-    print(f"wrote {help_target}", file=sys.stderr)
+    for target, body in (
+        (root / module_file(version), text),
+        (root / help_module_file(version), render_help(data, table)),
+    ):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body, encoding="utf-8")
+        print(f"wrote {target}", file=sys.stderr)
     return 0
 
 

@@ -25,7 +25,8 @@ from tui.server.provision import ProvisionedVllm
 from tui.store.history import RunStore
 from tui.store.profiles import save_profile
 
-pytestmark = pytest.mark.realvllm
+# timed: a rate search against a TTFT SLO, alone (tests/suite_tiers.py)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timed]
 
 
 async def test_confirm_spends_at_most_three_real_loads_each_on_the_board(

@@ -27,7 +27,8 @@ from tui.modes import ConsoleOptions, build_session
 from tui.server.provision import ProvisionedVllm
 from tui.session import wait_for_state
 
-pytestmark = pytest.mark.realvllm
+# timed: two loads' figures against each other, alone (tests/suite_tiers.py)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timed]
 
 SPEC = LoadSpec(input_len=64, output_len=32, num_prompts=32, max_concurrency=8, seed=3)
 EXACT = ("completed", "failed", "total_input_tokens", "total_output_tokens", "num_prompts")

@@ -66,7 +66,12 @@ from tui.telemetry.host import process_tree_usage
 from tui.telemetry.vllm_metrics import VllmMetricsSource
 
 # The session's event loop: the server may be one an earlier test started and kept.
-pytestmark = [pytest.mark.realvllm, pytest.mark.asyncio(loop_scope="session")]
+# timed: rates against the server's counters, alone (tests/suite_tiers.py)
+pytestmark = [
+    pytest.mark.realvllm,
+    pytest.mark.timed,
+    pytest.mark.asyncio(loop_scope="session"),
+]
 
 GRACE_S = POOL_GRACE_S  # the last test stops under load: SIGKILL comes after this
 SMALL_LOAD = LoadSpec(input_len=64, output_len=32, num_prompts=16, max_concurrency=4, seed=7)

@@ -39,7 +39,12 @@ from tui.telemetry.vllm_metrics import VllmMetricsSource
 
 # The session's event loop: the server may be one an earlier test started and kept
 # (test_realvllm_failures.py's fixed max_num_seqs), whose watchers run on that loop.
-pytestmark = [pytest.mark.realvllm, pytest.mark.asyncio(loop_scope="session")]
+# timed: the server's TTFT against the client's, alone (tests/suite_tiers.py)
+pytestmark = [
+    pytest.mark.realvllm,
+    pytest.mark.timed,
+    pytest.mark.asyncio(loop_scope="session"),
+]
 
 CLIENT_OVERHEAD_MS = 150.0
 WARM_UP = LoadSpec(input_len=256, output_len=16, num_prompts=4, max_concurrency=2, seed=3)

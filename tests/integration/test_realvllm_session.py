@@ -33,7 +33,8 @@ from tui.server.provision import ProvisionedVllm
 from tui.session import LoadFinished, RunUpdated, SessionEvent, wait_for_state
 from tui.store.history import RunStore
 
-pytestmark = pytest.mark.realvllm
+# timed: the session's load and telemetry on one server, alone (tests/suite_tiers.py)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timed]
 
 CLOSE_GRACE_S = 120.0
 """The stop grace of this test's console: SIGKILL only for a vLLM that never exits."""

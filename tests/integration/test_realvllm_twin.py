@@ -44,7 +44,8 @@ from tui.store.profiles import load_profile
 from tui.twin.calibrate import Calibration, reset_prefix_cache
 from tui.twin.fidelity import CaseResult, HeldOut, held_out, real_side, twin_side
 
-pytestmark = pytest.mark.realvllm
+# timed: the twin's error against the server's own spread, alone (tests/suite_tiers.py)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timed]
 
 BOUNDED = ("output_throughput", "mean_e2el_ms")
 MIN_BOUND = 0.35  # 35 %: the goal is 10 % on a quiet machine; CI's machine is shared

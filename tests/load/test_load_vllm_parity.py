@@ -24,7 +24,8 @@ from tui.load.stats import RequestRecord, percentile_key
 from tui.load.tokenizer import HfTokenizer
 from tui.server.provision import find_provisioned
 
-pytestmark = pytest.mark.realvllm
+# timed: its statistics against vLLM's own bench, alone (tests/suite_tiers.py)
+pytestmark = [pytest.mark.realvllm, pytest.mark.timed]
 
 REPO = Path(__file__).resolve().parents[2]
 PERCENTILES = [50.0, 90.0, 99.0, 99.9]
