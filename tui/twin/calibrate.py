@@ -49,6 +49,7 @@ from tui.domain.profile import (
     StepCoefficients,
 )
 from tui.domain.results import BenchResult
+from tui.domain.workload import LoadSpec
 from tui.load.runner import LoadRunner
 from tui.session.loads import LoadRunnerLike
 from tui.sim.twin import model_facts, resolved_batch
@@ -63,6 +64,8 @@ from tui.twin.validation import calibrate
 
 MIN_LOADS = 3
 """Fewer finished loads than this cannot separate the coefficients: no profile is saved."""
+WARMUPS = 2
+"""Warm-up requests before the first designed load."""
 ITERATION_COUNT = "vllm:iteration_tokens_total_count"
 CACHE_CONFIG = "vllm:cache_config_info"
 #: The server's own phase histograms (vLLM's engine clock), read as sum and count.
@@ -71,6 +74,13 @@ PHASES = {
     "prefill": "vllm:request_prefill_time_seconds",
     "decode": "vllm:request_decode_time_seconds",
 }
+
+
+def sent_load(designed: DesignedLoad, *, warm: bool) -> LoadSpec:
+    """``designed``'s load as it is sent: the first with :data:`WARMUPS` warm-up requests
+    (the server's first requests pay for its lazy start-up); the budget's plan sizes the
+    rest from it as run."""
+    return designed.load.model_copy(update={"num_warmups": WARMUPS}) if warm else designed.load
 
 
 class CalibrationError(VtcError):
@@ -322,12 +332,12 @@ class Calibration:
             i, designed = todo[0]
             report = self._reporter(on_progress, started, sized, done, designed.name)
             report(None)
-            line = await self._measure(designed, facts, left, warm=i == 0, report=report)
+            run = sent_load(designed, warm=i == 0)
+            line = await self._measure(designed, run, facts, left, report=report)
             if line is None:
                 break  # cut at the budget's end
             await asyncio.to_thread(_append, path, line)
             done[line.name] = line
-            run = designed.load.model_copy(update={"num_warmups": 2}) if i == 0 else designed.load
             ran[line.name] = (run, line.seconds)
         if on_progress is not None:
             self._reporter(on_progress, started, sized, done, "fitting")(None)
@@ -357,13 +367,12 @@ class Calibration:
     async def _measure(
         self,
         designed: DesignedLoad,
+        load: LoadSpec,
         facts: ServerFacts,
         left_s: float,
         *,
-        warm: bool,
         report: Callable[[float | None], None],
     ) -> JournalLine | None:
-        load = designed.load.model_copy(update={"num_warmups": 2}) if warm else designed.load
         runner = self.runner() if self.runner else LoadRunner(client="vtc-bench")
         # The twin serves each load from a cold cache: so does the server, where it can.
         await reset_prefix_cache(self.target.base_url, self.target.client)
